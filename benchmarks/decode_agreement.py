@@ -1,0 +1,68 @@
+"""Does the article's differential decode rate agree with the engine's own figure?
+
+For each embedded checkpoint: the article's method (16 and 512 tokens, five each) through our
+client, against llama.cpp's own `timings.predicted_per_second` on the same long replies.
+Target: within 3%.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sagemeter.backends.local import LocalEngine
+from sagemeter.checkpoints import resolve_checkpoint
+from sagemeter.clients.openai import OpenAIClient
+from sagemeter.measure.decode import measure_decode
+
+CHECKPOINTS = ("smollm2-q4_1", "smollm2-f32")
+
+
+async def _measure(url: str, name: str) -> dict[str, Any]:
+    async with OpenAIClient(url, concurrency=1, model=name) as client:
+        detail = await measure_decode(client, short_tokens=16, long_tokens=512, repeats=5)
+    assert detail.tokens_per_second is not None and detail.engine_tokens_per_second is not None
+    engine = detail.engine_tokens_per_second.median
+    assert engine is not None
+    return {
+        "differential_tokens_per_second": detail.tokens_per_second,
+        "least_squares_tokens_per_second": detail.least_squares_tokens_per_second,
+        "engine_tokens_per_second_median": engine,
+        "engine_tokens_per_second_min": detail.engine_tokens_per_second.min,
+        "engine_tokens_per_second_max": detail.engine_tokens_per_second.max,
+        "relative_difference": detail.tokens_per_second / engine - 1.0,
+        "per_call_fixed_cost_s": detail.per_call_fixed_cost_s,
+        "long_reply_seconds": detail.long_times_s,
+    }
+
+
+def run() -> dict[str, Any]:
+    results = {}
+    for name in CHECKPOINTS:
+        with LocalEngine(resolve_checkpoint(name)) as engine:
+            assert engine.base_url is not None
+            results[name] = asyncio.run(_measure(engine.base_url, name))
+    return {"target_relative_difference": 0.03, "checkpoints": results}
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Decode rate: the article's differential method against the engine's own figure",
+        "",
+        "16- and 512-token replies, five of each, temperature 0, ignore_eos, embedded llama.cpp, "
+        f"one request at a time. Target: within {result['target_relative_difference']:.0%}.",
+        "",
+        "| checkpoint | differential tok/s | least-squares tok/s "
+        "| engine tok/s median (min–max) | difference | fixed cost s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, row in result["checkpoints"].items():
+        lines.append(
+            f"| {name} | {row['differential_tokens_per_second']:.2f} | "
+            f"{row['least_squares_tokens_per_second']:.2f} | "
+            f"{row['engine_tokens_per_second_median']:.2f} "
+            f"({row['engine_tokens_per_second_min']:.2f}–{row['engine_tokens_per_second_max']:.2f})"
+            f" | {row['relative_difference']:+.2%} | "
+            f"{row['per_call_fixed_cost_s']:.4f} |"
+        )
+    return "\n".join(lines) + "\n"

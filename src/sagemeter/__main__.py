@@ -1,0 +1,5 @@
+"""`python -m sagemeter` runs the CLI."""
+
+from sagemeter.cli import main
+
+main()

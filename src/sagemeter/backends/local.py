@@ -1,0 +1,195 @@
+"""The local backend: the embedded llama.cpp engine, started and stopped by sagemeter.
+
+Lifecycle: `start()` spawns the worker process bound to 127.0.0.1, waits until it reports its
+address and answers /health, and keeps its log; `stop()` ends it. Use it as a context manager so
+an exception or Ctrl-C never leaves an engine running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from sagemeter.checkpoints import Checkpoint
+from sagemeter.errors import UserError
+from sagemeter.results import StartupFacts
+from sagemeter.startup_log import parse_llamacpp_log
+
+DEFAULT_PARALLEL_SLOTS = 16
+DEFAULT_CTX_PER_SLOT = 2048
+START_TIMEOUT_S = 180.0
+
+
+def engine_version() -> str:
+    """The xllamacpp wheel's version, which pins the llama.cpp it embeds."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"xllamacpp {version('xllamacpp')}"
+    except PackageNotFoundError:
+        raise UserError(
+            "the embedded engine needs the `local` extra: pip install 'sagemeter[local]'"
+        ) from None
+
+
+class LocalEngine:
+    """One llama.cpp server process for one checkpoint."""
+
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        parallel: int = DEFAULT_PARALLEL_SLOTS,
+        ctx_per_slot: int = DEFAULT_CTX_PER_SLOT,
+        port: int = 0,
+        threads: int = -1,
+        log_path: Path | None = None,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.parallel = parallel
+        self.ctx_per_slot = ctx_per_slot
+        self.port = port
+        self.threads = threads
+        self.log_path = log_path or Path(
+            tempfile.mkstemp(prefix=f"sagemeter-{checkpoint.name}-", suffix=".log")[1]
+        )
+        self.base_url: str | None = None
+        self.started_s: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
+        """Start the engine and return its OpenAI base URL (ending in /v1)."""
+        engine_version()  # a clear line if the local extra is missing
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "sagemeter.backends.llamacpp_worker",
+            str(self.checkpoint.path),
+            "--port",
+            str(self.port),
+            "--parallel",
+            str(self.parallel),
+            "--ctx-per-slot",
+            str(self.ctx_per_slot),
+            "--threads",
+            str(self.threads),
+            "--alias",
+            self.checkpoint.name,
+        ]
+        began = time.perf_counter()
+        with self.log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,  # Ctrl-C reaches us; we stop the engine ourselves
+            )
+        try:
+            address = self._read_address(began + timeout_s)
+            self._wait_healthy(address, began + timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.perf_counter() - began
+        self.base_url = address.rstrip("/") + "/v1"
+        return self.base_url
+
+    def _read_address(self, deadline: float) -> str:
+        assert self._process is not None and self._process.stdout is not None
+        stdout = self._process.stdout
+        buffered = b""
+        while time.perf_counter() < deadline:
+            if self._process.poll() is not None:
+                raise UserError(
+                    f"the embedded engine exited with code {self._process.returncode} while "
+                    f"loading {self.checkpoint.path.name}: {self._log_tail()}"
+                )
+            ready, _, _ = select.select([stdout], [], [], 0.2)
+            if not ready:
+                continue
+            chunk = os.read(stdout.fileno(), 4096)
+            buffered += chunk
+            for line in buffered.splitlines():
+                if line.startswith(b"{"):
+                    try:
+                        return str(json.loads(line)["listening"])
+                    except (ValueError, KeyError):
+                        continue
+        raise UserError(
+            f"the embedded engine did not start within the deadline: {self._log_tail()}"
+        )
+
+    def _wait_healthy(self, address: str, deadline: float) -> None:
+        with httpx.Client(timeout=5.0) as http:
+            while time.perf_counter() < deadline:
+                try:
+                    if http.get(address + "/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+        raise UserError(f"the embedded engine at {address} never became healthy")
+
+    def _log_tail(self, lines: int = 3) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(text[-lines:]) or "(empty log)"
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """End the engine: close its stdin, then SIGTERM, then SIGKILL if it lingers."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        for step in ("stdin", "term", "kill"):
+            if step == "stdin" and process.stdin:
+                process.stdin.close()
+            elif step == "term":
+                process.send_signal(signal.SIGTERM)
+            elif step == "kill":
+                process.kill()
+            try:
+                process.wait(timeout=timeout_s / 3)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if process.stdout:
+            process.stdout.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def startup_facts(self) -> StartupFacts:
+        return parse_llamacpp_log(self.log_text().splitlines())
+
+    def __enter__(self) -> LocalEngine:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

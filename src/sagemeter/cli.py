@@ -1,0 +1,317 @@
+"""The command line: thin verbs over the library (the MCP server calls the same functions)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from sagemeter.errors import UserError
+
+if TYPE_CHECKING:
+    from sagemeter.measure import ProgressFn
+    from sagemeter.results import MeasureResult
+    from sagemeter.settings import MeasureSettings
+    from sagemeter.targets import Target
+    from sagemeter.workflows import PhaseFn
+
+app = typer.Typer(
+    name="sagemeter",
+    help="Deploy, measure, compare and tear down LLM checkpoints.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def new_progress(unit: str = "requests") -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+    )
+
+
+def _parse_levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(
+            f"--levels {text!r}: give whole numbers separated by commas, e.g. 1,4,16"
+        ) from None
+    if not levels or any(level <= 0 for level in levels):
+        raise UserError(f"--levels {text!r}: every level must be a positive whole number")
+    return levels
+
+
+@app.command()
+def checkpoints(
+    prepare: Annotated[
+        bool, typer.Option(help="derive the 32-bit checkpoint now if missing")
+    ] = False,
+) -> None:
+    """List the embedded engine's checkpoints with file size and bits per weight."""
+    from sagemeter.checkpoints import CHECKPOINT_NAMES, gguf_summary, resolve_checkpoint
+
+    if prepare:
+        with new_progress("tensors") as bar:
+            task = bar.add_task("deriving smollm2-f32", total=None)
+            resolve_checkpoint(
+                "smollm2-f32",
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    table = Table(title="embedded-engine checkpoints (use as local:NAME)")
+    for column in ("name", "storage", "size MiB", "bits/weight", "parameters", "file"):
+        table.add_column(
+            column,
+            justify="right" if column in ("size MiB", "bits/weight", "parameters") else "left",
+        )
+    for name in CHECKPOINT_NAMES:
+        checkpoint = resolve_checkpoint(name, derive=False)
+        if not checkpoint.path.is_file():
+            table.add_row(
+                name, checkpoint.storage, "-", "-", "-", "derived on first use (or --prepare)"
+            )
+            continue
+        summary = gguf_summary(checkpoint.path)
+        table.add_row(
+            name,
+            checkpoint.storage,
+            f"{checkpoint.size_bytes / 2**20:.1f}",
+            f"{summary['bits_per_weight']:.2f}",
+            f"{summary['parameters'] / 1e6:.1f} M",
+            str(checkpoint.path),
+        )
+    console.print(table)
+
+
+@app.command()
+def serve(
+    target: Annotated[str, typer.Argument(help="local:CHECKPOINT")],
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0 picks a free one)")] = 8080,
+    parallel: Annotated[int, typer.Option(help="parallel slots")] = 16,
+) -> None:
+    """Run the embedded engine in the foreground for your own tools, until Ctrl-C."""
+    from sagemeter.backends.local import LocalEngine
+    from sagemeter.checkpoints import resolve_checkpoint
+    from sagemeter.targets import LocalTarget, parse_target
+
+    parsed = parse_target(target)
+    if not isinstance(parsed, LocalTarget):
+        raise UserError(
+            f"serve runs the embedded engine only; give local:CHECKPOINT, not {target!r}"
+        )
+    checkpoint = resolve_checkpoint(parsed.checkpoint)
+    engine = LocalEngine(checkpoint, parallel=parallel, port=port)
+    with err_console.status(f"starting {checkpoint.name}"):
+        engine.start()
+    try:
+        console.print(
+            f"serving {checkpoint.name} at [bold]{engine.base_url}[/] (OpenAI-compatible)"
+        )
+        console.print(f"engine log: {engine.log_path}; Ctrl-C stops it")
+        while engine.is_running():
+            time.sleep(0.5)
+        raise UserError(f"the engine stopped unexpectedly; see {engine.log_path}")
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        engine.stop()
+
+
+def _settings(
+    quick: bool,
+    short_tokens: int | None,
+    long_tokens: int | None,
+    repeats: int | None,
+    levels: str | None,
+    load_tokens: int | None,
+    batches: int | None,
+    questions: str | None,
+    quality_max_tokens: int | None,
+) -> MeasureSettings:
+    from sagemeter.settings import MeasureSettings, quick_settings
+
+    base = quick_settings() if quick else MeasureSettings()
+    changes = {
+        "short_tokens": short_tokens,
+        "long_tokens": long_tokens,
+        "decode_repeats": repeats,
+        "load_levels": _parse_levels(levels) if levels else None,
+        "load_max_tokens": load_tokens,
+        "load_batches": batches,
+        "questions": questions,
+        "quality_max_tokens": quality_max_tokens,
+    }
+    merged = {**base.model_dump(), **{k: v for k, v in changes.items() if v is not None}}
+    try:
+        settings = MeasureSettings.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+    if settings.long_tokens <= settings.short_tokens:
+        raise UserError("--long-tokens must be larger than --short-tokens")
+    return settings
+
+
+@app.command()
+def measure(
+    out_dir: Annotated[Path, typer.Argument(help="folder for measure-NAME.json")],
+    target: Annotated[
+        str, typer.Argument(help="http://HOST:PORT, local:CHECKPOINT or NAME@REGION")
+    ],
+    name: Annotated[str | None, typer.Option(help="result name (default: from the target)")] = None,
+    quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
+    short_tokens: Annotated[
+        int | None, typer.Option(help="decode: short reply length [16]")
+    ] = None,
+    long_tokens: Annotated[int | None, typer.Option(help="decode: long reply length [512]")] = None,
+    repeats: Annotated[int | None, typer.Option(help="decode: replies of each length [5]")] = None,
+    levels: Annotated[str | None, typer.Option(help="parallel: requests at once [1,4,16]")] = None,
+    load_tokens: Annotated[
+        int | None, typer.Option(help="parallel: tokens per reply [256]")
+    ] = None,
+    batches: Annotated[int | None, typer.Option(help="parallel: batches per level [2]")] = None,
+    questions: Annotated[
+        str | None, typer.Option(help="question set name or JSONL file [article-40]")
+    ] = None,
+    quality_max_tokens: Annotated[int | None, typer.Option(help="quality: reply cap [48]")] = None,
+) -> None:
+    """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json."""
+    from sagemeter.report.terminal import print_result
+    from sagemeter.targets import parse_target
+
+    parsed = parse_target(target)
+    settings = _settings(
+        quick,
+        short_tokens,
+        long_tokens,
+        repeats,
+        levels,
+        load_tokens,
+        batches,
+        questions,
+        quality_max_tokens,
+    )
+    result_name = name or parsed.default_name
+    _check_name(result_name)
+    result, path = _measure_with_progress(parsed, result_name, settings, out_dir)
+    print_result(console, result)
+    console.print(f"wrote {path}")
+
+
+def _check_name(name: str) -> None:
+    if not name or any(ch in name for ch in "/\\") or name.startswith("."):
+        raise UserError(f"--name {name!r}: use letters, digits, dots, dashes or underscores")
+
+
+def _measure_with_progress(
+    parsed: Target, name: str, settings: MeasureSettings, out_dir: Path
+) -> tuple[MeasureResult, Path]:
+    from sagemeter.endpoints import check_target
+    from sagemeter.workflows import measure_target, selected_questions, total_requests
+
+    check_target(parsed)  # bad input fails here, before a progress bar is drawn
+    total = total_requests(settings, len(selected_questions(settings).questions))
+    with new_progress() as bar:
+        task = bar.add_task(name, total=total)
+        outcome = asyncio.run(
+            measure_target(
+                parsed,
+                name=name,
+                settings=settings,
+                out_dir=out_dir,
+                progress=lambda count: bar.advance(task, count),
+                on_phase=lambda phase: bar.update(task, description=f"{name}: {phase}"),
+            )
+        )
+        bar.update(task, description=f"{name}: done")
+    return outcome
+
+
+@app.command()
+def combine(
+    out: Annotated[Path, typer.Argument(help="where to write the comparison JSON")],
+    files: Annotated[list[Path], typer.Argument(help="two or more measure-*.json files, A first")],
+    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
+) -> None:
+    """Print the article's comparison table for two or more result files and write it as JSON."""
+    from sagemeter.compare import combine as build
+    from sagemeter.compare import save_comparison
+    from sagemeter.report.terminal import print_comparison
+
+    comparison = build(list(files), price_per_hour=price_per_hour)
+    print_comparison(console, comparison)
+    save_comparison(comparison, out)
+    console.print(f"wrote {out}")
+
+
+@app.command()
+def demo(
+    out: Annotated[Path | None, typer.Option(help="run folder [runs/DATE-demo]")] = None,
+    quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
+) -> None:
+    """A-B-A on the embedded engine: 32-bit, 4-bit, 32-bit again; then the comparison."""
+    from sagemeter.demo import DEMO_ORDER, default_run_dir, demo_plan_settings, run_demo
+    from sagemeter.report.terminal import print_comparison
+
+    run_dir = out or default_run_dir()
+    settings = demo_plan_settings(quick)
+    console.print(f"demo: {' → '.join(name for name, _ in DEMO_ORDER)} into {run_dir}")
+    with new_progress() as bar:
+
+        def progress_for(name: str, total: int) -> tuple[ProgressFn, PhaseFn]:
+            task = bar.add_task(name, total=total)
+            return (
+                lambda count: bar.advance(task, count),
+                lambda phase: bar.update(task, description=f"{name}: {phase}"),
+            )
+
+        _, comparison = asyncio.run(run_demo(run_dir, settings, progress_for))
+    print_comparison(console, comparison)
+    console.print(f"wrote {run_dir}")
+
+
+def _register_optional_commands() -> None:
+    """Faces of later features register themselves when their modules are present."""
+    try:
+        from sagemeter.cli_sagemaker import register
+    except ImportError:
+        return
+    register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: UserError → one line on stderr and exit 2; Ctrl-C → exit 130.
+
+    Usage errors (unknown command, missing argument) are click's own one-line messages, exit 2.
+    """
+    _register_optional_commands()
+    try:
+        app(args=argv)
+    except UserError as exc:
+        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: nothing half-written was left; engines were stopped")
+        sys.exit(130)

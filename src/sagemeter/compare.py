@@ -1,0 +1,203 @@
+"""The Comparison: two or more results side by side, the article's `combine` table.
+
+Rows are the article's figures; each later file gets a ratio against the first. With a price per
+hour, cost per million output tokens at each concurrency. When the first and last files measured
+the same checkpoint (A-B-A), the drift between them is reported beside every speed figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from sagemeter.atomic import write_text_atomic
+from sagemeter.costs import cost_per_million_tokens
+from sagemeter.errors import UserError
+from sagemeter.results import MeasureResult, load_result
+
+
+class Row(BaseModel):
+    key: str
+    values: list[float | None]
+    ratios: list[float | None] = Field(description="value of file i / value of the first file")
+    kind: str = Field("figure", description="figure | speed | cost | count")
+
+
+class Drift(BaseModel):
+    """A vs A': the same checkpoint measured first and last; the noise floor of every ratio."""
+
+    first: str
+    last: str
+    relative_change: dict[str, float | None]
+    max_abs_relative_change: float | None
+    identical_answers: str | None = None
+
+
+class Comparison(BaseModel):
+    names: list[str]
+    files: list[str]
+    price_per_hour: float | None = None
+    rows: list[Row]
+    identical_answers: str | None = Field(
+        None, description="answers identical character for character, first vs second file"
+    )
+    drift: Drift | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return value / base
+
+
+def _row(key: str, values: list[float | None], kind: str) -> Row:
+    base = values[0]
+    return Row(key=key, values=values, ratios=[_ratio(v, base) for v in values[1:]], kind=kind)
+
+
+def _levels(results: list[MeasureResult]) -> list[str]:
+    levels: set[str] = set()
+    for result in results:
+        levels.update(result.load_tokens_per_second)
+    return sorted(levels, key=int)
+
+
+def identical_answers(a: MeasureResult, b: MeasureResult) -> str | None:
+    """'n/total' of items whose replies match exactly, when both files hold replies."""
+    if not (a.detail and a.detail.quality and b.detail and b.detail.quality):
+        return None
+    replies_b = {item.id: item.reply for item in b.detail.quality.items}
+    shared = [item for item in a.detail.quality.items if item.id in replies_b]
+    if not shared:
+        return None
+    same = sum(1 for item in shared if item.reply is not None and item.reply == replies_b[item.id])
+    return f"{same}/{len(shared)}"
+
+
+def _same_checkpoint(a: MeasureResult, b: MeasureResult) -> bool:
+    if not (a.detail and b.detail):
+        return False
+    env_a, env_b = a.detail.environment, b.detail.environment
+    if env_a.checkpoint_sha256 and env_b.checkpoint_sha256:
+        return env_a.checkpoint_sha256 == env_b.checkpoint_sha256
+    return env_a.target == env_b.target and env_a.model == env_b.model
+
+
+def speed_figures(result: MeasureResult) -> dict[str, float | None]:
+    figures: dict[str, float | None] = {"decode_tokens_per_second": result.decode_tokens_per_second}
+    for level, value in result.load_tokens_per_second.items():
+        figures[f"load_c{level}_tokens_per_second"] = value
+    return figures
+
+
+def drift_between(a: MeasureResult, b: MeasureResult) -> Drift:
+    before, after = speed_figures(a), speed_figures(b)
+    changes = {
+        key: (after[key] - value) / value  # type: ignore[operator]
+        if value and after.get(key) is not None
+        else None
+        for key, value in before.items()
+    }
+    known = [abs(change) for change in changes.values() if change is not None]
+    return Drift(
+        first=a.name or "first",
+        last=b.name or "last",
+        relative_change=changes,
+        max_abs_relative_change=max(known) if known else None,
+        identical_answers=identical_answers(a, b),
+    )
+
+
+def _check_comparable(paths: list[Path], results: list[MeasureResult]) -> list[str]:
+    """Refuse files that cannot be compared; return warnings for differences that may matter."""
+    sets = {
+        path: result.detail.quality.question_set_sha256
+        for path, result in zip(paths, results, strict=True)
+        if result.detail and result.detail.quality
+    }
+    if len(set(sets.values())) > 1:
+        first = next(iter(sets))
+        other = next(path for path, digest in sets.items() if digest != sets[first])
+        raise UserError(
+            f"{other}: asked a different question set than {first}; answers cannot be compared"
+        )
+    totals = {
+        path: counts[1]
+        for path, result in zip(paths, results, strict=True)
+        if (counts := result.quality_counts())
+    }
+    if len(set(totals.values())) > 1:
+        first_path, first_total = next(iter(totals.items()))
+        odd = next(path for path, total in totals.items() if total != first_total)
+        raise UserError(f"{odd}: quality has a different number of questions than {first_path}")
+    warnings = []
+    settings = [result.detail.settings for result in results if result.detail]
+    if len(settings) == len(results) and any(s != settings[0] for s in settings[1:]):
+        warnings.append("the files were measured with different settings; read ratios with care")
+    return warnings
+
+
+def combine(paths: list[Path], *, price_per_hour: float | None = None) -> Comparison:
+    """Load every file (each problem is one UserError naming the file) and build the table."""
+    if len(paths) < 2:
+        raise UserError("combine needs at least two result files")
+    if price_per_hour is not None and price_per_hour <= 0:
+        raise UserError("--price-per-hour must be a positive number of USD")
+    results = [load_result(path) for path in paths]
+    warnings = _check_comparable(paths, results)
+    rows = [
+        _row("weights_gib", [r.weights_gib for r in results], "figure"),
+        _row("kv_cache_tokens", [_float(r.kv_cache_tokens) for r in results], "figure"),
+        _row("load_seconds", [r.load_seconds for r in results], "figure"),
+        _row("decode_tokens_per_second", [r.decode_tokens_per_second for r in results], "speed"),
+        _row(
+            "per_call_fixed_cost_seconds",
+            [r.per_call_fixed_cost_seconds for r in results],
+            "figure",
+        ),
+    ]
+    levels = _levels(results)
+    for level in levels:
+        values = [r.load_tokens_per_second.get(level) for r in results]
+        rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
+    rows.append(
+        _row(
+            "quality_correct",
+            [_float(counts[0]) if (counts := r.quality_counts()) else None for r in results],
+            "count",
+        )
+    )
+    if price_per_hour is not None:
+        for level in levels:
+            values = [
+                cost_per_million_tokens(price_per_hour, tps)
+                if (tps := r.load_tokens_per_second.get(level))
+                else None
+                for r in results
+            ]
+            rows.append(_row(f"usd_per_million_tokens_c{level}", values, "cost"))
+    drift = None
+    if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
+        drift = drift_between(results[0], results[-1])
+    for result, path in zip(results, paths, strict=True):
+        if result.detail:
+            warnings.extend(f"{path.name}: {warning}" for warning in result.detail.warnings)
+    return Comparison(
+        names=[r.name or path.stem for r, path in zip(results, paths, strict=True)],
+        files=[str(path) for path in paths],
+        price_per_hour=price_per_hour,
+        rows=rows,
+        identical_answers=identical_answers(results[0], results[1]),
+        drift=drift,
+        warnings=warnings,
+    )
+
+
+def _float(value: int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def save_comparison(comparison: Comparison, path: Path) -> None:
+    write_text_atomic(path, comparison.model_dump_json(indent=2) + "\n")

@@ -1,0 +1,61 @@
+"""The demo: the source article's comparison on the embedded engine, in A-B-A order.
+
+A is the 32-bit storage of SmolLM2-135M's weights, B the packed 4-bit file they came from, A'
+the 32-bit file again, so the drift between A and A' shows how much of the A/B gap is noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sagemeter.compare import Comparison, combine, save_comparison
+from sagemeter.measure import ProgressFn
+from sagemeter.settings import MeasureSettings, demo_settings, quick_settings
+from sagemeter.targets import parse_target
+from sagemeter.workflows import PhaseFn, measure_target, selected_questions, total_requests
+
+# Given a run's name and its request count, returns that run's progress and phase callbacks.
+RunProgressFactory = Callable[[str, int], tuple[ProgressFn, PhaseFn]]
+
+DEMO_ORDER: tuple[tuple[str, str], ...] = (
+    ("smollm2-f32", "local:smollm2-f32"),
+    ("smollm2-q4_1", "local:smollm2-q4_1"),
+    ("smollm2-f32-again", "local:smollm2-f32"),
+)
+
+
+def default_run_dir(root: Path = Path("runs")) -> Path:
+    """runs/DATE-demo, or runs/DATE-HHMMSS-demo when that folder already holds a run."""
+    now = datetime.now(UTC)
+    candidate = root / f"{now:%Y-%m-%d}-demo"
+    if candidate.exists() and any(candidate.iterdir()):
+        candidate = root / f"{now:%Y-%m-%d-%H%M%S}-demo"
+    return candidate
+
+
+def demo_plan_settings(quick: bool) -> MeasureSettings:
+    return quick_settings() if quick else demo_settings()
+
+
+async def run_demo(
+    run_dir: Path, settings: MeasureSettings, progress_for: RunProgressFactory
+) -> tuple[list[Path], Comparison]:
+    """Measure A, B, A' one after the other (each engine stopped before the next starts)."""
+    total = total_requests(settings, len(selected_questions(settings).questions))
+    paths = []
+    for name, target in DEMO_ORDER:
+        advance, on_phase = progress_for(name, total)
+        _, path = await measure_target(
+            parse_target(target),
+            name=name,
+            settings=settings,
+            out_dir=run_dir,
+            progress=advance,
+            on_phase=on_phase,
+        )
+        paths.append(path)
+    comparison = combine(paths)
+    save_comparison(comparison, run_dir / "compare.json")
+    return paths, comparison

@@ -1,0 +1,133 @@
+"""From a Target to something to measure: start what needs starting, open the right client.
+
+This is the one place that knows which backend goes with which target; measurements only see
+the `Endpoint` it yields (a client, what the backend knows about start-up, and where it runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sagemeter.clients.base import ChatClient
+from sagemeter.clients.openai import OpenAIClient
+from sagemeter.errors import UserError
+from sagemeter.results import StartupFacts
+from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, Target
+
+
+@dataclass
+class Endpoint:
+    """A reachable endpoint: its client, and what its backend can tell about it."""
+
+    target: Target
+    backend: str
+    client: ChatClient
+    startup_facts: Callable[[], StartupFacts | None] = lambda: None
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.asynccontextmanager
+async def open_endpoint(
+    target: Target,
+    *,
+    concurrency: int,
+    max_reply_tokens: int = 512,
+    log_path: Path | None = None,
+) -> AsyncIterator[Endpoint]:
+    """Yield an open Endpoint for `target`; a local engine started here is stopped on exit."""
+    if isinstance(target, OpenAITarget):
+        async with OpenAIClient(target.base_url, concurrency=concurrency) as client:
+            yield Endpoint(target=target, backend="openai-http", client=client)
+    elif isinstance(target, LocalTarget):
+        async with _local_endpoint(target, concurrency, max_reply_tokens, log_path) as endpoint:
+            yield endpoint
+    elif isinstance(target, SageMakerTarget):
+        async with _sagemaker_endpoint(target, concurrency) as endpoint:
+            yield endpoint
+    else:  # pragma: no cover - the Target union is closed
+        raise UserError(f"unsupported target {target}")
+
+
+def check_target(target: Target) -> None:
+    """Fail fast, before anything starts, on a target that cannot work (e.g. unknown checkpoint)."""
+    if isinstance(target, LocalTarget):
+        from sagemeter.checkpoints import resolve_checkpoint
+
+        resolve_checkpoint(target.checkpoint, derive=False)
+
+
+PROMPT_ALLOWANCE_TOKENS = 512
+
+
+def slot_context(max_reply_tokens: int) -> int:
+    """Context per engine slot: the longest reply plus room for its prompt, in 256-token steps."""
+    needed = max_reply_tokens + PROMPT_ALLOWANCE_TOKENS
+    return max(1024, -(-needed // 256) * 256)
+
+
+@contextlib.asynccontextmanager
+async def _local_endpoint(
+    target: LocalTarget, concurrency: int, max_reply_tokens: int, log_path: Path | None
+) -> AsyncIterator[Endpoint]:
+    import asyncio
+
+    from sagemeter.backends.local import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
+    from sagemeter.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
+
+    checkpoint = await asyncio.to_thread(resolve_checkpoint, target.checkpoint)
+    engine = LocalEngine(
+        checkpoint,
+        parallel=max(DEFAULT_PARALLEL_SLOTS, concurrency),
+        ctx_per_slot=slot_context(max_reply_tokens),
+        log_path=log_path,
+    )
+    await asyncio.to_thread(engine.start)
+    try:
+        summary = gguf_summary(checkpoint.path)
+        environment = {
+            "engine": "llama.cpp (embedded)",
+            "engine_version": engine_version(),
+            "model": checkpoint.description,
+            "checkpoint_file": checkpoint.path.name,
+            "checkpoint_sha256": await asyncio.to_thread(sha256_of, checkpoint.path),
+            "checkpoint_bits_per_weight": summary["bits_per_weight"],
+        }
+        assert engine.base_url is not None
+        async with OpenAIClient(
+            engine.base_url, concurrency=concurrency, model=checkpoint.name
+        ) as client:
+            yield Endpoint(
+                target=target,
+                backend="local",
+                client=client,
+                startup_facts=engine.startup_facts,
+                environment=environment,
+            )
+    finally:
+        engine.stop()
+
+
+@contextlib.asynccontextmanager
+async def _sagemaker_endpoint(target: SageMakerTarget, concurrency: int) -> AsyncIterator[Endpoint]:
+    try:
+        from sagemeter.backends import sagemaker as backend
+        from sagemeter.clients.sagemaker import open_sagemaker_client
+    except ImportError:
+        raise UserError(
+            f"target {target}: SageMaker endpoints are not supported yet in this version"
+        ) from None
+    client = open_sagemaker_client(target, concurrency)
+    try:
+        yield Endpoint(
+            target=target,
+            backend="sagemaker",
+            client=client,
+            startup_facts=lambda: backend.startup_facts(target.name, target.region),
+            environment={"engine": "vllm (AWS SageMaker container)"},
+        )
+    finally:
+        await client.aclose()

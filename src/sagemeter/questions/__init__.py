@@ -1,0 +1,83 @@
+"""Question sets with exact answers, and the one strict scorer used for every checkpoint.
+
+A set is a JSON file of items `{id, family, prompt, answer, pattern?}`; built-in sets ship beside
+this module, user sets are JSONL files with the same fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from sagemeter.errors import UserError
+
+BUILTIN_DIR = Path(__file__).parent
+
+
+class Question(BaseModel):
+    id: str
+    family: str
+    prompt: str
+    answer: str
+    pattern: str | None = None  # a regular expression the reply must match, for text answers
+
+
+class QuestionSet(BaseModel):
+    name: str
+    sha256: str
+    questions: list[Question]
+
+
+def builtin_sets() -> list[str]:
+    return sorted(path.stem for path in BUILTIN_DIR.glob("*.json"))
+
+
+def load_question_set(spec: str) -> QuestionSet:
+    """A built-in set by name (e.g. `article-40`) or a user JSONL file by path."""
+    builtin = BUILTIN_DIR / f"{spec}.json"
+    if builtin.is_file():
+        raw = builtin.read_bytes()
+        try:
+            items = json.loads(raw)["questions"]
+        except (ValueError, KeyError) as exc:
+            raise UserError(f"built-in question set {spec!r} is damaged: {exc}") from None
+        return _validated(spec, raw, items)
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise UserError(
+            f"question set {spec!r} is neither built in ({', '.join(builtin_sets())}) nor a file"
+        )
+    raw = path.read_bytes()
+    items = []
+    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except ValueError:
+            raise UserError(f"{path}: line {number} is not valid JSON") from None
+    return _validated(path.stem, raw, items)
+
+
+def _validated(name: str, raw: bytes, items: list[object]) -> QuestionSet:
+    questions = []
+    for index, item in enumerate(items, start=1):
+        if isinstance(item, dict) and "id" not in item:
+            item = {**item, "id": f"q{index:04d}"}
+        if isinstance(item, dict) and "family" not in item:
+            item = {**item, "family": "default"}
+        try:
+            questions.append(Question.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            raise UserError(f"question set {name}: item {index}: {field}: {first['msg']}") from None
+    if not questions:
+        raise UserError(f"question set {name} holds no questions")
+    ids = [question.id for question in questions]
+    if len(set(ids)) != len(ids):
+        raise UserError(f"question set {name}: question ids are not unique")
+    return QuestionSet(name=name, sha256=hashlib.sha256(raw).hexdigest(), questions=questions)

@@ -1,0 +1,1 @@
+"""Reports: a comparison or a result made readable (terminal tables so far)."""

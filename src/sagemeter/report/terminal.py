@@ -1,0 +1,118 @@
+"""Rich tables for the terminal: the article's combine table, and one result's summary."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from sagemeter.compare import Comparison
+from sagemeter.results import MeasureResult, Spread
+
+INTEGER_KEYS = frozenset({"kv_cache_tokens", "quality_correct"})
+
+
+def format_value(key: str, value: float | None) -> str:
+    """Figures as the article prints them: no trailing zeros, dollars to the cent."""
+    if value is None:
+        return "-"
+    if key in INTEGER_KEYS:
+        return f"{int(value):,}"
+    if key.startswith("usd_"):
+        return f"{value:.2f}"
+    if abs(value) < 1:
+        return f"{value:.3g}"
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    table = Table(title="comparison", show_lines=False)
+    table.add_column("figure", no_wrap=True)
+    several = len(comparison.names) > 2
+    for number, name in enumerate(comparison.names, start=1):
+        table.add_column(
+            f"[{number}] {name}" if several else name, justify="right", overflow="fold"
+        )
+    for number in range(2, len(comparison.names) + 1):
+        table.add_column(f"[{number}]/[1]" if several else "ratio", justify="right")
+    for row in comparison.rows:
+        ratios = [f"{ratio:.2f}" if ratio is not None else "" for ratio in row.ratios]
+        table.add_row(row.key, *(format_value(row.key, v) for v in row.values), *ratios)
+    return table
+
+
+def print_comparison(console: Console, comparison: Comparison) -> None:
+    console.print(comparison_table(comparison))
+    if comparison.identical_answers:
+        console.print(
+            f"identical answers ({comparison.names[0]} vs {comparison.names[1]}): "
+            f"{comparison.identical_answers}"
+        )
+    if comparison.drift:
+        drift = comparison.drift
+        parts = [
+            f"{key.removesuffix('_tokens_per_second')} {change:+.2%}"
+            for key, change in drift.relative_change.items()
+            if change is not None
+        ]
+        worst = drift.max_abs_relative_change
+        console.print(
+            f"A-B-A drift ({drift.first} → {drift.last}): "
+            + ", ".join(parts)
+            + (f"; largest {worst:.2%}" if worst is not None else "")
+        )
+        if drift.identical_answers:
+            console.print(f"identical answers A vs A': {drift.identical_answers}")
+    for warning in comparison.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+
+
+def _spread_text(spread: Spread | None, scale: float = 1.0, unit: str = "") -> str:
+    if spread is None:
+        return "-"
+    return (
+        f"median {spread.median * scale:.3g}{unit} (min {spread.min * scale:.3g}, "
+        f"p90 {spread.p90 * scale:.3g}, p99 {spread.p99 * scale:.3g}, "
+        f"max {spread.max * scale:.3g}; n={spread.n})"
+    )
+
+
+def print_result(console: Console, result: MeasureResult) -> None:
+    table = Table(title=f"measure-{result.name}", show_header=False)
+    table.add_column("figure")
+    table.add_column("value")
+    detail = result.detail
+    table.add_row("decode tokens/s", format_value("decode", result.decode_tokens_per_second))
+    table.add_row("per-call fixed cost s", format_value("cost", result.per_call_fixed_cost_seconds))
+    if detail and detail.decode:
+        decode = detail.decode
+        table.add_row("  long replies s", _spread_text(_spread_of(decode.long_times_s)))
+        table.add_row("  engine's own tokens/s", _spread_text(decode.engine_tokens_per_second))
+        table.add_row("  TTFT", _spread_text(decode.ttft_s, 1000, " ms"))
+        table.add_row(
+            "  inter-token latency", _spread_text(decode.inter_token_latency_s, 1000, " ms")
+        )
+        table.add_row(
+            "  time per output token", _spread_text(decode.time_per_output_token_s, 1000, " ms")
+        )
+    for level, value in result.load_tokens_per_second.items():
+        table.add_row(f"{level} at once tokens/s", format_value("load", value))
+    table.add_row("quality", result.quality or "-")
+    table.add_row("weights GiB", format_value("weights", result.weights_gib))
+    table.add_row(
+        "KV cache tokens", format_value("kv_cache_tokens", _opt_float(result.kv_cache_tokens))
+    )
+    table.add_row("load seconds", format_value("load_seconds", result.load_seconds))
+    console.print(table)
+    if detail:
+        for warning in detail.warnings:
+            console.print(f"[yellow]warning:[/] {warning}")
+
+
+def _opt_float(value: int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _spread_of(values: list[float]) -> Spread | None:
+    from sagemeter.measure.stats import spread
+
+    return spread(values)

@@ -1,0 +1,221 @@
+"""The Result: the versioned, validated record of one measurement of one endpoint.
+
+The top level keeps the source article's keys, so its minimal files load as they are; everything
+raw (every timing, every answer, the environment) lives in the versioned `detail` section.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sagemeter.atomic import write_text_atomic
+from sagemeter.clients.base import RequestRecord
+from sagemeter.errors import UserError
+
+SCHEMA_VERSION = 1
+
+
+class Spread(BaseModel):
+    """A distribution summarised: count, min, median, max and the tail percentiles."""
+
+    n: int
+    min: float
+    median: float
+    max: float
+    p90: float
+    p99: float
+
+
+class DecodeDetail(BaseModel):
+    short_tokens: int
+    long_tokens: int
+    repeats: int
+    short_times_s: list[float]
+    long_times_s: list[float]
+    tokens_per_second: float | None = Field(
+        None, description="(long - short) / (median t(long) - median t(short)), the article's rate"
+    )
+    per_call_fixed_cost_s: float | None = Field(
+        None, description="median t(short) - short / rate: what every call pays besides decoding"
+    )
+    least_squares_tokens_per_second: float | None = Field(
+        None, description="slope of a straight-line fit through every (tokens, time) point"
+    )
+    engine_tokens_per_second: Spread | None = Field(
+        None, description="the engine's own decode rate (llama.cpp timings) on the long replies"
+    )
+    ttft_s: Spread | None = None
+    inter_token_latency_s: Spread | None = None
+    time_per_output_token_s: Spread | None = Field(
+        None, description="(total - TTFT) / (tokens - 1) per long reply"
+    )
+    valid: bool = True
+    problems: list[str] = Field(default_factory=list)
+    records: list[RequestRecord] = Field(default_factory=list)
+
+
+class LoadBatch(BaseModel):
+    concurrency: int
+    wall_s: float
+    output_tokens: int
+    failed: int
+    tokens_per_second: float
+
+
+class LoadLevel(BaseModel):
+    concurrency: int
+    tokens_per_second: float | None = Field(
+        None, description="all output tokens of the level's batches / the sum of their wall times"
+    )
+    batches: list[LoadBatch]
+    ttft_s: Spread | None = None
+    inter_token_latency_s: Spread | None = None
+    records: list[RequestRecord] = Field(default_factory=list)
+
+
+class LoadDetail(BaseModel):
+    max_tokens: int
+    batches_per_level: int
+    levels: list[LoadLevel]
+
+
+class QualityItem(BaseModel):
+    id: str
+    family: str
+    prompt: str
+    expected: str
+    reply: str | None = None
+    extracted: str | None = None
+    correct: bool
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+class QualityDetail(BaseModel):
+    question_set: str
+    question_set_sha256: str
+    max_tokens: int
+    correct: int
+    total: int
+    by_family: dict[str, dict[str, int]]
+    items: list[QualityItem]
+
+
+class StartupFacts(BaseModel):
+    """What the server's start-up log says it allocated (vLLM or llama.cpp wording)."""
+
+    source: str
+    weights_gib: float | None = None
+    load_seconds: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_tokens_per_request: int | None = None
+    quantization: str | None = None
+    lines: list[str] = Field(default_factory=list, description="the log lines the facts came from")
+
+
+class Environment(BaseModel):
+    target: str
+    backend: str
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    checkpoint_file: str | None = None
+    checkpoint_sha256: str | None = None
+    checkpoint_bits_per_weight: float | None = None
+    host_cpu: str | None = None
+    host_cores: int | None = None
+    platform: str | None = None
+    python: str | None = None
+    sagemeter_version: str
+    started_utc: str
+    ended_utc: str | None = None
+
+
+class Detail(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    settings: dict[str, Any]
+    environment: Environment
+    startup: StartupFacts | None = None
+    decode: DecodeDetail | None = None
+    load: LoadDetail | None = None
+    quality: QualityDetail | None = None
+    failed_requests: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class MeasureResult(BaseModel):
+    """`measure-NAME.json`. Article keys first; `detail` holds the evidence behind each figure."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    decode_tokens_per_second: float | None = None
+    per_call_fixed_cost_seconds: float | None = None
+    load_tokens_per_second: dict[str, float] = Field(default_factory=dict)
+    quality: str | None = Field(None, description='"correct/total", e.g. "37/40"')
+    weights_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    load_seconds: float | None = None
+    detail: Detail | None = None
+
+    def quality_counts(self) -> tuple[int, int] | None:
+        """(correct, total) from the `quality` string, or None when absent."""
+        if self.quality is None:
+            return None
+        correct, _, total = self.quality.partition("/")
+        return int(correct), int(total)
+
+
+def result_path(out_dir: Path, name: str) -> Path:
+    return out_dir / f"measure-{name}.json"
+
+
+def save_result(result: MeasureResult, path: Path) -> None:
+    """Write atomically: a reader sees the old file, no file, or the whole new one."""
+    text = result.model_dump_json(indent=2)
+    write_text_atomic(path, text + "\n")
+
+
+def load_result(path: Path) -> MeasureResult:
+    """Read and validate one result file; any problem becomes one UserError naming the file."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        payload = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(payload, dict):
+        raise UserError(f"{path}: expected a JSON object with measurement keys")
+    if "decode_tokens_per_second" not in payload and "load_tokens_per_second" not in payload:
+        raise UserError(
+            f"{path}: not a sagemeter result (no decode_tokens_per_second or "
+            "load_tokens_per_second key)"
+        )
+    try:
+        result = MeasureResult.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UserError(f"{path}: {where}: {first['msg']}") from None
+    if result.quality is not None:
+        _check_quality(path, result.quality)
+    if result.name is None:
+        result.name = path.stem.removeprefix("measure-")
+    return result
+
+
+def _check_quality(path: Path, quality: str) -> None:
+    correct, sep, total = quality.partition("/")
+    if not (sep and correct.strip().isdigit() and total.strip().isdigit()):
+        raise UserError(f"{path}: quality {quality!r} is not of the form 'correct/total'")
+    if int(correct) > int(total):
+        raise UserError(f"{path}: quality {quality!r} has more correct answers than questions")

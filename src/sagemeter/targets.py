@@ -1,0 +1,117 @@
+"""One string names an endpoint; this module turns it into a typed Target.
+
+Accepted forms:
+  http://HOST:PORT[/v1]   any OpenAI-compatible server (vLLM, llama.cpp, SGLang, Ollama)
+  local:CHECKPOINT        the embedded llama.cpp engine (a checkpoint name or a .gguf path)
+  NAME@REGION             an Amazon SageMaker real-time endpoint
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from sagemeter.errors import UserError
+
+ACCEPTED_FORMS = (
+    "http://HOST:PORT (OpenAI-compatible server), local:CHECKPOINT (embedded engine), "
+    "NAME@REGION (SageMaker)"
+)
+
+# SageMaker endpoint names: 1-63 chars, alphanumerics and hyphens, not starting with a hyphen.
+_SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+
+
+@dataclass(frozen=True)
+class OpenAITarget:
+    """A running OpenAI-compatible server; `base_url` always ends in /v1."""
+
+    base_url: str
+
+    @property
+    def default_name(self) -> str:
+        parts = urlsplit(self.base_url)
+        return f"{parts.hostname}-{parts.port}" if parts.port else str(parts.hostname)
+
+    def __str__(self) -> str:
+        return self.base_url
+
+
+@dataclass(frozen=True)
+class LocalTarget:
+    """A checkpoint for the embedded engine, started and stopped by sagemeter."""
+
+    checkpoint: str
+
+    @property
+    def default_name(self) -> str:
+        name = self.checkpoint.rsplit("/", 1)[-1]
+        return name.removesuffix(".gguf")
+
+    def __str__(self) -> str:
+        return f"local:{self.checkpoint}"
+
+
+@dataclass(frozen=True)
+class SageMakerTarget:
+    """An Amazon SageMaker real-time endpoint in one region."""
+
+    name: str
+    region: str
+
+    @property
+    def default_name(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.region}"
+
+
+Target = OpenAITarget | LocalTarget | SageMakerTarget
+
+
+def parse_target(text: str) -> Target:
+    """Parse one target string, or raise UserError naming the accepted forms."""
+    raw = text.strip()
+    if raw.startswith(("http://", "https://")):
+        return _parse_url(raw)
+    if raw.startswith("local:"):
+        checkpoint = raw.removeprefix("local:").strip()
+        if not checkpoint:
+            raise UserError(
+                f"target {text!r} names no checkpoint; accepted forms: {ACCEPTED_FORMS}"
+            )
+        return LocalTarget(checkpoint)
+    if "@" in raw:
+        name, _, region = raw.partition("@")
+        if not _SAGEMAKER_NAME.match(name):
+            raise UserError(
+                f"target {text!r}: {name!r} is not a valid SageMaker endpoint name "
+                "(1-63 letters, digits and hyphens)"
+            )
+        if not _AWS_REGION.match(region):
+            raise UserError(f"target {text!r}: {region!r} is not an AWS region such as us-east-2")
+        return SageMakerTarget(name, region)
+    raise UserError(f"target {text!r} is not understood; accepted forms: {ACCEPTED_FORMS}")
+
+
+def _parse_url(raw: str) -> OpenAITarget:
+    parts = urlsplit(raw)
+    if not parts.hostname:
+        raise UserError(f"target {raw!r} has no host; accepted forms: {ACCEPTED_FORMS}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise UserError(
+            f"target {raw!r} has a bad port; accepted forms: {ACCEPTED_FORMS}"
+        ) from None
+    if parts.query or parts.fragment:
+        raise UserError(f"target {raw!r} must not carry a query or fragment")
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = f"{host}:{port}" if port else host
+    return OpenAITarget(f"{parts.scheme}://{netloc}{path}/v1")

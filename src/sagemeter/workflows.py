@@ -1,0 +1,173 @@
+"""The verbs both faces call: measure a target, run the demo. No printing here, only callbacks."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sagemeter import __version__
+from sagemeter.endpoints import check_target, open_endpoint
+from sagemeter.measure import ProgressFn, no_progress
+from sagemeter.measure.decode import decode_request_count, measure_decode
+from sagemeter.measure.load import load_request_count, measure_load
+from sagemeter.measure.quality import measure_quality
+from sagemeter.questions import QuestionSet, load_question_set
+from sagemeter.results import Detail, Environment, MeasureResult, result_path, save_result
+from sagemeter.settings import MeasureSettings
+from sagemeter.targets import Target
+
+PhaseFn = Callable[[str], None]
+
+
+def _no_phase(_: str) -> None:
+    """Default phase callback."""
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def host_cpu() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def selected_questions(settings: MeasureSettings) -> QuestionSet:
+    question_set = load_question_set(settings.questions)
+    if settings.questions_per_family is None:
+        return question_set
+    kept, seen = [], {}  # type: ignore[var-annotated]
+    for question in question_set.questions:
+        seen[question.family] = seen.get(question.family, 0) + 1
+        if seen[question.family] <= settings.questions_per_family:
+            kept.append(question)
+    return question_set.model_copy(
+        update={
+            "name": f"{question_set.name} (first {settings.questions_per_family} per family)",
+            "questions": kept,
+        }
+    )
+
+
+def total_requests(settings: MeasureSettings, question_count: int) -> int:
+    return (
+        decode_request_count(settings.decode_repeats, settings.decode_warmup)
+        + load_request_count(settings.load_levels, settings.load_batches)
+        + question_count
+    )
+
+
+async def measure_target(
+    target: Target,
+    *,
+    name: str,
+    settings: MeasureSettings,
+    out_dir: Path,
+    progress: ProgressFn = no_progress,
+    on_phase: PhaseFn = _no_phase,
+) -> tuple[MeasureResult, Path]:
+    """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically."""
+    check_target(target)
+    question_set = selected_questions(settings)
+    started = utc_now()
+    on_phase("starting")
+    log_path = out_dir / f"engine-{name}.log"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    async with open_endpoint(
+        target,
+        concurrency=settings.max_concurrency,
+        max_reply_tokens=settings.max_reply_tokens,
+        log_path=log_path,
+    ) as endpoint:
+        described = await endpoint.client.describe()
+        on_phase("decode")
+        decode = await measure_decode(
+            endpoint.client,
+            short_tokens=settings.short_tokens,
+            long_tokens=settings.long_tokens,
+            repeats=settings.decode_repeats,
+            warmup=settings.decode_warmup,
+            progress=progress,
+        )
+        on_phase("parallel")
+        load = await measure_load(
+            endpoint.client,
+            levels=settings.load_levels,
+            max_tokens=settings.load_max_tokens,
+            batches=settings.load_batches,
+            progress=progress,
+        )
+        on_phase("quality")
+        quality = await measure_quality(
+            endpoint.client,
+            question_set,
+            max_tokens=settings.quality_max_tokens,
+            system_prompt=settings.system_prompt,
+            progress=progress,
+        )
+        startup = endpoint.startup_facts()
+        environment = Environment(
+            target=str(target),
+            backend=endpoint.backend,
+            engine=endpoint.environment.get("engine") or described.get("engine"),
+            engine_version=endpoint.environment.get("engine_version")
+            or described.get("engine_version"),
+            model=endpoint.environment.get("model") or described.get("model"),
+            checkpoint_file=endpoint.environment.get("checkpoint_file"),
+            checkpoint_sha256=endpoint.environment.get("checkpoint_sha256"),
+            checkpoint_bits_per_weight=endpoint.environment.get("checkpoint_bits_per_weight"),
+            host_cpu=host_cpu(),
+            host_cores=os.cpu_count(),
+            platform=platform.platform(),
+            python=platform.python_version(),
+            sagemeter_version=__version__,
+            started_utc=started,
+            ended_utc=utc_now(),
+        )
+    failed = (
+        sum(1 for r in decode.records if not r.ok)
+        + sum(1 for level in load.levels for r in level.records if not r.ok)
+        + sum(1 for item in quality.items if item.error)
+    )
+    warnings = list(decode.problems)
+    if failed:
+        warnings.append(f"{failed} requests failed; see detail records for reasons")
+    result = MeasureResult(
+        name=name,
+        decode_tokens_per_second=_round(decode.tokens_per_second) if decode.valid else None,
+        per_call_fixed_cost_seconds=_round(decode.per_call_fixed_cost_s) if decode.valid else None,
+        load_tokens_per_second={
+            str(level.concurrency): round(level.tokens_per_second, 3)
+            for level in load.levels
+            if level.tokens_per_second is not None
+        },
+        quality=f"{quality.correct}/{quality.total}",
+        weights_gib=startup.weights_gib if startup else None,
+        kv_cache_tokens=startup.kv_cache_tokens if startup else None,
+        load_seconds=startup.load_seconds if startup else None,
+        detail=Detail(
+            settings=settings.model_dump(),
+            environment=environment,
+            startup=startup,
+            decode=decode,
+            load=load,
+            quality=quality,
+            failed_requests=failed,
+            warnings=warnings,
+        ),
+    )
+    path = result_path(out_dir, name)
+    save_result(result, path)
+    return result, path
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)

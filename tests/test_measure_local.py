@@ -1,0 +1,60 @@
+"""`measure --quick` end to end on the embedded engine: start, measure, stop, one valid file."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+from sagemeter.checkpoints import resolve_checkpoint
+from sagemeter.results import load_result
+from sagemeter.settings import quick_settings
+from sagemeter.targets import parse_target
+from sagemeter.workflows import measure_target, selected_questions, total_requests
+
+
+def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
+    settings = quick_settings()
+    advanced: list[int] = []
+    phases: list[str] = []
+    result, path = asyncio.run(
+        measure_target(
+            parse_target("local:smollm2-q4_1"),
+            name="smollm2-q4_1",
+            settings=settings,
+            out_dir=tmp_path,
+            progress=advanced.append,
+            on_phase=phases.append,
+        )
+    )
+    assert path == tmp_path / "measure-smollm2-q4_1.json"
+    assert load_result(path) == result
+    assert sum(advanced) == total_requests(settings, len(selected_questions(settings).questions))
+    assert phases == ["starting", "decode", "parallel", "quality"]
+
+    assert result.decode_tokens_per_second is not None and result.decode_tokens_per_second > 1
+    assert result.per_call_fixed_cost_seconds is not None
+    assert set(result.load_tokens_per_second) == {"1", "4"}
+    assert result.quality is not None and result.quality.endswith("/6")
+    assert result.weights_gib is not None and result.kv_cache_tokens is not None
+    assert result.load_seconds is not None
+
+    detail = result.detail
+    assert detail is not None
+    assert detail.decode is not None and detail.decode.valid
+    assert len(detail.decode.records) == 2 * settings.decode_repeats
+    assert detail.decode.engine_tokens_per_second is not None
+    assert detail.decode.ttft_s is not None and detail.decode.inter_token_latency_s is not None
+    assert detail.load is not None
+    assert [len(level.records) for level in detail.load.levels] == [1, 4]
+    assert detail.quality is not None
+    assert all(item.reply for item in detail.quality.items)
+    env = detail.environment
+    checkpoint = resolve_checkpoint("smollm2-q4_1")
+    assert env.checkpoint_sha256 == hashlib.sha256(checkpoint.path.read_bytes()).hexdigest()
+    assert env.engine_version is not None and env.engine_version.startswith("xllamacpp")
+    assert env.backend == "local"
+    assert env.started_utc <= (env.ended_utc or "")
+    assert detail.startup is not None and detail.startup.quantization == "Q4_1"
+    assert (tmp_path / "engine-smollm2-q4_1.log").is_file()
+    assert not list(tmp_path.glob("*.part"))
