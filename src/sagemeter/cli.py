@@ -292,13 +292,22 @@ def demo(
     console.print(f"wrote {run_dir}")
 
 
+# Faces of features that live in their own modules; each module has `register(app)`.
+COMMAND_MODULES = ("sagemeter.cli_sagemaker", "sagemeter.cli_mcp", "sagemeter.cli_report")
+
+
 def _register_optional_commands() -> None:
-    """Faces of later features register themselves when their modules are present."""
-    try:
-        from sagemeter.cli_sagemaker import register
-    except ImportError:
-        return
-    register(app)
+    """Add the commands of every feature module that is present in this install."""
+    import importlib
+
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
