@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sagemeter import __version__
-from sagemeter.endpoints import check_target, open_endpoint
+from sagemeter.endpoints import Endpoint, check_target, open_endpoint
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.decode import decode_request_count, measure_decode
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.quality import measure_quality
 from sagemeter.questions import QuestionSet, load_question_set
-from sagemeter.results import Detail, Environment, MeasureResult, result_path, save_result
+from sagemeter.results import (
+    DecodeDetail,
+    Detail,
+    Environment,
+    LoadDetail,
+    MeasureResult,
+    QualityDetail,
+    StartupFacts,
+    result_path,
+    save_result,
+)
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
 
@@ -41,20 +54,18 @@ def host_cpu() -> str | None:
 
 
 def selected_questions(settings: MeasureSettings) -> QuestionSet:
+    """The question set, cut to the first N of each family when the settings ask for it."""
     question_set = load_question_set(settings.questions)
-    if settings.questions_per_family is None:
+    limit = settings.questions_per_family
+    if limit is None:
         return question_set
-    kept, seen = [], {}  # type: ignore[var-annotated]
+    kept, seen = [], Counter[str]()
     for question in question_set.questions:
-        seen[question.family] = seen.get(question.family, 0) + 1
-        if seen[question.family] <= settings.questions_per_family:
+        seen[question.family] += 1
+        if seen[question.family] <= limit:
             kept.append(question)
-    return question_set.model_copy(
-        update={
-            "name": f"{question_set.name} (first {settings.questions_per_family} per family)",
-            "questions": kept,
-        }
-    )
+    name = f"{question_set.name} (first {limit} per family)"
+    return question_set.model_copy(update={"name": name, "questions": kept})
 
 
 def total_requests(settings: MeasureSettings, question_count: int) -> int:
@@ -113,25 +124,46 @@ async def measure_target(
             system_prompt=settings.system_prompt,
             progress=progress,
         )
-        startup = endpoint.startup_facts()
-        environment = Environment(
-            target=str(target),
-            backend=endpoint.backend,
-            engine=endpoint.environment.get("engine") or described.get("engine"),
-            engine_version=endpoint.environment.get("engine_version")
-            or described.get("engine_version"),
-            model=endpoint.environment.get("model") or described.get("model"),
-            checkpoint_file=endpoint.environment.get("checkpoint_file"),
-            checkpoint_sha256=endpoint.environment.get("checkpoint_sha256"),
-            checkpoint_bits_per_weight=endpoint.environment.get("checkpoint_bits_per_weight"),
-            host_cpu=host_cpu(),
-            host_cores=os.cpu_count(),
-            platform=platform.platform(),
-            python=platform.python_version(),
-            sagemeter_version=__version__,
-            started_utc=started,
-            ended_utc=utc_now(),
-        )
+        startup = await asyncio.to_thread(endpoint.startup_facts)
+        environment = _environment(endpoint, described, started)
+    result = assemble_result(name, settings, environment, startup, decode, load, quality)
+    path = result_path(out_dir, name)
+    save_result(result, path)
+    return result, path
+
+
+def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) -> Environment:
+    """Where the measurement ran: the backend's own facts first, then what the server said."""
+    known = endpoint.environment
+    return Environment(
+        target=str(endpoint.target),
+        backend=endpoint.backend,
+        engine=known.get("engine") or described.get("engine"),
+        engine_version=known.get("engine_version") or described.get("engine_version"),
+        model=known.get("model") or described.get("model"),
+        checkpoint_file=known.get("checkpoint_file"),
+        checkpoint_sha256=known.get("checkpoint_sha256"),
+        checkpoint_bits_per_weight=known.get("checkpoint_bits_per_weight"),
+        host_cpu=host_cpu(),
+        host_cores=os.cpu_count(),
+        platform=platform.platform(),
+        python=platform.python_version(),
+        sagemeter_version=__version__,
+        started_utc=started,
+        ended_utc=utc_now(),
+    )
+
+
+def assemble_result(
+    name: str,
+    settings: MeasureSettings,
+    environment: Environment,
+    startup: StartupFacts | None,
+    decode: DecodeDetail,
+    load: LoadDetail,
+    quality: QualityDetail,
+) -> MeasureResult:
+    """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     failed = (
         sum(1 for r in decode.records if not r.ok)
         + sum(1 for level in load.levels for r in level.records if not r.ok)
@@ -140,7 +172,7 @@ async def measure_target(
     warnings = list(decode.problems)
     if failed:
         warnings.append(f"{failed} requests failed; see detail records for reasons")
-    result = MeasureResult(
+    return MeasureResult(
         name=name,
         decode_tokens_per_second=_round(decode.tokens_per_second) if decode.valid else None,
         per_call_fixed_cost_seconds=_round(decode.per_call_fixed_cost_s) if decode.valid else None,
@@ -164,9 +196,6 @@ async def measure_target(
             warnings=warnings,
         ),
     )
-    path = result_path(out_dir, name)
-    save_result(result, path)
-    return result, path
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
