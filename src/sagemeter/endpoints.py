@@ -127,7 +127,6 @@ async def _sagemaker_endpoint(target: SageMakerTarget, concurrency: int) -> Asyn
             backend="sagemaker",
             client=client,
             startup_facts=lambda: backend.startup_facts(target.name, target.region),
-            environment={"engine": "vllm (AWS SageMaker container)"},
         )
     finally:
         await client.aclose()

@@ -134,6 +134,10 @@ class Environment(BaseModel):
     sagemeter_version: str
     started_utc: str
     ended_utc: str | None = None
+    server: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what the endpoint said about itself (e.g. SageMaker image, instance types)",
+    )
 
 
 class Detail(BaseModel):

@@ -151,6 +151,7 @@ def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) ->
         sagemeter_version=__version__,
         started_utc=started,
         ended_utc=utc_now(),
+        server=described,
     )
 
 

@@ -6,14 +6,14 @@ timeouts become failed records with their reason, so a measurement can count the
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import httpx
 
-from sagemeter.clients.base import ChatRequest, RequestRecord, TokenSource
+from sagemeter.clients.base import ChatRequest, RequestRecord
 from sagemeter.clients.sse import iter_sse_data
+from sagemeter.clients.stream import StreamState, chat_body, failed_record, usage_tokens
 
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 
@@ -82,36 +82,19 @@ class OpenAIClient:
                 continue
         return info
 
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "messages": request.messages(),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "stream": request.stream,
-        }
-        if self.model:
-            body["model"] = self.model
-        if request.seed is not None:
-            body["seed"] = request.seed
-        if request.ignore_eos:
-            body["ignore_eos"] = True
-        if request.stream:
-            body["stream_options"] = {"include_usage": True}
-        return body
-
     async def chat(self, request: ChatRequest) -> RequestRecord:
         if self.model is None:
             await self.resolve_model()
-        body = self._body(request)
+        body = chat_body(request, self.model)
         sent_at = time.perf_counter()
         try:
             if request.stream:
                 return await self._chat_streaming(request, body, sent_at)
             return await self._chat_plain(request, body, sent_at)
         except httpx.TimeoutException as exc:
-            return _failed(request, sent_at, f"timeout: {type(exc).__name__}")
+            return failed_record(request, sent_at, f"timeout: {type(exc).__name__}")
         except httpx.HTTPError as exc:
-            return _failed(request, sent_at, f"connection: {type(exc).__name__}: {exc}")
+            return failed_record(request, sent_at, f"connection: {type(exc).__name__}: {exc}")
 
     async def _chat_plain(
         self, request: ChatRequest, body: dict[str, Any], sent_at: float
@@ -119,15 +102,15 @@ class OpenAIClient:
         response = await self._http.post("/chat/completions", json=body)
         total = time.perf_counter() - sent_at
         if response.status_code != 200:
-            return _failed(request, sent_at, _http_error(response.status_code, response.text))
+            return failed_record(request, sent_at, _http_error(response.status_code, response.text))
         try:
             payload = response.json()
             choice = payload["choices"][0]
             text = choice["message"].get("content") or ""
             finish = choice.get("finish_reason")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return _failed(request, sent_at, f"malformed response: {response.text[:120]!r}")
-        tokens, source = _usage_tokens(payload)
+            return failed_record(request, sent_at, f"malformed response: {response.text[:120]!r}")
+        tokens = usage_tokens(payload)
         return RequestRecord(
             ok=True,
             streamed=False,
@@ -135,7 +118,7 @@ class OpenAIClient:
             sent_at=sent_at,
             total_s=total,
             completion_tokens=tokens,
-            tokens_source=source,
+            tokens_source="usage" if tokens is not None else "none",
             finish_reason=finish,
             text=text,
             engine_timings=payload.get("timings"),
@@ -144,80 +127,18 @@ class OpenAIClient:
     async def _chat_streaming(
         self, request: ChatRequest, body: dict[str, Any], sent_at: float
     ) -> RequestRecord:
-        arrivals: list[float] = []
-        pieces: list[str] = []
-        finish: str | None = None
-        usage_tokens: int | None = None
-        timings: dict[str, Any] | None = None
-        done = False
+        state = StreamState()
         async with self._http.stream("POST", "/chat/completions", json=body) as response:
             if response.status_code != 200:
                 text = (await response.aread()).decode("utf-8", "replace")
-                return _failed(request, sent_at, _http_error(response.status_code, text))
+                return failed_record(request, sent_at, _http_error(response.status_code, text))
             async for data in iter_sse_data(response.aiter_lines()):
-                now = time.perf_counter() - sent_at
-                if data.strip() == "[DONE]":
-                    done = True
+                state.data(data, time.perf_counter() - sent_at)
+                if state.done or state.error:
                     break
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    return _failed(request, sent_at, f"malformed event: {data[:120]!r}")
-                if not isinstance(event, dict):
-                    return _failed(request, sent_at, f"malformed event: {data[:120]!r}")
-                if "error" in event:
-                    return _failed(request, sent_at, f"server error in stream: {event['error']}")
-                tokens, _ = _usage_tokens(event)
-                if tokens is not None:
-                    usage_tokens = tokens
-                if isinstance(event.get("timings"), dict):
-                    timings = event["timings"]
-                for choice in event.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    content = delta.get("content") or delta.get("reasoning_content") or ""
-                    if content:
-                        arrivals.append(now)
-                        pieces.append(content)
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
-        total = time.perf_counter() - sent_at
-        if not done and finish is None:
-            return _failed(request, sent_at, "stream ended before a finish_reason or [DONE]")
-        source: TokenSource = "usage" if usage_tokens is not None else "chunks"
-        return RequestRecord(
-            ok=True,
-            streamed=True,
-            max_tokens=request.max_tokens,
-            sent_at=sent_at,
-            first_token_s=arrivals[0] if arrivals else None,
-            chunk_arrivals_s=arrivals,
-            total_s=total,
-            completion_tokens=usage_tokens if usage_tokens is not None else len(arrivals),
-            tokens_source=source,
-            finish_reason=finish,
-            text="".join(pieces),
-            engine_timings=timings,
-        )
-
-
-def _usage_tokens(payload: dict[str, Any]) -> tuple[int | None, TokenSource]:
-    usage = payload.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-        return int(usage["completion_tokens"]), "usage"
-    return None, "none"
+        return state.record(request, sent_at)
 
 
 def _http_error(status: int, text: str) -> str:
     snippet = " ".join(text.split())[:160]
     return f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}"
-
-
-def _failed(request: ChatRequest, sent_at: float, reason: str) -> RequestRecord:
-    return RequestRecord(
-        ok=False,
-        error=reason,
-        streamed=request.stream,
-        max_tokens=request.max_tokens,
-        sent_at=sent_at,
-        total_s=time.perf_counter() - sent_at,
-    )

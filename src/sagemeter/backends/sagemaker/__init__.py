@@ -1,0 +1,80 @@
+"""The SageMaker backend: quota, price, deploy, wait, status, list, logs, invoke, delete.
+
+Plain functions with typed parameters that return pydantic models and never print, so the CLI
+and the MCP server call the same code. Every AWS failure surfaces as one `UserError` line.
+"""
+
+from sagemeter.backends.sagemaker.aws import Aws
+from sagemeter.backends.sagemaker.delete import DeleteReport, DeleteStep, delete, delete_all_mine
+from sagemeter.backends.sagemaker.deploy import (
+    Attempt,
+    DeployResult,
+    PlannedRegion,
+    deploy,
+    is_capacity_failure,
+    plan_deploy,
+)
+from sagemeter.backends.sagemaker.describe import deployment_info
+from sagemeter.backends.sagemaker.endpoint import Progress, ProgressCallback
+from sagemeter.backends.sagemaker.image import DEFAULT_VLLM_TAG, IMAGE_TABLE_SOURCE, vllm_image_uri
+from sagemeter.backends.sagemaker.inventory import (
+    EndpointInfo,
+    Inventory,
+    endpoint_price,
+    endpoint_status,
+    list_endpoints,
+)
+from sagemeter.backends.sagemaker.invoke import invoke
+from sagemeter.backends.sagemaker.ledger import Ledger, LedgerRecord
+from sagemeter.backends.sagemaker.logs import (
+    LogLine,
+    LogsResult,
+    follow_logs,
+    log_group,
+    recent_logs,
+    startup_facts,
+)
+from sagemeter.backends.sagemaker.pricing import PriceQuote, hourly_price
+from sagemeter.backends.sagemaker.quota import DEFAULT_QUOTA_REGIONS, QuotaRow, quota
+from sagemeter.backends.sagemaker.spec import DeploySpec, make_spec
+
+__all__ = [
+    "DEFAULT_QUOTA_REGIONS",
+    "DEFAULT_VLLM_TAG",
+    "IMAGE_TABLE_SOURCE",
+    "Attempt",
+    "Aws",
+    "DeleteReport",
+    "DeleteStep",
+    "DeployResult",
+    "DeploySpec",
+    "EndpointInfo",
+    "Inventory",
+    "Ledger",
+    "LedgerRecord",
+    "LogLine",
+    "LogsResult",
+    "PlannedRegion",
+    "PriceQuote",
+    "Progress",
+    "ProgressCallback",
+    "QuotaRow",
+    "delete",
+    "delete_all_mine",
+    "deploy",
+    "deployment_info",
+    "endpoint_price",
+    "endpoint_status",
+    "follow_logs",
+    "hourly_price",
+    "invoke",
+    "is_capacity_failure",
+    "list_endpoints",
+    "log_group",
+    "make_spec",
+    "plan_deploy",
+    "quota",
+    "recent_logs",
+    "startup_facts",
+    "vllm_image_uri",
+]

@@ -1,0 +1,86 @@
+"""What a deployed endpoint runs: the model name vLLM serves, the image, the engine version.
+
+The runtime client names the served model in each body, and `measure` records engine and model in
+the result. The local record answers without a network call; otherwise the endpoint's config and
+model are described. The container environment is read for two keys only and never returned
+(it holds HF_TOKEN).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sagemeter.backends.sagemaker.aws import CONTROL_CONFIG
+from sagemeter.backends.sagemaker.image import vllm_version
+from sagemeter.backends.sagemaker.ledger import Ledger
+
+
+def _served_name(env: dict[str, Any], model_id: str | None) -> str | None:
+    """vLLM serves `--served-model-name` when given (its first name), else the `--model` value."""
+    served = str(env.get("SM_VLLM_SERVED_MODEL_NAME") or "").split()
+    return served[0] if served else model_id
+
+
+def _engine(image: str | None) -> dict[str, Any]:
+    if not image:
+        return {}
+    version = vllm_version(image)
+    info: dict[str, Any] = {"image": image}
+    if "/vllm:" in image:
+        info["engine"] = "vllm (AWS SageMaker container)"
+    if version:
+        info["engine_version"] = version
+    return info
+
+
+def deployment_info(
+    name: str, region: str, *, session: boto3.session.Session | None = None
+) -> dict[str, Any]:
+    """Best effort, never raises.
+
+    Keys: model (the name vLLM serves), model_id, image, engine, engine_version, instance_types,
+    and from the local record also instance_count, hourly_usd, create_to_inservice_minutes.
+    """
+    record = Ledger().get(region, name)
+    if record is not None and record.active:
+        recorded_env = record.spec.get("env")
+        env: dict[str, Any] = dict(recorded_env) if isinstance(recorded_env, dict) else {}
+        return {
+            "model": _served_name(env, record.model_id),
+            "model_id": record.model_id,
+            "instance_types": record.instance_types,
+            "instance_count": record.count,
+            "hourly_usd": record.hourly_usd,
+            "create_to_inservice_minutes": record.create_to_inservice_minutes,
+            **_engine(record.image),
+        }
+    try:
+        client = (session or boto3.session.Session()).client(
+            "sagemaker", region_name=region, config=CONTROL_CONFIG
+        )
+        endpoint = client.describe_endpoint(EndpointName=name)
+        config = client.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+        variant = config["ProductionVariants"][0]
+        model = client.describe_model(ModelName=variant["ModelName"])
+    except (ClientError, BotoCoreError, KeyError, IndexError):
+        return {}
+    container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
+    env = dict(container.get("Environment") or {})
+    model_id = env.get("SM_VLLM_MODEL") or env.get("HF_MODEL_ID")
+    types = (
+        [variant["InstanceType"]]
+        if variant.get("InstanceType")
+        else [
+            p["InstanceType"]
+            for p in sorted(variant.get("InstancePools") or [], key=lambda p: p["Priority"])
+        ]
+    )
+    return {
+        "model": _served_name(env, model_id),
+        "model_id": model_id,
+        "instance_types": types,
+        **_engine(container.get("Image")),
+    }

@@ -1,0 +1,269 @@
+"""What sagemeter has running: its endpoints per region, their age and cost so far, and orphans.
+
+Two sources are joined: AWS (endpoints carrying sagemeter's ownership tag) and the local ledger
+(everything this machine created, including resources of an interrupted deploy that never got as
+far as an endpoint). An endpoint tagged as sagemeter's with no local record is an orphan: made on
+another machine, or with another SAGEMETER_HOME, and still billing.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, Field
+
+from sagemeter.backends.sagemaker.aws import Aws, aws_errors, is_not_found
+from sagemeter.backends.sagemaker.endpoint import (
+    describe_endpoint,
+    instance_count_of,
+    instance_types_of,
+)
+from sagemeter.backends.sagemaker.ledger import Ledger, LedgerRecord
+from sagemeter.backends.sagemaker.pricing import PriceQuote, try_hourly_price
+from sagemeter.backends.sagemaker.quota import DEFAULT_QUOTA_REGIONS
+from sagemeter.backends.sagemaker.spec import is_ours
+from sagemeter.errors import UserError
+
+# Statuses in which instances may be provisioned, so the hourly price may be running.
+BILLING_STATES = {"Creating", "InService", "Updating", "SystemUpdating", "RollingBack", "Deleting"}
+
+
+class EndpointInfo(BaseModel):
+    name: str
+    region: str
+    status: str | None = Field(None, description="None: no such endpoint in AWS")
+    ours: bool = Field(False, description="tagged as sagemeter's")
+    recorded: bool = Field(False, description="in this machine's ledger")
+    orphan: bool = Field(False, description="tagged as sagemeter's, but in no local record")
+    instance_types: list[str] = Field(default_factory=list)
+    instance_count: int | None = None
+    model_id: str | None = None
+    created_utc: str | None = None
+    age_minutes: float | None = None
+    hourly_usd: float | None = Field(None, description="per instance, on demand")
+    cost_so_far_usd: float | None = Field(
+        None, description="upper bound: count x hours since creation x hourly price"
+    )
+    price_note: str | None = None
+    failure_reason: str | None = None
+    leftovers: list[str] = Field(
+        default_factory=list, description="recorded resources that may exist"
+    )
+    note: str | None = None
+
+
+class Inventory(BaseModel):
+    regions: list[str]
+    endpoints: list[EndpointInfo]
+    region_errors: dict[str, str] = Field(default_factory=dict)
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if when else None
+
+
+def _tag_map(aws: Aws, region: str, arn: str) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for page in aws.sagemaker(region).get_paginator("list_tags").paginate(ResourceArn=arn):
+        tags.update({t["Key"]: t.get("Value", "") for t in page.get("Tags", [])})
+    return tags
+
+
+def _price(
+    info: EndpointInfo,
+    record: LedgerRecord | None,
+    price_per_hour: float | None,
+    aws: Aws,
+    cache: dict[tuple[str, str], tuple[PriceQuote | None, str | None]],
+) -> None:
+    if price_per_hour is not None:
+        info.hourly_usd, info.price_note = price_per_hour, "--price-per-hour"
+    elif record is not None and record.hourly_usd is not None:
+        info.hourly_usd, info.price_note = record.hourly_usd, "recorded at deploy"
+    elif info.instance_types:
+        key = (info.instance_types[0], info.region)
+        if key not in cache:
+            cache[key] = try_hourly_price(key[0], key[1], aws=aws)
+        quote, why = cache[key]
+        info.hourly_usd = quote.usd_per_hour if quote else None
+        info.price_note = quote.source if quote else why
+    if (
+        info.hourly_usd is not None
+        and info.age_minutes is not None
+        and info.status in BILLING_STATES
+    ):
+        count = info.instance_count or 1
+        info.cost_so_far_usd = round(info.hourly_usd * count * info.age_minutes / 60.0, 4)
+
+
+def _from_aws(
+    summary: dict[str, Any],
+    description: dict[str, Any] | None,
+    tags: dict[str, str],
+    record: LedgerRecord | None,
+    region: str,
+) -> EndpointInfo:
+    created = (description or summary).get("CreationTime")
+    now = datetime.now(UTC)
+    info = EndpointInfo(
+        name=str(summary["EndpointName"]),
+        region=region,
+        status=str((description or summary).get("EndpointStatus")),
+        ours=True,
+        recorded=record is not None and record.active,
+        model_id=tags.get("sagemeter:model-id"),
+        created_utc=_iso(created),
+        age_minutes=round((now - created).total_seconds() / 60.0, 1) if created else None,
+        failure_reason=(description or {}).get("FailureReason"),
+    )
+    info.orphan = not info.recorded
+    if record is not None and record.active and record.note:
+        info.note = record.note
+    configured = [t for t in tags.get("sagemeter:instance-types", "").split() if t]
+    running = instance_types_of(description or {}, None)
+    info.instance_types = running or configured
+    count_tag = tags.get("sagemeter:count", "")
+    info.instance_count = instance_count_of(description or {}, None) or (
+        int(count_tag) if count_tag.isdigit() else None
+    )
+    if info.orphan:
+        info.note = "orphan: tagged as sagemeter's but not in this machine's record"
+    return info
+
+
+def _from_record(record: LedgerRecord) -> EndpointInfo:
+    return EndpointInfo(
+        name=record.name,
+        region=record.region,
+        status=None,
+        recorded=True,
+        instance_types=record.instance_types,
+        instance_count=record.count,
+        model_id=record.model_id,
+        created_utc=record.created_utc,
+        failure_reason=record.failure_reason,
+        leftovers=[f"{r.kind} {r.name} ({r.state})" for r in record.leftovers()],
+        note=record.note or "no endpoint in AWS; recorded resources may remain",
+    )
+
+
+def default_regions(aws: Aws, ledger: Ledger) -> list[str]:
+    """Every region in the ledger, the configured region, and the usual GPU regions."""
+    regions = set(ledger.regions()) | set(DEFAULT_QUOTA_REGIONS)
+    if aws.default_region:
+        regions.add(aws.default_region)
+    return sorted(regions)
+
+
+def list_endpoints(
+    regions: list[str] | None = None,
+    *,
+    price_per_hour: float | None = None,
+    with_prices: bool = True,
+    aws: Aws | None = None,
+    ledger: Ledger | None = None,
+) -> Inventory:
+    """sagemeter's endpoints in `regions` (default: see `default_regions`), orphans marked."""
+    aws = aws or Aws()
+    aws.require_credentials()
+    ledger = ledger or Ledger()
+    regions = regions or default_regions(aws, ledger)
+    inventory = Inventory(regions=regions, endpoints=[])
+    prices: dict[tuple[str, str], tuple[PriceQuote | None, str | None]] = {}
+    active = {(r.region, r.name): r for r in ledger.active()}
+    for region in regions:
+        seen: set[str] = set()
+        try:
+            with aws_errors("list endpoints", region):
+                paginator = aws.sagemaker(region).get_paginator("list_endpoints")
+                for page in paginator.paginate():
+                    for summary in page.get("Endpoints", []):
+                        tags = _tag_map(aws, region, summary["EndpointArn"])
+                        if not is_ours([{"Key": k, "Value": v} for k, v in tags.items()]):
+                            continue
+                        name = str(summary["EndpointName"])
+                        seen.add(name)
+                        record = active.get((region, name))
+                        description = describe_endpoint(aws, name, region)
+                        info = _from_aws(dict(summary), description, tags, record, region)
+                        if record is not None:
+                            info.leftovers = [
+                                f"{r.kind} {r.name} ({r.state})" for r in record.leftovers()
+                            ]
+                        if with_prices:
+                            _price(info, record, price_per_hour, aws, prices)
+                        inventory.endpoints.append(info)
+        except UserError as exc:
+            inventory.region_errors[region] = str(exc)
+            continue
+        for (record_region, name), record in active.items():
+            if record_region == region and name not in seen:
+                inventory.endpoints.append(_from_record(record))
+    return inventory
+
+
+def endpoint_status(
+    name: str,
+    region: str,
+    *,
+    price_per_hour: float | None = None,
+    aws: Aws | None = None,
+    ledger: Ledger | None = None,
+) -> EndpointInfo:
+    """One endpoint's status, whoever made it (`ours` says whether sagemeter did)."""
+    aws = aws or Aws()
+    aws.require_credentials()
+    ledger = ledger or Ledger()
+    record = ledger.get(region, name)
+    with aws_errors(f"read the status of {name}", region):
+        description = describe_endpoint(aws, name, region)
+        if description is None:
+            if record is None or not record.active:
+                raise UserError(f"no endpoint {name} in {region} (see `sagemeter list`)")
+            return _from_record(record)
+        tags = _tag_map(aws, region, description["EndpointArn"])
+        config: dict[str, Any] | None
+        try:
+            config = dict(
+                aws.sagemaker(region).describe_endpoint_config(
+                    EndpointConfigName=description["EndpointConfigName"]
+                )
+            )
+        except ClientError as exc:
+            if not is_not_found(exc):
+                raise
+            config = None
+    info = _from_aws(description, description, tags, record, region)
+    info.ours = is_ours([{"Key": k, "Value": v} for k, v in tags.items()])
+    if not info.ours:
+        info.orphan = False
+        info.note = "not tagged as sagemeter's: sagemeter will not delete it"
+    info.instance_types = instance_types_of(description, config) or info.instance_types
+    info.instance_count = instance_count_of(description, config) or info.instance_count
+    if record is not None:
+        info.leftovers = [f"{r.kind} {r.name} ({r.state})" for r in record.leftovers()]
+    _price(info, record, price_per_hour, aws, {})
+    return info
+
+
+def endpoint_price(
+    name: str, region: str, *, price_per_hour: float | None = None, aws: Aws | None = None
+) -> PriceQuote | None:
+    """The hourly price of one instance behind endpoint `name` (for `combine`), best effort."""
+    from sagemeter.backends.sagemaker.pricing import hourly_price, manual_quote
+
+    ledger = Ledger()
+    record = ledger.get(region, name) or next(
+        (r for r in reversed(ledger.history()) if r.name == name and r.region == region), None
+    )
+    instance_type = record.instance_types[0] if record and record.instance_types else None
+    if price_per_hour is not None:
+        return manual_quote(instance_type or "?", region, price_per_hour)
+    try:
+        if instance_type is None:
+            instance_type = endpoint_status(name, region, aws=aws).instance_types[0]
+        return hourly_price(instance_type, region, aws=aws)
+    except (UserError, IndexError):
+        return None

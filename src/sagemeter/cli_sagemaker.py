@@ -1,0 +1,629 @@
+"""The SageMaker commands of the CLI: quota, price, deploy, status, list, logs, invoke, delete.
+
+Thin: each command parses its options, calls one function of `sagemeter.backends.sagemaker`, and
+draws the answer with rich. A `UserError` (and any AWS error) is one line on stderr and exit 2;
+Ctrl-C says what still runs and how to remove it, and exits 130.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+
+import typer
+from botocore.exceptions import BotoCoreError, ClientError
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from sagemeter.backends import sagemaker as sm
+from sagemeter.backends.sagemaker.aws import explain
+from sagemeter.backends.sagemaker.endpoint import DEFAULT_POLL_S
+from sagemeter.backends.sagemaker.redact import is_secret_key, redact, register_secret
+from sagemeter.backends.sagemaker.spec import DEFAULT_INSTANCE_TYPE
+from sagemeter.errors import UserError
+from sagemeter.targets import SageMakerTarget, parse_target
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+ROLE_ENV = "SAGEMETER_ROLE_ARN"
+EXIT_USER_ERROR = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def _out() -> Console:
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = max(console.width, 160)  # piped tables: wide rather than cut
+    return console
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _error_line(message: str) -> None:
+    _err().print(f"[red]error:[/] {escape(redact(message))}")
+
+
+def guarded(fn: Callable[P, R]) -> Callable[P, R]:
+    """UserError and AWS errors become one line on stderr and exit 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as exc:
+            _error_line(str(exc))
+            raise typer.Exit(EXIT_USER_ERROR) from None
+        except (ClientError, BotoCoreError) as exc:
+            _error_line(str(explain(exc, "complete the request")))
+            raise typer.Exit(EXIT_USER_ERROR) from None
+
+    return wrapper
+
+
+def _aws() -> sm.Aws:
+    return sm.Aws()
+
+
+def _name_and_region(text: str, region: str | None, aws: sm.Aws | None = None) -> tuple[str, str]:
+    """NAME@REGION as given; or NAME with --region, its recorded region, or the configured one."""
+    if "@" in text:
+        target = parse_target(text)
+        assert isinstance(target, SageMakerTarget)
+        if region and region != target.region:
+            raise UserError(f"{text} names region {target.region} but --region says {region}")
+        return target.name, target.region
+    target = parse_target(f"{text}@{region or 'us-east-1'}")  # validates the name
+    assert isinstance(target, SageMakerTarget)
+    if region:
+        return target.name, region
+    recorded = sm.Ledger().regions_of(target.name)
+    if len(recorded) == 1:
+        return target.name, recorded[0]
+    if len(recorded) > 1:
+        raise UserError(
+            f"{text} is recorded in several regions ({', '.join(recorded)}): write NAME@REGION"
+        )
+    configured = (aws or _aws()).default_region
+    if configured:
+        return target.name, configured
+    raise UserError(f"{text}: no region given; write {text}@REGION or set AWS_REGION")
+
+
+def _parse_env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(
+                f"--env {pair!r}: write KEY=VALUE, e.g. --env SM_VLLM_MAX_MODEL_LEN=8192"
+            )
+        if is_secret_key(key):
+            register_secret(value)
+        env[key] = value
+    return env
+
+
+class ProgressLine:
+    """A live status line on a terminal; elsewhere one printed line per change of state."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.latest: sm.Progress | None = None
+        self._stamp = time.monotonic()
+        self._printed: tuple[str, str | None] | None = None
+        self._live = (
+            Live(self, console=console, refresh_per_second=2, transient=True)
+            if console.is_terminal
+            else None
+        )
+
+    def __enter__(self) -> ProgressLine:
+        if self._live:
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live:
+            self._live.stop()
+
+    def __call__(self, progress: sm.Progress) -> None:
+        self.latest = progress
+        self._stamp = time.monotonic()
+        if self._live is None:
+            key = (progress.phase, progress.status)
+            if key != self._printed:
+                self._printed = key
+                self.console.print(self._text(progress, progress.elapsed_s))
+
+    def _text(self, progress: sm.Progress, elapsed_s: float) -> Text:
+        status = f" {progress.status}" if progress.status else ""
+        line = Text(
+            f"⏳ {progress.name}@{progress.region}  {progress.phase}{status}  "
+            f"{elapsed_s / 60:.1f} min"
+        )
+        if progress.log_line:
+            width = max(self.console.width - len(line) - 4, 20)
+            line.append(f"  │ {redact(progress.log_line)[:width]}", style="dim")
+        return line
+
+    def __rich__(self) -> Text:
+        if self.latest is None:
+            return Text("")
+        ticking = self.latest.elapsed_s + (time.monotonic() - self._stamp)
+        return self._text(self.latest, ticking)
+
+
+def _money(value: float | None, digits: int = 2) -> str:
+    return "?" if value is None else f"${value:,.{digits}f}"
+
+
+# --------------------------------------------------------------------------- quota
+
+
+@guarded
+def quota_command(
+    instance_type: Annotated[str, typer.Argument(help="e.g. ml.g6.xlarge")],
+    region: Annotated[
+        list[str] | None, typer.Option("--region", "-r", help="repeatable; default: a short list")
+    ] = None,
+) -> None:
+    """Endpoint quota for an instance type per region, and how many this account already uses."""
+    rows = sm.quota(instance_type, region or None, aws=_aws())
+    table = Table(title=f"{instance_type} for endpoint usage")
+    for column in ("region", "quota", "source", "in use", "free", "note"):
+        justify: Literal["left", "right"] = (
+            "right" if column in {"quota", "in use", "free"} else "left"
+        )
+        table.add_column(column, justify=justify, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row.region,
+            "?" if row.quota is None else f"{row.quota:g}",
+            row.quota_source or "",
+            "?" if row.in_use is None else str(row.in_use),
+            "?" if row.free is None else f"{row.free:g}",
+            escape(redact(row.error or "")),
+        )
+    _out().print(table)
+
+
+# --------------------------------------------------------------------------- price
+
+
+@guarded
+def price_command(
+    instance_type: Annotated[str, typer.Argument(help="e.g. ml.g6.xlarge")],
+    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
+    refresh: Annotated[
+        bool, typer.Option(help="ask the Price List again, ignoring the cache")
+    ] = False,
+    price_per_hour: Annotated[float | None, typer.Option(help="use this USD/hour instead")] = None,
+) -> None:
+    """On-demand USD per hour of one real-time Hosting instance (AWS Price List API, cached)."""
+    aws = _aws()
+    region = region or aws.default_region
+    if not region:
+        raise UserError("no region given: pass --region or set AWS_REGION")
+    if price_per_hour is None:
+        aws.require_credentials()
+    quote = sm.hourly_price(
+        instance_type, region, refresh=refresh, price_per_hour=price_per_hour, aws=aws
+    )
+    _out().print(
+        f"{quote.instance_type} in {quote.region}: {_money(quote.usd_per_hour, 4)} per hour "
+        f"({quote.source}, {quote.fetched_utc[:10]})"
+    )
+    if quote.description:
+        _out().print(f"  {escape(quote.description)}", style="dim")
+
+
+# --------------------------------------------------------------------------- deploy
+
+
+@guarded
+def deploy_command(
+    name: Annotated[str, typer.Argument(help="the endpoint name (1-63 letters, digits, hyphens)")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Hugging Face model id")],
+    instance_type: Annotated[
+        str, typer.Option(help="SageMaker instance type")
+    ] = DEFAULT_INSTANCE_TYPE,
+    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
+    fallback_region: Annotated[
+        list[str] | None, typer.Option(help="tried in order after a capacity failure")
+    ] = None,
+    fallback_instance_type: Annotated[
+        list[str] | None, typer.Option(help="InstancePools after the main type, in priority order")
+    ] = None,
+    env: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE for the container, repeatable")
+    ] = None,
+    role: Annotated[
+        str | None, typer.Option(help=f"execution role ARN (default: ${ROLE_ENV})")
+    ] = None,
+    image: Annotated[
+        str | None, typer.Option(help="full image URI (default: AWS vLLM container)")
+    ] = None,
+    image_tag: Annotated[
+        str, typer.Option(help="tag of the AWS vLLM container")
+    ] = sm.DEFAULT_VLLM_TAG,
+    count: Annotated[int, typer.Option(help="instances")] = 1,
+    inference_ami: Annotated[
+        str | None, typer.Option(help="InferenceAmiVersion (default: by CUDA)")
+    ] = None,
+    startup_timeout: Annotated[int, typer.Option(help="container health-check timeout, s")] = 1800,
+    download_timeout: Annotated[int, typer.Option(help="model data download timeout, s")] = 1800,
+    provision_timeout: Annotated[
+        int | None, typer.Option(help="VariantInstanceProvisionTimeoutInSeconds (300-3600)")
+    ] = None,
+    deadline_minutes: Annotated[float, typer.Option(help="stop waiting after this long")] = 60.0,
+    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
+    dry_run: Annotated[bool, typer.Option(help="print the requests; create nothing")] = False,
+    poll_seconds: Annotated[float, typer.Option(hidden=True)] = DEFAULT_POLL_S,
+) -> None:
+    """Create model, endpoint config and endpoint (tagged, recorded), and wait for InService."""
+    aws = _aws()  # no network yet: the session only reads the configuration
+    region = region or aws.default_region
+    if not region:
+        raise UserError("no region given: pass --region or set AWS_REGION")
+    role_arn = role or os.environ.get(ROLE_ENV)
+    if not role_arn:
+        raise UserError(
+            "deploy needs an execution role SageMaker can assume: pass --role ARN or set "
+            f"{ROLE_ENV} "
+            "(docs/sagemaker.md#iam shows how to make one)"
+        )
+    spec = sm.make_spec(
+        name=name,
+        model_id=model,
+        region=region,
+        role_arn=role_arn,
+        instance_type=instance_type,
+        fallback_instance_types=fallback_instance_type or [],
+        fallback_regions=fallback_region or [],
+        env=_parse_env(env or []),
+        image=image,
+        image_tag=image_tag,
+        count=count,
+        inference_ami_version=inference_ami,
+        startup_timeout_s=startup_timeout,
+        download_timeout_s=download_timeout,
+        provision_timeout_s=provision_timeout,
+    )
+    out, err = _out(), _err()
+    if dry_run:
+        plans = [plan.model_dump() for plan in sm.plan_deploy(spec)]
+        out.print_json(redact(json.dumps(plans)))
+        return
+    token = "set: passed to the container, never shown" if os.environ.get("HF_TOKEN") else "not set"
+    regions = " then ".join(spec.regions)
+    err.print(
+        f"deploying {spec.name}: {escape(spec.model_id)} on {' / '.join(spec.instance_types)} "
+        f"x{spec.count} in {regions}; image {spec.image_for(spec.region)}; HF_TOKEN {token}"
+    )
+    progress = ProgressLine(err)
+    try:
+        with progress:
+            result = sm.deploy(
+                spec,
+                on_progress=progress,
+                deadline_s=deadline_minutes * 60,
+                poll_s=poll_seconds,
+                price_per_hour=price_per_hour,
+                aws=aws,
+            )
+    except KeyboardInterrupt:
+        where = progress.latest.region if progress.latest else spec.region
+        err.print(
+            f"interrupted: {spec.name} in {where} may still be creating (it bills once InService). "
+            "It is recorded: `sagemeter list` shows it, "
+            f"`sagemeter delete {spec.name}@{where}` removes it"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    _print_deploy(result, out, err)
+    if not result.in_service:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _print_deploy(result: sm.DeployResult, out: Console, err: Console) -> None:
+    for attempt in result.attempts[:-1]:
+        err.print(f"  {attempt.region}: {attempt.outcome}: {escape(redact(attempt.reason or ''))}")
+    for cleanup in result.cleanups:
+        _print_delete(cleanup, err)
+    target = f"{result.name}@{result.region}"
+    if result.in_service:
+        price = f", {_money(result.hourly_usd, 4)}/h per instance" if result.hourly_usd else ""
+        out.print(
+            f"✅ {target} InService after {result.create_to_inservice_minutes:.1f} min "
+            f"({' / '.join(result.instance_types)} x{result.count}{price}); it bills until deleted"
+        )
+        out.print(f'   invoke:  sagemeter invoke {target} "Hello"')
+        out.print(f"   measure: sagemeter measure OUT_DIR {target}")
+        out.print(f"   delete:  sagemeter delete {target}")
+        return
+    if result.timed_out:
+        err.print(f"⏳ {escape(result.note or '')}")
+        return
+    err.print(
+        f"❌ {target} {result.status or 'failed'}: {escape(redact(result.failure_reason or ''))}"
+    )
+    err.print(f"   the container log stays readable: sagemeter logs {target}")
+    if result.note:
+        err.print(f"   {escape(result.note)}")
+
+
+# --------------------------------------------------------------------------- status / list
+
+
+def _age(minutes: float | None) -> str:
+    if minutes is None:
+        return "?"
+    return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def _info_table(infos: list[sm.EndpointInfo], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("endpoint", "status", "instances", "age", "$/h", "cost so far", "note"):
+        justify: Literal["left", "right"] = (
+            "right" if column in {"age", "$/h", "cost so far"} else "left"
+        )
+        table.add_column(column, justify=justify, overflow="fold")
+    for info in infos:
+        notes = []
+        if info.orphan:
+            notes.append("ORPHAN (not in this machine's record)")
+        elif info.note:
+            notes.append(info.note)
+        if info.failure_reason:
+            notes.append(f"reason: {info.failure_reason}")
+        if info.leftovers and info.status is None:
+            notes.append("left: " + ", ".join(info.leftovers))
+        count = f" x{info.instance_count}" if info.instance_count else ""
+        table.add_row(
+            f"{info.name}@{info.region}",
+            info.status or "not in AWS",
+            (" / ".join(info.instance_types) or "?") + count,
+            _age(info.age_minutes),
+            _money(info.hourly_usd, 4),
+            _money(info.cost_so_far_usd),
+            escape(redact("; ".join(notes))),
+        )
+    return table
+
+
+@guarded
+def status_command(
+    name: Annotated[str, typer.Argument(help="NAME or NAME@REGION")],
+    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
+    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
+) -> None:
+    """One endpoint: status, instance type, age and cost so far."""
+    aws = _aws()
+    endpoint, region = _name_and_region(name, region, aws)
+    info = sm.endpoint_status(endpoint, region, price_per_hour=price_per_hour, aws=aws)
+    _out().print(_info_table([info], f"{endpoint}@{region}"))
+
+
+@guarded
+def list_command(
+    region: Annotated[
+        list[str] | None,
+        typer.Option("--region", "-r", help="repeatable; default: recorded, configured and usual"),
+    ] = None,
+    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
+) -> None:
+    """sagemeter's endpoints (tagged or recorded), with cost so far; orphans are marked."""
+    inventory = sm.list_endpoints(region or None, price_per_hour=price_per_hour, aws=_aws())
+    out = _out()
+    if inventory.endpoints:
+        out.print(_info_table(inventory.endpoints, "sagemeter endpoints"))
+        running = [
+            i for i in inventory.endpoints if i.status in {"InService", "Creating", "Updating"}
+        ]
+        if running:
+            out.print(f"{len(running)} may be billing; `sagemeter delete NAME@REGION` stops each")
+    else:
+        out.print(f"no sagemeter endpoints in {', '.join(inventory.regions)}")
+    for where, why in inventory.region_errors.items():
+        _err().print(f"warning: {where}: {escape(redact(why))}")
+
+
+# --------------------------------------------------------------------------- logs
+
+
+@guarded
+def logs_command(
+    name: Annotated[str, typer.Argument(help="NAME or NAME@REGION")],
+    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new lines")] = False,
+    lines: Annotated[int, typer.Option(help="how many recent lines")] = 50,
+    poll_seconds: Annotated[float, typer.Option(hidden=True)] = 2.0,
+    follow_seconds: Annotated[float | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """The endpoint's CloudWatch log (/aws/sagemaker/Endpoints/NAME); no group yet = no logs yet."""
+    aws = _aws()
+    aws.require_credentials()
+    endpoint, region = _name_and_region(name, region, aws)
+    out = _out()
+    result = sm.recent_logs(endpoint, region, limit=lines, aws=aws)
+    if not result.exists:
+        _err().print(
+            f"no logs yet for {endpoint} in {region} "
+            f"({result.group} appears once the container starts)"
+        )
+    for line in result.lines:
+        out.print(_log_text(line))
+    if not follow:
+        return
+    began = time.monotonic()
+    # The tail ends at the newest line there was: follow from the next millisecond on.
+    since = result.lines[-1].timestamp_ms + 1 if result.lines else None
+    try:
+        sm.follow_logs(
+            endpoint,
+            region,
+            lambda line: out.print(_log_text(line)),
+            since_ms=since,
+            poll_s=poll_seconds,
+            should_stop=lambda: (
+                follow_seconds is not None and time.monotonic() - began > follow_seconds
+            ),
+            aws=aws,
+        )
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
+def _log_text(line: sm.LogLine) -> Text:
+    stamp = time.strftime("%H:%M:%S", time.gmtime(line.timestamp_ms / 1000))
+    text = Text(f"{stamp} ", style="dim")
+    text.append(redact(line.message))
+    return text
+
+
+# --------------------------------------------------------------------------- invoke
+
+
+@guarded
+def invoke_command(
+    target: Annotated[str, typer.Argument(help="NAME@REGION")],
+    prompt: Annotated[str, typer.Argument(help="the user message")],
+    max_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    stream: Annotated[bool, typer.Option(help="print tokens as they arrive")] = False,
+    temperature: Annotated[float, typer.Option()] = 0.0,
+) -> None:
+    """Send one chat message through the SageMaker runtime and print the reply."""
+    name, region = _name_and_region(target, None)
+    out = _out()
+
+    def show(piece: str) -> None:
+        out.print(piece, end="", markup=False)
+
+    record = sm.invoke(
+        name,
+        region,
+        prompt,
+        max_tokens=max_tokens,
+        stream=stream,
+        temperature=temperature,
+        on_text=show if stream else None,
+    )
+    if not record.ok:
+        raise UserError(f"{name}@{region} did not answer: {record.error}")
+    if stream:
+        out.print()
+    else:
+        out.print(record.text, markup=False)
+    tokens = (
+        f"{record.completion_tokens} tokens" if record.completion_tokens is not None else "tokens ?"
+    )
+    first = (
+        f", first token {record.first_token_s:.2f} s" if record.first_token_s is not None else ""
+    )
+    _err().print(
+        f"[dim]{tokens} in {record.total_s:.2f} s{first}, finish: {record.finish_reason}[/]"
+    )
+
+
+# --------------------------------------------------------------------------- delete
+
+
+def _print_delete(report: sm.DeleteReport, console: Console) -> None:
+    console.print(f"🗑️ `{report.name}` in `{report.region}`")
+    if report.error:
+        console.print(f"  - [red]error:[/] {escape(redact(report.error))}")
+    for step in report.steps:
+        console.print(f"  - {step.kind}: {step.outcome} ({step.name})")
+
+
+@guarded
+def delete_command(
+    name: Annotated[str | None, typer.Argument(help="NAME or NAME@REGION")] = None,
+    region: Annotated[
+        list[str] | None, typer.Option("--region", "-r", help="with --all-mine: where")
+    ] = None,
+    all_mine: Annotated[
+        bool, typer.Option(help="every endpoint sagemeter recorded or tagged")
+    ] = False,
+    no_wait: Annotated[
+        bool, typer.Option(help="do not wait out an endpoint still Creating")
+    ] = False,
+    poll_seconds: Annotated[float, typer.Option(hidden=True)] = DEFAULT_POLL_S,
+) -> None:
+    """Delete endpoint, endpoint config and model; only what is tagged as sagemeter's."""
+    if (name is None) == (not all_mine):
+        raise UserError("give NAME[@REGION], or --all-mine (not both)")
+    aws = _aws()
+    out, err = _out(), _err()
+    progress = ProgressLine(err)
+    failed = False
+    try:
+        with progress:
+            if all_mine:
+                reports = sm.delete_all_mine(
+                    region or None,
+                    no_wait=no_wait,
+                    on_progress=progress,
+                    poll_s=poll_seconds,
+                    aws=aws,
+                )
+            else:
+                assert name is not None
+                if region and len(region) > 1:
+                    raise UserError("give one --region for one endpoint")
+                endpoint, where = _name_and_region(name, region[0] if region else None, aws)
+                reports = [
+                    sm.delete(
+                        endpoint,
+                        where,
+                        no_wait=no_wait,
+                        on_progress=progress,
+                        poll_s=poll_seconds,
+                        aws=aws,
+                    )
+                ]
+    except KeyboardInterrupt:
+        latest = progress.latest
+        what = f"{latest.name}@{latest.region}" if latest else (name or "the endpoints")
+        err.print(
+            f"interrupted: {what} is not (fully) deleted; it stays recorded: run "
+            f"`sagemeter delete {what}` again (`sagemeter list` shows what remains)"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if not reports:
+        out.print("nothing of sagemeter's to delete")
+    for report in reports:
+        _print_delete(report, out)
+        failed = failed or report.error is not None
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+# --------------------------------------------------------------------------- register
+
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "quota": quota_command,
+    "price": price_command,
+    "deploy": deploy_command,
+    "status": status_command,
+    "list": list_command,
+    "logs": logs_command,
+    "invoke": invoke_command,
+    "delete": delete_command,
+}
+
+
+def register(app: typer.Typer) -> None:
+    """Add the SageMaker commands to the main app."""
+    for name, command in COMMANDS.items():
+        app.command(name, help=(command.__doc__ or "").strip())(command)

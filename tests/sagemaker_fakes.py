@@ -1,0 +1,605 @@
+"""AWS at the wire, on loopback, for the SageMaker tests (a pytest plugin: `pytest_plugins`).
+
+- moto in server mode for SageMaker's control plane and CloudWatch Logs. moto is the stand-in for
+  AWS, so where it lags AWS the tests drive it (never our code): its endpoint-config check knows
+  no ml.g5/ml.g6 and no InstancePools, so it is widened to botocore's own enum; its endpoints are
+  InService at once, so a test can make new ones start Creating, fail, or refuse to be created;
+  and like SageMaker it refuses to delete an endpoint that is still Creating.
+- `JsonFake`: a JSON-1.1 server for what moto lacks (Service Quotas' ListServiceQuotas, the Price
+  List API), answering from per-test tables and recording every request with its SigV4 scope.
+- `RuntimeFake`: the SageMaker runtime REST protocol (`/endpoints/NAME/invocations` and
+  `/invocations-response-stream` with AWS event-stream framing) forwarding to the real embedded
+  engine, cutting its bytes into parts that split and coalesce lines.
+"""
+
+from __future__ import annotations
+
+import binascii
+import itertools
+import json
+import re
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import botocore.session
+import httpx
+import pytest
+from moto.sagemaker import models as moto_sagemaker
+from moto.sagemaker.exceptions import SagemakerClientError
+from moto.sagemaker.exceptions import ValidationError as MotoValidationError
+from moto.server import ThreadedMotoServer
+
+ACCOUNT = "123456789012"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/sagemeter-test-role"
+_SCOPE = re.compile(r"Credential=[^/]+/\d{8}/(?P<region>[^/]+)/(?P<service>[^/]+)/aws4_request")
+
+
+# --------------------------------------------------------------------------- moto, driven
+
+
+@dataclass
+class MotoDriver:
+    """What new endpoints do in this test, and what moto received from the wire."""
+
+    initial_status: str = "InService"
+    failure_reason: str | None = None
+    create_endpoint_errors: dict[str, tuple[str, str]] = field(default_factory=dict)
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    on_create: Callable[[str, str, dict[str, Any]], None] | None = None
+
+    def backend(self, region: str) -> Any:
+        return moto_sagemaker.sagemaker_backends[ACCOUNT][region]
+
+    def endpoint(self, region: str, name: str) -> Any:
+        return self.backend(region).endpoints[name]
+
+    def set_status(self, region: str, name: str, status: str, reason: str | None = None) -> None:
+        endpoint = self.endpoint(region, name)
+        endpoint.endpoint_status = status
+        endpoint.failure_reason = reason
+
+    def requests(self, operation: str) -> list[dict[str, Any]]:
+        return [params for op, _, params in self.calls if op == operation]
+
+    def reset(self) -> None:
+        self.initial_status = "InService"
+        self.failure_reason = None
+        self.create_endpoint_errors.clear()
+        self.calls.clear()
+        self.on_create = None
+
+
+DRIVER = MotoDriver()
+
+
+def _known_types() -> set[str]:
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return set(model.shape_for("ProductionVariantInstanceType").enum)  # type: ignore[attr-defined]
+
+
+def _patch_moto(patch: pytest.MonkeyPatch) -> None:
+    known = _known_types()
+    backend_cls = moto_sagemaker.SageMakerModelBackend
+
+    def validate_variants(self: Any, variants: list[dict[str, Any]]) -> None:
+        for variant in variants:
+            types = (
+                [variant["InstanceType"]]
+                if "InstanceType" in variant
+                else [pool["InstanceType"] for pool in variant.get("InstancePools", [])]
+            )
+            if not types or any(t not in known for t in types):
+                raise MotoValidationError(message=f"invalid instance types {types}")
+
+    def recording(operation: str) -> Callable[..., Any]:
+        original = getattr(backend_cls, operation)
+
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            DRIVER.calls.append((operation, self.region_name, dict(kwargs)))
+            if DRIVER.on_create:
+                DRIVER.on_create(operation, self.region_name, dict(kwargs))
+            if operation == "create_endpoint":
+                error = DRIVER.create_endpoint_errors.get(self.region_name)
+                if error:
+                    raise SagemakerClientError(*error)
+            result = original(self, *args, **kwargs)
+            if operation == "create_endpoint":
+                result.endpoint_status = DRIVER.initial_status
+                result.failure_reason = DRIVER.failure_reason
+            return result
+
+        return wrapper
+
+    original_delete = backend_cls.delete_endpoint
+
+    def delete_endpoint(self: Any, endpoint_name: str) -> None:
+        endpoint = self.endpoints.get(endpoint_name)
+        if endpoint is not None and endpoint.endpoint_status in {"Creating", "Updating"}:
+            raise MotoValidationError(message=f"Cannot update in-progress endpoint {endpoint.arn}.")
+        original_delete(self, endpoint_name)
+
+    patch.setattr(
+        moto_sagemaker.FakeEndpointConfig, "validate_production_variants", validate_variants
+    )
+    for operation in ("create_model", "create_endpoint_config", "create_endpoint"):
+        patch.setattr(backend_cls, operation, recording(operation))
+    patch.setattr(backend_cls, "delete_endpoint", delete_endpoint)
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    with pytest.MonkeyPatch.context() as patch:
+        _patch_moto(patch)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        try:
+            yield f"http://{host}:{port}"
+        finally:
+            server.stop()
+
+
+# --------------------------------------------------------------------------- JSON 1.1 fake
+
+
+class JsonFake:
+    """A JSON-1.1 AWS service: `X-Amz-Target` picks the handler; every request is recorded."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]] = {}
+        self.requests: list[dict[str, Any]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                target = self.headers.get("X-Amz-Target", "")
+                scope = _SCOPE.search(self.headers.get("Authorization", ""))
+                fake.requests.append(
+                    {
+                        "target": target,
+                        "body": body,
+                        "content_type": self.headers.get("Content-Type"),
+                        "region": scope["region"] if scope else None,
+                        "service": scope["service"] if scope else None,
+                    }
+                )
+                handler = fake.handlers.get(target)
+                if handler is None:
+                    status, payload = (
+                        400,
+                        {"__type": "UnknownOperationException", "message": target},
+                    )
+                else:
+                    status, payload = handler(body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-amz-json-1.1")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def paged(items: list[Any], body: dict[str, Any], key: str, size: int = 2) -> dict[str, Any]:
+    """One page of `items` after the request's NextToken, with a NextToken when more remain."""
+    start = int(body.get("NextToken") or 0)
+    page: dict[str, Any] = {key: items[start : start + size]}
+    if start + size < len(items):
+        page["NextToken"] = str(start + size)
+    return page
+
+
+@dataclass
+class QuotaTables:
+    applied: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    defaults: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def quota_item(name: str, value: float, code: str = "L-TEST") -> dict[str, Any]:
+    return {
+        "ServiceCode": "sagemaker",
+        "ServiceName": "Amazon SageMaker",
+        "QuotaName": name,
+        "QuotaCode": code,
+        "Value": value,
+        "Unit": "None",
+        "Adjustable": True,
+        "GlobalQuota": False,
+    }
+
+
+def price_item(instance: str, region: str, usage: str, component: str, usd: str) -> str:
+    """One PriceList entry as the Price List API returns it: a JSON document in a string."""
+    return json.dumps(
+        {
+            "product": {
+                "productFamily": "ML Instance",
+                "attributes": {
+                    "instanceName": instance,
+                    "regionCode": region,
+                    "usagetype": usage,
+                    "component": component,
+                    "servicecode": "AmazonSageMaker",
+                },
+                "sku": f"SKU{abs(hash(usage)) % 10**8}",
+            },
+            "serviceCode": "AmazonSageMaker",
+            "terms": {
+                "OnDemand": {
+                    "SKU.JRTCKXETXF": {
+                        "effectiveDate": "2026-09-01T00:00:00Z",
+                        "priceDimensions": {
+                            "SKU.JRTCKXETXF.6YS6EN2CT7": {
+                                "unit": "Hrs",
+                                "description": f"${usd} per {component} {instance} hour",
+                                "pricePerUnit": {"USD": usd},
+                            }
+                        },
+                    }
+                }
+            },
+            "publicationDate": "2026-09-20T00:00:00Z",
+        }
+    )
+
+
+def install_json_handlers(fake: JsonFake, quotas: QuotaTables, prices: list[str]) -> None:
+    def region_of() -> str:
+        return str(fake.requests[-1]["region"])
+
+    def list_applied(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, paged(quotas.applied.get(region_of(), []), body, "Quotas")
+
+    def list_defaults(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, paged(quotas.defaults.get(region_of(), []), body, "Quotas")
+
+    def get_products(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        def matches(raw: str) -> bool:
+            attributes = json.loads(raw)["product"]["attributes"]
+            return all(
+                attributes.get(f["Field"]) == f["Value"]
+                for f in body.get("Filters", [])
+                if f["Type"] == "TERM_MATCH"
+            )
+
+        page = paged([p for p in prices if matches(p)], body, "PriceList", size=1)
+        return 200, {"FormatVersion": "aws_v1", **page}
+
+    fake.handlers = {
+        "ServiceQuotasV20190624.ListServiceQuotas": list_applied,
+        "ServiceQuotasV20190624.ListAWSDefaultServiceQuotas": list_defaults,
+        "AWSPriceListService.GetProducts": get_products,
+    }
+
+
+@pytest.fixture(scope="session")
+def json_fake() -> Iterator[JsonFake]:
+    fake = JsonFake()
+    yield fake
+    fake.close()
+
+
+# --------------------------------------------------------------------------- runtime fake
+
+
+def _header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    return (
+        bytes([len(raw_name)]) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value
+    )
+
+
+def event_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message: prelude, prelude CRC, headers, payload, message CRC."""
+    encoded = b"".join(_header(k, v) for k, v in headers.items())
+    total = 12 + len(encoded) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(encoded))
+    prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + encoded + payload
+    return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
+
+
+def payload_part(data: bytes) -> bytes:
+    return event_message(
+        {
+            ":event-type": "PayloadPart",
+            ":content-type": "application/octet-stream",
+            ":message-type": "event",
+        },
+        data,
+    )
+
+
+def stream_exception(kind: str, message: str) -> bytes:
+    body = {"Message": message}
+    if kind == "ModelStreamError":
+        body["ErrorCode"] = "ModelStreamError"
+    return event_message(
+        {
+            ":exception-type": kind,
+            ":content-type": "application/json",
+            ":message-type": "exception",
+        },
+        json.dumps(body).encode(),
+    )
+
+
+def _to_jsonlines(sse: bytes) -> bytes:
+    """vLLM's SSE rewritten as LMI's bare JSON lines (the same chunk objects, no `data:`)."""
+    lines = [line[5:].strip() for line in sse.split(b"\n") if line.startswith(b"data:")]
+    return b"".join(line + b"\n" for line in lines if line != b"[DONE]")
+
+
+def _to_tgi_lines(sse: bytes) -> bytes:
+    """vLLM's SSE rewritten as TGI-style token lines, as LMI's default streaming schema sends."""
+    out, text, tokens, finish = [], "", 0, "stop"
+    for line in sse.split(b"\n"):
+        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+            continue
+        event = json.loads(line[5:])
+        for choice in event.get("choices") or []:
+            piece = (choice.get("delta") or {}).get("content") or ""
+            finish = choice.get("finish_reason") or finish
+            if piece:
+                tokens += 1
+                text += piece
+                out.append({"token": {"id": tokens, "text": piece, "logprob": 0.0}})
+    out.append({"token": {"id": 0, "text": "", "special": True}, "generated_text": text,
+                "details": {"finish_reason": finish, "generated_tokens": tokens}})  # fmt: skip
+    return b"".join(json.dumps(o).encode() + b"\n" for o in out)
+
+
+class RuntimeFake:
+    """SageMaker runtime on loopback. `behaviour[name]` picks what an endpoint does."""
+
+    def __init__(self, engine_url: str) -> None:
+        self.engine_url = engine_url.rstrip("/")
+        self.behaviour: dict[str, str] = {}
+        self.part_sizes: list[int] = [1, 3, 7, 19, 400]
+        self.requests: list[dict[str, Any]] = []
+        self.connections: set[int] = set()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                fake.handle(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def reset(self) -> None:
+        self.behaviour.clear()
+        self.part_sizes = [1, 3, 7, 19, 400]
+        self.requests.clear()
+        self.connections.clear()
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        match = re.fullmatch(
+            r"/endpoints/(?P<name>[^/]+)/(?P<op>invocations(?:-response-stream)?)", request.path
+        )
+        body = request.rfile.read(int(request.headers.get("Content-Length", 0)))
+        scope = _SCOPE.search(request.headers.get("Authorization", ""))
+        self.connections.add(request.client_address[1])
+        if match is None:
+            self._json(request, 404, {"message": "no such path"}, "UnknownOperationException")
+            return
+        name = match["name"]
+        self.requests.append(
+            {
+                "name": name,
+                "op": match["op"],
+                "body": json.loads(body),
+                "content_type": request.headers.get("Content-Type"),
+                "region": scope["region"] if scope else None,
+                "service": scope["service"] if scope else None,
+            }
+        )
+        behaviour = self.behaviour.get(name, "engine")
+        if behaviour == "model-error":
+            self._json(
+                request,
+                424,
+                {
+                    "ErrorCode": "CLIENT_ERROR_FROM_MODEL",
+                    "Message": 'Received client error (400) from primary with message "bad request"',
+                    "OriginalStatusCode": 400,
+                },
+                "ModelError",
+            )
+            return
+        if behaviour == "not-found":
+            self._json(
+                request,
+                400,
+                {"message": f"Endpoint {name} of account {ACCOUNT} not found."},
+                "ValidationError",
+            )
+            return
+        if match["op"] == "invocations":
+            upstream = httpx.post(f"{self.engine_url}/chat/completions", content=body, timeout=60)
+            data = upstream.content
+            request.send_response(200)
+            request.send_header("Content-Type", "application/json")
+            request.send_header("x-Amzn-Invoked-Production-Variant", "AllTraffic")
+            request.send_header("Content-Length", str(len(data)))
+            request.end_headers()
+            request.wfile.write(data)
+            return
+        self._stream(request, body, behaviour)
+
+    def _json(
+        self, request: BaseHTTPRequestHandler, status: int, payload: dict[str, Any], kind: str
+    ) -> None:
+        data = json.dumps(payload).encode()
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json")
+        request.send_header(
+            "X-Amzn-ErrorType", f"{kind}:http://internal.amazon.com/coral/com.amazon.sagemaker/"
+        )
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
+
+    def _stream(self, request: BaseHTTPRequestHandler, body: bytes, behaviour: str) -> None:
+        request.send_response(200)
+        request.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        request.send_header("X-Amzn-SageMaker-Content-Type", "text/event-stream")
+        request.send_header("Transfer-Encoding", "chunked")
+        request.end_headers()
+
+        def chunk(data: bytes) -> None:
+            request.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+        sizes = itertools.cycle(self.part_sizes)
+        pending = b""
+        parts = 0
+        with httpx.stream(
+            "POST", f"{self.engine_url}/chat/completions", content=body, timeout=60
+        ) as upstream:
+            if behaviour in {"jsonlines", "tgi-lines"}:
+                whole = upstream.read()
+                source: Iterator[bytes] = iter(
+                    [(_to_jsonlines if behaviour == "jsonlines" else _to_tgi_lines)(whole)]
+                )
+            else:
+                source = upstream.iter_raw()
+            for data in source:
+                pending += data
+                while pending:
+                    size = next(sizes)
+                    if len(pending) < size and size < 400:
+                        break
+                    piece, pending = pending[:size], pending[size:]
+                    chunk(payload_part(piece))
+                    parts += 1
+                    if (
+                        behaviour in {"model-stream-error", "internal-stream-failure"}
+                        and parts >= 12
+                    ):
+                        kind = (
+                            "ModelStreamError"
+                            if behaviour == "model-stream-error"
+                            else "InternalStreamFailure"
+                        )
+                        chunk(stream_exception(kind, f"{kind} injected after {parts} parts"))
+                        request.wfile.write(b"0\r\n\r\n")
+                        return
+        if pending:
+            chunk(payload_part(pending))
+        request.wfile.write(b"0\r\n\r\n")
+
+
+@pytest.fixture(scope="session")
+def runtime_fake(engine_url: str) -> Iterator[RuntimeFake]:
+    fake = RuntimeFake(engine_url)
+    yield fake
+    fake.close()
+
+
+# --------------------------------------------------------------------------- the world
+
+
+@dataclass
+class World:
+    """Everything a SageMaker test talks to, and how to steer it."""
+
+    moto: MotoDriver
+    quotas: QuotaTables
+    prices: list[str]
+    json_fake: JsonFake
+    home: Path
+    role: str = ROLE
+    quota_item = staticmethod(quota_item)
+    price_item = staticmethod(price_item)
+
+    def ledger_files(self) -> list[Path]:
+        return sorted((self.home / "state" / "sagemaker").rglob("*.json"))
+
+
+def aws_test_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, moto_url: str, json_url: str
+) -> None:
+    """Fake credentials and loopback endpoints, for this test only."""
+    for name in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "HF_TOKEN",
+        "AWS_ENDPOINT_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    settings = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing-secret",
+        "AWS_DEFAULT_REGION": "us-east-2",
+        "AWS_REGION": "us-east-2",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_ENDPOINT_URL_SAGEMAKER": moto_url,
+        "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS": moto_url,
+        "AWS_ENDPOINT_URL_SERVICE_QUOTAS": json_url,
+        "AWS_ENDPOINT_URL_PRICING": json_url,
+        "SAGEMETER_ROLE_ARN": ROLE,
+    }
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def world(
+    moto_url: str,
+    json_fake: JsonFake,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    isolated_home: Path,
+) -> Iterator[World]:
+    httpx.post(f"{moto_url}/moto-api/reset")
+    DRIVER.reset()
+    aws_test_environment(monkeypatch, tmp_path, moto_url, json_fake.url)
+    quotas = QuotaTables()
+    prices: list[str] = []
+    json_fake.requests.clear()
+    install_json_handlers(json_fake, quotas, prices)
+    yield World(moto=DRIVER, quotas=quotas, prices=prices, json_fake=json_fake, home=isolated_home)
+    DRIVER.reset()
+
+
+@pytest.fixture
+def runtime(
+    world: World, runtime_fake: RuntimeFake, monkeypatch: pytest.MonkeyPatch
+) -> RuntimeFake:
+    runtime_fake.reset()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", runtime_fake.url)
+    return runtime_fake

@@ -1,0 +1,294 @@
+"""deploy through real boto3 against moto's server on loopback, moto driven where it lags AWS.
+
+Which is which is said per test: "moto as is" means nothing was steered; "driven" names what the
+test made moto do (an endpoint that starts Creating, fails, or refuses to be created).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+
+from sagemeter.backends import sagemaker as sm
+from sagemeter.backends.sagemaker.ledger import Ledger
+from sagemeter.errors import UserError
+
+if TYPE_CHECKING:
+    from tests.sagemaker_fakes import World
+
+pytest_plugins = ("tests.sagemaker_fakes",)
+ROLE = "arn:aws:iam::123456789012:role/sagemeter-test-role"
+
+POLL = 0.02
+
+
+def _spec(**extra: Any) -> sm.DeploySpec:
+    fields: dict[str, Any] = {
+        "name": "gemma-4-e2b",
+        "model_id": "google/gemma-4-E2B-it",
+        "region": "us-east-2",
+        "role_arn": ROLE,
+    }
+    fields.update(extra)
+    return sm.make_spec(**fields)
+
+
+def _tags(region: str, arn: str) -> dict[str, str]:
+    client = boto3.client("sagemaker", region_name=region)
+    return {t["Key"]: t["Value"] for t in client.list_tags(ResourceArn=arn)["Tags"]}
+
+
+def test_happy_path_creates_three_tagged_resources_and_records_them(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto as is (InService at once); the wire parameters are read back from moto."""
+    monkeypatch.setenv("HF_TOKEN", "hf_TESTTOKENTESTTOKEN1234")
+    seen: list[str] = []
+    result = sm.deploy(
+        _spec(env={"SM_VLLM_MAX_MODEL_LEN": "8192"}),
+        on_progress=lambda p: seen.append(p.phase),
+        poll_s=POLL,
+    )
+    assert result.in_service and result.region == "us-east-2"
+    assert (
+        result.create_to_inservice_minutes is not None and result.create_to_inservice_minutes >= 0
+    )
+    assert seen[:3] == ["creating model", "creating endpoint config", "creating endpoint"]
+    assert [op for op, _, _ in world.moto.calls] == [
+        "create_model",
+        "create_endpoint_config",
+        "create_endpoint",
+    ]
+
+    [model_call] = world.moto.requests("create_model")
+    env = model_call["primary_container"]["Environment"]
+    assert env == {
+        "SM_VLLM_MODEL": "google/gemma-4-E2B-it",
+        "SM_VLLM_MAX_MODEL_LEN": "8192",
+        "HF_TOKEN": "hf_TESTTOKENTESTTOKEN1234",
+    }
+    [variant] = world.moto.requests("create_endpoint_config")[0]["production_variants"]
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] >= 900
+    assert variant["ModelDataDownloadTimeoutInSeconds"] >= 900
+
+    record = Ledger().get("us-east-2", "gemma-4-e2b")
+    assert record is not None and record.active
+    assert [(r.kind, r.state) for r in record.resources] == [
+        ("model", "created"),
+        ("endpoint-config", "created"),
+        ("endpoint", "created"),
+    ]
+    assert record.endpoint_status == "InService" and record.create_to_inservice_minutes is not None
+    for resource in record.resources:
+        assert (
+            resource.arn and _tags("us-east-2", resource.arn)["sagemeter:managed-by"] == "sagemeter"
+        )
+    # The token went to the container only: not into the record, not into the tags.
+    for path in world.ledger_files():
+        assert "hf_TESTTOKENTESTTOKEN1234" not in path.read_text()
+    assert "hf_TESTTOKENTESTTOKEN1234" not in json.dumps(
+        _tags("us-east-2", record.resources[0].arn or "")
+    )
+
+
+def test_each_resource_is_recorded_before_its_create_call_returns(world: World) -> None:
+    """Driven: while moto handles each create, the test reads the ledger file from disk."""
+    states: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def look(operation: str, region: str, params: dict[str, Any]) -> None:
+        record = Ledger().get(region, "gemma-4-e2b")
+        assert record is not None, f"no record on disk while {operation} was being served"
+        states.append((operation, [(r.kind, r.state) for r in record.resources]))
+
+    world.moto.on_create = look
+    sm.deploy(_spec(), poll_s=POLL)
+    assert states == [
+        ("create_model", [("model", "requested")]),
+        ("create_endpoint_config", [("model", "created"), ("endpoint-config", "requested")]),
+        (
+            "create_endpoint",
+            [("model", "created"), ("endpoint-config", "created"), ("endpoint", "requested")],
+        ),
+    ]
+
+
+def test_a_name_that_exists_is_refused_before_anything_is_created(world: World) -> None:
+    """moto as is: the first deploy succeeds, the second names the clash and creates nothing."""
+    sm.deploy(_spec(), poll_s=POLL)
+    calls = len(world.moto.calls)
+    with pytest.raises(UserError, match=r"already (exists|still recorded)") as caught:
+        sm.deploy(_spec(model_id="google/gemma-4-E2B-it-qat-w4a16-ct"), poll_s=POLL)
+    assert "sagemeter delete gemma-4-e2b@us-east-2" in str(caught.value)
+    assert len(world.moto.calls) == calls
+
+
+def test_a_foreign_endpoint_of_that_name_is_refused(world: World) -> None:
+    """moto as is: someone else's endpoint, made with plain boto3, blocks the name."""
+    client = boto3.client("sagemaker", region_name="us-east-2")
+    client.create_model(ModelName="theirs", ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "x"})
+    client.create_endpoint_config(
+        EndpointConfigName="theirs",
+        ProductionVariants=[
+            {
+                "VariantName": "v",
+                "ModelName": "theirs",
+                "InstanceType": "ml.m5.large",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    client.create_endpoint(EndpointName="gemma-4-e2b", EndpointConfigName="theirs")
+    with pytest.raises(UserError, match="already exists in us-east-2"):
+        sm.deploy(_spec(), poll_s=POLL)
+
+
+def test_failed_endpoint_reports_its_reason_and_is_cleaned_up(world: World) -> None:
+    """Driven: new endpoints start Creating; the test fails it with a reason during the wait."""
+    world.moto.initial_status = "Creating"
+    reason = "The primary container for production variant AllTraffic did not pass the ping health check."
+    polls = {"n": 0}
+
+    def progress(p: sm.Progress) -> None:
+        if p.phase == "creating" and p.status == "Creating":
+            polls["n"] += 1
+            if polls["n"] == 2:
+                world.moto.set_status("us-east-2", "gemma-4-e2b", "Failed", reason)
+
+    result = sm.deploy(_spec(fallback_regions=["us-east-1"]), on_progress=progress, poll_s=POLL)
+    assert result.status == "Failed" and result.failure_reason == reason
+    assert [a.outcome for a in result.attempts] == ["Failed"]  # not capacity: no other region tried
+    [cleanup] = result.cleanups
+    assert [(s.kind, s.outcome) for s in cleanup.steps] == [
+        ("endpoint", "deleted"),
+        ("endpoint-config", "deleted"),
+        ("model", "deleted"),
+    ]
+    backend = world.moto.backend("us-east-2")
+    assert not backend.endpoints and not backend.endpoint_configs and not backend._models
+    assert Ledger().get("us-east-2", "gemma-4-e2b") is None  # archived: the name is free again
+    [archived] = Ledger().history()
+    assert archived.failure_reason == reason and not archived.active
+
+
+def test_capacity_failure_after_the_wait_falls_back_to_the_next_region(world: World) -> None:
+    """Driven: us-east-1 fails with InsufficientInstanceCapacity after Creating; us-east-2 works."""
+    world.moto.initial_status = "Creating"
+    reason = "Unable to provision requested ML compute capacity due to InsufficientInstanceCapacity error."
+
+    def progress(p: sm.Progress) -> None:
+        if p.phase == "creating" and p.status == "Creating":
+            if p.region == "us-east-1":
+                world.moto.set_status("us-east-1", "gemma-4-e2b", "Failed", reason)
+            else:
+                world.moto.set_status(p.region, "gemma-4-e2b", "InService")
+
+    result = sm.deploy(
+        _spec(region="us-east-1", fallback_regions=["us-east-2"]), on_progress=progress, poll_s=POLL
+    )
+    assert result.in_service and result.region == "us-east-2"
+    assert [(a.region, a.outcome) for a in result.attempts] == [
+        ("us-east-1", "capacity"),
+        ("us-east-2", "InService"),
+    ]
+    assert result.attempts[0].reason == reason
+    assert (
+        not world.moto.backend("us-east-1").endpoints
+        and not world.moto.backend("us-east-1")._models
+    )
+    images = [
+        params["primary_container"]["Image"] for params in world.moto.requests("create_model")
+    ]
+    assert "us-east-1.amazonaws.com" in images[0] and "us-east-2.amazonaws.com" in images[1]
+    assert Ledger().get("us-east-1", "gemma-4-e2b") is None
+    assert Ledger().get("us-east-2", "gemma-4-e2b") is not None
+
+
+def test_quota_refusal_at_create_falls_back_and_cleans_model_and_config(world: World) -> None:
+    """Driven: moto answers CreateEndpoint with ResourceLimitExceeded in us-east-1."""
+    world.moto.create_endpoint_errors["us-east-1"] = (
+        "ResourceLimitExceeded",
+        "The account-level service limit 'ml.g6.xlarge for endpoint usage' is 1 Instances, with current utilization of 1 Instances",
+    )
+    result = sm.deploy(_spec(region="us-east-1", fallback_regions=["us-east-2"]), poll_s=POLL)
+    assert result.in_service and result.region == "us-east-2"
+    assert result.attempts[0].outcome == "capacity" and "ResourceLimitExceeded" in (
+        result.attempts[0].reason or ""
+    )
+    assert (
+        not world.moto.backend("us-east-1").endpoint_configs
+        and not world.moto.backend("us-east-1")._models
+    )
+
+
+def test_quota_refusal_in_the_last_region_is_one_actionable_line(world: World) -> None:
+    """Driven: ResourceLimitExceeded with no region left to try."""
+    world.moto.create_endpoint_errors["us-east-2"] = (
+        "ResourceLimitExceeded",
+        "limit is 1 Instances",
+    )
+    with pytest.raises(UserError, match="quota exceeded in us-east-2") as caught:
+        sm.deploy(_spec(), poll_s=POLL)
+    assert "sagemeter quota" in str(caught.value)
+    assert not world.moto.backend("us-east-2")._models  # cleaned up before the error
+    assert Ledger().active() == []
+
+
+def test_deadline_leaves_a_recorded_creating_endpoint(world: World) -> None:
+    """Driven: the endpoint stays Creating past our own deadline."""
+    world.moto.initial_status = "Creating"
+    result = sm.deploy(_spec(), deadline_s=0.1, poll_s=POLL)
+    assert result.timed_out and result.status == "Creating"
+    assert "sagemeter delete gemma-4-e2b@us-east-2" in (result.note or "")
+    record = Ledger().get("us-east-2", "gemma-4-e2b")
+    assert record is not None and record.active and record.endpoint_status == "Creating"
+
+
+def test_ctrl_c_during_the_wait_leaves_a_record_that_list_shows(world: World) -> None:
+    """Driven: Creating forever; the progress callback raises KeyboardInterrupt like a Ctrl-C."""
+    world.moto.initial_status = "Creating"
+
+    def interrupt(p: sm.Progress) -> None:
+        if p.phase == "creating":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sm.deploy(_spec(), on_progress=interrupt, poll_s=POLL)
+    record = Ledger().get("us-east-2", "gemma-4-e2b")
+    assert record is not None and record.active and "interrupted" in (record.note or "")
+    inventory = sm.list_endpoints(["us-east-2"], price_per_hour=1.1267)
+    [info] = inventory.endpoints
+    assert (info.name, info.status, info.recorded, info.orphan) == (
+        "gemma-4-e2b",
+        "Creating",
+        True,
+        False,
+    )
+
+
+def test_delete_waits_out_creating_then_deletes(world: World) -> None:
+    """Driven: Creating, which SageMaker (and moto here) refuses to delete; InService later."""
+    world.moto.initial_status = "Creating"
+    sm.deploy(_spec(), deadline_s=0.05, poll_s=POLL)
+    with pytest.raises(UserError, match="cannot delete it until it is InService or Failed"):
+        sm.delete("gemma-4-e2b", "us-east-2", no_wait=True, poll_s=POLL)
+    assert "gemma-4-e2b" in world.moto.backend("us-east-2").endpoints
+
+    phases: list[str] = []
+
+    def progress(p: sm.Progress) -> None:
+        phases.append(p.phase)
+        if p.status == "Creating" and phases.count(p.phase) == 3:  # it has waited a while
+            world.moto.set_status("us-east-2", "gemma-4-e2b", "InService")
+
+    report = sm.delete("gemma-4-e2b", "us-east-2", on_progress=progress, poll_s=POLL)
+    assert any("waiting for Creating to end" in phase for phase in phases)
+    assert [(s.kind, s.outcome) for s in report.steps] == [
+        ("endpoint", "deleted"),
+        ("endpoint-config", "deleted"),
+        ("model", "deleted"),
+    ]
+    assert Ledger().active() == []

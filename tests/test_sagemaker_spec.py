@@ -1,0 +1,194 @@
+"""The three create requests, checked against botocore's own SageMaker service model.
+
+No network: `plan_deploy` builds exactly what `deploy` sends, and botocore's ParamValidator (the
+check boto3 runs before sending) must find nothing wrong with any of it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import botocore.session
+import pytest
+from botocore.validate import ParamValidator
+
+from sagemeter.backends.sagemaker import image, make_spec, plan_deploy
+from sagemeter.backends.sagemaker.deploy import is_capacity_failure
+from sagemeter.backends.sagemaker.redact import MASK, redact
+from sagemeter.backends.sagemaker.spec import spec_from_tags
+from sagemeter.errors import UserError
+
+ROLE = "arn:aws:iam::123456789012:role/sagemeter-test-role"
+MODEL = botocore.session.get_session().get_service_model("sagemaker")
+
+
+def _validate(operation: str, params: dict[str, object]) -> None:
+    report = ParamValidator().validate(params, MODEL.operation_model(operation).input_shape)
+    assert not report.has_errors(), report.generate_report()
+
+
+def _spec(**extra: object):  # type: ignore[no-untyped-def]
+    fields = {
+        "name": "gemma-4-e2b",
+        "model_id": "google/gemma-4-E2B-it",
+        "region": "us-east-2",
+        "role_arn": ROLE,
+    }
+    fields.update(extra)
+    return make_spec(**fields)
+
+
+def test_single_type_requests_are_valid_and_carry_the_issue_fields() -> None:
+    [plan] = plan_deploy(_spec(), hf_token="")
+    for operation, params in plan.requests.items():
+        _validate(operation, params)
+    variant = plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.g6.xlarge"
+    assert "InstancePools" not in variant
+    assert variant["InitialInstanceCount"] == 1
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] >= 900
+    assert variant["ModelDataDownloadTimeoutInSeconds"] >= 900
+    # The default image is CUDA 13: it needs the driver-580 AMI, which this botocore knows.
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
+    amis = MODEL.shape_for("ProductionVariantInferenceAmiVersion").enum  # type: ignore[attr-defined]
+    assert variant["InferenceAmiVersion"] in amis
+    container = plan.requests["CreateModel"]["PrimaryContainer"]
+    assert (
+        container["Image"]
+        == f"763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:{image.DEFAULT_VLLM_TAG}"
+    )
+    assert container["Environment"] == {"SM_VLLM_MODEL": "google/gemma-4-E2B-it"}
+    assert plan.requests["CreateEndpoint"]["EndpointName"] == "gemma-4-e2b"
+    config_name = plan.requests["CreateEndpointConfig"]["EndpointConfigName"]
+    assert plan.requests["CreateEndpoint"]["EndpointConfigName"] == config_name
+    assert variant["ModelName"] == plan.requests["CreateModel"]["ModelName"]
+    assert config_name.startswith("gemma-4-e2b-") and len(config_name) <= 63
+
+
+def test_fallback_types_become_instance_pools_in_priority_order() -> None:
+    spec = _spec(fallback_instance_types=["ml.g5.xlarge", "ml.g6e.xlarge"])
+    [plan] = plan_deploy(spec, hf_token="")
+    _validate("CreateEndpointConfig", plan.requests["CreateEndpointConfig"])
+    variant = plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert "InstanceType" not in variant  # InstancePools replaces it
+    assert variant["InstancePools"] == [
+        {"InstanceType": "ml.g6.xlarge", "Priority": 1},
+        {"InstanceType": "ml.g5.xlarge", "Priority": 2},
+        {"InstanceType": "ml.g6e.xlarge", "Priority": 3},
+    ]
+    assert "InstancePools" in MODEL.shape_for("ProductionVariant").members  # type: ignore[attr-defined]
+
+
+def test_every_resource_is_tagged_as_ours_with_the_spec() -> None:
+    spec = _spec(env={"SM_VLLM_MAX_MODEL_LEN": "8192", "MY_API_KEY": "abcdef123456"})
+    [plan] = plan_deploy(spec, hf_token="hf_abcdefghijklmnopqrstuvwxyz")
+    tag_sets = [
+        plan.requests[op]["Tags"]
+        for op in ("CreateModel", "CreateEndpointConfig", "CreateEndpoint")
+    ]
+    assert tag_sets[0] == tag_sets[1] == tag_sets[2]
+    tags = {t["Key"]: t["Value"] for t in tag_sets[0]}
+    assert tags["sagemeter:managed-by"] == "sagemeter"
+    assert tags["sagemeter:model-id"] == "google/gemma-4-E2B-it"
+    assert tags["sagemeter:instance-types"] == "ml.g6.xlarge"
+    assert tags["sagemeter:hf-token"] == "set"
+    pattern = MODEL.shape_for("TagValue").metadata["pattern"]  # type: ignore[attr-defined]
+    assert pattern == "([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*)"
+    assert all(
+        len(v) <= 256 and all(c.isalnum() or c in " _.:/=+-@" for c in v) for v in tags.values()
+    )
+    recorded = spec_from_tags(tag_sets[0])
+    assert recorded is not None
+    assert recorded["model_id"] == "google/gemma-4-E2B-it"
+    assert recorded["env"] == {"SM_VLLM_MAX_MODEL_LEN": "8192", "MY_API_KEY": MASK}
+    text = json.dumps(plan.model_dump())
+    assert "hf_abcdefghijklmnopqrstuvwxyz" not in text and "abcdef123456" not in text
+    assert plan.requests["CreateModel"]["PrimaryContainer"]["Environment"]["HF_TOKEN"] == MASK
+
+
+def test_cuda12_images_get_the_driver_550_ami_and_cpu_instances_none() -> None:
+    tag = "0.14.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
+    [plan] = plan_deploy(_spec(image_tag=tag), hf_token="")
+    variant = plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert variant["InferenceAmiVersion"] == "al2-ami-sagemaker-inference-gpu-3-1"
+    [plan] = plan_deploy(_spec(instance_type="ml.m5.xlarge"), hf_token="")
+    assert (
+        "InferenceAmiVersion" not in plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
+    )
+
+
+def test_fallback_regions_get_their_own_image_account() -> None:
+    plans = plan_deploy(
+        _spec(fallback_regions=["us-east-1", "eu-south-1", "cn-north-1"]), hf_token=""
+    )
+    images = [p.image for p in plans]
+    assert images[0].startswith("763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:")
+    assert images[1].startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:")
+    assert images[2].startswith("692866216735.dkr.ecr.eu-south-1.amazonaws.com/vllm:")
+    assert images[3].startswith("727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/vllm:")
+    with pytest.raises(UserError, match="pass --image"):
+        image.vllm_image_uri("us-gov-west-1")
+
+
+def test_provision_timeout_is_sent_only_when_asked() -> None:
+    [plan] = plan_deploy(_spec(provision_timeout_s=600), hf_token="")
+    _validate("CreateEndpointConfig", plan.requests["CreateEndpointConfig"])
+    assert (
+        plan.requests["CreateEndpointConfig"]["ProductionVariants"][0][
+            "VariantInstanceProvisionTimeoutInSeconds"
+        ]
+        == 600
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": "-bad"}, "not a valid endpoint name"),
+        ({"instance_type": "ml.g99.xlarge"}, "not a SageMaker real-time instance type"),
+        ({"role_arn": "my-role"}, "not an IAM role ARN"),
+        ({"startup_timeout_s": 10}, "greater than or equal to 60"),
+        ({"fallback_instance_types": ["ml.g6.xlarge"]}, "only once"),
+        ({"inference_ami_version": "al2-nope"}, "InferenceAmiVersion"),
+        ({"env": {"bad key": "x"}}, "must match"),
+        ({"env": {"SM_VLLM_MODEL": "other/model"}}, "disagrees with --model"),
+        (
+            {
+                "fallback_instance_types": [
+                    "ml.g5.xlarge",
+                    "ml.g5.2xlarge",
+                    "ml.g5.4xlarge",
+                    "ml.g5.8xlarge",
+                    "ml.g5.12xlarge",
+                ]
+            },
+            "at most 5",
+        ),
+    ],
+)
+def test_bad_specs_are_one_clear_line(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(UserError, match=message) as caught:
+        _spec(**fields)
+    assert "\n" not in str(caught.value)
+
+
+def test_capacity_reasons_are_recognised() -> None:
+    assert is_capacity_failure(
+        "Unable to provision requested ML compute capacity due to InsufficientInstanceCapacity error."
+    )
+    assert is_capacity_failure("CapacityError: Unable to provision requested ML compute capacity.")
+    assert not is_capacity_failure(
+        "The primary container for production variant AllTraffic did not pass the ping health check."
+    )
+    assert not is_capacity_failure(None)
+
+
+def test_redact_masks_tokens_and_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_SECRETSECRETSECRET1234")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    text = "token hf_SECRETSECRETSECRET1234 key AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    cleaned = redact(text)
+    assert (
+        "SECRET" not in cleaned and "AKIAIOSFODNN7EXAMPLE" not in cleaned and "wJalr" not in cleaned
+    )
+    assert cleaned.count(MASK) == 3
