@@ -11,6 +11,9 @@ import pytest
 from sagemeter.backends.local import LocalEngine
 from sagemeter.checkpoints import resolve_checkpoint
 
+# The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures.
+pytest_plugins = ("tests.sagemaker_fakes",)
+
 REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
 
 

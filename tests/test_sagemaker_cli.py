@@ -23,7 +23,6 @@ from sagemeter.cli_sagemaker import register
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import RuntimeFake, World
 
-pytest_plugins = ("tests.sagemaker_fakes",)
 
 TOKEN = "hf_CLITOKENCLITOKENCLI123456"
 FAST = ["--poll-seconds", "0.02"]

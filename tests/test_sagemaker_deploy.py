@@ -19,7 +19,6 @@ from sagemeter.errors import UserError
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import World
 
-pytest_plugins = ("tests.sagemaker_fakes",)
 ROLE = "arn:aws:iam::123456789012:role/sagemeter-test-role"
 
 POLL = 0.02

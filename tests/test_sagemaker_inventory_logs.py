@@ -23,7 +23,6 @@ from tests.conftest import reference_file
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import World
 
-pytest_plugins = ("tests.sagemaker_fakes",)
 POLL = 0.02
 
 

@@ -16,7 +16,6 @@ from sagemeter.errors import UserError
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import World
 
-pytest_plugins = ("tests.sagemaker_fakes",)
 
 NAME = "ml.g6.xlarge for endpoint usage"
 

@@ -23,7 +23,6 @@ from sagemeter.targets import SageMakerTarget
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import RuntimeFake, World
 
-pytest_plugins = ("tests.sagemaker_fakes",)
 
 TARGET = SageMakerTarget("gemma-4-e2b", "us-east-2")
 PROMPT = "Count from one to twenty in words."
