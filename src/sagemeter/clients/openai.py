@@ -13,7 +13,7 @@ import httpx
 
 from sagemeter.clients.base import ChatRequest, RequestRecord
 from sagemeter.clients.sse import iter_sse_data
-from sagemeter.clients.stream import StreamState, chat_body, failed_record, usage_tokens
+from sagemeter.clients.stream import StreamState, chat_body, failed_record, plain_record
 
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 
@@ -103,26 +103,7 @@ class OpenAIClient:
         total = time.perf_counter() - sent_at
         if response.status_code != 200:
             return failed_record(request, sent_at, _http_error(response.status_code, response.text))
-        try:
-            payload = response.json()
-            choice = payload["choices"][0]
-            text = choice["message"].get("content") or ""
-            finish = choice.get("finish_reason")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return failed_record(request, sent_at, f"malformed response: {response.text[:120]!r}")
-        tokens = usage_tokens(payload)
-        return RequestRecord(
-            ok=True,
-            streamed=False,
-            max_tokens=request.max_tokens,
-            sent_at=sent_at,
-            total_s=total,
-            completion_tokens=tokens,
-            tokens_source="usage" if tokens is not None else "none",
-            finish_reason=finish,
-            text=text,
-            engine_timings=payload.get("timings"),
-        )
+        return plain_record(request, sent_at, total, response.content)
 
     async def _chat_streaming(
         self, request: ChatRequest, body: dict[str, Any], sent_at: float

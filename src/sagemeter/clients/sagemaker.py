@@ -30,7 +30,13 @@ from botocore.exceptions import (
 
 from sagemeter import __version__
 from sagemeter.clients.base import ChatRequest, RequestRecord
-from sagemeter.clients.stream import StreamState, TextCallback, chat_body, failed_record
+from sagemeter.clients.stream import (
+    StreamState,
+    TextCallback,
+    chat_body,
+    failed_record,
+    plain_record,
+)
 from sagemeter.errors import UserError
 from sagemeter.targets import SageMakerTarget
 
@@ -81,35 +87,6 @@ def _client_error_reason(exc: ClientError) -> str:
         if original:
             code = f"ModelError (container answered {original})"
     return f"{code}: {message}" if message else str(code)
-
-
-def _plain_text(payload: Any) -> tuple[str, str | None, int | None]:
-    """(text, finish_reason, completion_tokens) from an OpenAI or LMI non-streaming body."""
-    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
-        payload = payload[0]
-    if not isinstance(payload, dict):
-        raise ValueError("not a JSON object")
-    usage = payload.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    tokens = usage.get("completion_tokens")
-    tokens = tokens if isinstance(tokens, int) else None
-    if "choices" in payload:
-        choice = payload["choices"][0]
-        message = choice.get("message") or {}
-        text = (
-            message.get("content") or message.get("reasoning_content") or choice.get("text") or ""
-        )
-        return str(text), choice.get("finish_reason"), tokens
-    if "generated_text" in payload:
-        details = payload.get("details")
-        details = details if isinstance(details, dict) else {}
-        generated = details.get("generated_tokens")
-        return (
-            str(payload["generated_text"]),
-            details.get("finish_reason"),
-            generated if isinstance(generated, int) else tokens,
-        )
-    raise ValueError("no choices or generated_text")
 
 
 class SageMakerRuntimeClient:
@@ -221,22 +198,7 @@ class SageMakerRuntimeClient:
             Accept="application/json",
         )
         raw = response["Body"].read()
-        total = time.perf_counter() - sent_at
-        try:
-            text, finish, tokens = _plain_text(json.loads(raw))
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return failed_record(request, sent_at, f"malformed response: {raw[:120]!r}")
-        return RequestRecord(
-            ok=True,
-            streamed=False,
-            max_tokens=request.max_tokens,
-            sent_at=sent_at,
-            total_s=total,
-            completion_tokens=tokens,
-            tokens_source="usage" if tokens is not None else "none",
-            finish_reason=finish,
-            text=text,
-        )
+        return plain_record(request, sent_at, time.perf_counter() - sent_at, raw)
 
     def _stream(
         self, request: ChatRequest, body: bytes, sent_at: float, on_text: TextCallback | None

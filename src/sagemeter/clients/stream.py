@@ -54,6 +54,57 @@ def usage_tokens(payload: dict[str, Any]) -> int | None:
     return None
 
 
+def plain_reply(payload: Any) -> tuple[str, str | None, int | None]:
+    """(text, finish_reason, completion_tokens) from an OpenAI or TGI/LMI non-streamed body."""
+    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
+        payload = payload[0]
+    if not isinstance(payload, dict):
+        raise ValueError("not a JSON object")
+    usage = payload.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    tokens = usage.get("completion_tokens")
+    tokens = tokens if isinstance(tokens, int) else None
+    if "choices" in payload:
+        choice = payload["choices"][0]
+        message = choice.get("message") or {}
+        text = (
+            message.get("content") or message.get("reasoning_content") or choice.get("text") or ""
+        )
+        return str(text), choice.get("finish_reason"), tokens
+    if "generated_text" in payload:
+        details = payload.get("details")
+        details = details if isinstance(details, dict) else {}
+        generated = details.get("generated_tokens")
+        return (
+            str(payload["generated_text"]),
+            details.get("finish_reason"),
+            generated if isinstance(generated, int) else tokens,
+        )
+    raise ValueError("no choices or generated_text")
+
+
+def plain_record(request: ChatRequest, sent_at: float, total_s: float, raw: bytes) -> RequestRecord:
+    """A non-streamed reply's body as a record, or a failure naming what was malformed."""
+    try:
+        payload = json.loads(raw)
+        text, finish, tokens = plain_reply(payload)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return failed_record(request, sent_at, f"malformed response: {raw[:120]!r}")
+    timings = payload.get("timings") if isinstance(payload, dict) else None
+    return RequestRecord(
+        ok=True,
+        streamed=False,
+        max_tokens=request.max_tokens,
+        sent_at=sent_at,
+        total_s=total_s,
+        completion_tokens=tokens,
+        tokens_source="usage" if tokens is not None else "none",
+        finish_reason=finish,
+        text=text,
+        engine_timings=timings if isinstance(timings, dict) else None,
+    )
+
+
 class StreamState:
     """What a stream has said so far; `error` is set at the first event that breaks it."""
 

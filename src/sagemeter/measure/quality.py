@@ -31,33 +31,20 @@ async def measure_quality(
             )
         )
         progress(1)
-        if record.ok:
-            correct, extracted = score_reply(question, record.text)
-            items.append(
-                QualityItem(
-                    id=question.id,
-                    family=question.family,
-                    prompt=question.prompt,
-                    expected=question.answer,
-                    reply=record.text,
-                    extracted=extracted,
-                    correct=correct,
-                    finish_reason=record.finish_reason,
-                )
+        correct, extracted = score_reply(question, record.text) if record.ok else (False, None)
+        items.append(
+            QualityItem(
+                id=question.id,
+                family=question.family,
+                prompt=question.prompt,
+                expected=question.answer,
+                reply=record.text if record.ok else None,
+                extracted=extracted,
+                correct=correct,
+                finish_reason=record.finish_reason,
+                error=record.error,
             )
-        else:
-            items.append(
-                QualityItem(
-                    id=question.id,
-                    family=question.family,
-                    prompt=question.prompt,
-                    expected=question.answer,
-                    reply=None,
-                    extracted=None,
-                    correct=False,
-                    error=record.error,
-                )
-            )
+        )
     by_family: dict[str, dict[str, int]] = {}
     for item in items:
         counts = by_family.setdefault(item.family, {"correct": 0, "total": 0})
