@@ -31,6 +31,9 @@ def test_demo_quick_runs_a_b_a_and_reports_drift(shared_home: Path, tmp_path: Pa
     weights = rows["weights_gib"]["ratios"][0]
     assert 0.15 < weights < 0.2  # 4-bit storage is about a sixth of 32-bit
     assert comparison["identical_answers"] is not None
+    engine_rate = rows["engine_decode_tokens_per_second"]["values"]
+    assert all(value is not None and value > 0 for value in engine_rate)
+    assert all(value is not None and value > 0 for value in rows["ttft_median_ms"]["values"])
     drift = comparison["drift"]
     assert drift["first"] == "smollm2-f32" and drift["last"] == "smollm2-f32-again"
     assert set(drift["relative_change"]) >= {

@@ -158,6 +158,8 @@ def combine(paths: list[Path], *, price_per_hour: float | None = None) -> Compar
             "figure",
         ),
     ]
+    if any(r.detail and r.detail.decode for r in results):
+        rows.extend(_streaming_rows(results))
     levels = _levels(results)
     for level in levels:
         values = [r.load_tokens_per_second.get(level) for r in results]
@@ -193,6 +195,29 @@ def combine(paths: list[Path], *, price_per_hour: float | None = None) -> Compar
         drift=drift,
         warnings=warnings,
     )
+
+
+def _streaming_rows(results: list[MeasureResult]) -> list[Row]:
+    """The view the article could not have: the engine's own rate, TTFT and ITL medians."""
+
+    def median_of(result: MeasureResult, field: str, scale: float = 1.0) -> float | None:
+        decode = result.detail.decode if result.detail else None
+        spread = getattr(decode, field, None) if decode else None
+        return spread.median * scale if spread is not None else None
+
+    return [
+        _row(
+            "engine_decode_tokens_per_second",
+            [median_of(r, "engine_tokens_per_second") for r in results],
+            "speed",
+        ),
+        _row("ttft_median_ms", [median_of(r, "ttft_s", 1000.0) for r in results], "figure"),
+        _row(
+            "inter_token_latency_median_ms",
+            [median_of(r, "inter_token_latency_s", 1000.0) for r in results],
+            "figure",
+        ),
+    ]
 
 
 def _float(value: int | None) -> float | None:
