@@ -41,4 +41,7 @@ def test_demo_quick_runs_a_b_a_and_reports_drift(shared_home: Path, tmp_path: Pa
         "load_c1_tokens_per_second",
     }
     assert "A-B-A drift" in done.stdout
+    assert (out / "report.md").read_text().startswith("#")
+    assert (out / "report.html").stat().st_size > 10_000
+    assert (out / "plots" / "throughput.png").is_file()
     assert "identical answers" in done.stdout

@@ -289,7 +289,7 @@ def demo(
 
         _, comparison = asyncio.run(run_demo(run_dir, settings, progress_for))
     print_comparison(console, comparison)
-    console.print(f"wrote {run_dir}")
+    console.print(f"wrote {run_dir} (report: {run_dir / 'report.html'}, {run_dir / 'report.md'})")
 
 
 # Faces of features that live in their own modules; each module has `register(app)`.

@@ -6,12 +6,14 @@ the 32-bit file again, so the drift between A and A' shows how much of the A/B g
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from sagemeter.compare import Comparison, combine, save_comparison
 from sagemeter.measure import ProgressFn
+from sagemeter.report.writer import write_report
 from sagemeter.settings import MeasureSettings, demo_settings, quick_settings
 from sagemeter.targets import parse_target
 from sagemeter.workflows import PhaseFn, measure_target, selected_questions, total_requests
@@ -42,7 +44,8 @@ def demo_plan_settings(quick: bool) -> MeasureSettings:
 async def run_demo(
     run_dir: Path, settings: MeasureSettings, progress_for: RunProgressFactory
 ) -> tuple[list[Path], Comparison]:
-    """Measure A, B, A' one after the other (each engine stopped before the next starts)."""
+    """Measure A, B, A' one after the other (each engine stopped before the next starts),
+    combine them, and write the report (markdown, HTML, plots) into the run folder."""
     total = total_requests(settings, len(selected_questions(settings).questions))
     paths = []
     for name, target in DEMO_ORDER:
@@ -58,4 +61,5 @@ async def run_demo(
         paths.append(path)
     comparison = combine(paths)
     save_comparison(comparison, run_dir / "compare.json")
+    await asyncio.to_thread(write_report, run_dir)
     return paths, comparison

@@ -1,1 +1,11 @@
-"""Reports: a comparison or a result made readable (terminal tables so far)."""
+"""Reports: a comparison or a result made readable.
+
+- `terminal`: rich tables for the command line.
+- `writer.write_report(run_dir, formats)`: a run folder's `report.md`, `report.html`
+  (self-contained, plots inline) and `plots/*.png`; `writer.write_compare_report(a, b)` puts two
+  runs side by side.
+- What the report says: `sections` (the source article's sections, in its order) built from
+  `speed`, `answers` and `rows`; `compare_runs` for two folders; `runs` reads a folder.
+  `markdown` and `html` only draw that `document`; `plots` draws the PNGs (matplotlib, Agg).
+- `intervals.wilson_interval`: the 95% interval of a count of correct answers.
+"""

@@ -1,0 +1,60 @@
+"""`sagemeter report`: a run folder's comparison as markdown, HTML and PNG plots (thin face over
+`sagemeter.report.writer`, which `demo` and the MCP server call too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sagemeter.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `report` command to the main CLI."""
+
+    @app.command()
+    def report(
+        run_dirs: Annotated[
+            list[Path],
+            typer.Argument(
+                help="a run folder (two with --compare)", metavar="RUN_DIR", show_default=False
+            ),
+        ],
+        compare: Annotated[
+            bool, typer.Option("--compare", help="two run folders side by side")
+        ] = False,
+        format: Annotated[
+            str, typer.Option("--format", help="any of md,html,png, comma-separated")
+        ] = "md,html,png",
+        price_per_hour: Annotated[
+            float | None,
+            typer.Option(help="USD per instance-hour [the price in compare.json, if any]"),
+        ] = None,
+        out: Annotated[
+            Path | None,
+            typer.Option(help="with --compare: output folder [FIRST/compare-SECOND]"),
+        ] = None,
+    ) -> None:
+        """Write report.md, report.html and plots/*.png for a run folder (or compare two)."""
+        from rich.console import Console
+
+        from sagemeter.report.writer import write_compare_report, write_report
+
+        if compare:
+            if len(run_dirs) != 2:
+                raise UserError(f"--compare takes two run folders, got {len(run_dirs)}")
+            written = write_compare_report(
+                run_dirs[0], run_dirs[1], format, out_dir=out, price_per_hour=price_per_hour
+            )
+        else:
+            if len(run_dirs) != 1:
+                raise UserError(f"give one run folder (or --compare with two), got {len(run_dirs)}")
+            if out is not None:
+                raise UserError("--out is for --compare; a run's report goes into its folder")
+            written = write_report(run_dirs[0], format, price_per_hour=price_per_hour)
+        console = Console()
+        for path in written:
+            console.print(f"wrote {path}", highlight=False)

@@ -1,0 +1,99 @@
+"""Building blocks every report section shares: names, levels, ratio columns, figure rows."""
+
+from __future__ import annotations
+
+from sagemeter.report.document import (
+    Cell,
+    cell,
+    label,
+)
+from sagemeter.report.figures import (
+    NA,
+    num,
+    pick_best,
+    ratio,
+    spread_note,
+    values_spread,
+)
+from sagemeter.report.runs import Run
+from sagemeter.results import LoadLevel, MeasureResult, Spread
+
+MINIMAL_NOTE = (
+    "hold the article's minimal keys only (no `detail`): engine, hardware, dates, raw timings "
+    "and every spread are n/a for them."
+)
+COST_CAVEAT = (
+    "The endpoint bills while it exists, busy or idle, so these figures hold only while it is "
+    "kept busy."
+)
+
+
+def name_of(result: MeasureResult) -> str:
+    return result.name or "unnamed"
+
+
+def levels_of(results: list[MeasureResult]) -> list[str]:
+    levels: set[str] = set()
+    for result in results:
+        levels.update(result.load_tokens_per_second)
+    return sorted(levels, key=int)
+
+
+def level_detail(result: MeasureResult, level: str) -> LoadLevel | None:
+    if result.detail is None or result.detail.load is None:
+        return None
+    return next((lv for lv in result.detail.load.levels if str(lv.concurrency) == level), None)
+
+
+def batch_spread(result: MeasureResult, level: str) -> Spread | None:
+    found = level_detail(result, level)
+    return values_spread([b.tokens_per_second for b in found.batches]) if found else None
+
+
+def noise_of(run: Run) -> float | None:
+    drift = run.comparison.drift if run.comparison else None
+    return drift.max_abs_relative_change if drift else None
+
+
+def ratio_header(results: list[MeasureResult]) -> list[str]:
+    base = name_of(results[0])
+    return [f"{name_of(r)} / {base}" for r in results[1:]]
+
+
+def ratio_cells(values: list[float | None]) -> list[Cell]:
+    return [cell(ratio(value, values[0])) for value in values[1:]]
+
+
+def figure_row(
+    title: str,
+    values: list[float | None],
+    notes: list[str] | None = None,
+    *,
+    higher: bool | None = None,
+    noise: float | None = None,
+    money: bool = False,
+    scale: float = 1.0,
+    with_ratio: bool = True,
+) -> list[Cell]:
+    """One row: a label, each result's figure (winner marked when `higher` is set), ratios."""
+    marks = [False] * len(values)
+    if higher is not None:
+        marks, _ = pick_best(values, higher=higher, noise=noise)
+    notes = notes or [""] * len(values)
+    row = [label(title)]
+    row += [
+        cell(num(value, scale=scale, money=money), note, best=mark)
+        for value, note, mark in zip(values, notes, marks, strict=True)
+    ]
+    if with_ratio:
+        row += ratio_cells(values)
+    return row
+
+
+def latency_note(spread: Spread | None) -> str:
+    return spread_note(spread, scale=1000, tails=True)
+
+
+def batches_note(result: MeasureResult, level: str) -> str:
+    spread = batch_spread(result, level)
+    return f"batches: {spread_note(spread)}" if spread else f"spread {NA}"

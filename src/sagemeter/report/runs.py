@@ -1,0 +1,105 @@
+"""A run folder read for a report: its result files in run order, their comparison, the price.
+
+The run order comes from `compare.json` (written by `combine` and `demo`, A first) when it names
+the files, else from each result's start time, else from the file names (and the report says so).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sagemeter.compare import Comparison, combine
+from sagemeter.errors import UserError
+from sagemeter.results import MeasureResult, load_result
+
+COMPARE_FILE = "compare.json"
+
+
+@dataclass
+class Run:
+    """Everything a report needs from one folder."""
+
+    folder: Path
+    results: list[MeasureResult]
+    paths: list[Path]
+    comparison: Comparison | None
+    price_per_hour: float | None
+    order_source: str = field(default="file names")
+
+    @property
+    def label(self) -> str:
+        return self.folder.name or str(self.folder)
+
+    @property
+    def is_aba(self) -> bool:
+        return self.comparison is not None and self.comparison.drift is not None
+
+    @property
+    def contenders(self) -> list[MeasureResult]:
+        """The distinct checkpoints compared: every result but the A' re-measure of A-B-A."""
+        return self.results[:-1] if self.is_aba else self.results
+
+
+def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
+    """Read a run folder; a missing folder, no result files or a bad file is one UserError."""
+    if not folder.exists():
+        raise UserError(f"{folder}: no such folder")
+    if not folder.is_dir():
+        raise UserError(f"{folder}: not a folder (give the run folder that holds measure-*.json)")
+    found = sorted(folder.glob("measure-*.json"))
+    if not found:
+        raise UserError(f"{folder}: no result files (measure-*.json) in this folder")
+    if price_per_hour is not None and price_per_hour <= 0:
+        raise UserError("--price-per-hour must be a positive number of USD")
+    saved_order, saved_price = _read_compare_file(folder / COMPARE_FILE)
+    results = {path: load_result(path) for path in found}
+    paths, source = _run_order(found, results, saved_order)
+    price = price_per_hour if price_per_hour is not None else saved_price
+    comparison = combine(paths, price_per_hour=price) if len(paths) >= 2 else None
+    return Run(
+        folder=folder,
+        results=[results[path] for path in paths],
+        paths=paths,
+        comparison=comparison,
+        price_per_hour=price,
+        order_source=source,
+    )
+
+
+def _read_compare_file(path: Path) -> tuple[list[str], float | None]:
+    """File names in run order and the price, from compare.json when it is there."""
+    if not path.exists():
+        return [], None
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(payload, dict):
+        raise UserError(f"{path}: expected the JSON object that `sagemeter combine` writes")
+    files = payload.get("files") or []
+    price = payload.get("price_per_hour")
+    if not isinstance(files, list) or not all(isinstance(name, str) for name in files):
+        raise UserError(f"{path}: 'files' must be a list of result file names")
+    if price is not None and not (isinstance(price, int | float) and price > 0):
+        raise UserError(f"{path}: 'price_per_hour' must be a positive number")
+    return [Path(name).name for name in files], None if price is None else float(price)
+
+
+def _run_order(
+    found: list[Path], results: dict[Path, MeasureResult], saved: list[str]
+) -> tuple[list[Path], str]:
+    by_name = {path.name: path for path in found}
+    if saved and set(saved) == set(by_name) and len(saved) == len(by_name):
+        return [by_name[name] for name in saved], COMPARE_FILE
+    starts = {
+        path: result.detail.environment.started_utc
+        for path, result in results.items()
+        if result.detail is not None
+    }
+    if len(starts) == len(found):
+        return sorted(found, key=lambda path: (starts[path], path.name)), "start times"
+    return found, "file names"

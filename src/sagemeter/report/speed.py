@@ -1,0 +1,389 @@
+"""The timed sections: decode speed, parallel requests, the A-B-A re-measure, price.
+
+Every figure carries its spread where the files hold one; a win within the A-A' drift is no win.
+"""
+
+from __future__ import annotations
+
+from sagemeter.compare import Drift
+from sagemeter.costs import cost_per_million_tokens
+from sagemeter.report.document import (
+    Block,
+    Callout,
+    Cell,
+    Figure,
+    Paragraph,
+    Section,
+    Table,
+    cell,
+    label,
+)
+from sagemeter.report.figures import (
+    NA,
+    money_per_hour,
+    num,
+    pick_best,
+    spread_note,
+    values_spread,
+)
+from sagemeter.report.rows import (
+    COST_CAVEAT,
+    batch_spread,
+    batches_note,
+    figure_row,
+    latency_note,
+    level_detail,
+    levels_of,
+    name_of,
+    noise_of,
+    ratio_header,
+)
+from sagemeter.report.runs import Run
+from sagemeter.results import MeasureResult, Spread
+
+
+def _decode_rows(contenders: list[MeasureResult], noise: float | None) -> list[list[Cell]]:
+    decodes = [r.detail.decode if r.detail else None for r in contenders]
+    long_tokens = next((d.long_tokens for d in decodes if d), None)
+    short_tokens = next((d.short_tokens for d in decodes if d), None)
+    long_spreads = [values_spread(d.long_times_s) if d else None for d in decodes]
+    short_spreads = [values_spread(d.short_times_s) if d else None for d in decodes]
+
+    def stat(spreads: list[Spread | None], key: str) -> list[float | None]:
+        return [getattr(s, key) if s else None for s in spreads]
+
+    def rate_note(index: int) -> str:
+        decode = decodes[index]
+        if decode is None:
+            return f"spread {NA}"
+        engine = decode.engine_tokens_per_second
+        engine_text = f"; engine's own {spread_note(engine)}" if engine else ""
+        return f"least squares {num(decode.least_squares_tokens_per_second)}{engine_text}"
+
+    n_long = f"{long_tokens}-token reply" if long_tokens else "Long reply"
+    n_short = f"{short_tokens}-token reply" if short_tokens else "Short reply"
+    rows = [
+        figure_row(
+            "Decode (tokens/s)",
+            [r.decode_tokens_per_second for r in contenders],
+            [rate_note(i) for i in range(len(contenders))],
+            higher=True,
+            noise=noise,
+        ),
+        figure_row(f"{n_long}, fastest (s)", stat(long_spreads, "min"), higher=False, noise=noise),
+        figure_row(
+            f"{n_long}, median (s)",
+            stat(long_spreads, "median"),
+            [f"n={s.n}" if s else "" for s in long_spreads],
+            higher=False,
+            noise=noise,
+        ),
+        figure_row(f"{n_long}, slowest (s)", stat(long_spreads, "max"), higher=False, noise=noise),
+        figure_row(
+            f"{n_short}, median (s)",
+            stat(short_spreads, "median"),
+            [spread_note(s) if s else "" for s in short_spreads],
+        ),
+        figure_row(
+            "Per-call fixed cost (s)",
+            [r.per_call_fixed_cost_seconds for r in contenders],
+        ),
+    ]
+    for title, key in (
+        ("Time to first token", "ttft_s"),
+        ("Inter-token latency", "inter_token_latency_s"),
+        ("Time per output token", "time_per_output_token_s"),
+    ):
+        spreads: list[Spread | None] = [getattr(d, key) if d else None for d in decodes]
+        rows.append(
+            figure_row(
+                f"{title}, median (ms)",
+                stat(spreads, "median"),
+                [spread_note(s, scale=1000, tails=True) for s in spreads],
+                higher=False,
+                noise=noise,
+                scale=1000,
+            )
+        )
+    return rows
+
+
+def decode_section(run: Run) -> Section:
+    contenders = run.contenders
+    header = ["", *(name_of(r) for r in contenders), *ratio_header(contenders)]
+    decodes = [r.detail.decode if r.detail else None for r in contenders]
+    blocks: list[Block] = []
+    known = next((d for d in decodes if d), None)
+    if known:
+        blocks.append(
+            Paragraph(
+                f"Fixed-length replies of {known.short_tokens} and {known.long_tokens} tokens "
+                f"(ignore_eos, temperature 0), {known.repeats} of each, alternated. The rate is "
+                f"({known.long_tokens} − {known.short_tokens}) / (median t({known.long_tokens}) "
+                f"− median t({known.short_tokens})), which cancels what every call pays besides "
+                "decoding; the per-call fixed cost is that remainder."
+            )
+        )
+    else:
+        blocks.append(Paragraph(f"Reply times are not in these files: their spreads are {NA}."))
+    for result, decode in zip(contenders, decodes, strict=True):
+        if decode and (not decode.valid or decode.problems):
+            problems = "; ".join(decode.problems) or "marked invalid"
+            blocks.append(
+                Callout(f"{name_of(result)}: decode gave no trustworthy rate ({problems})")
+            )
+    blocks.append(Table(header=header, rows=_decode_rows(contenders, noise_of(run))))
+    blocks += _decode_verdict(contenders)
+    blocks.append(
+        Figure(
+            "decode_fit",
+            "Reply time against reply length; each line's slope is one over the decode rate.",
+        )
+    )
+    return Section("Decode speed", "decode", blocks)
+
+
+def _decode_verdict(contenders: list[MeasureResult]) -> list[Block]:
+    if len(contenders) < 2:
+        return []
+    rates = [r.decode_tokens_per_second for r in contenders]
+    known = [(rate, r) for rate, r in zip(rates, contenders, strict=True) if rate is not None]
+    if len(known) < 2:
+        return []
+    fast_rate, fast = max(known, key=lambda pair: pair[0])
+    slow_rate, slow = min(known, key=lambda pair: pair[0])
+    text = f"{name_of(fast)} decodes {fast_rate / slow_rate:.2f}× faster than {name_of(slow)}."
+    fast_d = fast.detail.decode if fast.detail else None
+    slow_d = slow.detail.decode if slow.detail else None
+    if fast_d and slow_d and fast_d.long_times_s and slow_d.long_times_s:
+        if max(fast_d.long_times_s) < min(slow_d.long_times_s):
+            text += (
+                f" The slowest {name_of(fast)} reply finished before the fastest {name_of(slow)} "
+                "one, so the gap is larger than the spread between repeats."
+            )
+        else:
+            text += (
+                " The two ranges of long-reply times overlap: the gap is not larger than the "
+                "spread between repeats."
+            )
+    return [Paragraph(text)]
+
+
+def parallel_section(run: Run) -> Section:
+    contenders = run.contenders
+    noise = noise_of(run)
+    levels = levels_of(contenders)
+    header = [
+        "Requests at once",
+        *(f"{name_of(r)} tokens/s" for r in contenders),
+        *ratio_header(contenders),
+    ]
+    rows = [
+        figure_row(
+            level,
+            [r.load_tokens_per_second.get(level) for r in contenders],
+            [batches_note(r, level) for r in contenders],
+            higher=True,
+            noise=noise,
+        )
+        for level in levels
+    ]
+    blocks: list[Block] = []
+    load = next((r.detail.load for r in contenders if r.detail and r.detail.load), None)
+    if load:
+        blocks.append(
+            Paragraph(
+                f"{', '.join(levels)} requests at once, {load.max_tokens} tokens each, "
+                f"{load.batches_per_level} batch(es) per level. A batch's throughput is its output "
+                "tokens over its wall time (first send to last byte); a level pools its batches."
+            )
+        )
+    blocks.append(Table(header=header, rows=rows))
+    latency_header = [
+        "Requests at once",
+        *(f"{name_of(r)} TTFT ms" for r in contenders),
+        *(f"{name_of(r)} inter-token ms" for r in contenders),
+    ]
+    latency_rows = []
+    for level in levels:
+        details = [level_detail(r, level) for r in contenders]
+        ttft = [d.ttft_s if d else None for d in details]
+        itl = [d.inter_token_latency_s if d else None for d in details]
+        marks, _ = pick_best([s.median if s else None for s in ttft], higher=False, noise=noise)
+        latency_rows.append(
+            [
+                label(level),
+                *(
+                    cell(num(s.median if s else None, scale=1000), latency_note(s), best=mark)
+                    for s, mark in zip(ttft, marks, strict=True)
+                ),
+                *(cell(num(s.median if s else None, scale=1000), latency_note(s)) for s in itl),
+            ]
+        )
+    blocks.append(
+        Table(
+            header=latency_header,
+            rows=latency_rows,
+            caption="Medians, with their spread, of time to first token and inter-token gaps.",
+        )
+    )
+    failed = [
+        f"{name_of(r)}: {r.detail.failed_requests} request(s) failed"
+        for r in run.results
+        if r.detail and r.detail.failed_requests
+    ]
+    blocks += [Callout(text) for text in failed]
+    blocks.append(Figure("throughput", "Throughput against requests at once, every checkpoint."))
+    blocks.append(Figure("latency", "Time to first token and inter-token latency."))
+    return Section("Parallel requests", "parallel", blocks)
+
+
+def aba_section(run: Run) -> Section:
+    title, anchor = "Re-measured in A-B-A order", "aba"
+    drift = run.comparison.drift if run.comparison else None
+    if drift is None:
+        return Section(
+            title,
+            anchor,
+            [
+                Paragraph(
+                    "Not measured: this folder holds no re-measure of the first checkpoint after "
+                    "the others, so how much of each ratio is drift between runs is unknown. "
+                    "`sagemeter demo` measures in A-B-A order."
+                )
+            ],
+        )
+    results = run.results
+    levels = levels_of(results)
+    top = levels[-1] if levels else None
+    header = ["Run", "Start (UTC)", "Decode tokens/s"]
+    header += [f"{top} at once tokens/s"] if top else []
+    header += ["Correct", "Weight load (s)"]
+    rows = []
+    for result in results:
+        start = result.detail.environment.started_utc if result.detail else NA
+        row = [label(name_of(result)), label(start), cell(num(result.decode_tokens_per_second))]
+        if top:
+            at_top = result.load_tokens_per_second.get(top)
+            row.append(cell(num(at_top), batches_note(result, top)))
+        row += [cell(result.quality or NA), cell(num(result.load_seconds))]
+        rows.append(row)
+    blocks: list[Block] = [Table(header=header, rows=rows), *_drift_blocks(drift, run)]
+    return Section(title, anchor, blocks)
+
+
+def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
+    first, last = run.results[0], run.results[-1]
+    before = {"decode_tokens_per_second": first.decode_tokens_per_second}
+    after = {"decode_tokens_per_second": last.decode_tokens_per_second}
+    for level in levels_of([first, last]):
+        before[f"load_c{level}_tokens_per_second"] = first.load_tokens_per_second.get(level)
+        after[f"load_c{level}_tokens_per_second"] = last.load_tokens_per_second.get(level)
+    rows = []
+    for key, change in drift.relative_change.items():
+        rows.append(
+            [
+                label(_figure_title(key)),
+                cell(num(before.get(key))),
+                cell(num(after.get(key))),
+                cell(NA if change is None else f"{change:+.2%}"),
+            ]
+        )
+    worst = drift.max_abs_relative_change
+    if worst is None:
+        text = "No speed figure is known for both runs"
+    elif worst <= 0.05:
+        text = f"The two {drift.first} runs agree within {worst:.2%} on every speed figure"
+    else:
+        text = (
+            f"The two {drift.first} runs differ by up to {worst:.2%} on the speed figures: the "
+            "same checkpoint ran at a different speed, so the machine changed between runs"
+        )
+    if drift.identical_answers:
+        text += f"; {drift.identical_answers} of their answers are identical"
+    text += "."
+    gaps = [
+        abs(value - 1.0)
+        for row in (run.comparison.rows if run.comparison else [])
+        if row.kind == "speed"
+        for value in row.ratios[:1]
+        if value is not None
+    ]
+    if worst is not None and gaps:
+        smallest = min(gaps)
+        if smallest > 3 * worst:
+            text += (
+                f" The smallest A/B speed gap ({smallest:.1%}) is more than three times that "
+                "drift, so the gap belongs to the checkpoint."
+            )
+        else:
+            text += (
+                f" The smallest A/B speed gap ({smallest:.1%}) is within three times that drift: "
+                "read the ratios with care."
+            )
+    return [
+        Table(
+            header=["Figure", drift.first, drift.last, "change"],
+            rows=rows,
+            caption="A vs A′: the same checkpoint measured first and last.",
+        ),
+        Paragraph(text),
+    ]
+
+
+def _figure_title(key: str) -> str:
+    if key == "decode_tokens_per_second":
+        return "Decode (tokens/s)"
+    if key.startswith("load_c"):
+        level = key.removeprefix("load_c").removesuffix("_tokens_per_second")
+        return f"{level} at once (tokens/s)"
+    return key
+
+
+def price_section(run: Run) -> Section:
+    title, anchor = "Price/performance", "price"
+    price = run.price_per_hour
+    if price is None:
+        return Section(
+            title,
+            anchor,
+            [
+                Paragraph(
+                    "No price known: pass `--price-per-hour USD` to `sagemeter report` (or to "
+                    "`sagemeter combine`, which records it in compare.json) to get the cost per "
+                    "million output tokens at each concurrency."
+                )
+            ],
+        )
+    contenders = run.contenders
+    rows = []
+    for level in levels_of(contenders):
+        values, notes = [], []
+        for result in contenders:
+            tps = result.load_tokens_per_second.get(level)
+            values.append(cost_per_million_tokens(price, tps) if tps else None)
+            spread = batch_spread(result, level)
+            if spread and spread.min > 0:
+                low = cost_per_million_tokens(price, spread.max)
+                high = cost_per_million_tokens(price, spread.min)
+                notes.append(f"batches ${low:.2f}–${high:.2f} (n={spread.n})")
+            else:
+                notes.append(f"spread {NA}")
+        rows.append(figure_row(level, values, notes, higher=False, noise=noise_of(run), money=True))
+    blocks: list[Block] = [
+        Paragraph(
+            f"At {money_per_hour(price)} an hour, per million output tokens: "
+            "price / (tokens/s × 3600) × 10⁶, from the parallel throughput."
+        ),
+        Table(
+            header=[
+                "Requests at once",
+                *(f"{name_of(r)} $/M" for r in contenders),
+                *ratio_header(contenders),
+            ],
+            rows=rows,
+        ),
+        Paragraph(COST_CAVEAT),
+        Figure("cost", "Cost per million output tokens at each concurrency."),
+    ]
+    return Section(title, anchor, blocks)

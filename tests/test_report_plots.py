@@ -1,0 +1,92 @@
+"""The PNG plots (sizes and non-blank content, never pixels) and the Wilson interval behind them."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sagemeter.report.intervals import wilson_interval
+from sagemeter.report.plots import OKABE_ITO, PLOT_KEYS, render_plots
+from sagemeter.report.runs import load_run
+from sagemeter.report.writer import run_series, write_report
+from tests.conftest import reference_file
+from tests.report_parse import FIXED_RUN, copy_run, png_ink, png_size
+
+
+@pytest.fixture(scope="module")
+def fixed_plots() -> dict[str, bytes]:
+    run = load_run(FIXED_RUN, price_per_hour=0.5)
+    return render_plots(run_series(run))
+
+
+def test_every_plot_is_drawn_at_its_size_and_not_blank(fixed_plots: dict[str, bytes]) -> None:
+    assert set(fixed_plots) == set(PLOT_KEYS)
+    for key, png in fixed_plots.items():
+        assert png_size(png) == (1200, 675), key  # 8 × 4.5 in at 150 dpi: sharp at 800 px
+        inked, colours = png_ink(png)
+        assert 0.01 < inked < 0.9, (key, inked)
+        assert colours > 20, (key, colours)
+
+
+def test_plots_use_the_okabe_ito_palette(fixed_plots: dict[str, bytes]) -> None:
+    blue = np.array([int(OKABE_ITO[0][i : i + 2], 16) for i in (1, 3, 5)])
+    orange = np.array([int(OKABE_ITO[1][i : i + 2], 16) for i in (1, 3, 5)])
+    for key, png in fixed_plots.items():
+        pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).reshape(-1, 3)
+        for colour in (blue, orange):  # the first two checkpoints' colours
+            near = (np.abs(pixels.astype(int) - colour).max(axis=1) <= 12).sum()
+            assert near > 50, (key, colour)
+
+
+def test_cost_plot_needs_a_price_and_minimal_files_skip_what_they_lack(tmp_path: Path) -> None:
+    without_price = render_plots(run_series(load_run(FIXED_RUN)), ["cost", "throughput"])
+    assert "cost" not in without_price and "throughput" in without_price
+    run = tmp_path / "article"
+    run.mkdir()
+    for name in ("measure-gemma-4-e2b.json", "measure-gemma-4-e2b-qat.json"):
+        (run / name).write_bytes(reference_file(name).read_bytes())
+    drawn = render_plots(run_series(load_run(run, price_per_hour=1.1267)))
+    # No raw timings in the article's files: no reply-time fit, no latency distributions.
+    assert set(drawn) == {"throughput", "cost", "quality"}
+
+
+def test_png_format_writes_the_plot_files(tmp_path: Path) -> None:
+    run = copy_run(FIXED_RUN, tmp_path / "run")
+    written = write_report(run, "png", price_per_hour=1.0)
+    assert sorted(p.name for p in written) == sorted(f"{k}.png" for k in PLOT_KEYS)
+    for path in written:
+        assert path.parent == run / "plots"
+        assert png_size(path.read_bytes()) == (1200, 675)
+        assert png_ink(path)[0] > 0.01
+    assert not (run / "report.md").exists() and not (run / "report.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("successes", "total", "low", "high"),
+    [
+        (0, 10, 0.0, 0.2775),  # textbook values of the Wilson score interval
+        (10, 10, 0.7225, 1.0),
+        (37, 40, 0.8014, 0.9742),  # the article's 37 of 40
+        (5, 10, 0.2366, 0.7634),
+    ],
+)
+def test_wilson_interval_matches_known_values(
+    successes: int, total: int, low: float, high: float
+) -> None:
+    got_low, got_high = wilson_interval(successes, total)
+    assert math.isclose(got_low, low, abs_tol=5e-4)
+    assert math.isclose(got_high, high, abs_tol=5e-4)
+
+
+def test_wilson_interval_edges() -> None:
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    low, high = wilson_interval(3, 7)
+    mirror_low, mirror_high = wilson_interval(4, 7)
+    assert math.isclose(low, 1 - mirror_high) and math.isclose(high, 1 - mirror_low)
+    with pytest.raises(ValueError):
+        wilson_interval(5, 4)
