@@ -5,6 +5,9 @@
   no ml.g5/ml.g6 and no InstancePools, so it is widened to botocore's own enum; its endpoints are
   InService at once, so a test can make new ones start Creating, fail, or refuse to be created;
   and like SageMaker it refuses to delete an endpoint that is still Creating.
+- `SageMakerProxy`: a loopback SageMaker in front of moto that answers chosen calls with the
+  errors AWS sends on the wire (a 500 after the call took effect, an eventually consistent
+  "Could not find …", an access denial), relaying everything else to moto.
 - `JsonFake`: a JSON-1.1 server for what moto lacks (Service Quotas' ListServiceQuotas, the Price
   List API), answering from per-test tables and recording every request with its SigV4 scope.
 - `RuntimeFake`: the SageMaker runtime REST protocol (`/endpoints/NAME/invocations` and
@@ -51,6 +54,9 @@ class MotoDriver:
     create_endpoint_errors: dict[str, tuple[str, str]] = field(default_factory=dict)
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     on_create: Callable[[str, str, dict[str, Any]], None] | None = None
+    # What DeleteEndpoint does instead of deleting: (status, failure reason), e.g. a delete
+    # that fails ("Failed", why) or one that takes longer than the test waits ("Deleting", None).
+    delete_outcome: tuple[str, str | None] | None = None
 
     def backend(self, region: str) -> Any:
         return moto_sagemaker.sagemaker_backends[ACCOUNT][region]
@@ -72,6 +78,7 @@ class MotoDriver:
         self.create_endpoint_errors.clear()
         self.calls.clear()
         self.on_create = None
+        self.delete_outcome = None
 
 
 DRIVER = MotoDriver()
@@ -96,6 +103,18 @@ def _patch_moto(patch: pytest.MonkeyPatch) -> None:
             if not types or any(t not in known for t in types):
                 raise MotoValidationError(message=f"invalid instance types {types}")
 
+    # moto accepts a second create of the same name; SageMaker refuses it with these words.
+    existing = {
+        "create_model": ("model_name", "_models", "model"),
+        "create_endpoint_config": ("endpoint_config_name", "endpoint_configs", "endpoint-config"),
+        "create_endpoint": ("endpoint_name", "endpoints", "endpoint"),
+    }
+    spelled = {
+        "model": "model",
+        "endpoint-config": "endpoint configuration",
+        "endpoint": "endpoint",
+    }
+
     def recording(operation: str) -> Callable[..., Any]:
         original = getattr(backend_cls, operation)
 
@@ -103,6 +122,13 @@ def _patch_moto(patch: pytest.MonkeyPatch) -> None:
             DRIVER.calls.append((operation, self.region_name, dict(kwargs)))
             if DRIVER.on_create:
                 DRIVER.on_create(operation, self.region_name, dict(kwargs))
+            key, table, kind = existing[operation]
+            name = kwargs.get(key)
+            if name in getattr(self, table):
+                arn = f"arn:aws:sagemaker:{self.region_name}:{ACCOUNT}:{kind}/{name}"
+                raise MotoValidationError(
+                    message=f'Cannot create already existing {spelled[kind]} "{arn}".'
+                )
             if operation == "create_endpoint":
                 error = DRIVER.create_endpoint_errors.get(self.region_name)
                 if error:
@@ -121,6 +147,9 @@ def _patch_moto(patch: pytest.MonkeyPatch) -> None:
         endpoint = self.endpoints.get(endpoint_name)
         if endpoint is not None and endpoint.endpoint_status in {"Creating", "Updating"}:
             raise MotoValidationError(message=f"Cannot update in-progress endpoint {endpoint.arn}.")
+        if endpoint is not None and DRIVER.delete_outcome is not None:
+            endpoint.endpoint_status, endpoint.failure_reason = DRIVER.delete_outcome
+            return
         original_delete(self, endpoint_name)
 
     patch.setattr(
@@ -142,6 +171,124 @@ def moto_url() -> Iterator[str]:
             yield f"http://{host}:{port}"
         finally:
             server.stop()
+
+
+# --------------------------------------------------------------------------- proxy to moto
+
+
+@dataclass
+class Injection:
+    """One AWS error answered on the wire instead of (or after) moto's own answer."""
+
+    status: int
+    code: str
+    message: str
+    forward: bool = False  # moto serves the call first (it takes effect), then the error is sent
+    match: str | None = None  # only a request whose body contains this text
+
+
+def not_found(what: str, name: str, region: str = "us-east-2") -> Injection:
+    """SageMaker's eventually consistent 'Could not find …' (a ValidationException, HTTP 400)."""
+    arn = f"arn:aws:sagemaker:{region}:{ACCOUNT}:{what.replace(' ', '-')}/{name}"
+    return Injection(400, "ValidationException", f'Could not find {what} "{arn}".', match=name)
+
+
+class SageMakerProxy:
+    """A loopback SageMaker (JSON 1.1) in front of moto's server that injects chosen answers.
+
+    `inject("CreateModel", Injection(...), ...)` queues answers for that operation; each is used
+    once, in order, for the next matching request; everything else is moto's answer, relayed.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.rules: dict[str, list[Injection]] = {}
+        self.operations: list[str] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                proxy.handle(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def inject(self, operation: str, *injections: Injection) -> None:
+        with self._lock:
+            self.rules.setdefault(operation, []).extend(injections)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.rules.clear()
+            self.operations.clear()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _take(self, operation: str, body: bytes) -> Injection | None:
+        with self._lock:
+            self.operations.append(operation)
+            queue = self.rules.get(operation, [])
+            for index, rule in enumerate(queue):
+                if rule.match is None or rule.match.encode() in body:
+                    return queue.pop(index)
+        return None
+
+    def _forward(self, request: BaseHTTPRequestHandler, body: bytes) -> httpx.Response:
+        skip = {"host", "content-length", "connection", "accept-encoding"}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in skip}
+        return httpx.post(self.upstream + request.path, content=body, headers=headers, timeout=60)
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        body = request.rfile.read(int(request.headers.get("Content-Length", 0)))
+        operation = request.headers.get("X-Amz-Target", "").rsplit(".", 1)[-1]
+        rule = self._take(operation, body)
+        if rule is None or rule.forward:
+            upstream = self._forward(request, body)
+            if rule is None:
+                self._send(request, upstream.status_code, upstream.content, upstream.headers)
+                return
+        data = json.dumps({"__type": rule.code, "message": rule.message}).encode()
+        self._send(request, rule.status, data, {"Content-Type": "application/x-amz-json-1.1"})
+
+    @staticmethod
+    def _send(request: BaseHTTPRequestHandler, status: int, data: bytes, headers: Any) -> None:
+        request.send_response(status)
+        for key, value in headers.items():
+            if key.lower() not in {"content-length", "transfer-encoding", "connection", "date",
+                                   "server", "content-encoding"}:  # fmt: skip
+                request.send_header(key, value)
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
+
+
+@pytest.fixture(scope="session")
+def _sagemaker_proxy_server(moto_url: str) -> Iterator[SageMakerProxy]:
+    proxy = SageMakerProxy(moto_url)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def sagemaker_proxy(
+    world: World, _sagemaker_proxy_server: SageMakerProxy, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SageMakerProxy]:
+    """SageMaker's control plane through the injecting proxy, for this test only."""
+    _sagemaker_proxy_server.reset()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", _sagemaker_proxy_server.url)
+    yield _sagemaker_proxy_server
+    _sagemaker_proxy_server.reset()
 
 
 # --------------------------------------------------------------------------- JSON 1.1 fake

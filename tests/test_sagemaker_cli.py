@@ -280,3 +280,20 @@ def test_progress_line_on_a_terminal_ticks_and_fits_the_width() -> None:
         "⏳ gemma-4-e2b@us-east-2  creating Creating  2.0 min  │ INFO Model loading"
     )
     assert len(text) <= 100 and TOKEN not in text
+
+
+@pytest.mark.parametrize(
+    "target", ["http://x.com@us-east-1", "http://x.com", "local:smollm2-q4_1", "local:x@us-east-1"]
+)
+@pytest.mark.parametrize("command", ["status", "logs", "delete"])
+def test_a_target_that_is_not_a_sagemaker_endpoint_is_one_line(
+    world: World, command: str, target: str
+) -> None:
+    """Not NAME@REGION (an HTTP server, a local checkpoint): one line, exit 2, no traceback."""
+    line = _one_error_line(run(command, target))
+    assert "is not a SageMaker endpoint; write NAME@REGION" in line
+
+
+def test_invoke_of_an_http_target_is_one_line(world: World) -> None:
+    line = _one_error_line(run("invoke", "http://x.com@us-east-1", "hello"))
+    assert "is not a SageMaker endpoint" in line

@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from botocore.config import Config
 
 from sagemeter.backends import sagemaker as sm
 from sagemeter.backends.sagemaker.ledger import Ledger
+from sagemeter.backends.sagemaker.spec import ownership_tags
 from sagemeter.errors import UserError
+from tests.sagemaker_fakes import Injection, not_found
 
 if TYPE_CHECKING:
-    from tests.sagemaker_fakes import World
+    from tests.sagemaker_fakes import SageMakerProxy, World
 
 ROLE = "arn:aws:iam::123456789012:role/sagemeter-test-role"
 
@@ -290,4 +293,180 @@ def test_delete_waits_out_creating_then_deletes(world: World) -> None:
         ("endpoint-config", "deleted"),
         ("model", "deleted"),
     ]
+    assert Ledger().active() == []
+
+
+# --------------------------------------------------------------------------- eventual consistency
+
+
+def test_an_endpoint_not_visible_yet_after_create_is_waited_for_not_cleaned_up(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: right after CreateEndpoint, DescribeEndpoint answers "Could not find endpoint"
+    twice (SageMaker's reads are eventually consistent), then moto's InService."""
+
+    def lag(operation: str, region: str, params: dict[str, Any]) -> None:
+        if operation == "create_endpoint":
+            missing = not_found("endpoint", "gemma-4-e2b")
+            sagemaker_proxy.inject("DescribeEndpoint", missing, missing)
+
+    world.moto.on_create = lag
+    result = sm.deploy(_spec(), poll_s=POLL)
+    assert result.in_service, result
+    assert result.cleanups == []
+    backend = world.moto.backend("us-east-2")
+    assert "gemma-4-e2b" in backend.endpoints and backend.endpoint_configs and backend._models
+    assert sagemaker_proxy.rules["DescribeEndpoint"] == []  # both "not found" answers were read
+
+
+def test_a_config_not_visible_yet_is_described_first_and_create_endpoint_resent(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: after CreateEndpointConfig, DescribeEndpointConfig once and CreateEndpoint once
+    answer "Could not find endpoint configuration"; then moto's answers."""
+
+    def lag(operation: str, region: str, params: dict[str, Any]) -> None:
+        if operation == "create_endpoint_config":
+            name = params["endpoint_config_name"]
+            sagemaker_proxy.inject(
+                "DescribeEndpointConfig", not_found("endpoint configuration", name)
+            )
+            sagemaker_proxy.inject("CreateEndpoint", not_found("endpoint configuration", name))
+
+    world.moto.on_create = lag
+    result = sm.deploy(_spec(), poll_s=POLL)
+    assert result.in_service, result
+    ops = sagemaker_proxy.operations
+    first_create = ops.index("CreateEndpoint")
+    assert ops[ops.index("CreateEndpointConfig") + 1 : first_create] == [
+        "DescribeEndpointConfig",
+        "DescribeEndpointConfig",
+    ]
+    assert ops.count("CreateEndpoint") == 2
+    assert [op for op, _, _ in world.moto.calls].count("create_endpoint") == 1
+
+
+# --------------------------------------------------------------------------- delete outcomes
+
+
+def test_a_delete_that_fails_is_one_line_and_keeps_config_model_and_record(world: World) -> None:
+    """Driven: moto's DeleteEndpoint leaves the endpoint Failed, as a failed delete does."""
+    sm.deploy(_spec(), poll_s=POLL)
+    world.moto.delete_outcome = ("Failed", "Internal failure while deleting the endpoint")
+    with pytest.raises(UserError, match="deleting endpoint gemma-4-e2b in us-east-2 failed") as e:
+        sm.delete("gemma-4-e2b", "us-east-2", poll_s=POLL, deadline_s=2)
+    assert "Internal failure while deleting" in str(e.value) and "\n" not in str(e.value)
+    backend = world.moto.backend("us-east-2")
+    assert backend.endpoints and backend.endpoint_configs and backend._models
+    record = Ledger().get("us-east-2", "gemma-4-e2b")
+    assert record is not None and record.active
+    assert Ledger().history() == []
+
+
+def test_a_delete_past_the_deadline_is_one_line_and_keeps_the_record(world: World) -> None:
+    """Driven: moto's DeleteEndpoint leaves the endpoint Deleting for longer than we wait."""
+    sm.deploy(_spec(), poll_s=POLL)
+    world.moto.delete_outcome = ("Deleting", None)
+    with pytest.raises(UserError, match="still Deleting") as e:
+        sm.delete("gemma-4-e2b", "us-east-2", poll_s=POLL, deadline_s=0.1)
+    assert "sagemeter delete gemma-4-e2b@us-east-2" in str(e.value)
+    assert world.moto.backend("us-east-2").endpoint_configs
+    record = Ledger().get("us-east-2", "gemma-4-e2b")
+    assert record is not None and record.active
+
+
+# --------------------------------------------------------------------------- name races, retries
+
+
+def test_cleanup_leaves_a_concurrent_deploys_endpoint_of_the_same_name(world: World) -> None:
+    """Driven: while our CreateEndpoint is served, another sagemeter deploy creates an endpoint
+    of the same name; moto (like SageMaker) then refuses ours as already existing."""
+    client = boto3.client("sagemaker", region_name="us-east-2")
+
+    def race(operation: str, region: str, params: dict[str, Any]) -> None:
+        if operation != "create_endpoint":
+            return
+        world.moto.on_create = None
+        other = _spec(model_id="google/gemma-4-E2B-it-qat-w4a16-ct")
+        tags = ownership_tags(other, "us-east-2", "2026-09-25T18:36:00Z", False)
+        client.create_model(
+            ModelName="other", ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "x"}, Tags=tags
+        )
+        client.create_endpoint_config(
+            EndpointConfigName="other",
+            ProductionVariants=[
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": "other",
+                    "InstanceType": "ml.g6.xlarge",
+                    "InitialInstanceCount": 1,
+                }
+            ],
+            Tags=tags,
+        )
+        client.create_endpoint(EndpointName="gemma-4-e2b", EndpointConfigName="other", Tags=tags)
+
+    world.moto.on_create = race
+    with pytest.raises(UserError, match="already existing endpoint"):
+        sm.deploy(_spec(), poll_s=POLL)
+    backend = world.moto.backend("us-east-2")
+    assert backend.endpoints["gemma-4-e2b"].endpoint_config_name == "other"
+    assert list(backend.endpoint_configs) == ["other"] and list(backend._models) == ["other"]
+    assert Ledger().active() == []
+    [archived] = Ledger().history()
+    assert ("endpoint", "absent") in [(r.kind, r.state) for r in archived.resources]
+
+
+def test_a_create_whose_answer_was_lost_is_not_torn_down_on_the_retry(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: moto creates the model, the proxy answers 500; botocore's retry then meets
+    "Cannot create already existing model", which is our own model (same spec, same stamp)."""
+    sagemaker_proxy.inject(
+        "CreateModel", Injection(500, "InternalFailure", "internal error", forward=True)
+    )
+    result = sm.deploy(_spec(), poll_s=POLL)
+    assert result.in_service, result
+    assert [op for op, _, _ in world.moto.calls].count("create_model") == 2
+    backend = world.moto.backend("us-east-2")
+    assert len(backend._models) == 1
+    record = Ledger().get("us-east-2", "gemma-4-e2b")
+    assert record is not None
+    model = record.resource("model")
+    assert model is not None and model.state == "created" and model.arn
+
+
+def test_a_5xx_after_retries_leaves_the_resource_recorded_and_cleanup_removes_it(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: CreateEndpointConfig takes effect in moto but every answer is a 500 (two attempts:
+    the test's client allows two); the config exists, so it must not be recorded as absent."""
+    aws = sm.Aws()
+    aws.client(
+        "sagemaker", "us-east-2", Config(retries={"mode": "standard", "total_max_attempts": 2})
+    )
+    lost = Injection(500, "InternalFailure", "internal error", forward=True)
+    sagemaker_proxy.inject("CreateEndpointConfig", lost, lost)
+    with pytest.raises(UserError, match="InternalFailure"):
+        sm.deploy(_spec(), poll_s=POLL, aws=aws)
+    backend = world.moto.backend("us-east-2")
+    assert not backend.endpoint_configs and not backend._models
+    assert Ledger().active() == []
+
+
+def test_a_denied_pass_role_names_iam_pass_role_not_create_model(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: CreateModel is refused because the caller may not pass the role, as AWS words it."""
+    denied = (
+        "User: arn:aws:sts::123456789012:assumed-role/dev/me is not authorized to perform: "
+        f"iam:PassRole on resource: {ROLE} because no identity-based policy allows the "
+        "iam:PassRole action"
+    )
+    sagemaker_proxy.inject("CreateModel", Injection(400, "AccessDeniedException", denied))
+    with pytest.raises(UserError, match=r"AWS denied iam:PassRole in us-east-2") as caught:
+        sm.deploy(_spec(), poll_s=POLL)
+    assert "sagemaker:CreateModel" not in str(caught.value)
+    assert "docs/sagemaker.md#iam" in str(caught.value)
+    assert not world.moto.backend("us-east-2")._models
     assert Ledger().active() == []

@@ -19,9 +19,10 @@ from sagemeter.backends.sagemaker.ledger import Ledger
 from sagemeter.backends.sagemaker.spec import ownership_tags
 from sagemeter.errors import UserError
 from tests.conftest import reference_file
+from tests.sagemaker_fakes import not_found
 
 if TYPE_CHECKING:
-    from tests.sagemaker_fakes import World
+    from tests.sagemaker_fakes import SageMakerProxy, World
 
 POLL = 0.02
 
@@ -293,3 +294,16 @@ def test_recent_and_followed_log_lines(world: World, monkeypatch: pytest.MonkeyP
         should_stop=lambda: "new line" in seen or time.monotonic() - began > 5,
     )  # fmt: skip
     assert seen[-1] == "new line" and "line 0" not in seen
+
+
+def test_an_endpoint_vanishing_mid_listing_is_skipped_not_a_region_error(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: ListTags of one listed endpoint answers "Could not find endpoint" (deleted after
+    ListEndpoints); the others are still listed and the region is not an error."""
+    _foreign_sagemeter_endpoint(world, "vanishing")
+    _foreign_sagemeter_endpoint(world, "billing")
+    sagemaker_proxy.inject("ListTags", not_found("endpoint", "vanishing"))
+    inventory = sm.list_endpoints(["us-east-2"], with_prices=False)
+    assert inventory.region_errors == {}
+    assert [info.name for info in inventory.endpoints] == ["billing"]

@@ -12,9 +12,10 @@ import pytest
 
 from sagemeter.backends import sagemaker as sm
 from sagemeter.errors import UserError
+from tests.sagemaker_fakes import Injection
 
 if TYPE_CHECKING:
-    from tests.sagemaker_fakes import World
+    from tests.sagemaker_fakes import SageMakerProxy, World
 
 
 NAME = "ml.g6.xlarge for endpoint usage"
@@ -135,3 +136,21 @@ def test_price_access_denied_is_one_line(world: World) -> None:
         UserError, match=r"AWS denied pricing:GetProducts in us-east-2 .*docs/sagemaker.md#iam"
     ):
         sm.hourly_price("ml.g6.xlarge", "us-east-2", refresh=True)
+
+
+def test_endpoints_that_cannot_be_read_are_said_not_silently_uncounted(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: DescribeEndpoint of one endpoint is denied; it is named in the row, and the count
+    says it is a lower bound (a vanished endpoint, by contrast, is simply not counted)."""
+    world.quotas.applied["us-east-2"] = [world.quota_item(NAME, 3, "L-G6X")]
+    _endpoint(world, "us-east-2", "readable", {"InstanceType": "ml.g6.xlarge"})
+    _endpoint(world, "us-east-2", "secret-one", {"InstanceType": "ml.g6.xlarge"})
+    denied = "User: arn:aws:iam::123456789012:user/u is not authorized to perform: sagemaker:DescribeEndpoint"
+    sagemaker_proxy.inject(
+        "DescribeEndpoint", Injection(400, "AccessDeniedException", denied, match="secret-one")
+    )
+    [row] = sm.quota("ml.g6.xlarge", ["us-east-2"])
+    assert row.in_use == 1 and row.error is None
+    assert row.in_use_note is not None
+    assert "secret-one (AccessDeniedException)" in row.in_use_note

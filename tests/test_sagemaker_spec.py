@@ -106,11 +106,21 @@ def test_every_resource_is_tagged_as_ours_with_the_spec() -> None:
     assert plan.requests["CreateModel"]["PrimaryContainer"]["Environment"]["HF_TOKEN"] == MASK
 
 
-def test_cuda12_images_get_the_driver_550_ami_and_cpu_instances_none() -> None:
-    tag = "0.14.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
-    [plan] = plan_deploy(_spec(image_tag=tag), hf_token="")
-    variant = plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
-    assert variant["InferenceAmiVersion"] == "al2-ami-sagemaker-inference-gpu-3-1"
+def test_cuda_up_to_12_4_gets_the_driver_550_ami_newer_the_580_one_cpu_none() -> None:
+    """Driver 550 (gpu-3-1) runs CUDA up to 12.4; the vLLM 0.13-0.26 images are cu129 and need
+    gpu-4-1 (driver 580), as do CUDA 13 images. Both AMIs are in botocore's enum."""
+    known = set(MODEL.shape_for("ProductionVariantInferenceAmiVersion").enum)  # type: ignore[attr-defined]
+    for tag, ami in [
+        ("0.8.5-gpu-py312-cu124-ubuntu22.04-sagemaker", "al2-ami-sagemaker-inference-gpu-3-1"),
+        ("0.10.2-gpu-py312-cu121-ubuntu22.04-sagemaker", "al2-ami-sagemaker-inference-gpu-3-1"),
+        ("0.14.0-gpu-py312-cu129-ubuntu22.04-sagemaker", "al2023-ami-sagemaker-inference-gpu-4-1"),
+        ("0.11.0-gpu-py312-cu128-ubuntu22.04-sagemaker", "al2023-ami-sagemaker-inference-gpu-4-1"),
+        ("0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker", "al2023-ami-sagemaker-inference-gpu-4-1"),
+    ]:
+        [plan] = plan_deploy(_spec(image_tag=tag), hf_token="")
+        variant = plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
+        assert variant["InferenceAmiVersion"] == ami, tag
+        assert ami in known
     [plan] = plan_deploy(_spec(instance_type="ml.m5.xlarge"), hf_token="")
     assert (
         "InferenceAmiVersion" not in plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
@@ -126,6 +136,10 @@ def test_fallback_regions_get_their_own_image_account() -> None:
     assert images[1].startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:")
     assert images[2].startswith("692866216735.dkr.ecr.eu-south-1.amazonaws.com/vllm:")
     assert images[3].startswith("727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/vllm:")
+    # docs/reference/region_availability.md: Middle East (Saudi Arabia), me-west-1, 124382933778
+    assert image.vllm_image_uri("me-west-1").startswith(
+        "124382933778.dkr.ecr.me-west-1.amazonaws.com/vllm:"
+    )
     with pytest.raises(UserError, match="pass --image"):
         image.vllm_image_uri("us-gov-west-1")
 
@@ -192,3 +206,39 @@ def test_redact_masks_tokens_and_keys(monkeypatch: pytest.MonkeyPatch) -> None:
         "SECRET" not in cleaned and "AKIAIOSFODNN7EXAMPLE" not in cleaned and "wJalr" not in cleaned
     )
     assert cleaned.count(MASK) == 3
+
+
+def test_every_env_key_containing_key_secret_token_or_password_is_masked() -> None:
+    """docs/sagemaker.md: any --env key containing TOKEN, SECRET, PASSWORD or KEY is masked in
+    every output, tag and record; the container still gets the value."""
+    env = {
+        "WANDB_KEY": "wandb-value-123456",
+        "MY_SECRET_THING": "secret-value-123456",
+        "DB_PASSWORD": "password-value-123456",
+        "GH_TOKEN": "token-value-123456",
+        "SM_VLLM_MAX_MODEL_LEN": "8192",
+    }
+    spec = _spec(env=env)
+    [plan] = plan_deploy(spec, hf_token="")
+    shown = json.dumps([plan.model_dump(), spec.recordable()])
+    for key, value in env.items():
+        if key != "SM_VLLM_MAX_MODEL_LEN":
+            assert value not in shown, key
+            assert spec.recordable()["env"][key] == MASK
+    tags = plan.requests["CreateModel"]["Tags"]
+    recorded = spec_from_tags(tags)
+    assert recorded is not None and recorded["env"]["WANDB_KEY"] == MASK
+    assert recorded["env"]["SM_VLLM_MAX_MODEL_LEN"] == "8192"
+
+
+def test_a_spec_too_large_for_the_50_tags_is_one_clear_line() -> None:
+    """11 fixed tags plus one per 256 base64 characters of the spec: ~30 long --env entries
+    would make CreateModel fail TagList's limit of 50 (botocore's model)."""
+    assert MODEL.shape_for("TagList").metadata["max"] == 50
+    env = {f"SM_VLLM_OPTION_{i}": "x" * 300 for i in range(30)}
+    with pytest.raises(UserError, match=r"needs \d+ tags .* allows 50") as caught:
+        _spec(env=env)
+    assert "\n" not in str(caught.value) and "--env" in str(caught.value)
+    [plan] = plan_deploy(_spec(env=dict(list(env.items())[:5])), hf_token="")
+    assert len(plan.requests["CreateModel"]["Tags"]) <= 50
+    _validate("CreateModel", plan.requests["CreateModel"])

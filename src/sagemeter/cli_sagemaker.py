@@ -25,15 +25,20 @@ from rich.text import Text
 from sagemeter.backends import sagemaker as sm
 from sagemeter.backends.sagemaker.aws import explain
 from sagemeter.backends.sagemaker.endpoint import DEFAULT_POLL_S
-from sagemeter.backends.sagemaker.redact import is_secret_key, redact, register_secret
+from sagemeter.backends.sagemaker.redact import redact
 from sagemeter.backends.sagemaker.spec import DEFAULT_INSTANCE_TYPE
 from sagemeter.errors import UserError
-from sagemeter.targets import SageMakerTarget, parse_target
+from sagemeter.sagemaker_verbs import (
+    ROLE_ENV,
+    container_env,
+    deploy_region,
+    endpoint_region,
+    execution_role,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-ROLE_ENV = "SAGEMETER_ROLE_ARN"
 EXIT_USER_ERROR = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -75,31 +80,6 @@ def _aws() -> sm.Aws:
     return sm.Aws()
 
 
-def _name_and_region(text: str, region: str | None, aws: sm.Aws | None = None) -> tuple[str, str]:
-    """NAME@REGION as given; or NAME with --region, its recorded region, or the configured one."""
-    if "@" in text:
-        target = parse_target(text)
-        assert isinstance(target, SageMakerTarget)
-        if region and region != target.region:
-            raise UserError(f"{text} names region {target.region} but --region says {region}")
-        return target.name, target.region
-    target = parse_target(f"{text}@{region or 'us-east-1'}")  # validates the name
-    assert isinstance(target, SageMakerTarget)
-    if region:
-        return target.name, region
-    recorded = sm.Ledger().regions_of(target.name)
-    if len(recorded) == 1:
-        return target.name, recorded[0]
-    if len(recorded) > 1:
-        raise UserError(
-            f"{text} is recorded in several regions ({', '.join(recorded)}): write NAME@REGION"
-        )
-    configured = (aws or _aws()).default_region
-    if configured:
-        return target.name, configured
-    raise UserError(f"{text}: no region given; write {text}@REGION or set AWS_REGION")
-
-
 def _parse_env(pairs: list[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for pair in pairs:
@@ -108,10 +88,8 @@ def _parse_env(pairs: list[str]) -> dict[str, str]:
             raise UserError(
                 f"--env {pair!r}: write KEY=VALUE, e.g. --env SM_VLLM_MAX_MODEL_LEN=8192"
             )
-        if is_secret_key(key):
-            register_secret(value)
         env[key] = value
-    return env
+    return container_env(env)  # its secret values are remembered, so they are masked
 
 
 class ProgressLine:
@@ -191,9 +169,9 @@ def quota_command(
             row.region,
             "?" if row.quota is None else f"{row.quota:g}",
             row.quota_source or "",
-            "?" if row.in_use is None else str(row.in_use),
+            ("?" if row.in_use is None else str(row.in_use)) + ("+?" if row.in_use_note else ""),
             "?" if row.free is None else f"{row.free:g}",
-            escape(redact(row.error or "")),
+            escape(redact("; ".join(n for n in (row.error, row.in_use_note) if n))),
         )
     _out().print(table)
 
@@ -273,16 +251,8 @@ def deploy_command(
 ) -> None:
     """Create model, endpoint config and endpoint (tagged, recorded), and wait for InService."""
     aws = _aws()  # no network yet: the session only reads the configuration
-    region = region or aws.default_region
-    if not region:
-        raise UserError("no region given: pass --region or set AWS_REGION")
-    role_arn = role or os.environ.get(ROLE_ENV)
-    if not role_arn:
-        raise UserError(
-            "deploy needs an execution role SageMaker can assume: pass --role ARN or set "
-            f"{ROLE_ENV} "
-            "(docs/sagemaker.md#iam shows how to make one)"
-        )
+    region = deploy_region(region, aws)
+    role_arn = execution_role(role)
     spec = sm.make_spec(
         name=name,
         model_id=model,
@@ -409,7 +379,7 @@ def status_command(
 ) -> None:
     """One endpoint: status, instance type, age and cost so far."""
     aws = _aws()
-    endpoint, region = _name_and_region(name, region, aws)
+    endpoint, region = endpoint_region(name, region, aws)
     info = sm.endpoint_status(endpoint, region, price_per_hour=price_per_hour, aws=aws)
     _out().print(_info_table([info], f"{endpoint}@{region}"))
 
@@ -453,7 +423,7 @@ def logs_command(
     """The endpoint's CloudWatch log (/aws/sagemaker/Endpoints/NAME); no group yet = no logs yet."""
     aws = _aws()
     aws.require_credentials()
-    endpoint, region = _name_and_region(name, region, aws)
+    endpoint, region = endpoint_region(name, region, aws)
     out = _out()
     result = sm.recent_logs(endpoint, region, limit=lines, aws=aws)
     if not result.exists:
@@ -503,7 +473,7 @@ def invoke_command(
     temperature: Annotated[float, typer.Option()] = 0.0,
 ) -> None:
     """Send one chat message through the SageMaker runtime and print the reply."""
-    name, region = _name_and_region(target, None)
+    name, region = endpoint_region(target, None)
     out = _out()
 
     def show(piece: str) -> None:
@@ -581,7 +551,7 @@ def delete_command(
                 assert name is not None
                 if region and len(region) > 1:
                     raise UserError("give one --region for one endpoint")
-                endpoint, where = _name_and_region(name, region[0] if region else None, aws)
+                endpoint, where = endpoint_region(name, region[0] if region else None, aws)
                 reports = [
                     sm.delete(
                         endpoint,

@@ -8,6 +8,7 @@ work as the AWS CLI documents them.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +64,9 @@ _CREDENTIAL_CODES = {
 }
 _DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}
 _THROTTLE_CODES = {"ThrottlingException", "Throttling", "TooManyRequestsException"}
+_NOT_AUTHORIZED = re.compile(
+    r"not authorized to perform:?\s+(?P<action>[A-Za-z0-9-]+:[A-Za-z0-9*]+)"
+)
 
 
 class Aws:
@@ -162,7 +166,15 @@ def explain(
                 "(`aws sso login`, or `aws configure`) and try again"
             )
         if code in _DENIED_CODES:
-            permission = f"{service}:{operation}" if operation else "the request"
+            # The message names the action really refused (iam:PassRole during CreateModel, say).
+            named = _NOT_AUTHORIZED.search(message)
+            permission = (
+                named["action"]
+                if named
+                else f"{service}:{operation}"
+                if operation
+                else "the request"
+            )
             return UserError(
                 f"AWS denied {permission}{where} while trying to {action}: {message} "
                 f"(the permissions sagemeter needs are listed in {IAM_DOC})"

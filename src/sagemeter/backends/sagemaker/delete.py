@@ -13,7 +13,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, Field
 
-from sagemeter.backends.sagemaker.aws import Aws, aws_errors, is_not_found
+from sagemeter.backends.sagemaker.aws import Aws, aws_errors, is_not_found, one_line
 from sagemeter.backends.sagemaker.endpoint import (
     BUSY_STATES,
     DEFAULT_POLL_S,
@@ -27,7 +27,12 @@ from sagemeter.errors import UserError
 
 DEFAULT_DELETE_DEADLINE_S = 3600.0  # a Creating endpoint can take ~30 min to fail for capacity
 
-StepOutcome = Literal["deleted", "not found", "skipped: not tagged as sagemeter's"]
+StepOutcome = Literal[
+    "deleted",
+    "not found",
+    "skipped: not tagged as sagemeter's",
+    "skipped: made by another deploy",
+]
 
 
 class DeleteStep(BaseModel):
@@ -47,7 +52,7 @@ class DeleteReport(BaseModel):
         return any(step.outcome == "deleted" for step in self.steps)
 
 
-def _tags(aws: Aws, region: str, arn: str) -> list[dict[str, str]]:
+def resource_tags(aws: Aws, region: str, arn: str) -> list[dict[str, str]]:
     tags: list[dict[str, str]] = []
     for page in aws.sagemaker(region).get_paginator("list_tags").paginate(ResourceArn=arn):
         tags.extend({"Key": t["Key"], "Value": t.get("Value", "")} for t in page.get("Tags", []))
@@ -121,8 +126,16 @@ def remove(
     on_progress: ProgressCallback | None = None,
     deadline_s: float | None = DEFAULT_DELETE_DEADLINE_S,
     poll_s: float = DEFAULT_POLL_S,
+    only_this_deploy: bool = False,
 ) -> DeleteReport:
-    """The deletion itself, also used by deploy to clean up a failed attempt."""
+    """The deletion itself, also used by deploy to clean up a failed attempt.
+
+    `only_this_deploy` (deploy's cleanup): delete the endpoint only when it is the one `record`
+    made (its recorded ARN, or one of the record's endpoint configs), never another deploy's
+    endpoint of the same name. Raises UserError, keeping the record, when the endpoint is not
+    gone by `deadline_s` or its delete fails (status Failed, as botocore's EndpointDeleted waiter
+    reads it).
+    """
     report = DeleteReport(name=name, region=region)
     configs: list[str] = []
     models: list[str] = []
@@ -136,8 +149,15 @@ def remove(
 
     with aws_errors(f"delete endpoint {name}", region):
         description = describe_endpoint(aws, name, region)
+        foreign = description is not None and only_this_deploy and not _made_by(description, record)
+        if foreign:
+            # Another deploy's endpoint of the same name: leave it, remove only our own parts.
+            description = None
+            report.steps.append(
+                DeleteStep(kind="endpoint", name=name, outcome="skipped: made by another deploy")
+            )
         if description is not None:
-            if not is_ours(_tags(aws, region, description["EndpointArn"])):
+            if not is_ours(resource_tags(aws, region, description["EndpointArn"])):
                 raise UserError(
                     f"endpoint {name} in {region} is not tagged as sagemeter's: not touching it "
                     "(delete it in the SageMaker console if it is yours)"
@@ -168,27 +188,12 @@ def remove(
                     )
         if description is not None:
             _remember(configs, description.get("EndpointConfigName"))
-            if description.get("EndpointStatus") != "Deleting":
-                try:
-                    aws.sagemaker(region).delete_endpoint(EndpointName=name)
-                except ClientError as exc:
-                    if not is_not_found(exc):
-                        raise
-            wait_until(
-                aws,
-                name,
-                region,
-                done=lambda d: d is None,
-                phase="deleting endpoint",
-                deadline_s=deadline_s,
-                poll_s=poll_s,
-                on_progress=on_progress,
-                with_logs=False,
-            )
+            _delete_endpoint(aws, name, region, description, deadline_s, poll_s, on_progress)
             report.steps.append(DeleteStep(kind="endpoint", name=name, outcome="deleted"))
-        else:
+            mark("endpoint", name)
+        elif not foreign:
             report.steps.append(DeleteStep(kind="endpoint", name=name, outcome="not found"))
-        mark("endpoint", name)
+            mark("endpoint", name)
 
         for resource in record.leftovers() if record else []:
             if resource.kind == "endpoint-config":
@@ -204,7 +209,7 @@ def remove(
                 )
                 mark("endpoint-config", config_name)
                 continue
-            if not is_ours(_tags(aws, region, config["EndpointConfigArn"])):
+            if not is_ours(resource_tags(aws, region, config["EndpointConfigArn"])):
                 report.steps.append(
                     DeleteStep(
                         kind="endpoint-config",
@@ -235,7 +240,7 @@ def remove(
                 report.steps.append(DeleteStep(kind="model", name=model_name, outcome="not found"))
                 mark("model", model_name)
                 continue
-            if not is_ours(_tags(aws, region, model["ModelArn"])):
+            if not is_ours(resource_tags(aws, region, model["ModelArn"])):
                 report.steps.append(
                     DeleteStep(
                         kind="model", name=model_name, outcome="skipped: not tagged as sagemeter's"
@@ -259,6 +264,69 @@ def remove(
         else:
             ledger.archive(record)
     return report
+
+
+def _made_by(description: dict[str, Any], record: LedgerRecord | None) -> bool:
+    """Whether the endpoint `description` is the one `record`'s deploy created."""
+    if record is None:
+        return False
+    recorded = record.resource("endpoint")
+    if recorded is not None and recorded.arn and recorded.arn == description.get("EndpointArn"):
+        return True
+    configs = {r.name for r in record.resources if r.kind == "endpoint-config"}
+    return description.get("EndpointConfigName") in configs
+
+
+def _delete_endpoint(
+    aws: Aws,
+    name: str,
+    region: str,
+    description: dict[str, Any],
+    deadline_s: float | None,
+    poll_s: float,
+    on_progress: ProgressCallback | None,
+) -> None:
+    """DeleteEndpoint, then wait until DescribeEndpoint says it is gone (or raise UserError)."""
+    failed_before = description.get("EndpointStatus") == "Failed"
+    if description.get("EndpointStatus") != "Deleting":
+        try:
+            aws.sagemaker(region).delete_endpoint(EndpointName=name)
+        except ClientError as exc:
+            if not is_not_found(exc):
+                raise
+    seen: set[str] = set()
+
+    def done(d: dict[str, Any] | None) -> bool:
+        if d is None:
+            return True
+        status = str(d.get("EndpointStatus"))
+        seen.add(status)
+        # Failed ends the wait (the EndpointDeleted waiter's failure state), unless the endpoint
+        # was Failed before the delete and has not yet been seen Deleting.
+        return status == "Failed" and (not failed_before or "Deleting" in seen)
+
+    final, reached = wait_until(
+        aws,
+        name,
+        region,
+        done=done,
+        phase="deleting endpoint",
+        deadline_s=deadline_s,
+        poll_s=poll_s,
+        on_progress=on_progress,
+        with_logs=False,
+    )
+    if final is None:
+        return
+    status = final.get("EndpointStatus")
+    keep = f"it stays recorded: run `sagemeter delete {name}@{region}` again"
+    if not reached:
+        raise UserError(
+            f"endpoint {name} in {region} is still {status} "
+            f"{(deadline_s or 0) / 60:.0f} min after the delete request; {keep} later"
+        )
+    reason = one_line(str(final.get("FailureReason") or "no reason given"), 200)
+    raise UserError(f"deleting endpoint {name} in {region} failed ({reason}); {keep}")
 
 
 def delete_all_mine(

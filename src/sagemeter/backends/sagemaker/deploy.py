@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, Field
@@ -25,9 +25,10 @@ from sagemeter.backends.sagemaker.aws import (
     error_code,
     error_message,
     explain,
+    is_not_found,
     one_line,
 )
-from sagemeter.backends.sagemaker.delete import DeleteReport, remove
+from sagemeter.backends.sagemaker.delete import DeleteReport, remove, resource_tags
 from sagemeter.backends.sagemaker.endpoint import (
     DEFAULT_POLL_S,
     FINAL_STATES,
@@ -40,6 +41,8 @@ from sagemeter.backends.sagemaker.ledger import Ledger, LedgerRecord, ResourceKi
 from sagemeter.backends.sagemaker.pricing import try_hourly_price
 from sagemeter.backends.sagemaker.redact import redact, redact_env
 from sagemeter.backends.sagemaker.spec import (
+    CREATED_KEY,
+    SPEC_DIGEST_KEY,
     DeploySpec,
     ResourceNames,
     container_environment,
@@ -52,6 +55,9 @@ from sagemeter.backends.sagemaker.spec import (
 from sagemeter.errors import UserError
 
 DEFAULT_DEADLINE_S = 3600.0  # the article saw capacity failures arrive after ~30 min of Creating
+# SageMaker's reads are eventually consistent: a resource just created may be "not found" for a
+# while. So long, a missing endpoint config or endpoint means "not visible yet", not "gone".
+VISIBILITY_S = 120.0
 CAPACITY_CODES = frozenset(
     {"ResourceLimitExceeded", "InsufficientInstanceCapacity", "CapacityError"}
 )
@@ -165,21 +171,106 @@ def _preflight(spec: DeploySpec, aws: Aws, ledger: Ledger) -> None:
             )
 
 
+def _already_exists(exc: ClientError) -> bool:
+    return "already exist" in error_message(exc).lower()
+
+
+def _refused(exc: ClientError) -> bool:
+    """AWS answered the one and only attempt with a 4xx: the create made nothing.
+
+    A 5xx, or an error after botocore retried (the first attempt may have gone through before
+    a timeout), leaves the resource's existence unknown.
+    """
+    metadata = exc.response.get("ResponseMetadata", {})
+    status = int(metadata.get("HTTPStatusCode") or 0)
+    return 400 <= status < 500 and not metadata.get("RetryAttempts")
+
+
 def _create(
-    record: LedgerRecord, ledger: Ledger, kind: ResourceKind, name: str, call: Callable[[], str]
+    record: LedgerRecord,
+    ledger: Ledger,
+    kind: ResourceKind,
+    name: str,
+    call: Callable[[], str],
+    adopt: Callable[[], str | None],
 ) -> None:
-    """Record the intent, send the create, record the outcome."""
+    """Record the intent, send the create, record the outcome.
+
+    "Already existing" after botocore resent a create whose first answer was lost: `adopt`
+    returns the ARN when the existing resource is this deploy's own (same spec digest and
+    creation stamp in its tags), and the create counts as done; otherwise it is not ours.
+    """
     record.mark(kind, name, "requested")
     ledger.save(record)
     try:
         arn = call()
     except ClientError as exc:
-        if "already exist" not in error_message(exc).lower():
-            record.mark(kind, name, "absent")
-            ledger.save(record)
-        raise
+        if _already_exists(exc):
+            adopted = adopt()
+            if adopted is None:
+                record.mark(kind, name, "absent")  # what has that name is someone else's
+                ledger.save(record)
+                raise
+            arn = adopted
+        else:
+            if _refused(exc):
+                record.mark(kind, name, "absent")
+                ledger.save(record)
+            raise
     record.mark(kind, name, "created", arn)
     ledger.save(record)
+
+
+def _adopt(
+    aws: Aws,
+    region: str,
+    kind: ResourceKind,
+    names: ResourceNames,
+    tags: list[dict[str, str]],
+) -> str | None:
+    """The ARN of the existing `kind` of `names` when this very deploy created it, else None."""
+    client = aws.sagemaker(region)
+    try:
+        if kind == "model":
+            arn = str(client.describe_model(ModelName=names.model)["ModelArn"])
+        elif kind == "endpoint-config":
+            arn = str(
+                client.describe_endpoint_config(EndpointConfigName=names.endpoint_config)[
+                    "EndpointConfigArn"
+                ]
+            )
+        else:
+            endpoint = client.describe_endpoint(EndpointName=names.endpoint)
+            if endpoint.get("EndpointConfigName") != names.endpoint_config:
+                return None
+            arn = str(endpoint["EndpointArn"])
+    except ClientError as exc:
+        if is_not_found(exc):
+            return None
+        raise
+    wanted = {t["Key"]: t["Value"] for t in tags}
+    found = {t["Key"]: t["Value"] for t in resource_tags(aws, region, arn)}
+    same = all(found.get(key) == wanted.get(key) for key in (SPEC_DIGEST_KEY, CREATED_KEY))
+    return arn if same else None
+
+
+_CONFIG_NOT_VISIBLE = re.compile(r"could not find endpoint[ _]config", re.IGNORECASE)
+T = TypeVar("T")
+
+
+def _once_visible(
+    call: Callable[[], T], missing: Callable[[ClientError], bool], window_s: float, poll_s: float
+) -> T:
+    """`call()`, repeated while AWS answers that what it needs is not visible yet (reads are
+    eventually consistent), for at most `window_s`."""
+    began = time.monotonic()
+    while True:
+        try:
+            return call()
+        except ClientError as exc:
+            if not missing(exc) or time.monotonic() - began >= window_s:
+                raise
+        time.sleep(min(poll_s, 5.0))
 
 
 def _cleanup(
@@ -200,6 +291,7 @@ def _cleanup(
                 record,
                 poll_s=poll_s,
                 on_progress=on_progress,
+                only_this_deploy=True,
             )
         )
     except UserError as exc:
@@ -219,6 +311,7 @@ def deploy(
     price_per_hour: float | None = None,
     aws: Aws | None = None,
     ledger: Ledger | None = None,
+    visibility_s: float = VISIBILITY_S,
 ) -> DeployResult:
     """Deploy `spec`, trying each of its regions in turn while the failure is one of capacity.
 
@@ -236,7 +329,17 @@ def deploy(
     for index, region in enumerate(spec.regions):
         last = index == len(spec.regions) - 1
         result = _attempt(
-            spec, region, token, aws, ledger, on_progress, deadline_s, poll_s, price_per_hour, last
+            spec,
+            region,
+            token,
+            aws,
+            ledger,
+            on_progress,
+            deadline_s,
+            poll_s,
+            price_per_hour,
+            last,
+            visibility_s,
         )
         attempts.append(result.attempts[0])
         result.attempts = list(attempts)
@@ -268,6 +371,7 @@ def _attempt(
     poll_s: float,
     price_per_hour: float | None,
     last: bool,
+    visibility_s: float = VISIBILITY_S,
 ) -> DeployResult:
     now = datetime.now(UTC)
     created_utc = now.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -310,6 +414,27 @@ def _attempt(
             )
 
     client = aws.sagemaker(region)
+    tags = requests["CreateModel"]["Tags"]
+
+    def adopt(kind: ResourceKind) -> Callable[[], str | None]:
+        return lambda: _adopt(aws, region, kind, names, tags)
+
+    def create_endpoint() -> str:
+        # The config just created may not be visible yet: see it first (botocore's CreateEndpoint
+        # documentation advises DescribeEndpointConfig), and resend while AWS cannot find it.
+        _once_visible(
+            lambda: client.describe_endpoint_config(EndpointConfigName=names.endpoint_config),
+            is_not_found,
+            visibility_s,
+            poll_s,
+        )
+        return _once_visible(
+            lambda: str(client.create_endpoint(**requests["CreateEndpoint"])["EndpointArn"]),
+            lambda exc: bool(_CONFIG_NOT_VISIBLE.search(error_message(exc))),
+            visibility_s,
+            poll_s,
+        )
+
     began = time.monotonic()
     try:
         progress("creating model")
@@ -319,6 +444,7 @@ def _attempt(
             "model",
             names.model,
             lambda: client.create_model(**requests["CreateModel"])["ModelArn"],
+            adopt("model"),
         )
         progress("creating endpoint config")
         _create(
@@ -329,15 +455,10 @@ def _attempt(
             lambda: client.create_endpoint_config(**requests["CreateEndpointConfig"])[
                 "EndpointConfigArn"
             ],
+            adopt("endpoint-config"),
         )
         progress("creating endpoint")
-        _create(
-            record,
-            ledger,
-            "endpoint",
-            names.endpoint,
-            lambda: client.create_endpoint(**requests["CreateEndpoint"])["EndpointArn"],
-        )
+        _create(record, ledger, "endpoint", names.endpoint, create_endpoint, adopt("endpoint"))
     except ClientError as exc:
         code, reason = error_code(exc), one_line(error_message(exc))
         record.failure_reason = f"{code}: {reason}"
@@ -366,13 +487,23 @@ def _attempt(
         record.endpoint_status = status
         ledger.save(record)
 
+    visible = {"seen": False}
+    waiting_since = time.monotonic()
+
+    def finished(d: dict[str, Any] | None) -> bool:
+        """A final state; or gone, once it was seen (or never visible after `visibility_s`)."""
+        if d is not None:
+            visible["seen"] = True
+            return d.get("EndpointStatus") in FINAL_STATES
+        return visible["seen"] or time.monotonic() - waiting_since >= visibility_s
+
     try:
         with aws_errors(f"wait for {spec.name}", region):
             description, reached = wait_until(
                 aws,
                 spec.name,
                 region,
-                done=lambda d: d is None or d.get("EndpointStatus") in FINAL_STATES,
+                done=finished,
                 phase="creating",
                 deadline_s=deadline_s,
                 poll_s=poll_s,
@@ -400,7 +531,11 @@ def _attempt(
         )
         return result
     if description is None:
-        reason = "the endpoint disappeared while it was being created"
+        reason = (
+            "the endpoint disappeared while it was being created"
+            if visible["seen"]
+            else f"the endpoint was never visible in the {visibility_s:.0f} s after CreateEndpoint"
+        )
         record.failure_reason = reason
         ledger.save(record)
         _cleanup(aws, ledger, record, result, poll_s, on_progress)

@@ -7,10 +7,12 @@ its 2026-08-21 state. Most regions serve the images from account 763104351884; t
 regions below have their own. The tag is overridable (`--image-tag`), and so is the whole
 image (`--image`).
 
-The host AMI must carry an NVIDIA driver new enough for the image's CUDA: the same repository's
-SageMaker tests pair CUDA 12.x images with `al2-ami-sagemaker-inference-gpu-3-1` (driver 550)
-and CUDA 13.x images with `al2023-ami-sagemaker-inference-gpu-4-1` (driver 580). Without an
-`InferenceAmiVersion` the default host AMI cannot start a CUDA 13 container.
+The host AMI must carry an NVIDIA driver new enough for the image's CUDA:
+`al2-ami-sagemaker-inference-gpu-3-1` has driver 550 (CUDA up to 12.4, forward compatibility
+disabled) and `al2023-ami-sagemaker-inference-gpu-4-1` driver 580 (CUDA 12.5 and later, 13.x).
+The vLLM SageMaker images 0.13-0.26 are CUDA 12.9 (`cu129`), and the repository's SageMaker
+example names the gpu-4-1 AMI for CUDA 12.9; so only images up to `cu124` get gpu-3-1. Without an
+`InferenceAmiVersion` the default host AMI cannot start such a container.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ DLC_ACCOUNTS: dict[str, str] = {
     "mx-central-1": "637423239942",
     "me-south-1": "217643126080",
     "me-central-1": "914824155844",
+    "me-west-1": "124382933778",
     "cn-north-1": "727897471807",
     "cn-northwest-1": "727897471807",
 }
@@ -74,7 +77,9 @@ DLC_ACCOUNTS: dict[str, str] = {
 _GPU_FAMILIES = re.compile(
     r"^ml\.(g4dn|g5|g6|g6e|g7|g7e|p3|p4d|p4de|p5|p5e|p5en|p6-[a-z0-9]+|p6e-[a-z0-9]+)\."
 )
-_CUDA = re.compile(r"-cu(?P<major>\d{2})\d")
+_CUDA = re.compile(r"-cu(?P<major>\d{2})(?P<minor>\d)")
+# The newest CUDA the driver-550 AMI (gpu-3-1) runs: 12.4.
+_DRIVER_550_CUDA = (12, 4)
 _VLLM_VERSION = re.compile(r"/vllm:(?P<version>\d+\.\d+(?:\.\d+)?)")
 
 
@@ -97,13 +102,14 @@ def is_gpu_instance(instance_type: str) -> bool:
 def inference_ami_for(image: str, instance_types: list[str]) -> str | None:
     """The host AMI the image's CUDA needs, or None for CPU/Neuron instances.
 
-    An image whose tag names no CUDA version gets the CUDA 13 AMI: its driver also runs CUDA 12
-    images, and the current vLLM containers are CUDA 13.
+    CUDA up to 12.4 gets the driver-550 AMI, anything newer (cu125-cu129, cu13x) the driver-580
+    one. An image whose tag names no CUDA version gets the driver-580 AMI: it also runs older
+    CUDA 12 images, and the current vLLM containers are CUDA 13.
     """
     if not all(is_gpu_instance(t) for t in instance_types):
         return None
     match = _CUDA.search(image)
-    if match and match["major"] == "12":
+    if match and (int(match["major"]), int(match["minor"])) <= _DRIVER_550_CUDA:
         return AMI_CUDA12
     return AMI_CUDA13
 

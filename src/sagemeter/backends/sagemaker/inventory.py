@@ -180,13 +180,20 @@ def list_endpoints(
                 paginator = aws.sagemaker(region).get_paginator("list_endpoints")
                 for page in paginator.paginate():
                     for summary in page.get("Endpoints", []):
-                        tags = _tag_map(aws, region, summary["EndpointArn"])
-                        if not is_ours([{"Key": k, "Value": v} for k, v in tags.items()]):
-                            continue
                         name = str(summary["EndpointName"])
+                        try:
+                            tags = _tag_map(aws, region, summary["EndpointArn"])
+                            if not is_ours([{"Key": k, "Value": v} for k, v in tags.items()]):
+                                continue
+                            description = describe_endpoint(aws, name, region)
+                        except ClientError as exc:
+                            if not is_not_found(exc):
+                                raise
+                            description = None
+                        if description is None:
+                            continue  # deleted since the listing: gone, not an error
                         seen.add(name)
                         record = active.get((region, name))
-                        description = describe_endpoint(aws, name, region)
                         info = _from_aws(dict(summary), description, tags, record, region)
                         if record is not None:
                             info.leftovers = [

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
-from sagemeter.backends.sagemaker.aws import Aws, aws_errors, explain
+from sagemeter.backends.sagemaker.aws import Aws, aws_errors, error_code, explain, is_not_found
 from sagemeter.errors import UserError
 
 DEFAULT_QUOTA_REGIONS = ("us-east-1", "us-east-2", "us-west-2")
@@ -30,6 +30,7 @@ class QuotaRow(BaseModel):
     in_use: int | None = None
     free: float | None = None
     error: str | None = None
+    in_use_note: str | None = None  # set when some endpoints could not be read: a lower bound
 
 
 def quota_name(instance_type: str) -> str:
@@ -49,10 +50,12 @@ def _find_quota(aws: Aws, region: str, name: str) -> tuple[dict[str, Any] | None
     return None, None
 
 
-def _held(aws: Aws, region: str, instance_type: str) -> int:
-    """Instances of `instance_type` held by this account's endpoints in `region`."""
+def _held(aws: Aws, region: str, instance_type: str) -> tuple[int, list[str]]:
+    """Instances of `instance_type` held by this account's endpoints in `region`, and the
+    endpoints that could not be read (each with its error code): the count leaves them out."""
     client = aws.sagemaker(region)
     total = 0
+    unread: list[str] = []
     for page in client.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):
             if summary.get("EndpointStatus") not in _HOLDING_STATES:
@@ -62,10 +65,12 @@ def _held(aws: Aws, region: str, instance_type: str) -> int:
                 config = client.describe_endpoint_config(
                     EndpointConfigName=endpoint["EndpointConfigName"]
                 )
-            except ClientError:
-                continue  # deleted between the list and the describe
+            except ClientError as exc:
+                if not is_not_found(exc):  # not-found: deleted between the list and the describe
+                    unread.append(f"{summary['EndpointName']} ({error_code(exc) or 'error'})")
+                continue
             total += _held_by(dict(endpoint), dict(config), instance_type)
-    return total
+    return total, unread
 
 
 def _held_by(endpoint: dict[str, Any], config: dict[str, Any], instance_type: str) -> int:
@@ -108,7 +113,12 @@ def quota(
                 row.quota_source = source  # type: ignore[assignment]
                 row.quota_code = found.get("QuotaCode")
             with aws_errors("count the instances endpoints use", region):
-                row.in_use = _held(aws, region, instance_type)
+                row.in_use, unread = _held(aws, region, instance_type)
+            if unread:
+                row.in_use_note = (
+                    f"in use counts only the endpoints sagemeter could read; {len(unread)} "
+                    f"could not be: {', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}"
+                )
             if row.quota is not None:
                 row.free = max(row.quota - row.in_use, 0.0)
         except UserError as exc:

@@ -23,8 +23,9 @@ SECRET_ENV_VARS = (
     "AWS_ACCESS_KEY_ID",
 )
 
-# Container environment keys whose values are never recorded (user `--env` included).
-_SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+# Container environment keys whose values are never recorded (user `--env` included): any key
+# containing TOKEN, SECRET, PASSWORD (PASSWD) or KEY, as docs/sagemaker.md promises.
+_SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|KEY)", re.I)
 
 _PATTERNS = (
     re.compile(r"\bhf_[A-Za-z0-9]{16,}\b"),  # Hugging Face user access tokens

@@ -39,8 +39,11 @@ VARIANT_NAME = "AllTraffic"  # the CloudWatch log streams are named after it: Al
 TAG_PREFIX = "sagemeter:"
 OWNER_KEY = "sagemeter:managed-by"
 OWNER_VALUE = "sagemeter"
+SPEC_DIGEST_KEY = "sagemeter:spec-sha256"
+CREATED_KEY = "sagemeter:created"
 SPEC_KEY = "sagemeter:spec"  # base64 JSON of the (redacted) spec, split over .0, .1, … tags
 _TAG_VALUE_MAX = 256
+MAX_TAGS = 50  # botocore's TagList: at most 50 tags per resource
 # botocore's Tag value pattern is [\p{L}\p{Z}\p{N}_.:/=+\-@]*; this is its ASCII-safe subset.
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9 _.:/=+\-@]")
 
@@ -194,12 +197,20 @@ class DeploySpec(BaseModel):
 def make_spec(**fields: Any) -> DeploySpec:
     """Build a DeploySpec, turning the first validation problem into one UserError line."""
     try:
-        return DeploySpec(**fields)
+        spec = DeploySpec(**fields)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         message = str(first["msg"]).removeprefix("Value error, ")
         raise UserError(f"deploy {where}: {message}" if where else f"deploy: {message}") from None
+    # The count is the same in every region (one image tag); us-east-1's image is always known.
+    count = len(ownership_tags(spec, "us-east-1", "2000-01-01T00:00:00Z", True))
+    if count > MAX_TAGS:
+        raise UserError(
+            f"deploy env: this spec needs {count} tags to record itself, and SageMaker allows "
+            f"{MAX_TAGS} per resource: shorten or drop some --env entries"
+        )
+    return spec
 
 
 class ResourceNames(BaseModel):
@@ -251,10 +262,10 @@ def ownership_tags(
         "sagemeter:instance-types": " ".join(spec.instance_types),
         "sagemeter:count": str(spec.count),
         "sagemeter:image": spec.image_for(region),
-        "sagemeter:created": created_utc,
+        CREATED_KEY: created_utc,
         "sagemeter:version": __version__,
         "sagemeter:hf-token": "set" if hf_token_set else "unset",
-        "sagemeter:spec-sha256": spec_digest(spec),
+        SPEC_DIGEST_KEY: spec_digest(spec),
     }
     encoded = base64.b64encode(
         json.dumps(spec.recordable(), sort_keys=True, separators=(",", ":")).encode()
