@@ -152,10 +152,19 @@ def resolve_checkpoint(
 
 
 def gguf_summary(path: Path) -> dict[str, Any]:
-    """Parameter count and bits per weight, read from the file's own tensor table."""
+    """Parameter count and bits per weight, read from the file's own tensor table.
+
+    Reading it parses the whole vocabulary too (seconds), so it is remembered per file version.
+    """
+    stat = path.stat()
+    return dict(_gguf_summary_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _gguf_summary_cached(path: str, size: int, mtime_ns: int) -> dict[str, Any]:
     from gguf import GGUFReader
 
-    reader = GGUFReader(str(path))
+    reader = GGUFReader(path)
     parameters = sum(int(tensor.n_elements) for tensor in reader.tensors)
     tensor_bytes = sum(int(tensor.n_bytes) for tensor in reader.tensors)
     return {

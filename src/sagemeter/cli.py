@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -71,7 +70,8 @@ def checkpoints(
     ] = False,
 ) -> None:
     """List the embedded engine's checkpoints with file size and bits per weight."""
-    from sagemeter.checkpoints import CHECKPOINT_NAMES, gguf_summary, resolve_checkpoint
+    from sagemeter.checkpoints import resolve_checkpoint
+    from sagemeter.verbs import checkpoint_rows
 
     if prepare:
         with new_progress("tensors") as bar:
@@ -82,25 +82,19 @@ def checkpoints(
             )
     table = Table(title="embedded-engine checkpoints (use as local:NAME)")
     for column in ("name", "storage", "size MiB", "bits/weight", "parameters", "file"):
-        table.add_column(
-            column,
-            justify="right" if column in ("size MiB", "bits/weight", "parameters") else "left",
-        )
-    for name in CHECKPOINT_NAMES:
-        checkpoint = resolve_checkpoint(name, derive=False)
-        if not checkpoint.path.is_file():
-            table.add_row(
-                name, checkpoint.storage, "-", "-", "-", "derived on first use (or --prepare)"
-            )
+        numeric = column in ("size MiB", "bits/weight", "parameters")
+        table.add_column(column, justify="right" if numeric else "left")
+    for row in checkpoint_rows():
+        if not row.available:
+            table.add_row(row.name, row.storage, "-", "-", "-", f"{row.note} (or --prepare)")
             continue
-        summary = gguf_summary(checkpoint.path)
         table.add_row(
-            name,
-            checkpoint.storage,
-            f"{checkpoint.size_bytes / 2**20:.1f}",
-            f"{summary['bits_per_weight']:.2f}",
-            f"{summary['parameters'] / 1e6:.1f} M",
-            str(checkpoint.path),
+            row.name,
+            row.storage,
+            f"{row.size_mib:.1f}",
+            f"{row.bits_per_weight:.2f}",
+            f"{(row.parameters or 0) / 1e6:.1f} M",
+            row.path,
         )
     console.print(table)
 
@@ -150,10 +144,9 @@ def _settings(
     questions: str | None,
     quality_max_tokens: int | None,
 ) -> MeasureSettings:
-    from sagemeter.settings import MeasureSettings, quick_settings
+    from sagemeter.verbs import measure_settings
 
-    base = quick_settings() if quick else MeasureSettings()
-    changes = {
+    overrides = {
         "short_tokens": short_tokens,
         "long_tokens": long_tokens,
         "decode_repeats": repeats,
@@ -163,15 +156,7 @@ def _settings(
         "questions": questions,
         "quality_max_tokens": quality_max_tokens,
     }
-    merged = {**base.model_dump(), **{k: v for k, v in changes.items() if v is not None}}
-    try:
-        settings = MeasureSettings.model_validate(merged)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
-    if settings.long_tokens <= settings.short_tokens:
-        raise UserError("--long-tokens must be larger than --short-tokens")
-    return settings
+    return measure_settings(quick, overrides)
 
 
 @app.command()
@@ -200,6 +185,7 @@ def measure(
     """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json."""
     from sagemeter.report.terminal import print_result
     from sagemeter.targets import parse_target
+    from sagemeter.verbs import check_result_name
 
     parsed = parse_target(target)
     settings = _settings(
@@ -214,15 +200,10 @@ def measure(
         quality_max_tokens,
     )
     result_name = name or parsed.default_name
-    _check_name(result_name)
+    check_result_name(result_name)
     result, path = _measure_with_progress(parsed, result_name, settings, out_dir)
     print_result(console, result)
     console.print(f"wrote {path}")
-
-
-def _check_name(name: str) -> None:
-    if not name or any(ch in name for ch in "/\\") or name.startswith("."):
-        raise UserError(f"--name {name!r}: use letters, digits, dots, dashes or underscores")
 
 
 def _measure_with_progress(

@@ -85,8 +85,9 @@ async def _local_endpoint(
         ctx_per_slot=slot_context(max_reply_tokens),
         log_path=log_path,
     )
-    await asyncio.to_thread(engine.start)
     try:
+        # Inside the try: a cancel or Ctrl-C while it loads must still stop the engine.
+        await asyncio.to_thread(engine.start)
         summary = gguf_summary(checkpoint.path)
         environment = {
             "engine": "llama.cpp (embedded)",

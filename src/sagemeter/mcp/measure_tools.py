@@ -1,0 +1,206 @@
+"""measure_endpoint and compare_results: the CLI's `measure` and `combine`, into one folder.
+
+Results go to the server's results folder (never a path the assistant makes up), and a
+measurement never replaces an existing result: its name must be new.
+"""
+
+import io
+from pathlib import Path
+from typing import Annotated
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+from rich.console import Console
+
+from sagemeter.compare import combine, save_comparison
+from sagemeter.endpoints import check_target
+from sagemeter.errors import UserError
+from sagemeter.mcp.config import ServerConfig
+from sagemeter.mcp.guard import guarded, reply
+from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
+from sagemeter.mcp.progress import Relay
+from sagemeter.report.terminal import format_value, print_comparison
+from sagemeter.results import MeasureResult, result_path
+from sagemeter.targets import parse_target
+from sagemeter.verbs import check_result_name, measure_settings
+from sagemeter.workflows import measure_target, selected_questions, total_requests
+
+MEASURES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+)
+COMPARES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+
+class Tally:
+    """Requests finished so far, and the phase they belong to."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.phase = "starting"
+
+
+def measure_text(result: MeasureResult, path: Path) -> str:
+    speeds = ", ".join(
+        f"c{level} {format_value('load', value)}"
+        for level, value in result.load_tokens_per_second.items()
+    )
+    parts = [
+        f"decode {format_value('decode', result.decode_tokens_per_second)} tok/s",
+        f"per-call cost {format_value('cost', result.per_call_fixed_cost_seconds)} s",
+        f"parallel {speeds or '-'} tok/s",
+        f"quality {result.quality or '-'}",
+    ]
+    if result.weights_gib is not None:
+        parts.append(f"weights {format_value('weights_gib', result.weights_gib)} GiB")
+    warnings = result.detail.warnings if result.detail else []
+    notes = f"\nwarnings: {'; '.join(warnings)}" if warnings else ""
+    return f"{result.name}: " + ", ".join(parts) + f"\nwrote {path}" + notes
+
+
+def result_file(config: ServerConfig, item: str) -> Path:
+    """A result by name (in the results folder) or by path to a .json file."""
+    if item.endswith(".json") or "/" in item:
+        return Path(item).expanduser()
+    return result_path(config.results_dir, item)
+
+
+def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
+    """Add measure_endpoint and compare_results to `server`."""
+
+    @server.tool(title="Measure an endpoint", annotations=MEASURES)
+    @guarded
+    async def measure_endpoint(
+        ctx: Context,
+        target: Annotated[
+            str,
+            Field(
+                description="http://HOST:PORT (OpenAI-compatible), local:CHECKPOINT (embedded "
+                "engine, started and stopped here) or NAME@REGION (SageMaker)"
+            ),
+        ],
+        name: Annotated[
+            str | None, Field(description="result name, new in the results folder")
+        ] = None,
+        quick: Annotated[
+            bool, Field(description="shrink everything: seconds, for a smoke test")
+        ] = False,
+        short_tokens: Annotated[int | None, Field(gt=0, description="decode: short reply")] = None,
+        long_tokens: Annotated[int | None, Field(gt=1, description="decode: long reply")] = None,
+        decode_repeats: Annotated[
+            int | None, Field(gt=0, description="decode: replies of each length")
+        ] = None,
+        load_levels: Annotated[
+            list[int] | None, Field(description="parallel: requests at once, e.g. [1, 4, 16]")
+        ] = None,
+        load_max_tokens: Annotated[
+            int | None, Field(gt=0, description="parallel: tokens per reply")
+        ] = None,
+        load_batches: Annotated[
+            int | None, Field(gt=0, description="parallel: batches per level")
+        ] = None,
+        questions: Annotated[
+            str | None, Field(description="question set name or JSONL file (article-40)")
+        ] = None,
+        quality_max_tokens: Annotated[
+            int | None, Field(gt=0, description="quality: reply cap")
+        ] = None,
+    ) -> Annotated[CallToolResult, MeasureAnswer]:
+        """Measure one endpoint the article's way (decode rate, parallel load, quality).
+
+        Writes measure-NAME.json in the results folder and returns its figures; unset knobs keep
+        the article's values (or the quick ones). Sends progress; cancelling leaves no file.
+        """
+        parsed = parse_target(target)
+        overrides = {
+            "short_tokens": short_tokens,
+            "long_tokens": long_tokens,
+            "decode_repeats": decode_repeats,
+            "load_levels": load_levels,
+            "load_max_tokens": load_max_tokens,
+            "load_batches": load_batches,
+            "questions": questions,
+            "quality_max_tokens": quality_max_tokens,
+        }
+        settings = measure_settings(quick, overrides, label=str)
+        result_name = name or parsed.default_name
+        check_result_name(result_name, label="name")
+        path = result_path(config.results_dir, result_name)
+        if path.exists():
+            raise UserError(
+                f"a result named {result_name!r} already exists ({path}): choose another name"
+            )
+        check_target(parsed)
+        total = total_requests(settings, len(selected_questions(settings).questions))
+        async with Relay(ctx) as relay:
+            tally = Tally()
+
+            def progress(count: int) -> None:
+                tally.done += count
+                relay.post(tally.done, total, f"{result_name}: {tally.phase}")
+
+            def on_phase(phase: str) -> None:
+                tally.phase = phase
+
+            relay.post(0, total, f"{result_name}: starting")
+            result, written = await measure_target(
+                parsed,
+                name=result_name,
+                settings=settings,
+                out_dir=config.results_dir,
+                progress=progress,
+                on_phase=on_phase,
+            )
+        answer = MeasureAnswer(
+            name=result_name,
+            target=str(parsed),
+            path=str(written),
+            decode_tokens_per_second=result.decode_tokens_per_second,
+            per_call_fixed_cost_seconds=result.per_call_fixed_cost_seconds,
+            load_tokens_per_second=result.load_tokens_per_second,
+            quality=result.quality,
+            weights_gib=result.weights_gib,
+            kv_cache_tokens=result.kv_cache_tokens,
+            load_seconds=result.load_seconds,
+            quick=settings.quick,
+            failed_requests=result.detail.failed_requests if result.detail else 0,
+            warnings=result.detail.warnings if result.detail else [],
+        )
+        return reply(measure_text(result, written), answer)
+
+    @server.tool(title="Compare result files", annotations=COMPARES)
+    @guarded
+    async def compare_results(
+        results: Annotated[
+            list[str],
+            Field(
+                min_length=2,
+                description="two or more result names (from measure_endpoint) or .json paths, "
+                "the baseline first; A-B-A order adds the drift",
+            ),
+        ],
+        price_per_hour: Annotated[
+            float | None,
+            Field(gt=0, description="USD per instance-hour: adds cost per million tokens"),
+        ] = None,
+        name: Annotated[
+            str | None, Field(description="comparison name (default: the result names)")
+        ] = None,
+    ) -> Annotated[CallToolResult, CompareAnswer]:
+        """The article's comparison table: each figure, its ratio to the first, costs, drift.
+
+        Writes compare-NAME.json in the results folder.
+        """
+        paths = [result_file(config, item) for item in results]
+        comparison = combine(paths, price_per_hour=price_per_hour)
+        out_name = name or "-vs-".join(comparison.names)
+        check_result_name(out_name, label="name")
+        out = config.results_dir / f"compare-{out_name}.json"
+        save_comparison(comparison, out)
+        buffer = io.StringIO()
+        print_comparison(Console(file=buffer, width=120, color_system=None), comparison)
+        answer = CompareAnswer(**comparison.model_dump(), path=str(out))
+        return reply(f"{buffer.getvalue().rstrip()}\nwrote {out}", answer)

@@ -1,0 +1,69 @@
+"""The structured content of the tools whose answer is not one library model as it is."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from sagemeter.backends import sagemaker as sm
+from sagemeter.compare import Comparison
+from sagemeter.verbs import CheckpointRow
+
+
+class QuotaAnswer(BaseModel):
+    instance_type: str
+    rows: list[sm.QuotaRow]
+
+
+class DeployAnswer(BaseModel):
+    dry_run: bool
+    result: sm.DeployResult | None = Field(None, description="what happened (not on a dry run)")
+    plans: list[sm.PlannedRegion] = Field(
+        default_factory=list, description="dry run: the create requests per region, secrets masked"
+    )
+
+
+class InvokeAnswer(BaseModel):
+    endpoint: str
+    text: str
+    completion_tokens: int | None
+    total_s: float
+    first_token_s: float | None
+    finish_reason: str | None
+
+
+class MeasureAnswer(BaseModel):
+    name: str
+    target: str
+    path: str = Field(description="the result file, for compare_results")
+    decode_tokens_per_second: float | None
+    per_call_fixed_cost_seconds: float | None
+    load_tokens_per_second: dict[str, float] = Field(description="keyed by requests at once")
+    quality: str | None = Field(description='"correct/total"')
+    weights_gib: float | None
+    kv_cache_tokens: int | None
+    load_seconds: float | None
+    quick: bool
+    failed_requests: int
+    warnings: list[str]
+
+
+class CompareAnswer(Comparison):
+    path: str = Field(description="where the comparison JSON was written")
+
+
+class CheckpointsAnswer(BaseModel):
+    checkpoints: list[CheckpointRow]
+
+
+class LocalEngineAnswer(BaseModel):
+    checkpoint: str
+    target: str = Field(description="the engine's OpenAI base URL: a target for measure_endpoint")
+    pid: int | None
+    log_path: str
+    already_running: bool
+    start_seconds: float | None
+
+
+class StopAnswer(BaseModel):
+    stopped: list[str]
+    not_running: list[str]

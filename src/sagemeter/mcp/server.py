@@ -1,0 +1,104 @@
+"""The server itself: every tool registered on the SDK's MCPServer, and how it is run."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
+
+from sagemeter import __version__
+from sagemeter.mcp.config import LOGS_FLAG, WRITE_FLAG, ServerConfig
+from sagemeter.mcp.engines import LocalEngines
+from sagemeter.mcp.guard import failure
+from sagemeter.mcp.local_tools import register_local_tools
+from sagemeter.mcp.measure_tools import register_measure_tools
+from sagemeter.mcp.sagemaker_read import register_sagemaker_reads
+from sagemeter.mcp.sagemaker_write import register_sagemaker_writes
+
+LOCALHOST = "127.0.0.1"
+
+
+def instructions(config: ServerConfig) -> str:
+    """What the assistant is told about this server when it connects."""
+    write = "allowed" if config.allow_write else f"refused (the user starts it with {WRITE_FLAG})"
+    logs = "allowed" if config.allow_logs else f"refused (the user starts it with {LOGS_FLAG})"
+    return (
+        "sagemeter answers: which checkpoint, on which machine, at what price? The loop: "
+        "check_quota and get_price pick a region; deploy_endpoint (waits for InService); "
+        "measure_endpoint each checkpoint the same way, one after the other on the same "
+        "instance type (A-B-A when you can); compare_results; delete_endpoint every endpoint "
+        "so nothing keeps billing; list_endpoints shows what still runs and what it costs. "
+        "Without a cloud account, list_checkpoints, start_local/stop_local and "
+        "measure_endpoint target=local:CHECKPOINT run the embedded engine on this machine. "
+        f"Deploying and deleting: {write}. Reading container logs: {logs}. "
+        "Ask the user before deploy_endpoint (it bills per hour) and before delete_endpoint "
+        "(confirm must be the endpoint's name). Result files are written to "
+        f"{config.results_dir}."
+    )
+
+
+class SagemeterServer(MCPServer[Any]):
+    """MCPServer whose argument errors are one sentence naming the parameter, like every error."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            first = exc.__cause__.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "arguments"
+            return failure(f"{name}: {where}: {first['msg']} (see the tool's input schema)")
+
+
+def build_server(
+    config: ServerConfig | None = None, engines: LocalEngines | None = None
+) -> MCPServer[Any]:
+    """The MCP server with every sagemeter tool; engines it starts stop with its lifespan."""
+    config = config or ServerConfig()
+    engines = engines or LocalEngines(config.results_dir)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(engines.stop_all)
+
+    server = SagemeterServer(
+        "sagemeter",
+        title="sagemeter",
+        description="Deploy, measure, compare and tear down LLM checkpoints.",
+        instructions=instructions(config),
+        version=__version__,
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    register_sagemaker_reads(server, config)
+    register_sagemaker_writes(server, config)
+    register_local_tools(server, engines)
+    register_measure_tools(server, config)
+    return server
+
+
+def serve(config: ServerConfig, http_port: int | None = None) -> None:
+    """Run until the client goes away: stdio, or streamable HTTP on 127.0.0.1:PORT/mcp."""
+    engines = LocalEngines(config.results_dir)
+    server = build_server(config, engines)
+    try:
+        if http_port is None:
+            anyio.run(server.run_stdio_async)
+        else:
+            anyio.run(lambda: server.run_streamable_http_async(host=LOCALHOST, port=http_port))
+    finally:
+        engines.stop_all()

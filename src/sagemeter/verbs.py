@@ -1,0 +1,86 @@
+"""Small pieces of the verbs that both faces need: input checks, settings, the checkpoint list.
+
+The CLI and the MCP server differ only in how a parameter is spelled (`--long-tokens` against
+`long_tokens`), so messages take a `label` that turns a settings field into the face's spelling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from sagemeter.errors import UserError
+from sagemeter.settings import MeasureSettings, quick_settings
+
+Label = Callable[[str], str]
+
+
+def cli_flag(field: str) -> str:
+    """A settings field as the CLI spells it: `long_tokens` → `--long-tokens`."""
+    return "--" + field.replace("_", "-")
+
+
+def check_result_name(name: str, *, label: str = "--name") -> None:
+    """A result name becomes part of a file name: no separators, no hidden files."""
+    if not name or any(ch in name for ch in "/\\") or name.startswith("."):
+        raise UserError(f"{label} {name!r}: use letters, digits, dots, dashes or underscores")
+
+
+def measure_settings(
+    quick: bool, overrides: Mapping[str, Any], *, label: Label = cli_flag
+) -> MeasureSettings:
+    """The article's settings (or the quick ones) with the given fields changed, validated.
+
+    `overrides` maps MeasureSettings fields to values; None means "keep the default".
+    """
+    base = quick_settings() if quick else MeasureSettings()
+    changes = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        settings = MeasureSettings.model_validate({**base.model_dump(), **changes})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"{label(str(first['loc'][0]))}: {first['msg']}") from None
+    if settings.long_tokens <= settings.short_tokens:
+        raise UserError(f"{label('long_tokens')} must be larger than {label('short_tokens')}")
+    return settings
+
+
+class CheckpointRow(BaseModel):
+    """One embedded-engine checkpoint as `sagemeter checkpoints` lists it."""
+
+    name: str
+    storage: str
+    description: str
+    available: bool = Field(description="the GGUF file exists now (the 32-bit one is derived)")
+    path: str
+    size_mib: float | None = None
+    bits_per_weight: float | None = None
+    parameters: int | None = None
+    note: str | None = None
+
+
+def checkpoint_rows() -> list[CheckpointRow]:
+    """Every named checkpoint, with size and bits per weight read from the file when it exists."""
+    from sagemeter.checkpoints import CHECKPOINT_NAMES, gguf_summary, resolve_checkpoint
+
+    rows = []
+    for name in CHECKPOINT_NAMES:
+        checkpoint = resolve_checkpoint(name, derive=False)
+        row = CheckpointRow(
+            name=name,
+            storage=checkpoint.storage,
+            description=checkpoint.description,
+            available=checkpoint.path.is_file(),
+            path=str(checkpoint.path),
+        )
+        if row.available:
+            summary = gguf_summary(checkpoint.path)
+            row.size_mib = round(checkpoint.size_bytes / 2**20, 1)
+            row.bits_per_weight = summary["bits_per_weight"]
+            row.parameters = summary["parameters"]
+        else:
+            row.note = "derived on first use"
+        rows.append(row)
+    return rows
