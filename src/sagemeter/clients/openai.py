@@ -114,8 +114,11 @@ class OpenAIClient:
                 text = (await response.aread()).decode("utf-8", "replace")
                 return failed_record(request, sent_at, _http_error(response.status_code, text))
             async for data in iter_sse_data(response.aiter_lines()):
-                state.data(data, time.perf_counter() - sent_at)
-                if state.done or state.error:
+                # After [DONE], read on to the end of the body (a few bytes) so the connection
+                # goes back to the pool instead of being closed; stop at once on an error.
+                if not state.done:
+                    state.data(data, time.perf_counter() - sent_at)
+                if state.error:
                     break
         return state.record(request, sent_at)
 
