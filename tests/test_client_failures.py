@@ -161,3 +161,28 @@ async def test_decode_refuses_a_rate_when_ignore_eos_is_not_honoured() -> None:
     assert not detail.valid
     assert detail.tokens_per_second is None
     assert any("did not honour ignore_eos" in problem for problem in detail.problems)
+
+
+async def test_a_connection_closed_before_any_answer_is_sent_once_more() -> None:
+    """A kept-alive connection the server dropped as we reused it: retried once, then honest."""
+    calls = {"n": 0}
+
+    async def drops_first(writer, body):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            writer.transport.abort()  # closed without a byte of response
+            return
+        writer.write(STREAM_HEAD + sse(chunk("ok", finish="stop")) + b"data: [DONE]\n\n")
+
+    record, server = await _chat({CHAT: drops_first}, _request())
+    assert record.ok, record.error
+    assert record.text == "ok"
+    assert len(server.requests) == 2
+
+    async def always_drops(writer, body):  # type: ignore[no-untyped-def]
+        writer.transport.abort()
+
+    record, server = await _chat({CHAT: always_drops}, _request())
+    assert not record.ok
+    assert record.error is not None and "without sending a response" in record.error
+    assert len(server.requests) == 2  # one retry, not a loop

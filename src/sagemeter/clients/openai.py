@@ -86,15 +86,23 @@ class OpenAIClient:
         if self.model is None:
             await self.resolve_model()
         body = chat_body(request, self.model)
-        sent_at = time.perf_counter()
-        try:
-            if request.stream:
-                return await self._chat_streaming(request, body, sent_at)
-            return await self._chat_plain(request, body, sent_at)
-        except httpx.TimeoutException as exc:
-            return failed_record(request, sent_at, f"timeout: {type(exc).__name__}")
-        except httpx.HTTPError as exc:
-            return failed_record(request, sent_at, f"connection: {type(exc).__name__}: {exc}")
+        for attempt in range(2):
+            sent_at = time.perf_counter()
+            try:
+                if request.stream:
+                    return await self._chat_streaming(request, body, sent_at)
+                return await self._chat_plain(request, body, sent_at)
+            except httpx.RemoteProtocolError as exc:
+                # A kept-alive connection the server closed just as we reused it: nothing was
+                # processed, so send once more on a fresh connection (as browsers do).
+                if attempt == 0 and _never_answered(exc):
+                    continue
+                return failed_record(request, sent_at, f"connection: {type(exc).__name__}: {exc}")
+            except httpx.TimeoutException as exc:
+                return failed_record(request, sent_at, f"timeout: {type(exc).__name__}")
+            except httpx.HTTPError as exc:
+                return failed_record(request, sent_at, f"connection: {type(exc).__name__}: {exc}")
+        raise AssertionError("unreachable: the second attempt always returns")
 
     async def _chat_plain(
         self, request: ChatRequest, body: dict[str, Any], sent_at: float
@@ -121,6 +129,10 @@ class OpenAIClient:
                 if state.error:
                     break
         return state.record(request, sent_at)
+
+
+def _never_answered(exc: httpx.RemoteProtocolError) -> bool:
+    return "without sending a response" in str(exc)
 
 
 def _http_error(status: int, text: str) -> str:
