@@ -39,7 +39,7 @@ test: lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 benchmarks: $(TEST_STAMP)
-	$(BIN)/python -m benchmarks.run_all
+	$(BIN)/python -m benchmarks.run_all $(BENCHMARKS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

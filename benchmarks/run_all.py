@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,13 +15,18 @@ from sagemeter.workflows import host_cpu
 OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 
 
-def main() -> None:
+BENCHMARKS = {"client-overhead": client_overhead, "decode-agreement": decode_agreement}
+
+
+def main(names: list[str]) -> None:
+    """Run the named benchmarks (all when none are named); one run, one machine, one stamp."""
+    unknown = sorted(set(names) - set(BENCHMARKS))
+    if unknown:
+        raise SystemExit(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     machine = f"{host_cpu()}, {platform.machine()}, Python {platform.python_version()}"
-    for name, module in (
-        ("client-overhead", client_overhead),
-        ("decode-agreement", decode_agreement),
-    ):
+    for name in names or list(BENCHMARKS):
+        module = BENCHMARKS[name]
         result = module.run()
         result["measured_utc"] = stamp
         result["machine"] = machine
@@ -31,4 +37,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -1,8 +1,8 @@
 """Rewrite a GGUF file with every tensor dequantized to F32, metadata unchanged but the file type.
 
 Why F32 and not F16/BF16: F32 holds each dequantized Q4_1 value exactly (F16 would round some),
-and llama.cpp's CPU path for F32 is representative, while BF16 was pathologically slow in the
-prebuilt xllamacpp wheel on a 2-core x86 machine (see README).
+and llama.cpp's CPU path for F32 is representative, while BF16 was several times slower than F16
+in the prebuilt xllamacpp wheel on a 2-core x86 machine (see README).
 """
 
 from __future__ import annotations
