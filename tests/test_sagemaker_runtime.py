@@ -68,7 +68,7 @@ async def test_sixteen_at_once_share_one_pool(runtime: RuntimeFake) -> None:
     assert all(r.ok for r in records), [r.error for r in records if not r.ok]
     assert len(runtime.requests) == 16
     # Sixteen at once need more than one connection, and the pool never opens more than 16.
-    assert 1 < len(runtime.connections) <= 16
+    assert len(runtime.connections) in range(2, 17)  # pooled: more than one, at most 16
 
 
 @pytest.mark.parametrize("behaviour", ["jsonlines", "tgi-lines"])
