@@ -19,9 +19,10 @@ ACCEPTED_FORMS = (
     "NAME@REGION (SageMaker)"
 )
 
-# SageMaker endpoint names: 1-63 chars, alphanumerics and hyphens, not starting with a hyphen.
-_SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+# SageMaker endpoint names (botocore's EndpointName pattern): 1-63 alphanumerics and hyphens,
+# not starting or ending with a hyphen. Shared with the SageMaker deploy spec.
+SAGEMAKER_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+AWS_REGION_NAME = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,12 @@ def parse_target(text: str) -> Target:
         return LocalTarget(checkpoint)
     if "@" in raw:
         name, _, region = raw.partition("@")
-        if not _SAGEMAKER_NAME.match(name):
+        if not SAGEMAKER_ENDPOINT_NAME.match(name):
             raise UserError(
                 f"target {text!r}: {name!r} is not a valid SageMaker endpoint name "
                 "(1-63 letters, digits and hyphens)"
             )
-        if not _AWS_REGION.match(region):
+        if not AWS_REGION_NAME.match(region):
             raise UserError(f"target {text!r}: {region!r} is not an AWS region such as us-east-2")
         return SageMakerTarget(name, region)
     raise UserError(f"target {text!r} is not understood; accepted forms: {ACCEPTED_FORMS}")

@@ -25,6 +25,7 @@ from sagemeter.backends.sagemaker.image import (
 )
 from sagemeter.backends.sagemaker.redact import is_secret_key, redact_env, register_secret
 from sagemeter.errors import UserError
+from sagemeter.targets import AWS_REGION_NAME, SAGEMAKER_ENDPOINT_NAME
 
 DEFAULT_INSTANCE_TYPE = "ml.g6.xlarge"
 # The container downloads the checkpoint from Hugging Face and loads it before it answers /ping:
@@ -47,10 +48,8 @@ MAX_TAGS = 50  # botocore's TagList: at most 50 tags per resource
 # botocore's Tag value pattern is [\p{L}\p{Z}\p{N}_.:/=+\-@]*; this is its ASCII-safe subset.
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9 _.:/=+\-@]")
 
-_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _ENV_KEY = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
-_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 
 
 @cache
@@ -92,7 +91,7 @@ class DeploySpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _ENDPOINT_NAME.match(value):
+        if not SAGEMAKER_ENDPOINT_NAME.match(value):
             raise ValueError(
                 f"{value!r} is not a valid endpoint name (1-63 letters, digits, hyphens)"
             )
@@ -101,7 +100,7 @@ class DeploySpec(BaseModel):
     @field_validator("region")
     @classmethod
     def _region(cls, value: str) -> str:
-        if not _REGION.match(value):
+        if not AWS_REGION_NAME.match(value):
             raise ValueError(f"{value!r} is not an AWS region such as us-east-2")
         return value
 
