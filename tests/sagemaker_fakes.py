@@ -193,7 +193,37 @@ def not_found(what: str, name: str, region: str = "us-east-2") -> Injection:
     return Injection(400, "ValidationException", f'Could not find {what} "{arn}".', match=name)
 
 
-class SageMakerProxy:
+class LoopbackServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1 whose POSTs go to `self.handle`; subclasses
+    set up their state, then call `super().__init__()` to start serving."""
+
+    def __init__(self) -> None:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                owner.handle(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class SageMakerProxy(LoopbackServer):
     """A loopback SageMaker (JSON 1.1) in front of moto's server that injects chosen answers.
 
     `inject("CreateModel", Injection(...), ...)` queues answers for that operation; each is used
@@ -205,22 +235,7 @@ class SageMakerProxy:
         self.rules: dict[str, list[Injection]] = {}
         self.operations: list[str] = []
         self._lock = threading.Lock()
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                proxy.handle(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
+        super().__init__()
 
     def inject(self, operation: str, *injections: Injection) -> None:
         with self._lock:
@@ -230,10 +245,6 @@ class SageMakerProxy:
         with self._lock:
             self.rules.clear()
             self.operations.clear()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def _take(self, operation: str, body: bytes) -> Injection | None:
         with self._lock:
@@ -294,56 +305,41 @@ def sagemaker_proxy(
 # --------------------------------------------------------------------------- JSON 1.1 fake
 
 
-class JsonFake:
+class JsonFake(LoopbackServer):
     """A JSON-1.1 AWS service: `X-Amz-Target` picks the handler; every request is recorded."""
 
     def __init__(self) -> None:
         self.handlers: dict[str, Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]] = {}
         self.requests: list[dict[str, Any]] = []
-        fake = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
-                target = self.headers.get("X-Amz-Target", "")
-                scope = _SCOPE.search(self.headers.get("Authorization", ""))
-                fake.requests.append(
-                    {
-                        "target": target,
-                        "body": body,
-                        "content_type": self.headers.get("Content-Type"),
-                        "region": scope["region"] if scope else None,
-                        "service": scope["service"] if scope else None,
-                    }
-                )
-                handler = fake.handlers.get(target)
-                if handler is None:
-                    status, payload = (
-                        400,
-                        {"__type": "UnknownOperationException", "message": target},
-                    )
-                else:
-                    status, payload = handler(body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-amz-json-1.1")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        body = json.loads(request.rfile.read(int(request.headers["Content-Length"])) or b"{}")
+        target = request.headers.get("X-Amz-Target", "")
+        scope = _SCOPE.search(request.headers.get("Authorization", ""))
+        self.requests.append(
+            {
+                "target": target,
+                "body": body,
+                "content_type": request.headers.get("Content-Type"),
+                "region": scope["region"] if scope else None,
+                "service": scope["service"] if scope else None,
+            }
+        )
+        handler = self.handlers.get(target)
+        if handler is None:
+            status, payload = (
+                400,
+                {"__type": "UnknownOperationException", "message": target},
+            )
+        else:
+            status, payload = handler(body)
+        data = json.dumps(payload).encode()
+        request.send_response(status)
+        request.send_header("Content-Type", "application/x-amz-json-1.1")
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
 
 
 def paged(items: list[Any], body: dict[str, Any], key: str, size: int = 2) -> dict[str, Any]:
@@ -515,7 +511,7 @@ def _to_tgi_lines(sse: bytes) -> bytes:
     return b"".join(json.dumps(o).encode() + b"\n" for o in out)
 
 
-class RuntimeFake:
+class RuntimeFake(LoopbackServer):
     """SageMaker runtime on loopback. `behaviour[name]` picks what an endpoint does."""
 
     def __init__(self, engine_url: str) -> None:
@@ -524,26 +520,7 @@ class RuntimeFake:
         self.part_sizes: list[int] = [1, 3, 7, 19, 400]
         self.requests: list[dict[str, Any]] = []
         self.connections: set[int] = set()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                fake.handle(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__()
 
     def reset(self) -> None:
         self.behaviour.clear()
