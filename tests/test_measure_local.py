@@ -49,6 +49,24 @@ def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
     assert [len(level.records) for level in detail.load.levels] == [1, 4]
     assert detail.quality is not None
     assert all(item.reply for item in detail.quality.items)
+    # How the questions were asked is recorded, down to the server's chat template.
+    assert (detail.quality.temperature, detail.quality.seed) == (0.0, 0)
+    assert detail.quality.chat_template_sha256 is not None
+    # The client states its own share of what it timed (the engine runs in another process).
+    decode_client = detail.decode.client
+    assert decode_client is not None and decode_client.calls == 2 * settings.decode_repeats
+    assert 0 < decode_client.share < 1
+    assert all(level.client is not None for level in detail.load.levels)
+    # Every speed figure carries its repeats' spread and an interval (2 repeats: the quick run).
+    decode_summary = result.intervals["decode_tokens_per_second"]
+    assert decode_summary.value == result.decode_tokens_per_second
+    assert decode_summary.repeats == settings.decode_repeats
+    assert decode_summary.ci95 is not None
+    assert set(result.intervals) == {
+        "decode_tokens_per_second",
+        "load_c1_tokens_per_second",
+        "load_c4_tokens_per_second",
+    }
     env = detail.environment
     checkpoint = resolve_checkpoint("smollm2-q4_1")
     assert env.checkpoint_sha256 == hashlib.sha256(checkpoint.path.read_bytes()).hexdigest()

@@ -7,6 +7,7 @@ the same checkpoint (A-B-A), the drift between them is reported beside every spe
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -14,7 +15,9 @@ from pydantic import BaseModel, Field
 from sagemeter.atomic import write_text_atomic
 from sagemeter.costs import cost_per_million_tokens
 from sagemeter.errors import UserError
-from sagemeter.results import MeasureResult, load_result
+from sagemeter.measure.bootstrap import interval, ratio_interval
+from sagemeter.measure.figure_samples import speed_samples
+from sagemeter.results import Interval, MeasureResult, load_result
 
 
 class Row(BaseModel):
@@ -22,6 +25,23 @@ class Row(BaseModel):
     values: list[float | None]
     ratios: list[float | None] = Field(description="value of file i / value of the first file")
     kind: str = Field("figure", description="figure | speed | cost | count")
+    intervals: list[Interval | None] = Field(
+        default_factory=list, description="each value's bootstrap 95% interval, where it has one"
+    )
+    ratio_intervals: list[Interval | None] = Field(
+        default_factory=list, description="each ratio's 95% interval, both sides resampled"
+    )
+    ratio_flags: list[str | None] = Field(
+        default_factory=list,
+        description="why a ratio says nothing: its interval reaches 1 or the A-A' drift band",
+    )
+
+
+class FigureDrift(BaseModel):
+    key: str
+    first: float | None
+    last: float | None
+    change: float | None = Field(description="(last - first) / first")
 
 
 class Drift(BaseModel):
@@ -29,9 +49,12 @@ class Drift(BaseModel):
 
     first: str
     last: str
-    relative_change: dict[str, float | None]
-    max_abs_relative_change: float | None
+    relative_change: dict[str, float | None] = Field(description="the speed figures only")
+    max_abs_relative_change: float | None = Field(description="largest speed-figure drift")
     identical_answers: str | None = None
+    figures: list[FigureDrift] = Field(
+        default_factory=list, description="the drift of every row of the comparison"
+    )
 
 
 class Comparison(BaseModel):
@@ -132,10 +155,33 @@ def _check_comparable(paths: list[Path], results: list[MeasureResult]) -> list[s
         first_path, first_total = next(iter(totals.items()))
         odd = next(path for path, total in totals.items() if total != first_total)
         raise UserError(f"{odd}: quality has a different number of questions than {first_path}")
-    warnings = []
+    warnings = _asked_differently(paths, results)
     settings = [result.detail.settings for result in results if result.detail]
     if len(settings) == len(results) and any(s != settings[0] for s in settings[1:]):
         warnings.append("the files were measured with different settings; read ratios with care")
+    return warnings
+
+
+def _asked_differently(paths: list[Path], results: list[MeasureResult]) -> list[str]:
+    """Answers compare only when every file asked the same way: say which setting differs."""
+    asked = {
+        path: result.detail.quality
+        for path, result in zip(paths, results, strict=True)
+        if result.detail and result.detail.quality
+    }
+    if len(asked) < 2:
+        return []
+    first_path, first = next(iter(asked.items()))
+    warnings = []
+    for path, quality in list(asked.items())[1:]:
+        for field in ("max_tokens", "temperature", "seed", "system_prompt"):
+            if getattr(quality, field) != getattr(first, field):
+                warnings.append(f"{path.name}: quality {field} differs from {first_path.name}")
+        templates = (first.chat_template_sha256, quality.chat_template_sha256)
+        if all(templates) and templates[0] != templates[1]:
+            warnings.append(
+                f"{path.name}: the server's chat template differs from {first_path.name}"
+            )
     return warnings
 
 
@@ -183,6 +229,8 @@ def combine(paths: list[Path], *, price_per_hour: float | None = None) -> Compar
     drift = None
     if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
         drift = drift_between(results[0], results[-1])
+        drift.figures = [_figure_drift(row) for row in rows]
+    _add_intervals(rows, results, drift)
     for result, path in zip(results, paths, strict=True):
         if result.detail:
             warnings.extend(f"{path.name}: {warning}" for warning in result.detail.warnings)
@@ -195,6 +243,52 @@ def combine(paths: list[Path], *, price_per_hour: float | None = None) -> Compar
         drift=drift,
         warnings=warnings,
     )
+
+
+UNTIMED_KEYS = frozenset({"weights_gib", "kv_cache_tokens"})
+
+
+def _figure_drift(row: Row) -> FigureDrift:
+    first, last = row.values[0], row.values[-1]
+    change = (last - first) / first if first and last is not None else None
+    return FigureDrift(key=row.key, first=first, last=last, change=change)
+
+
+def _add_intervals(rows: list[Row], results: list[MeasureResult], drift: Drift | None) -> None:
+    """Intervals for every value and ratio that has raw repeats, and a flag on each ratio that
+    cannot be told from no change: its interval (or the ratio itself, without one) reaches 1 or
+    the A-A' drift band of that figure."""
+    samples = [speed_samples(result) for result in results]
+    figures = drift.figures if drift else []
+    bands = {figure.key: abs(figure.change) for figure in figures if figure.change is not None}
+    for row in rows:
+        row.intervals = [interval(found.get(row.key)) for found in samples]
+        base = samples[0].get(row.key)
+        row.ratio_intervals = [ratio_interval(base, found.get(row.key)) for found in samples[1:]]
+        if row.kind == "count" or row.key in UNTIMED_KEYS:
+            continue  # sizes do not drift; counts get the quality verdict instead
+        last_is_a_again = drift is not None
+        row.ratio_flags = [
+            None
+            if last_is_a_again and index == len(row.ratios) - 1
+            else _ratio_flag(ratio, row.ratio_intervals[index], bands.get(row.key))
+            for index, ratio in enumerate(row.ratios)
+        ]
+
+
+def _ratio_flag(ratio: float | None, bounds: Interval | None, band: float | None) -> str | None:
+    if ratio is None:
+        return None
+    if bounds is None:
+        low = high = ratio
+    else:
+        low = bounds.low if bounds.low is not None else 0.0
+        high = bounds.high if bounds.high is not None else math.inf
+    if band and low <= 1.0 + band and high >= 1.0 - band:
+        return f"within the A-A' drift (±{band:.1%})"
+    if low <= 1.0 <= high:
+        return "interval includes 1" if bounds else "no change (ratio 1)"
+    return None
 
 
 def _streaming_rows(results: list[MeasureResult]) -> list[Row]:

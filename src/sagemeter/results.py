@@ -19,8 +19,19 @@ from sagemeter.errors import UserError
 SCHEMA_VERSION = 1
 
 
+class Interval(BaseModel):
+    """A 95% interval; a bound of None means the data cannot bound it (a rate near infinity)."""
+
+    low: float | None
+    high: float | None
+    level: float = 0.95
+    method: str = Field("percentile bootstrap", description="how the interval was computed")
+    resamples: int | None = None
+
+
 class Spread(BaseModel):
-    """A distribution summarised: count, min, median, max and the tail percentiles."""
+    """A distribution summarised: count, min, median, max, the tail percentiles, and a bootstrap
+    95% interval of the median (None below two values)."""
 
     n: int
     min: float
@@ -28,6 +39,31 @@ class Spread(BaseModel):
     max: float
     p90: float
     p99: float
+    median_ci95: Interval | None = None
+
+
+class FigureSummary(BaseModel):
+    """One headline speed figure with the spread of its repeats and the figure's own interval."""
+
+    value: float
+    repeats: int = Field(description="independent repeats behind the figure (pairs or batches)")
+    min: float | None = Field(None, description="the slowest repeat's own figure")
+    median: float | None = None
+    max: float | None = None
+    ci95: Interval | None = None
+
+
+class ClientShare(BaseModel):
+    """The tool's own share of what it timed: client CPU against the wall time it measured.
+
+    Near 1.0 the client (one event loop) was busy the whole time and may itself be what was timed.
+    """
+
+    calls: int
+    client_cpu_s: float = Field(description="this process's CPU time over the timed requests")
+    timed_wall_s: float = Field(description="the wall time the figure is computed from")
+    cpu_per_call_ms: float
+    share: float = Field(description="client_cpu_s / timed_wall_s")
 
 
 class DecodeDetail(BaseModel):
@@ -42,6 +78,12 @@ class DecodeDetail(BaseModel):
     per_call_fixed_cost_s: float | None = Field(
         None, description="median t(short) - short / rate: what every call pays besides decoding"
     )
+    tokens_per_second_repeats: Spread | None = Field(
+        None, description="the rate of each (short, long) pair alone: its min, median and max"
+    )
+    tokens_per_second_ci95: Interval | None = Field(
+        None, description="bootstrap 95% interval of the rate, short and long times resampled"
+    )
     least_squares_tokens_per_second: float | None = Field(
         None, description="slope of a straight-line fit through every (tokens, time) point"
     )
@@ -52,6 +94,9 @@ class DecodeDetail(BaseModel):
     inter_token_latency_s: Spread | None = None
     time_per_output_token_s: Spread | None = Field(
         None, description="(total - TTFT) / (tokens - 1) per long reply"
+    )
+    client: ClientShare | None = Field(
+        None, description="the measuring client's own CPU while the timed replies ran"
     )
     valid: bool = True
     problems: list[str] = Field(default_factory=list)
@@ -72,8 +117,14 @@ class LoadLevel(BaseModel):
         None, description="all output tokens of the level's batches / the sum of their wall times"
     )
     batches: list[LoadBatch]
+    tokens_per_second_ci95: Interval | None = Field(
+        None, description="bootstrap 95% interval of the pooled figure, batches resampled"
+    )
     ttft_s: Spread | None = None
     inter_token_latency_s: Spread | None = None
+    client: ClientShare | None = Field(
+        None, description="the measuring client's own CPU over the level's batches"
+    )
     records: list[RequestRecord] = Field(default_factory=list)
 
 
@@ -96,9 +147,17 @@ class QualityItem(BaseModel):
 
 
 class QualityDetail(BaseModel):
+    """Every item asked the same way for every checkpoint; how it was asked is kept to check."""
+
     question_set: str
     question_set_sha256: str
     max_tokens: int
+    temperature: float = 0.0
+    seed: int | None = 0
+    system_prompt: str | None = None
+    chat_template_sha256: str | None = Field(
+        None, description="SHA-256 of the chat template the server reported (llama.cpp /props)"
+    )
     correct: int
     total: int
     by_family: dict[str, dict[str, int]]
@@ -165,6 +224,10 @@ class MeasureResult(BaseModel):
     weights_gib: float | None = None
     kv_cache_tokens: int | None = None
     load_seconds: float | None = None
+    intervals: dict[str, FigureSummary] = Field(
+        default_factory=dict,
+        description="each speed figure above with its repeats' min/median/max and a 95% interval",
+    )
     detail: Detail | None = None
 
     def quality_counts(self) -> tuple[int, int] | None:

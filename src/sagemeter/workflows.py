@@ -15,6 +15,7 @@ from sagemeter import __version__
 from sagemeter.endpoints import Endpoint, check_target, open_endpoint
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.decode import decode_request_count, measure_decode
+from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.quality import measure_quality
 from sagemeter.questions import QuestionSet, load_question_set
@@ -124,6 +125,7 @@ async def measure_target(
             system_prompt=settings.system_prompt,
             progress=progress,
         )
+        quality.chat_template_sha256 = described.get("chat_template_sha256")
         startup = await asyncio.to_thread(endpoint.startup_facts)
         environment = _environment(endpoint, described, started)
     result = assemble_result(name, settings, environment, startup, decode, load, quality)
@@ -170,7 +172,7 @@ def assemble_result(
         + sum(1 for level in load.levels for r in level.records if not r.ok)
         + sum(1 for item in quality.items if item.error)
     )
-    warnings = list(decode.problems)
+    warnings = list(decode.problems) + _client_bound_warnings(decode, load)
     if failed:
         warnings.append(f"{failed} requests failed; see detail records for reasons")
     return MeasureResult(
@@ -186,6 +188,7 @@ def assemble_result(
         weights_gib=startup.weights_gib if startup else None,
         kv_cache_tokens=startup.kv_cache_tokens if startup else None,
         load_seconds=startup.load_seconds if startup else None,
+        intervals=speed_summaries(decode, load),
         detail=Detail(
             settings=settings.model_dump(),
             environment=environment,
@@ -197,6 +200,20 @@ def assemble_result(
             warnings=warnings,
         ),
     )
+
+
+CLIENT_SHARE_WARNING = 0.5  # half a core busy in the client: it may be part of what was timed
+
+
+def _client_bound_warnings(decode: DecodeDetail, load: LoadDetail) -> list[str]:
+    phases = [("decode", decode.client)]
+    phases += [(f"{level.concurrency} at once", level.client) for level in load.levels]
+    return [
+        f"{phase}: the client's own CPU was {share.share:.0%} of the wall time it timed; "
+        "its overhead may be part of the figure"
+        for phase, share in phases
+        if share is not None and share.share > CLIENT_SHARE_WARNING
+    ]
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

@@ -6,6 +6,7 @@ timeouts become failed records with their reason, so a measurement can count the
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -73,7 +74,11 @@ class OpenAIClient:
             try:
                 response = await self._http.get(root + path, timeout=5.0)
                 if response.status_code == 200:
-                    value = response.json().get(key)
+                    facts = response.json()
+                    template = facts.get("chat_template")
+                    if isinstance(template, str) and template:
+                        info["chat_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
+                    value = facts.get(key)
                     if value:
                         info["engine_version"] = str(value)
                         info["engine"] = "llama.cpp" if key == "build_info" else "vllm"

@@ -8,11 +8,15 @@ token, and the engine's own decode rate where it reports one.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from sagemeter.clients.base import ChatClient, ChatRequest, RequestRecord
 from sagemeter.measure import ProgressFn, no_progress
-from sagemeter.measure.stats import median, spread
+from sagemeter.measure.bootstrap import interval
+from sagemeter.measure.figure_samples import decode_samples, pair_rates
+from sagemeter.measure.stats import client_share, median, spread
 from sagemeter.results import DecodeDetail
 
 DECODE_PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -39,11 +43,15 @@ async def measure_decode(
         progress(1)
     short: list[RequestRecord] = []
     long: list[RequestRecord] = []
+    cpu_before = time.process_time()
     for _ in range(repeats):
         for length, bucket in ((short_tokens, short), (long_tokens, long)):
             bucket.append(await client.chat(_request(length)))
             progress(1)
-    return fit_decode(short, long, short_tokens=short_tokens, long_tokens=long_tokens)
+    cpu = time.process_time() - cpu_before
+    detail = fit_decode(short, long, short_tokens=short_tokens, long_tokens=long_tokens)
+    detail.client = client_share(len(detail.records), cpu, sum(r.total_s for r in detail.records))
+    return detail
 
 
 def _request(max_tokens: int) -> ChatRequest:
@@ -98,6 +106,8 @@ def fit_decode(
         times = np.array([*detail.short_times_s, *detail.long_times_s])
         slope, _intercept = np.polyfit(tokens, times, 1)
         detail.least_squares_tokens_per_second = float(1.0 / slope) if slope > 0 else None
+        detail.tokens_per_second_repeats = spread(pair_rates(detail))
+        detail.tokens_per_second_ci95 = interval(decode_samples(detail))
     engine_rates = [
         float(r.engine_timings["predicted_per_second"])
         for r in good_long

@@ -8,6 +8,9 @@ from sagemeter.questions import QuestionSet
 from sagemeter.questions.scoring import score_reply
 from sagemeter.results import QualityDetail, QualityItem
 
+TEMPERATURE = 0.0  # greedy: the same checkpoint gives the same answer
+SEED = 0
+
 
 async def measure_quality(
     client: ChatClient,
@@ -24,8 +27,8 @@ async def measure_quality(
             ChatRequest(
                 prompt=question.prompt,
                 max_tokens=max_tokens,
-                temperature=0.0,
-                seed=0,
+                temperature=TEMPERATURE,
+                seed=SEED,
                 stream=False,
                 system_prompt=system_prompt,
             )
@@ -54,6 +57,9 @@ async def measure_quality(
         question_set=question_set.name,
         question_set_sha256=question_set.sha256,
         max_tokens=max_tokens,
+        temperature=TEMPERATURE,
+        seed=SEED,
+        system_prompt=system_prompt,
         correct=sum(item.correct for item in items),
         total=len(items),
         by_family=by_family,

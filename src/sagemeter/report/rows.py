@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sagemeter.compare import Row
 from sagemeter.report.document import (
     Cell,
     cell,
@@ -60,8 +61,41 @@ def ratio_header(results: list[MeasureResult]) -> list[str]:
     return [f"{name_of(r)} / {base}" for r in results[1:]]
 
 
-def ratio_cells(values: list[float | None]) -> list[Cell]:
-    return [cell(ratio(value, values[0])) for value in values[1:]]
+def ratio_cells(values: list[float | None], compared: Row | None = None) -> list[Cell]:
+    """Each ratio against the first; with the comparison's row, its interval and flag as a note."""
+    cells = []
+    for index, value in enumerate(values[1:]):
+        note = ""
+        if compared is not None and index < len(compared.ratio_intervals):
+            bounds = compared.ratio_intervals[index]
+            if bounds is not None:
+                note = f"95%: {_bound(bounds.low)}–{_bound(bounds.high)}"
+            flag = compared.ratio_flags[index] if index < len(compared.ratio_flags) else None
+            if flag:
+                note = f"{note}; {flag}" if note else flag
+        cells.append(cell(ratio(value, values[0]), note))
+    return cells
+
+
+def _bound(value: float | None) -> str:
+    return "∞" if value is None else f"{value:.2f}"
+
+
+def comparison_row(run: Run, key: str) -> Row | None:
+    """The comparison's row for `key` (its ratio intervals and flags), when the run has one."""
+    rows = run.comparison.rows if run.comparison else []
+    return next((row for row in rows if row.key == key), None)
+
+
+def interval_note(result: MeasureResult, key: str) -> str:
+    """`95% a–b; repeats min–max` from the result's `intervals`, or nothing without them."""
+    summary = result.intervals.get(key)
+    if summary is None or summary.ci95 is None:
+        return ""
+    note = f"95%: {num(summary.ci95.low)}–{num(summary.ci95.high) if summary.ci95.high else '∞'}"
+    if summary.min is not None and summary.max is not None:
+        note += f"; {summary.repeats} repeats {num(summary.min)}–{num(summary.max)}"
+    return note
 
 
 def figure_row(
@@ -74,6 +108,7 @@ def figure_row(
     money: bool = False,
     scale: float = 1.0,
     with_ratio: bool = True,
+    compared: Row | None = None,
 ) -> list[Cell]:
     """One row: a label, each result's figure (winner marked when `higher` is set), ratios."""
     marks = [False] * len(values)
@@ -86,7 +121,7 @@ def figure_row(
         for value, note, mark in zip(values, notes, marks, strict=True)
     ]
     if with_ratio:
-        row += ratio_cells(values)
+        row += ratio_cells(values, compared)
     return row
 
 

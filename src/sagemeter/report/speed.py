@@ -30,7 +30,9 @@ from sagemeter.report.rows import (
     COST_CAVEAT,
     batch_spread,
     batches_note,
+    comparison_row,
     figure_row,
+    interval_note,
     latency_note,
     level_detail,
     levels_of,
@@ -42,7 +44,8 @@ from sagemeter.report.runs import Run
 from sagemeter.results import MeasureResult, Spread
 
 
-def _decode_rows(contenders: list[MeasureResult], noise: float | None) -> list[list[Cell]]:
+def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
+    contenders = run.contenders
     decodes = [r.detail.decode if r.detail else None for r in contenders]
     long_tokens = next((d.long_tokens for d in decodes if d), None)
     short_tokens = next((d.short_tokens for d in decodes if d), None)
@@ -58,7 +61,12 @@ def _decode_rows(contenders: list[MeasureResult], noise: float | None) -> list[l
             return f"spread {NA}"
         engine = decode.engine_tokens_per_second
         engine_text = f"; engine's own {spread_note(engine)}" if engine else ""
-        return f"least squares {num(decode.least_squares_tokens_per_second)}{engine_text}"
+        interval = interval_note(contenders[index], "decode_tokens_per_second")
+        interval_text = f"{interval}; " if interval else ""
+        return (
+            f"{interval_text}least squares {num(decode.least_squares_tokens_per_second)}"
+            f"{engine_text}"
+        )
 
     n_long = f"{long_tokens}-token reply" if long_tokens else "Long reply"
     n_short = f"{short_tokens}-token reply" if short_tokens else "Short reply"
@@ -69,6 +77,7 @@ def _decode_rows(contenders: list[MeasureResult], noise: float | None) -> list[l
             [rate_note(i) for i in range(len(contenders))],
             higher=True,
             noise=noise,
+            compared=comparison_row(run, "decode_tokens_per_second"),
         ),
         figure_row(f"{n_long}, fastest (s)", stat(long_spreads, "min"), higher=False, noise=noise),
         figure_row(
@@ -132,7 +141,7 @@ def decode_section(run: Run) -> Section:
             blocks.append(
                 Callout(f"{name_of(result)}: decode gave no trustworthy rate ({problems})")
             )
-    blocks.append(Table(header=header, rows=_decode_rows(contenders, noise_of(run))))
+    blocks.append(Table(header=header, rows=_decode_rows(run, noise_of(run))))
     blocks += _decode_verdict(contenders)
     blocks.append(
         Figure(
@@ -169,6 +178,11 @@ def _decode_verdict(contenders: list[MeasureResult]) -> list[Block]:
     return [Paragraph(text)]
 
 
+def _level_note(result: MeasureResult, level: str) -> str:
+    interval = interval_note(result, f"load_c{level}_tokens_per_second")
+    return f"{interval}; {batches_note(result, level)}" if interval else batches_note(result, level)
+
+
 def parallel_section(run: Run) -> Section:
     contenders = run.contenders
     noise = noise_of(run)
@@ -182,9 +196,10 @@ def parallel_section(run: Run) -> Section:
         figure_row(
             level,
             [r.load_tokens_per_second.get(level) for r in contenders],
-            [batches_note(r, level) for r in contenders],
+            [_level_note(r, level) for r in contenders],
             higher=True,
             noise=noise,
+            compared=comparison_row(run, f"load_c{level}_tokens_per_second"),
         )
         for level in levels
     ]
@@ -279,16 +294,20 @@ def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
     for level in levels_of([first, last]):
         before[f"load_c{level}_tokens_per_second"] = first.load_tokens_per_second.get(level)
         after[f"load_c{level}_tokens_per_second"] = last.load_tokens_per_second.get(level)
-    rows = []
-    for key, change in drift.relative_change.items():
-        rows.append(
-            [
-                label(_figure_title(key)),
-                cell(num(before.get(key))),
-                cell(num(after.get(key))),
-                cell(NA if change is None else f"{change:+.2%}"),
-            ]
-        )
+    changes = [
+        (key, before.get(key), after.get(key), c) for key, c in drift.relative_change.items()
+    ]
+    if drift.figures:  # every figure of the comparison, not only the speed ones
+        changes = [(f.key, f.first, f.last, f.change) for f in drift.figures]
+    rows = [
+        [
+            label(_figure_title(key)),
+            cell(num(first_value)),
+            cell(num(last_value)),
+            cell(NA if change is None else f"{change:+.2%}"),
+        ]
+        for key, first_value, last_value, change in changes
+    ]
     worst = drift.max_abs_relative_change
     if worst is None:
         text = "No speed figure is known for both runs"
@@ -337,7 +356,19 @@ def _figure_title(key: str) -> str:
     if key.startswith("load_c"):
         level = key.removeprefix("load_c").removesuffix("_tokens_per_second")
         return f"{level} at once (tokens/s)"
-    return key
+    return FIGURE_TITLES.get(key, key)
+
+
+FIGURE_TITLES = {
+    "weights_gib": "Weights (GiB)",
+    "kv_cache_tokens": "KV cache (tokens)",
+    "load_seconds": "Weight load (s)",
+    "per_call_fixed_cost_seconds": "Per-call fixed cost (s)",
+    "engine_decode_tokens_per_second": "Engine's own decode (tokens/s)",
+    "ttft_median_ms": "Time to first token, median (ms)",
+    "inter_token_latency_median_ms": "Inter-token latency, median (ms)",
+    "quality_correct": "Correct answers",
+}
 
 
 def price_section(run: Run) -> Section:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from sagemeter.compare import Comparison
+from sagemeter.compare import Comparison, Row
 from sagemeter.results import MeasureResult, Spread
 
 INTEGER_KEYS = frozenset({"kv_cache_tokens", "quality_correct"})
@@ -35,13 +35,42 @@ def comparison_table(comparison: Comparison) -> Table:
     for number in range(2, len(comparison.names) + 1):
         table.add_column(f"[{number}]/[1]" if several else "ratio", justify="right")
     for row in comparison.rows:
-        ratios = [f"{ratio:.2f}" if ratio is not None else "" for ratio in row.ratios]
+        ratios = [_ratio_text(row, index) for index in range(len(row.ratios))]
         table.add_row(row.key, *(format_value(row.key, v) for v in row.values), *ratios)
     return table
 
 
+def _ratio_text(row: Row, index: int) -> str:
+    """`2.22 [2.06-2.83]`, with `*` when the ratio cannot be told from no change."""
+    ratio = row.ratios[index]
+    if ratio is None:
+        return ""
+    text = f"{ratio:.2f}"
+    bounds = row.ratio_intervals[index] if index < len(row.ratio_intervals) else None
+    if bounds is not None:
+        low = f"{bounds.low:.2f}" if bounds.low is not None else "?"
+        high = f"{bounds.high:.2f}" if bounds.high is not None else "∞"
+        text += f" [{low}–{high}]"
+    flags = row.ratio_flags
+    if index < len(flags) and flags[index]:
+        text += " *"
+    return text
+
+
+def _flag_lines(comparison: Comparison) -> list[str]:
+    lines = []
+    for row in comparison.rows:
+        for index, flag in enumerate(row.ratio_flags):
+            if flag:
+                lines.append(f"* {row.key} [{index + 2}]/[1]: {flag}")
+    return lines
+
+
 def print_comparison(console: Console, comparison: Comparison) -> None:
     console.print(comparison_table(comparison))
+    console.print("ratios: [95% bootstrap interval]; * = cannot be told from no change:")
+    for line in _flag_lines(comparison):
+        console.print(f"  {line}", highlight=False)
     if comparison.identical_answers:
         console.print(
             f"identical answers ({comparison.names[0]} vs {comparison.names[1]}): "
@@ -49,16 +78,17 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         )
     if comparison.drift:
         drift = comparison.drift
+        changes = {figure.key: figure.change for figure in drift.figures}
         parts = [
             f"{key.removesuffix('_tokens_per_second')} {change:+.2%}"
-            for key, change in drift.relative_change.items()
+            for key, change in (changes or drift.relative_change).items()
             if change is not None
         ]
         worst = drift.max_abs_relative_change
         console.print(
             f"A-B-A drift ({drift.first} → {drift.last}): "
             + ", ".join(parts)
-            + (f"; largest {worst:.2%}" if worst is not None else "")
+            + (f"; largest speed drift {worst:.2%}" if worst is not None else "")
         )
         if drift.identical_answers:
             console.print(f"identical answers A vs A': {drift.identical_answers}")

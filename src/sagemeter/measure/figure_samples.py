@@ -1,0 +1,151 @@
+"""The raw repeats behind each speed figure of a result, for intervals and ratio intervals.
+
+Decode: the short and long reply times (the rate is the article's ratio of medians). A parallel
+level: its batches, each batch's tokens and wall time kept together (the figure pools them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sagemeter.measure.bootstrap import FigureSamples, interval, samples_of
+from sagemeter.results import (
+    DecodeDetail,
+    FigureSummary,
+    Interval,
+    LoadDetail,
+    LoadLevel,
+    MeasureResult,
+)
+
+
+def decode_samples(detail: DecodeDetail | None) -> FigureSamples | None:
+    """(long - short) / (median t(long) - median t(short)); a resample where long replies are not
+    slower counts as an unbounded rate."""
+    if detail is None or not detail.short_times_s or not detail.long_times_s:
+        return None
+    extra_tokens = detail.long_tokens - detail.short_tokens
+
+    def rate(groups: Sequence[np.ndarray]) -> np.ndarray:
+        short, long = groups
+        delta = np.median(long[..., 0], axis=1) - np.median(short[..., 0], axis=1)
+        with np.errstate(divide="ignore"):
+            return np.where(delta > 0, extra_tokens / np.where(delta > 0, delta, 1.0), np.inf)
+
+    return FigureSamples(
+        groups=(
+            np.asarray(detail.short_times_s, dtype=float).reshape(-1, 1),
+            np.asarray(detail.long_times_s, dtype=float).reshape(-1, 1),
+        ),
+        statistic=rate,
+    )
+
+
+def pair_rates(detail: DecodeDetail) -> list[float]:
+    """The rate from each (short, long) pair alone: the spread of the repeats."""
+    extra_tokens = detail.long_tokens - detail.short_tokens
+    return [
+        extra_tokens / (long - short)
+        for short, long in zip(detail.short_times_s, detail.long_times_s, strict=False)
+        if long > short
+    ]
+
+
+def level_samples(level: LoadLevel | None) -> FigureSamples | None:
+    """All tokens / all wall time of the level's batches, batches resampled whole."""
+    if level is None or not level.batches:
+        return None
+
+    def pooled(groups: Sequence[np.ndarray]) -> np.ndarray:
+        batches = groups[0]
+        wall = batches[..., 1].sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(wall > 0, batches[..., 0].sum(axis=1) / wall, np.nan)
+
+    rows = [(batch.output_tokens, batch.wall_s) for batch in level.batches]
+    return FigureSamples(groups=(np.asarray(rows, dtype=float),), statistic=pooled)
+
+
+def speed_samples(result: MeasureResult) -> dict[str, FigureSamples]:
+    """Every speed figure of `result` that has its raw repeats, keyed like the comparison rows."""
+    detail = result.detail
+    if detail is None:
+        return {}
+    found: dict[str, FigureSamples] = {}
+    if result.decode_tokens_per_second is not None and (decode := decode_samples(detail.decode)):
+        found["decode_tokens_per_second"] = decode
+    if detail.decode is not None:
+        found.update(_streaming_samples(detail.decode))
+    if detail.load is not None:
+        for level in detail.load.levels:
+            if level.tokens_per_second is not None and (samples := level_samples(level)):
+                found[f"load_c{level.concurrency}_tokens_per_second"] = samples
+    return found
+
+
+def _streaming_samples(decode: DecodeDetail) -> dict[str, FigureSamples]:
+    """Medians of the long replies' engine rate, TTFT and gaps (the comparison's streaming rows)."""
+    long = [
+        record
+        for record in decode.records
+        if record.ok and record.honoured_length and record.max_tokens == decode.long_tokens
+    ]
+    values = {
+        "engine_decode_tokens_per_second": [
+            float(rate)
+            for record in long
+            if record.engine_timings
+            and isinstance(rate := record.engine_timings.get("predicted_per_second"), int | float)
+        ],
+        "ttft_median_ms": [
+            record.first_token_s * 1000.0 for record in long if record.first_token_s is not None
+        ],
+        "inter_token_latency_median_ms": [
+            gap * 1000.0 for record in long for gap in record.inter_token_gaps_s()
+        ],
+    }
+    return {key: samples_of(found) for key, found in values.items() if found}
+
+
+def speed_summaries(
+    decode: DecodeDetail | None, load: LoadDetail | None
+) -> dict[str, FigureSummary]:
+    """The top-level `intervals`: each speed figure, its repeats' spread, its interval."""
+    summaries: dict[str, FigureSummary] = {}
+    if decode is not None and decode.valid and decode.tokens_per_second is not None:
+        repeats = decode.tokens_per_second_repeats
+        summaries["decode_tokens_per_second"] = FigureSummary(
+            value=round(decode.tokens_per_second, 3),
+            repeats=min(len(decode.short_times_s), len(decode.long_times_s)),
+            min=_rounded(repeats.min if repeats else None),
+            median=_rounded(repeats.median if repeats else None),
+            max=_rounded(repeats.max if repeats else None),
+            ci95=_rounded_interval(
+                decode.tokens_per_second_ci95 or interval(decode_samples(decode))
+            ),
+        )
+    for level in load.levels if load is not None else []:
+        if level.tokens_per_second is None:
+            continue
+        rates = [batch.tokens_per_second for batch in level.batches]
+        summaries[f"load_c{level.concurrency}_tokens_per_second"] = FigureSummary(
+            value=round(level.tokens_per_second, 3),
+            repeats=len(rates),
+            min=_rounded(min(rates)),
+            median=_rounded(float(np.median(rates))),
+            max=_rounded(max(rates)),
+            ci95=_rounded_interval(level.tokens_per_second_ci95 or interval(level_samples(level))),
+        )
+    return summaries
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _rounded_interval(found: Interval | None) -> Interval | None:
+    if found is None:
+        return None
+    return found.model_copy(update={"low": _rounded(found.low), "high": _rounded(found.high)})
