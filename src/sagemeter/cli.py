@@ -143,6 +143,8 @@ def _settings(
     batches: int | None,
     questions: str | None,
     quality_max_tokens: int | None,
+    questions_per_family: int | None = None,
+    margin: float | None = None,
 ) -> MeasureSettings:
     from sagemeter.verbs import measure_settings
 
@@ -155,6 +157,8 @@ def _settings(
         "load_batches": batches,
         "questions": questions,
         "quality_max_tokens": quality_max_tokens,
+        "questions_per_family": questions_per_family,
+        "margin_points": margin,
     }
     return measure_settings(quick, overrides)
 
@@ -181,6 +185,12 @@ def measure(
         str | None, typer.Option(help="question set name or JSONL file [article-40]")
     ] = None,
     quality_max_tokens: Annotated[int | None, typer.Option(help="quality: reply cap [48]")] = None,
+    questions_per_family: Annotated[
+        int | None, typer.Option(help="quality: only the first N of each family [all]")
+    ] = None,
+    margin: Annotated[
+        float | None, typer.Option(help="quality: the drop in points that still passes [2]")
+    ] = None,
 ) -> None:
     """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json."""
     from sagemeter.report.terminal import print_result
@@ -198,6 +208,8 @@ def measure(
         batches,
         questions,
         quality_max_tokens,
+        questions_per_family,
+        margin,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
@@ -251,13 +263,33 @@ def combine(
 def demo(
     out: Annotated[Path | None, typer.Option(help="run folder [runs/DATE-demo]")] = None,
     quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
+    questions: Annotated[
+        str | None,
+        typer.Option(help="question set name or JSONL file [article-40]; see `questions list`"),
+    ] = None,
+    questions_per_family: Annotated[
+        int | None, typer.Option(help="only the first N questions of each family [all]")
+    ] = None,
+    margin: Annotated[
+        float | None, typer.Option(help="quality verdict: the drop in points that passes [2]")
+    ] = None,
 ) -> None:
     """A-B-A on the embedded engine: 32-bit, 4-bit, 32-bit again; then the comparison."""
     from sagemeter.demo import DEMO_ORDER, default_run_dir, demo_plan_settings, run_demo
     from sagemeter.report.terminal import print_comparison
 
     run_dir = out or default_run_dir()
-    settings = demo_plan_settings(quick)
+    settings = demo_plan_settings(
+        quick,
+        {
+            "questions": questions,
+            "questions_per_family": questions_per_family,
+            "margin_points": margin,
+        },
+    )
+    from sagemeter.workflows import selected_questions
+
+    selected_questions(settings)  # a bad set fails here, before anything starts
     console.print(f"demo: {' → '.join(name for name, _ in DEMO_ORDER)} into {run_dir}")
     with new_progress() as bar:
 
@@ -274,7 +306,12 @@ def demo(
 
 
 # Faces of features that live in their own modules; each module has `register(app)`.
-COMMAND_MODULES = ("sagemeter.cli_sagemaker", "sagemeter.cli_mcp", "sagemeter.cli_report")
+COMMAND_MODULES = (
+    "sagemeter.cli_sagemaker",
+    "sagemeter.cli_mcp",
+    "sagemeter.cli_report",
+    "sagemeter.cli_questions",
+)
 
 
 def _register_optional_commands() -> None:

@@ -1,13 +1,27 @@
 """Question sets with exact answers, and the one strict scorer used for every checkpoint.
 
-A set is a JSON file of items `{id, family, prompt, answer, pattern?}`; built-in sets ship beside
-this module, user sets are JSONL files with the same fields.
+Built-in sets are JSON files beside this module, `{"name", "seed", "questions": [...]}`, each
+regenerated from a fixed seed by its own module: `article-40` (the source article's 40,
+`article40.py`) and `bank-1000` (20 families of 50, `bank.py`).
+
+A user set is a JSONL file, one item per line (blank lines skipped):
+
+    {"prompt": "What is 17 × 23? Reply with the number only.", "answer": "391"}
+    {"id": "d1", "family": "dates", "prompt": "...", "answer": "2024-03-05"}
+    {"family": "geo", "prompt": "Capital of Peru?", "answer": "Lima", "pattern": "Lima"}
+
+`prompt` and `answer` are required. `family` defaults to `default`; `id` defaults to `q0001`,
+`q0002`, ... by position and must be unique; `pattern` (a regular expression that must compile,
+searched case-insensitively) makes the item a pattern item. Without a pattern the answer's form
+picks the scoring rule (see `scoring.py`): `YYYY-MM-DD` a date, `HH:MM` a time, a plain decimal a
+number, anything else the whole reply compared as text.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -33,6 +47,14 @@ class QuestionSet(BaseModel):
 
 def builtin_sets() -> list[str]:
     return sorted(path.stem for path in BUILTIN_DIR.glob("*.json"))
+
+
+def family_counts(question_set: QuestionSet) -> dict[str, int]:
+    """Items per family, in the order families first appear (the order results list them)."""
+    counts: dict[str, int] = {}
+    for question in question_set.questions:
+        counts[question.family] = counts.get(question.family, 0) + 1
+    return counts
 
 
 def load_question_set(spec: str) -> QuestionSet:
@@ -70,11 +92,17 @@ def _validated(name: str, raw: bytes, items: list[object]) -> QuestionSet:
         if isinstance(item, dict) and "family" not in item:
             item = {**item, "family": "default"}
         try:
-            questions.append(Question.model_validate(item))
+            question = Question.model_validate(item)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(part) for part in first["loc"])
             raise UserError(f"question set {name}: item {index}: {field}: {first['msg']}") from None
+        if question.pattern is not None:
+            try:  # a broken pattern must fail here, not halfway through a measurement
+                re.compile(question.pattern)
+            except re.error as exc:
+                raise UserError(f"question set {name}: item {index}: pattern: {exc}") from None
+        questions.append(question)
     if not questions:
         raise UserError(f"question set {name} holds no questions")
     ids = [question.id for question in questions]
