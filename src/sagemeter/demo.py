@@ -7,15 +7,17 @@ the 32-bit file again, so the drift between A and A' shows how much of the A/B g
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sagemeter.compare import Comparison, combine, save_comparison
 from sagemeter.measure import ProgressFn
 from sagemeter.report.writer import write_report
 from sagemeter.settings import MeasureSettings, demo_settings, quick_settings
 from sagemeter.targets import parse_target
+from sagemeter.verbs import settings_with
 from sagemeter.workflows import PhaseFn, measure_target, selected_questions, total_requests
 
 # Given a run's name and its request count, returns that run's progress and phase callbacks.
@@ -37,8 +39,9 @@ def default_run_dir(root: Path = Path("runs")) -> Path:
     return candidate
 
 
-def demo_plan_settings(quick: bool) -> MeasureSettings:
-    return quick_settings() if quick else demo_settings()
+def demo_plan_settings(quick: bool, overrides: Mapping[str, Any] | None = None) -> MeasureSettings:
+    """The demo's lengths (or the quick ones) with the user's question choices applied."""
+    return settings_with(quick_settings() if quick else demo_settings(), overrides or {})
 
 
 async def run_demo(

@@ -21,6 +21,12 @@ class MeasureSettings(BaseModel):
         None, gt=0, description="use only the first N questions of each family"
     )
     quality_max_tokens: int = Field(48, gt=0)
+    margin_points: float = Field(
+        2.0,
+        gt=0,
+        le=100,
+        description="quality: the largest accuracy drop that still passes, declared before the run",
+    )
     system_prompt: str | None = None
     quick: bool = False
 

@@ -17,9 +17,12 @@ from sagemeter.settings import MeasureSettings, quick_settings
 Label = Callable[[str], str]
 
 
+CLI_NAMES = {"margin_points": "--margin"}
+
+
 def cli_flag(field: str) -> str:
     """A settings field as the CLI spells it: `long_tokens` → `--long-tokens`."""
-    return "--" + field.replace("_", "-")
+    return CLI_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
 def check_result_name(name: str, *, label: str = "--name") -> None:
@@ -35,7 +38,13 @@ def measure_settings(
 
     `overrides` maps MeasureSettings fields to values; None means "keep the default".
     """
-    base = quick_settings() if quick else MeasureSettings()
+    return settings_with(quick_settings() if quick else MeasureSettings(), overrides, label=label)
+
+
+def settings_with(
+    base: MeasureSettings, overrides: Mapping[str, Any], *, label: Label = cli_flag
+) -> MeasureSettings:
+    """`base` with the given fields changed (None keeps the base value), validated."""
     changes = {key: value for key, value in overrides.items() if value is not None}
     try:
         settings = MeasureSettings.model_validate({**base.model_dump(), **changes})
