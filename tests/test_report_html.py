@@ -60,7 +60,8 @@ def test_html_has_every_section_table_and_plot_inline(report: Path) -> None:
     assert which.rows[0] == ["", "smollm2-f32", "smollm2-q4_1", "why"]
     assert any(cell.startswith("★ best") for cell in which.best_cells)
     quality = [t for t in page.tables if t.section == "quality"]
-    assert any("✗" in cell for row in quality[1].rows for cell in row)  # the misses, marked
+    assert any("✗" in cell for row in quality[-1].rows for cell in row)  # the misses, marked
+    assert any(row[0] == "Questions to decide" for row in quality[1].rows)  # the verdict
     assert len(page.images) == 4  # throughput, reply-time fit, latency, quality (no price)
     for image in page.images:
         src = str(image["src"])

@@ -158,7 +158,18 @@ def test_quality_per_family_with_intervals_and_misses_side_by_side(
     fixed_report: tuple[Path, list[Path], str], fixed_results: dict[str, MeasureResult]
 ) -> None:
     body = md_sections(fixed_report[2])["Answer quality"]
-    families, misses = md_tables(body)
+    families, paired, by_family, misses = md_tables(body)
+    # The verdict at the declared margin, its paired figures and its per-family table.
+    assert re.search(r"Verdict for smollm2-q4_1 against smollm2-f32 at a 2-point margin", body)
+    assert {"Questions to decide", "Flips", "Identical replies"} <= set(rows_by_label(paired))
+    assert [c.text for c in by_family[0]] == [
+        "Family",
+        "Questions",
+        "smollm2-f32",
+        "smollm2-q4_1",
+        "Lost",
+        "Gained",
+    ]
     quality = fixed_results["smollm2-f32"].detail.quality  # type: ignore[union-attr]
     assert quality is not None
     rows = rows_by_label(families)

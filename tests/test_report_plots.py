@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sagemeter.report.intervals import wilson_interval
+from sagemeter.evidence import wilson_interval
 from sagemeter.report.plots import OKABE_ITO, PLOT_KEYS, render_plots
 from sagemeter.report.runs import load_run
 from sagemeter.report.writer import run_series, write_report

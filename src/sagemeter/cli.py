@@ -247,13 +247,17 @@ def combine(
     out: Annotated[Path, typer.Argument(help="where to write the comparison JSON")],
     files: Annotated[list[Path], typer.Argument(help="two or more measure-*.json files, A first")],
     price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
+    margin: Annotated[
+        float | None,
+        typer.Option(help="quality verdict margin in points [the one A declared, else 2]"),
+    ] = None,
 ) -> None:
     """Print the article's comparison table for two or more result files and write it as JSON."""
     from sagemeter.compare import combine as build
     from sagemeter.compare import save_comparison
     from sagemeter.report.terminal import print_comparison
 
-    comparison = build(list(files), price_per_hour=price_per_hour)
+    comparison = build(list(files), price_per_hour=price_per_hour, margin_points=margin)
     print_comparison(console, comparison)
     save_comparison(comparison, out)
     console.print(f"wrote {out}")

@@ -15,6 +15,10 @@ from pydantic import BaseModel, Field
 from sagemeter.atomic import write_text_atomic
 from sagemeter.costs import cost_per_million_tokens
 from sagemeter.errors import UserError
+from sagemeter.evidence import QualityComparison, QualityVerdict, compare_quality, decide
+from sagemeter.evidence.summary import render_summary
+from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
+from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.results import Interval, MeasureResult, load_result
@@ -57,6 +61,23 @@ class Drift(BaseModel):
     )
 
 
+class QualityCheck(BaseModel):
+    """A candidate's answers against the reference's (the first file), with the verdict."""
+
+    reference: str
+    candidate: str
+    margin_points: float
+    verdict: str = Field(description="PASS | FAIL | INCONCLUSIVE")
+    paired: QualityComparison | None = Field(
+        None, description="question by question, when both files hold their answers"
+    )
+    paired_verdict: QualityVerdict | None = None
+    counts_verdict: CountsVerdict | None = Field(
+        None, description="from the counts alone, when a file holds no per-question answers"
+    )
+    summary: list[str] = Field(description="the verdict as the CLI prints it")
+
+
 class Comparison(BaseModel):
     names: list[str]
     files: list[str]
@@ -66,6 +87,9 @@ class Comparison(BaseModel):
         None, description="answers identical character for character, first vs second file"
     )
     drift: Drift | None = None
+    quality_checks: list[QualityCheck] = Field(
+        default_factory=list, description="each candidate's answers against the first file's"
+    )
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -185,7 +209,9 @@ def _asked_differently(paths: list[Path], results: list[MeasureResult]) -> list[
     return warnings
 
 
-def combine(paths: list[Path], *, price_per_hour: float | None = None) -> Comparison:
+def combine(
+    paths: list[Path], *, price_per_hour: float | None = None, margin_points: float | None = None
+) -> Comparison:
     """Load every file (each problem is one UserError naming the file) and build the table."""
     if len(paths) < 2:
         raise UserError("combine needs at least two result files")
@@ -234,6 +260,14 @@ def combine(paths: list[Path], *, price_per_hour: float | None = None) -> Compar
     for result, path in zip(results, paths, strict=True):
         if result.detail:
             warnings.extend(f"{path.name}: {warning}" for warning in result.detail.warnings)
+    margin = margin_points if margin_points is not None else _declared_margin(results[0])
+    candidates = results[1:-1] if drift is not None else results[1:]
+    a_again = results[-1] if drift is not None else None
+    checks = [
+        check
+        for candidate in candidates
+        if (check := quality_check(results[0], candidate, a_again, margin)) is not None
+    ]
     return Comparison(
         names=[r.name or path.stem for r, path in zip(results, paths, strict=True)],
         files=[str(path) for path in paths],
@@ -241,6 +275,7 @@ def combine(paths: list[Path], *, price_per_hour: float | None = None) -> Compar
         rows=rows,
         identical_answers=identical_answers(results[0], results[1]),
         drift=drift,
+        quality_checks=checks,
         warnings=warnings,
     )
 
@@ -289,6 +324,65 @@ def _ratio_flag(ratio: float | None, bounds: Interval | None, band: float | None
     if low <= 1.0 <= high:
         return "interval includes 1" if bounds else "no change (ratio 1)"
     return None
+
+
+def _declared_margin(result: MeasureResult) -> float:
+    """The margin the reference run declared before it ran (its settings), else the default."""
+    declared = result.detail.settings.get("margin_points") if result.detail else None
+    return float(declared) if isinstance(declared, int | float) else DEFAULT_MARGIN_POINTS
+
+
+def quality_check(
+    reference: MeasureResult,
+    candidate: MeasureResult,
+    reference_again: MeasureResult | None,
+    margin_points: float,
+) -> QualityCheck | None:
+    """Paired when both files hold their answers, from the counts otherwise; None without both."""
+    names = (reference.name or "A", candidate.name or "B")
+    answers_a = reference.detail.quality if reference.detail else None
+    answers_b = candidate.detail.quality if candidate.detail else None
+    if answers_a is not None and answers_b is not None:
+        again = (
+            reference_again.detail.quality if reference_again and reference_again.detail else None
+        )
+        paired = compare_quality(answers_a, answers_b, a_again=again)
+        verdict = decide(paired, margin_points=margin_points)
+        return QualityCheck(
+            reference=names[0],
+            candidate=names[1],
+            margin_points=margin_points,
+            verdict=verdict.verdict,
+            paired=paired,
+            paired_verdict=verdict,
+            summary=render_summary(paired, verdict, names).splitlines(),
+        )
+    counts_a, counts_b = reference.quality_counts(), candidate.quality_counts()
+    if counts_a is None or counts_b is None or not counts_a[1] or not counts_b[1]:
+        return None
+    counts = decide_from_counts(*counts_a, *counts_b, margin_points=margin_points)
+    return QualityCheck(
+        reference=names[0],
+        candidate=names[1],
+        margin_points=margin_points,
+        verdict=counts.verdict,
+        counts_verdict=counts,
+        summary=counts_summary(names, counts_a, counts_b, counts),
+    )
+
+
+def counts_summary(
+    names: tuple[str, str], counts_a: tuple[int, int], counts_b: tuple[int, int], v: CountsVerdict
+) -> list[str]:
+    a, b = names
+    return [
+        f"quality from counts only ({a} {counts_a[0]}/{counts_a[1]}, {b} {counts_b[0]}/"
+        f"{counts_b[1]}): the files hold no per-question answers, so the runs are not paired",
+        f"  verdict at a {v.margin_points:g}-point margin: {v.verdict}: {v.reason}",
+        f"  detectable drop at this count (80% power): {v.detectable_drop_points:.1f} points; "
+        f"to decide at the margin: about {v.items_needed:,} questions per run "
+        "(fewer when paired: keep the answers)",
+    ]
 
 
 def _streaming_rows(results: list[MeasureResult]) -> list[Row]:

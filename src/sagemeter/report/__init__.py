@@ -7,5 +7,5 @@
 - What the report says: `sections` (the source article's sections, in its order) built from
   `speed`, `answers` and `rows`; `compare_runs` for two folders; `runs` reads a folder.
   `markdown` and `html` only draw that `document`; `plots` draws the PNGs (matplotlib, Agg).
-- `intervals.wilson_interval`: the 95% interval of a count of correct answers.
+- `verdict`: the quality verdict's figures and per-family table (from `sagemeter.evidence`).
 """

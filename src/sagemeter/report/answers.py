@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from sagemeter.costs import cost_per_million_tokens
+from sagemeter.evidence import wilson_interval
 from sagemeter.report.document import (
     Block,
     Cell,
@@ -22,10 +23,12 @@ from sagemeter.report.figures import (
     quality_counts,
     truncate,
 )
-from sagemeter.report.intervals import wilson_interval
 from sagemeter.report.rows import levels_of, name_of, noise_of
 from sagemeter.report.runs import Run
+from sagemeter.report.verdict import verdict_blocks
 from sagemeter.results import MeasureResult, QualityItem
+
+MAX_MISSES_SHOWN = 60
 
 
 def interval_note(correct: int, total: int) -> str:
@@ -66,6 +69,7 @@ def quality_section(run: Run) -> Section:
                 f"character ({name_of(contenders[0])} vs {name_of(contenders[1])})."
             )
         )
+    blocks += verdict_blocks(run)
     blocks += _misses(contenders)
     blocks.append(Figure("quality", "Share correct per question family, with 95% intervals."))
     return Section("Answer quality", "quality", blocks)
@@ -86,13 +90,19 @@ def _misses(contenders: list[MeasureResult]) -> list[Block]:
     if not missed:
         return [Paragraph("Every run answered every shared question correctly.")]
     rows = []
-    for item_id in missed:
+    for item_id in missed[:MAX_MISSES_SHOWN]:
         first = tables[0][item_id]
         rows.append(
             [label(first.prompt), label(first.expected), *(_answer(t[item_id]) for t in tables)]
         )
+    more = len(missed) - MAX_MISSES_SHOWN
+    shown = f" (the first {MAX_MISSES_SHOWN} of {len(missed)}; every answer is in the result files)"
     return [
-        Paragraph("The questions that at least one run missed, side by side:"),
+        Paragraph(
+            "The questions that at least one run missed, side by side"
+            + (shown if more > 0 else "")
+            + ":"
+        ),
         Table(header=["Question", "Expected", *(name_of(r) for r in contenders)], rows=rows),
     ]
 

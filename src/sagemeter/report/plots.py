@@ -17,8 +17,8 @@ import numpy as np
 from sagemeter.clients.base import RequestRecord
 from sagemeter.costs import cost_per_million_tokens
 from sagemeter.errors import UserError
+from sagemeter.evidence import wilson_interval
 from sagemeter.report.figures import quality_counts
-from sagemeter.report.intervals import wilson_interval
 from sagemeter.results import DecodeDetail, MeasureResult
 
 if TYPE_CHECKING:

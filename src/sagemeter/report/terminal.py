@@ -68,8 +68,12 @@ def _flag_lines(comparison: Comparison) -> list[str]:
 
 def print_comparison(console: Console, comparison: Comparison) -> None:
     console.print(comparison_table(comparison))
-    console.print("ratios: [95% bootstrap interval]; * = cannot be told from no change:")
-    for line in _flag_lines(comparison):
+    if any(bounds for row in comparison.rows for bounds in row.ratio_intervals):
+        console.print("ratios: [95% bootstrap interval over the repeats, both sides resampled]")
+    flags = _flag_lines(comparison)
+    if flags:
+        console.print("* = the ratio cannot be told from no change:")
+    for line in flags:
         console.print(f"  {line}", highlight=False)
     if comparison.identical_answers:
         console.print(
@@ -92,6 +96,14 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         )
         if drift.identical_answers:
             console.print(f"identical answers A vs A': {drift.identical_answers}")
+    for check in comparison.quality_checks:
+        colour = {"PASS": "green", "FAIL": "red"}.get(check.verdict, "yellow")
+        console.print(
+            f"quality verdict, {check.candidate} against {check.reference}: "
+            f"[bold {colour}]{check.verdict}[/]"
+        )
+        for line in check.summary:
+            console.print(line, highlight=False, markup=False)
     for warning in comparison.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
 
