@@ -108,6 +108,13 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         quality_max_tokens: Annotated[
             int | None, Field(gt=0, description="quality: reply cap")
         ] = None,
+        questions_per_family: Annotated[
+            int | None, Field(gt=0, description="quality: only the first N of each family")
+        ] = None,
+        margin_points: Annotated[
+            float | None,
+            Field(gt=0, le=100, description="quality verdict: the drop in points that passes (2)"),
+        ] = None,
     ) -> Annotated[CallToolResult, MeasureAnswer]:
         """Measure one endpoint the article's way (decode rate, parallel load, quality).
 
@@ -124,6 +131,8 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "load_batches": load_batches,
             "questions": questions,
             "quality_max_tokens": quality_max_tokens,
+            "questions_per_family": questions_per_family,
+            "margin_points": margin_points,
         }
         settings = measure_settings(quick, overrides, label=str)
         result_name = name or parsed.default_name
@@ -189,13 +198,23 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         name: Annotated[
             str | None, Field(description="comparison name (default: the result names)")
         ] = None,
+        margin_points: Annotated[
+            float | None,
+            Field(
+                gt=0,
+                le=100,
+                description="quality verdict margin in points (default: the one the first "
+                "result declared, else 2)",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, CompareAnswer]:
-        """The article's comparison table: each figure, its ratio to the first, costs, drift.
+        """The article's comparison table: each figure, its ratio (with its 95% interval) to the
+        first, costs, A-B-A drift, and the quality verdict (PASS / FAIL / INCONCLUSIVE).
 
         Writes compare-NAME.json in the results folder.
         """
         paths = [result_file(config, item) for item in results]
-        comparison = combine(paths, price_per_hour=price_per_hour)
+        comparison = combine(paths, price_per_hour=price_per_hour, margin_points=margin_points)
         out_name = name or "-vs-".join(comparison.names)
         check_result_name(out_name, label="name")
         out = config.results_dir / f"compare-{out_name}.json"
