@@ -210,3 +210,16 @@ def test_without_a_re_measure_a_ratio_is_flagged_only_when_its_interval_reaches_
     assert rows["decode_tokens_per_second"].ratio_flags == [None]
     flag = rows["load_c16_tokens_per_second"].ratio_flags[0]
     assert flag is not None and "includes 1" in flag
+
+
+def test_cost_intervals_are_the_throughput_intervals_inverted(aba_files: list[Path]) -> None:
+    rows = {row.key: row for row in combine(aba_files, price_per_hour=1.0).rows}
+    throughput, cost = rows["load_c16_tokens_per_second"], rows["usd_per_million_tokens_c16"]
+    speed_ratio, cost_ratio = throughput.ratio_intervals[0], cost.ratio_intervals[0]
+    assert speed_ratio is not None and cost_ratio is not None
+    assert speed_ratio.low is not None and speed_ratio.high is not None
+    assert cost_ratio.low == pytest.approx(1 / speed_ratio.high)
+    assert cost_ratio.high == pytest.approx(1 / speed_ratio.low)
+    first = cost.intervals[0]
+    assert first is not None and first.low is not None and first.high is not None
+    assert first.low < (cost.values[0] or 0) < first.high

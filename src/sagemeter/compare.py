@@ -296,10 +296,16 @@ def _add_intervals(rows: list[Row], results: list[MeasureResult], drift: Drift |
     samples = [speed_samples(result) for result in results]
     figures = drift.figures if drift else []
     bands = {figure.key: abs(figure.change) for figure in figures if figure.change is not None}
+    by_key = {row.key: row for row in rows}
     for row in rows:
-        row.intervals = [interval(found.get(row.key)) for found in samples]
-        base = samples[0].get(row.key)
-        row.ratio_intervals = [ratio_interval(base, found.get(row.key)) for found in samples[1:]]
+        if row.key.startswith(COST_PREFIX):
+            _cost_intervals(row, by_key.get(f"load_c{row.key.removeprefix(COST_PREFIX)}_{TPS}"))
+        else:
+            row.intervals = [interval(found.get(row.key)) for found in samples]
+            base = samples[0].get(row.key)
+            row.ratio_intervals = [
+                ratio_interval(base, found.get(row.key)) for found in samples[1:]
+            ]
         if row.kind == "count" or row.key in UNTIMED_KEYS:
             continue  # sizes do not drift; counts get the quality verdict instead
         last_is_a_again = drift is not None
@@ -309,6 +315,33 @@ def _add_intervals(rows: list[Row], results: list[MeasureResult], drift: Drift |
             else _ratio_flag(ratio, row.ratio_intervals[index], bands.get(row.key))
             for index, ratio in enumerate(row.ratios)
         ]
+
+
+COST_PREFIX = "usd_per_million_tokens_c"
+TPS = "tokens_per_second"
+
+
+def _cost_intervals(cost: Row, throughput: Row | None) -> None:
+    """Cost is price / throughput: its intervals are the throughput's, inverted and swapped."""
+    if throughput is None:
+        return
+    cost.intervals = [
+        _inverted(bounds, value, tps)
+        for bounds, value, tps in zip(
+            throughput.intervals, cost.values, throughput.values, strict=True
+        )
+    ]
+    cost.ratio_intervals = [_inverted(bounds, 1.0, 1.0) for bounds in throughput.ratio_intervals]
+
+
+def _inverted(bounds: Interval | None, value: float | None, tps: float | None) -> Interval | None:
+    """The interval of value * tps / x for x in `bounds` (x > 0)."""
+    if bounds is None or value is None or tps is None:
+        return None
+    scale = value * tps
+    low = scale / bounds.high if bounds.high else None
+    high = scale / bounds.low if bounds.low else None
+    return bounds.model_copy(update={"low": low if low is not None else 0.0, "high": high})
 
 
 def _ratio_flag(ratio: float | None, bounds: Interval | None, band: float | None) -> str | None:
