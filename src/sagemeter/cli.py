@@ -22,6 +22,7 @@ from rich.table import Table
 from sagemeter.errors import UserError
 
 if TYPE_CHECKING:
+    from sagemeter.fidelity.records import FidelityRecord
     from sagemeter.measure import ProgressFn
     from sagemeter.results import MeasureResult
     from sagemeter.settings import MeasureSettings
@@ -145,6 +146,7 @@ def _settings(
     quality_max_tokens: int | None,
     questions_per_family: int | None = None,
     margin: float | None = None,
+    fidelity: int | None = None,
 ) -> MeasureSettings:
     from sagemeter.verbs import measure_settings
 
@@ -159,6 +161,7 @@ def _settings(
         "quality_max_tokens": quality_max_tokens,
         "questions_per_family": questions_per_family,
         "margin_points": margin,
+        "fidelity_prompts": fidelity,
     }
     return measure_settings(quick, overrides)
 
@@ -191,6 +194,14 @@ def measure(
     margin: Annotated[
         float | None, typer.Option(help="quality: the drop in points that still passes [2]")
     ] = None,
+    fidelity: Annotated[
+        int | None,
+        typer.Option(help="token-level fidelity on the first N questions (logprobs) [off]"),
+    ] = None,
+    fidelity_reference: Annotated[
+        Path | None,
+        typer.Option(help="A's result (or fidelity record): force along its answer tokens"),
+    ] = None,
 ) -> None:
     """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json."""
     from sagemeter.report.terminal import print_result
@@ -210,16 +221,26 @@ def measure(
         quality_max_tokens,
         questions_per_family,
         margin,
+        fidelity,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
-    result, path = _measure_with_progress(parsed, result_name, settings, out_dir)
+    reference = None
+    if fidelity_reference is not None:
+        from sagemeter.workflows import fidelity_reference as read_reference
+
+        reference = read_reference(fidelity_reference)
+    result, path = _measure_with_progress(parsed, result_name, settings, out_dir, reference)
     print_result(console, result)
     console.print(f"wrote {path}")
 
 
 def _measure_with_progress(
-    parsed: Target, name: str, settings: MeasureSettings, out_dir: Path
+    parsed: Target,
+    name: str,
+    settings: MeasureSettings,
+    out_dir: Path,
+    fidelity_reference: FidelityRecord | None = None,
 ) -> tuple[MeasureResult, Path]:
     from sagemeter.endpoints import check_target
     from sagemeter.workflows import measure_target, selected_questions, total_requests
@@ -236,6 +257,7 @@ def _measure_with_progress(
                 out_dir=out_dir,
                 progress=lambda count: bar.advance(task, count),
                 on_phase=lambda phase: bar.update(task, description=f"{name}: {phase}"),
+                fidelity_reference=fidelity_reference,
             )
         )
         bar.update(task, description=f"{name}: done")
@@ -277,6 +299,10 @@ def demo(
     margin: Annotated[
         float | None, typer.Option(help="quality verdict: the drop in points that passes [2]")
     ] = None,
+    fidelity: Annotated[
+        int | None,
+        typer.Option(help="token-level fidelity on the first N questions, B and A' forced along A"),
+    ] = None,
 ) -> None:
     """A-B-A on the embedded engine: 32-bit, 4-bit, 32-bit again; then the comparison."""
     from sagemeter.demo import DEMO_ORDER, default_run_dir, demo_plan_settings, run_demo
@@ -289,6 +315,7 @@ def demo(
             "questions": questions,
             "questions_per_family": questions_per_family,
             "margin_points": margin,
+            "fidelity_prompts": fidelity,
         },
     )
     from sagemeter.workflows import selected_questions
@@ -315,6 +342,7 @@ COMMAND_MODULES = (
     "sagemeter.cli_mcp",
     "sagemeter.cli_report",
     "sagemeter.cli_questions",
+    "sagemeter.fidelity.cli",
 )
 
 

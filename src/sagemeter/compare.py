@@ -19,6 +19,7 @@ from sagemeter.evidence import QualityComparison, QualityVerdict, compare_qualit
 from sagemeter.evidence.summary import render_summary
 from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
 from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
+from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, summary_lines
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.results import Interval, MeasureResult, load_result
@@ -78,6 +79,15 @@ class QualityCheck(BaseModel):
     summary: list[str] = Field(description="the verdict as the CLI prints it")
 
 
+class FidelityCheck(BaseModel):
+    """A candidate's next-token distributions against the reference's, forced along its answers."""
+
+    reference: str
+    candidate: str
+    comparison: FidelityComparison
+    summary: list[str]
+
+
 class Comparison(BaseModel):
     names: list[str]
     files: list[str]
@@ -89,6 +99,10 @@ class Comparison(BaseModel):
     drift: Drift | None = None
     quality_checks: list[QualityCheck] = Field(
         default_factory=list, description="each candidate's answers against the first file's"
+    )
+    fidelity_checks: list[FidelityCheck] = Field(
+        default_factory=list,
+        description="token-level fidelity against the first file, where the files hold records",
     )
     warnings: list[str] = Field(default_factory=list)
 
@@ -268,6 +282,8 @@ def combine(
         for candidate in candidates
         if (check := quality_check(results[0], candidate, a_again, margin)) is not None
     ]
+    fidelity_checks, fidelity_warnings = _fidelity_checks(results, candidates, a_again)
+    warnings.extend(fidelity_warnings)
     return Comparison(
         names=[r.name or path.stem for r, path in zip(results, paths, strict=True)],
         files=[str(path) for path in paths],
@@ -276,6 +292,7 @@ def combine(
         identical_answers=identical_answers(results[0], results[1]),
         drift=drift,
         quality_checks=checks,
+        fidelity_checks=fidelity_checks,
         warnings=warnings,
     )
 
@@ -357,6 +374,37 @@ def _ratio_flag(ratio: float | None, bounds: Interval | None, band: float | None
     if low <= 1.0 <= high:
         return "interval includes 1" if bounds else "no change (ratio 1)"
     return None
+
+
+def _fidelity_checks(
+    results: list[MeasureResult],
+    candidates: list[MeasureResult],
+    a_again: MeasureResult | None,
+) -> tuple[list[FidelityCheck], list[str]]:
+    """Each candidate forced along the first file's answers, with A' as the floor when forced."""
+    reference = results[0].detail.fidelity if results[0].detail else None
+    if reference is None:
+        return [], []
+    floor = a_again.detail.fidelity if a_again is not None and a_again.detail else None
+    checks, warnings = [], []
+    for candidate in candidates:
+        record = candidate.detail.fidelity if candidate.detail else None
+        if record is None:
+            continue
+        try:
+            found = compare_fidelity(reference, record, floor if floor and floor.forced else None)
+        except UserError as exc:
+            warnings.append(f"fidelity of {candidate.name}: not compared ({exc})")
+            continue
+        checks.append(
+            FidelityCheck(
+                reference=results[0].name or "A",
+                candidate=candidate.name or "B",
+                comparison=found,
+                summary=summary_lines(found),
+            )
+        )
+    return checks, warnings
 
 
 def _declared_margin(result: MeasureResult) -> float:

@@ -51,16 +51,20 @@ async def run_demo(
     combine them, and write the report (markdown, HTML, plots) into the run folder."""
     total = total_requests(settings, len(selected_questions(settings).questions))
     paths = []
+    reference = None  # with fidelity on, A's record: B and A' are forced along its answers
     for name, target in DEMO_ORDER:
         advance, on_phase = progress_for(name, total)
-        _, path = await measure_target(
+        result, path = await measure_target(
             parse_target(target),
             name=name,
             settings=settings,
             out_dir=run_dir,
             progress=advance,
             on_phase=on_phase,
+            fidelity_reference=reference,
         )
+        if reference is None and result.detail is not None:
+            reference = result.detail.fidelity
         paths.append(path)
     comparison = combine(paths)
     save_comparison(comparison, run_dir / "compare.json")

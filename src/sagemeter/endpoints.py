@@ -28,6 +28,7 @@ class Endpoint:
     client: ChatClient
     startup_facts: Callable[[], StartupFacts | None] = lambda: None
     environment: dict[str, Any] = field(default_factory=dict)
+    http_root: str | None = None  # the server's own HTTP API (logprobs), where it has one
 
 
 @contextlib.asynccontextmanager
@@ -41,7 +42,9 @@ async def open_endpoint(
     """Yield an open Endpoint for `target`; a local engine started here is stopped on exit."""
     if isinstance(target, OpenAITarget):
         async with OpenAIClient(target.base_url, concurrency=concurrency) as client:
-            yield Endpoint(target=target, backend="openai-http", client=client)
+            yield Endpoint(
+                target=target, backend="openai-http", client=client, http_root=target.base_url
+            )
     elif isinstance(target, LocalTarget):
         async with _local_endpoint(target, concurrency, max_reply_tokens, log_path) as endpoint:
             yield endpoint
@@ -107,6 +110,7 @@ async def _local_endpoint(
                 client=client,
                 startup_facts=engine.startup_facts,
                 environment=environment,
+                http_root=engine.base_url,
             )
     finally:
         engine.stop()

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sagemeter.atomic import write_text_atomic
 from sagemeter.clients.base import RequestRecord
 from sagemeter.errors import UserError
+from sagemeter.fidelity.records import FidelityRecord
 
 SCHEMA_VERSION = 1
 
@@ -207,6 +208,9 @@ class Detail(BaseModel):
     decode: DecodeDetail | None = None
     load: LoadDetail | None = None
     quality: QualityDetail | None = None
+    fidelity: FidelityRecord | None = Field(
+        None, description="top-k logprobs along the answers (this run's own, or a reference's)"
+    )
     failed_requests: int = 0
     warnings: list[str] = Field(default_factory=list)
 

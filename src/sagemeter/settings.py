@@ -27,6 +27,11 @@ class MeasureSettings(BaseModel):
         le=100,
         description="quality: the largest accuracy drop that still passes, declared before the run",
     )
+    fidelity_prompts: int = Field(
+        0, ge=0, description="token-level fidelity: prompts forced along (0 = not measured)"
+    )
+    fidelity_top_k: int = Field(5, gt=0, le=20, description="fidelity: logprobs per position")
+    fidelity_max_tokens: int = Field(16, gt=0, description="fidelity: answer tokens per prompt")
     system_prompt: str | None = None
     quick: bool = False
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import platform
 from collections import Counter
@@ -11,8 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from sagemeter import __version__
 from sagemeter.endpoints import Endpoint, check_target, open_endpoint
+from sagemeter.errors import UserError
+from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.decode import decode_request_count, measure_decode
 from sagemeter.measure.figure_samples import speed_summaries
@@ -85,8 +90,13 @@ async def measure_target(
     out_dir: Path,
     progress: ProgressFn = no_progress,
     on_phase: PhaseFn = _no_phase,
+    fidelity_reference: FidelityRecord | None = None,
 ) -> tuple[MeasureResult, Path]:
-    """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically."""
+    """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
+
+    With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force along), the
+    top-k logprobs along the answers are recorded too.
+    """
     check_target(target)
     question_set = selected_questions(settings)
     started = utc_now()
@@ -126,12 +136,49 @@ async def measure_target(
             progress=progress,
         )
         quality.chat_template_sha256 = described.get("chat_template_sha256")
+        fidelity: FidelityRecord | None = None
+        fidelity_warnings: list[str] = []
+        if settings.fidelity_prompts or fidelity_reference is not None:
+            on_phase("fidelity")
+            fidelity, fidelity_warnings = await _fidelity(
+                endpoint, settings, question_set, fidelity_reference
+            )
         startup = await asyncio.to_thread(endpoint.startup_facts)
         environment = _environment(endpoint, described, started)
     result = assemble_result(name, settings, environment, startup, decode, load, quality)
+    if result.detail is not None:
+        result.detail.fidelity = fidelity
+        result.detail.warnings.extend(fidelity_warnings)
     path = result_path(out_dir, name)
     save_result(result, path)
     return result, path
+
+
+async def _fidelity(
+    endpoint: Endpoint,
+    settings: MeasureSettings,
+    question_set: QuestionSet,
+    reference: FidelityRecord | None,
+) -> tuple[FidelityRecord | None, list[str]]:
+    """This run's own record (the first N questions) or one forced along `reference`."""
+    from sagemeter.fidelity.collect import collect_fidelity
+
+    if endpoint.http_root is None:
+        return None, [f"fidelity: not measured, a {endpoint.backend} target shows no logprobs"]
+    prompts = [question.prompt for question in question_set.questions][: settings.fidelity_prompts]
+    try:
+        record = await collect_fidelity(
+            endpoint.http_root,
+            [] if reference is not None else prompts,
+            top_k=settings.fidelity_top_k,
+            max_tokens=settings.fidelity_max_tokens,
+            reference=reference,
+            system_prompt=settings.system_prompt,
+        )
+    except (UserError, httpx.HTTPError) as exc:
+        # Everything else is measured by now: a server without logprobs must not lose it.
+        return None, [f"fidelity: not measured: {exc}"]
+    return record, []
 
 
 def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) -> Environment:
@@ -218,3 +265,20 @@ def _client_bound_warnings(decode: DecodeDetail, load: LoadDetail) -> list[str]:
 
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def fidelity_reference(path: Path) -> FidelityRecord:
+    """A's record to force along: a result file's `detail.fidelity`, or a fidelity record file."""
+    from sagemeter.fidelity.records import SCHEMA, load_record
+    from sagemeter.results import load_result
+
+    try:
+        is_record = json.loads(path.read_text(encoding="utf-8")).get("schema") == SCHEMA
+    except (OSError, ValueError, AttributeError):
+        is_record = False
+    if is_record:
+        return load_record(path)
+    result = load_result(path)
+    if result.detail is None or result.detail.fidelity is None:
+        raise UserError(f"{path}: holds no fidelity record (measure it with --fidelity N first)")
+    return result.detail.fidelity

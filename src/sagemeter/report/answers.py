@@ -25,7 +25,7 @@ from sagemeter.report.figures import (
 )
 from sagemeter.report.rows import levels_of, name_of, noise_of
 from sagemeter.report.runs import Run
-from sagemeter.report.verdict import verdict_blocks
+from sagemeter.report.verdict import fidelity_blocks, verdict_blocks
 from sagemeter.results import MeasureResult, QualityItem
 
 MAX_MISSES_SHOWN = 60
@@ -70,6 +70,7 @@ def quality_section(run: Run) -> Section:
             )
         )
     blocks += verdict_blocks(run)
+    blocks += fidelity_blocks(run)
     blocks += _misses(contenders)
     blocks.append(Figure("quality", "Share correct per question family, with 95% intervals."))
     return Section("Answer quality", "quality", blocks)

@@ -104,6 +104,10 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         )
         for line in check.summary:
             console.print(line, highlight=False, markup=False)
+    for fidelity in comparison.fidelity_checks:
+        console.print(f"token-level fidelity, {fidelity.candidate} against {fidelity.reference}:")
+        for line in fidelity.summary:
+            console.print(f"  {line}", highlight=False, markup=False)
     for warning in comparison.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sagemeter.compare import QualityCheck
 from sagemeter.evidence import QualityComparison, QualityVerdict
 from sagemeter.evidence.binomial import p_text
-from sagemeter.report.document import Block, Cell, Paragraph, Table, cell, label
+from sagemeter.report.document import Block, Bullets, Cell, Paragraph, Table, cell, label
 from sagemeter.report.runs import Run
 
 
@@ -121,3 +121,18 @@ def _paired_blocks(
 
 def _share(correct: int, total: int, low: float, high: float) -> Cell:
     return cell(f"{correct} / {total}", f"95% CI {low:.0%}–{high:.0%}")
+
+
+def fidelity_blocks(run: Run) -> list[Block]:
+    """Token-level fidelity (B forced along A's answers), when the run measured it."""
+    checks = run.comparison.fidelity_checks if run.comparison else []
+    blocks: list[Block] = []
+    for check in checks:
+        blocks.append(
+            Paragraph(
+                f"Token-level fidelity: {check.candidate} scored along {check.reference}'s own "
+                f"answer tokens, top {check.comparison.top_k} logprobs at every position."
+            )
+        )
+        blocks.append(Bullets(check.summary[1:]))
+    return blocks

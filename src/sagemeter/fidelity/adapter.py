@@ -1,0 +1,115 @@
+"""What an engine must offer for token-level fidelity, and the one way we call its HTTP API.
+
+Each engine speaks its own dialect (llama.cpp's native `/completion`, vLLM's `prompt_logprobs`);
+`collect` only sees this protocol, so adding an engine is one new module.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from sagemeter.errors import UserError
+from sagemeter.fidelity.records import Engine, Position, TopToken
+
+# The vLLM JSON encoder turns -inf into -9999.0; we do the same so every record is plain JSON.
+LOGPROB_FLOOR = -9999.0
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What the server says about itself."""
+
+    engine: Engine
+    version: str | None
+    model: str
+    chat_template_sha256: str | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A greedy answer: its token ids and why it ended (`eos` or `length`)."""
+
+    token_ids: list[int]
+    finish: str
+
+
+class FidelityEngine(Protocol):
+    """One server's way to tokenize a chat prompt, answer greedily, and score forced tokens."""
+
+    async def describe(self) -> EngineInfo: ...
+
+    async def prompt_tokens(self, messages: list[dict[str, str]]) -> list[int]:
+        """The token ids the server's own chat template makes of `messages`."""
+        ...
+
+    async def generate(self, prompt_ids: list[int], max_tokens: int) -> Answer:
+        """The greedy answer (temperature 0, no penalties) to an already-tokenized prompt."""
+        ...
+
+    async def score(
+        self, prompt_ids: list[int], answer_ids: list[int], top_k: int
+    ) -> list[Position]:
+        """Position i: the top-k next tokens after prompt + answer_ids[:i], one per answer token."""
+        ...
+
+
+def clamp_logprob(value: object) -> float:
+    """A server's logprob as a finite float (null, -inf and NaN become the floor)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return LOGPROB_FLOOR
+    number = float(value)
+    if math.isnan(number) or number < LOGPROB_FLOOR:
+        return LOGPROB_FLOOR
+    return min(number, 0.0)
+
+
+def ranked(candidates: list[TopToken], top_k: int) -> list[TopToken]:
+    """The `top_k` most likely candidates, most likely first (ties by id, so files are stable)."""
+    return sorted(candidates, key=lambda token: (-token.logprob, token.id))[:top_k]
+
+
+async def request_json(
+    http: httpx.AsyncClient, method: str, path: str, body: dict[str, Any] | None = None
+) -> Any:
+    """Call the server and return its JSON; any failure becomes one UserError line."""
+    try:
+        response = await http.request(method, path, json=body)
+    except httpx.TimeoutException:
+        raise UserError(f"{http.base_url}{path}: the server did not answer in time") from None
+    except httpx.HTTPError as exc:
+        raise UserError(f"{http.base_url}{path}: {type(exc).__name__}: {exc}") from None
+    if response.status_code != 200:
+        raise UserError(
+            f"{http.base_url}{path} answered HTTP {response.status_code}: {error_text(response)}"
+        )
+    try:
+        return response.json()
+    except ValueError:
+        raise UserError(f"{http.base_url}{path} answered something that is not JSON") from None
+
+
+def error_text(response: httpx.Response) -> str:
+    """The server's own error message, short, whatever shape its error body has."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text.strip()[:200] or "(empty body)"
+    if isinstance(payload, dict):
+        error = payload.get("error", payload)
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])[:200]
+        if isinstance(payload.get("message"), str):
+            return str(payload["message"])[:200]
+    return str(payload)[:200]
+
+
+def shape_error(path: str, what: str) -> UserError:
+    """A response that lacks what the engine's dialect promises: usually the wrong engine."""
+    return UserError(
+        f"{path}: the answer has no {what}; is this the engine it was taken for? "
+        "(pass engine='llamacpp' or 'vllm' to say which)"
+    )

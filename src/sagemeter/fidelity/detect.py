@@ -1,0 +1,75 @@
+"""Which engine serves a URL: asked of the server itself, with an explicit override.
+
+`/v1/models` names its owner (`owned_by`: `vllm` for vLLM, `llamacpp` for llama.cpp); where
+that is inconclusive, llama.cpp's own `/props` (its generation defaults) settles it. SGLang
+(`sglang`) and Ollama (`library`) are recognised only to say they are not supported.
+"""
+
+from __future__ import annotations
+
+from typing import cast, get_args
+from urllib.parse import urlsplit
+
+import httpx
+
+from sagemeter.errors import UserError
+from sagemeter.fidelity.adapter import FidelityEngine
+from sagemeter.fidelity.llamacpp import LlamaCppEngine
+from sagemeter.fidelity.records import Engine
+from sagemeter.fidelity.vllm import VllmEngine
+
+ENGINES: tuple[str, ...] = get_args(Engine)
+OWNERS: dict[str, Engine] = {"vllm": "vllm", "llamacpp": "llamacpp"}
+UNSUPPORTED_OWNERS = {"sglang": "SGLang", "library": "Ollama"}
+
+
+def server_root(base_url: str) -> str:
+    """`http://host:port[/prefix]` from a URL given with or without its trailing /v1."""
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"{base_url!r} is not an http:// or https:// URL of a server")
+    path = parts.path.rstrip("/").removesuffix("/v1")
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def check_engine(engine: str) -> Engine:
+    """An engine name given by the user, checked."""
+    if engine in ENGINES:
+        return cast(Engine, engine)
+    raise UserError(f"engine {engine!r} is not supported for fidelity; use one of {ENGINES}")
+
+
+async def detect_engine(http: httpx.AsyncClient) -> Engine:
+    """The engine behind `http` (based at the server root), or a UserError saying why not."""
+    owner = None
+    try:
+        reply = await http.get("/v1/models")
+        if reply.status_code == 200:
+            owner = reply.json()["data"][0].get("owned_by")
+    except httpx.HTTPError as exc:
+        raise UserError(f"{http.base_url}: cannot reach the server ({exc})") from None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        owner = None
+    if isinstance(owner, str) and owner in OWNERS:
+        return OWNERS[owner]
+    if isinstance(owner, str) and owner in UNSUPPORTED_OWNERS:
+        raise UserError(
+            f"{http.base_url} is {UNSUPPORTED_OWNERS[owner]}, which token-level fidelity does not "
+            "support (see docs/fidelity.md)"
+        )
+    try:
+        props = await http.get("/props")
+        if props.status_code == 200 and "default_generation_settings" in props.json():
+            return "llamacpp"
+    except (httpx.HTTPError, ValueError, TypeError):
+        pass
+    raise UserError(
+        f"cannot tell which engine serves {http.base_url} (owned_by: {owner!r}); fidelity supports "
+        f"llama.cpp and vLLM: say which with engine='llamacpp' or engine='vllm'"
+    )
+
+
+def engine_for(engine: Engine, http: httpx.AsyncClient) -> FidelityEngine:
+    if engine == "vllm":
+        return VllmEngine(http)
+    return LlamaCppEngine(http)

@@ -1,0 +1,107 @@
+"""The fidelity record: one endpoint's next-token distributions along one answer per prompt.
+
+A record made without a reference holds the endpoint's own greedy answers; a record made with a
+reference holds the same endpoint's distributions forced along the reference's answer tokens, so
+two records line up position by position. Top-k entries are stored as `[id, text, logprob]`
+triples to keep the file small.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sagemeter.atomic import write_text_atomic
+from sagemeter.errors import UserError
+
+SCHEMA = "sagemeter.fidelity/1"
+Engine = Literal["llamacpp", "vllm"]
+
+
+class TopToken(NamedTuple):
+    """One candidate next token and its log-probability over the full vocabulary."""
+
+    id: int
+    text: str
+    logprob: float
+
+
+class Position(BaseModel):
+    """One step of the answer: the token taken there, and the distribution that preceded it."""
+
+    token_id: int
+    token_text: str
+    top: list[TopToken] = Field(description="top-k candidates, most likely first")
+
+
+class PromptRecord(BaseModel):
+    """One prompt: the token ids the answer was conditioned on, and one Position per answer token.
+
+    `template_agrees` is False when this endpoint's own chat template tokenized the prompt
+    differently from the reference (the reference's tokens were used regardless).
+    """
+
+    prompt: str
+    prompt_token_ids: list[int]
+    template_agrees: bool = True
+    finish: str = Field(description="why the answer ended: eos or length (the reference's)")
+    positions: list[Position]
+
+    @property
+    def answer_token_ids(self) -> list[int]:
+        return [position.token_id for position in self.positions]
+
+    @property
+    def answer_text(self) -> str:
+        return "".join(position.token_text for position in self.positions)
+
+
+class FidelityRecord(BaseModel):
+    """Everything one endpoint said, token by token, on one prompt set."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_: str = Field(SCHEMA, alias="schema")
+    engine: Engine
+    engine_version: str | None = None
+    model: str
+    base_url: str
+    top_k: int
+    max_tokens: int
+    system_prompt: str | None = None
+    chat_template_sha256: str | None = Field(
+        None, description="SHA-256 of the server's chat template text, where the server shows it"
+    )
+    forced: bool = Field(description="True when the answers are a reference's, not this model's")
+    reference_model: str | None = None
+    started_utc: str
+    ended_utc: str
+    prompts: list[PromptRecord]
+
+
+def save_record(path: Path, record: FidelityRecord) -> None:
+    """Write a record atomically: a reader sees the old file, no file, or the whole new one."""
+    write_text_atomic(path, record.model_dump_json(by_alias=True, indent=1) + "\n")
+
+
+def load_record(path: Path) -> FidelityRecord:
+    """Read a record, or raise UserError naming the file and what is wrong with it."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        raise UserError(f"{path}: not valid JSON") from None
+    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA:
+        raise UserError(f"{path}: not a fidelity record (expected schema {SCHEMA!r})")
+    try:
+        return FidelityRecord.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UserError(f"{path}: bad fidelity record at {where}: {first['msg']}") from None

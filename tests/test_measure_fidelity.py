@@ -1,0 +1,59 @@
+"""Token-level fidelity inside `measure` and `combine`: A records, A' is forced along A."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+from sagemeter.compare import combine
+from sagemeter.settings import quick_settings
+from sagemeter.targets import parse_target
+from sagemeter.workflows import fidelity_reference, measure_target
+
+
+def test_a_again_forced_along_a_agrees_everywhere(engine_url: str, tmp_path: Path) -> None:
+    settings = quick_settings().model_copy(update={"fidelity_prompts": 2, "fidelity_max_tokens": 4})
+    target = parse_target(engine_url)
+    first, first_path = asyncio.run(
+        measure_target(target, name="a", settings=settings, out_dir=tmp_path)
+    )
+    assert first.detail is not None and first.detail.fidelity is not None
+    record = first.detail.fidelity
+    assert not record.forced and len(record.prompts) == 2
+    assert all(1 <= len(prompt.positions) <= 4 for prompt in record.prompts)
+
+    reference = fidelity_reference(first_path)  # read back from the result file
+    again, again_path = asyncio.run(
+        measure_target(
+            target,
+            name="a-again",
+            settings=settings,
+            out_dir=tmp_path,
+            fidelity_reference=reference,
+        )
+    )
+    assert again.detail is not None and again.detail.fidelity is not None
+    assert again.detail.fidelity.forced
+
+    (check,) = combine([first_path, again_path]).fidelity_checks
+    agreement = check.comparison.agreement
+    assert agreement.count == agreement.total == sum(len(p.positions) for p in record.prompts)
+    assert check.comparison.kl_max < 1e-6
+    assert check.summary and "fidelity" in check.summary[0]
+
+
+def test_a_result_without_a_record_is_refused_in_one_line(engine_url: str, tmp_path: Path) -> None:
+    plain = tmp_path / "measure-plain.json"
+    plain.write_text('{"decode_tokens_per_second": 5.0}')
+    command = [sys.executable, "-m", "sagemeter", "measure", str(tmp_path), engine_url]
+    done = subprocess.run(
+        [*command, "--quick", "--fidelity-reference", str(plain)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "holds no fidelity record" in done.stderr
+    assert not list(tmp_path.glob("measure-1*.json"))
