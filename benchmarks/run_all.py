@@ -8,14 +8,18 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import client_overhead, decode_agreement
+from benchmarks import client_overhead, decode_agreement, load_side_by_side
 from sagemeter.atomic import write_text_atomic
 from sagemeter.workflows import host_cpu
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 
 
-BENCHMARKS = {"client-overhead": client_overhead, "decode-agreement": decode_agreement}
+BENCHMARKS = {
+    "client-overhead": client_overhead,
+    "decode-agreement": decode_agreement,
+    "load-side-by-side": load_side_by_side,
+}
 
 
 def main(names: list[str]) -> None:

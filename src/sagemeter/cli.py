@@ -343,6 +343,8 @@ COMMAND_MODULES = (
     "sagemeter.cli_report",
     "sagemeter.cli_questions",
     "sagemeter.fidelity.cli",
+    "sagemeter.cli_calibrate",
+    "sagemeter.cli_load",
 )
 
 

@@ -1,0 +1,75 @@
+"""The known-truth server in a child process, so its CPU is its own and never the client's."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from sagemeter.calibrate.timing import TruthTiming
+
+START_TIMEOUT_S = 30.0
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In the server: end when the process that started it ends, even if it was killed.
+
+    A killed test run or benchmark must not leave a server behind on the machine.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent ended before the request above took effect
+        raise SystemExit(0)
+
+
+def _wait_for_port(process: subprocess.Popen[bytes], port_file: Path) -> int:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if port_file.exists() and (text := port_file.read_text().strip()):
+            return int(text)
+        if process.poll() is not None:
+            code = process.returncode
+            raise RuntimeError(f"the known-truth server exited at start (code {code})")
+        time.sleep(0.01)
+    raise RuntimeError(f"the known-truth server did not start within {START_TIMEOUT_S:.0f} s")
+
+
+@contextlib.contextmanager
+def running_truth_server(timing: TruthTiming, batch_gap_s: float | None = None) -> Iterator[str]:
+    """Start the server on 127.0.0.1, yield its base URL (no /v1), stop it on exit.
+
+    `batch_gap_s` overrides how long a token between the first and the end may wait to share a
+    wake-up with others (see `sagemeter.calibrate.scheduler`).
+    """
+    with tempfile.TemporaryDirectory(prefix="truth-server-") as folder:
+        port_file = Path(folder) / "port"
+        command = [
+            sys.executable,
+            "-m",
+            "sagemeter.calibrate.server",
+            f"--ttft={timing.ttft_s!r}",
+            f"--itl={timing.itl_s!r}",
+            f"--port-file={port_file}",
+            f"--parent-pid={os.getpid()}",
+        ]
+        if batch_gap_s is not None:
+            command.append(f"--batch-gap={batch_gap_s!r}")
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=os.environ.copy())
+        try:
+            port = _wait_for_port(process, port_file)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

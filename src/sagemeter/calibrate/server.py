@@ -1,0 +1,199 @@
+"""The known-truth server: an OpenAI-compatible API on 127.0.0.1 whose timing is set in advance.
+
+A load generator is checked against it: every figure a perfect client would measure follows from
+`TruthTiming`. It is raw asyncio (non-blocking sockets written directly, connections kept
+alive, chunked transfer encoding, bytes built once per reply shape) with one shared timer, so
+that at 128 streams of 4 ms tokens it stays under 0.4 core and leaves the machine to the client
+under test.
+
+How exact: nothing leaves before its deadline. First tokens and reply ends are woken for on
+time (a fraction of a millisecond late on a quiet machine); the tokens in between may wait up to
+`DEFAULT_BATCH_GAP_S` to share a wake-up. GET /stats reports the server's own CPU and how late
+its writes actually were, so a benchmark can show the truth held.
+
+Run it as `python -m sagemeter.calibrate.server --ttft 0.05 --itl 0.004 [--port-file F]`, or use
+`running_truth_server` (a child process) or `sagemeter calibrate-server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sagemeter.calibrate import wire
+from sagemeter.calibrate.child import die_with_parent, running_truth_server
+from sagemeter.calibrate.connection import Connection, Listener, RequestError
+from sagemeter.calibrate.http1 import Request
+from sagemeter.calibrate.loops import run_precisely
+from sagemeter.calibrate.scheduler import DEFAULT_BATCH_GAP_S, Scheduler
+from sagemeter.calibrate.streams import Counters, StreamReply, WholeReply
+from sagemeter.calibrate.timing import TruthTiming
+
+__all__ = [
+    "DEFAULT_BATCH_GAP_S",
+    "TruthApp",
+    "TruthTiming",
+    "main",
+    "running_truth_server",
+    "serve",
+]
+
+DEFAULT_MAX_TOKENS = 16
+MAX_TOKENS_LIMIT = 100_000
+_GENERATION = {"/v1/chat/completions": wire.Kind.CHAT, "/v1/completions": wire.Kind.COMPLETION}
+
+
+def _max_tokens(body: dict[str, Any]) -> int:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RequestError(400, f"{key} must be a whole number")
+        if not 1 <= value <= MAX_TOKENS_LIMIT:
+            raise RequestError(400, f"{key} must be from 1 to {MAX_TOKENS_LIMIT}")
+        return value
+    return DEFAULT_MAX_TOKENS
+
+
+def _parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise RequestError(400, "the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, "the request body must be a JSON object")
+    return body
+
+
+class TruthApp:
+    """Routes requests and keeps the counters; one per server."""
+
+    def __init__(self, timing: TruthTiming, scheduler: Scheduler) -> None:
+        self.timing = timing
+        self.scheduler = scheduler
+        self.counters = Counters()
+        self.started = time.monotonic()
+        self.listener: Listener | None = None
+
+    def stats(self) -> dict[str, Any]:
+        """The shared interface's four keys first; the rest tell how well the timing held.
+
+        Lateness (write time − deadline) is kept as sums, so a reader can take differences
+        between two reads; "exact" writes are first tokens and reply ends.
+        """
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        scheduler = self.scheduler
+        return {
+            "requests": self.counters.requests,
+            "tokens": self.counters.tokens,
+            "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "uptime_s": time.monotonic() - self.started,
+            "cpu_user_s": usage.ru_utime,
+            "cpu_system_s": usage.ru_stime,
+            "connections": self.listener.accepted if self.listener else 0,
+            "pending_replies": len(scheduler),
+            "wakeups": scheduler.wakeups,
+            "writes": scheduler.writes,
+            "lateness_sum_s": scheduler.late_sum_s,
+            "lateness_max_s": scheduler.late_max_s,
+            "exact_writes": scheduler.exact_writes,
+            "exact_lateness_sum_s": scheduler.exact_late_sum_s,
+            "ttft_s": self.timing.ttft_s,
+            "itl_s": self.timing.itl_s,
+            "batch_gap_s": scheduler.batch_gap_s,
+            "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+        }
+
+    def respond(self, request: Request, connection: Connection) -> bytes | None:
+        """Answer at once (bytes), or schedule a timed reply on `connection` (None)."""
+        kind = _GENERATION.get(request.path)
+        if kind is not None:
+            if request.method != "POST":
+                raise RequestError(405, f"{request.path} takes POST")
+            self._schedule(kind, _parse_body(request.body), connection)
+            return None
+        if request.method != "GET":
+            if request.path in ("/v1/models", "/health", "/stats"):
+                raise RequestError(405, f"{request.path} takes GET")
+            raise RequestError(404, f"no such path: {request.path}")
+        if request.path == "/v1/models":
+            return wire.MODELS
+        if request.path == "/health":
+            return wire.HEALTH
+        if request.path == "/stats":
+            return wire.json_response(200, self.stats())
+        raise RequestError(404, f"no such path: {request.path}")
+
+    def _schedule(self, kind: wire.Kind, body: dict[str, Any], connection: Connection) -> None:
+        arrived = time.monotonic()
+        tokens = _max_tokens(body)
+        model = body.get("model")
+        model = model if isinstance(model, str) and len(model) <= 256 else wire.MODEL_ID
+        first_at = arrived + self.timing.ttft_s
+        itl = self.timing.itl_s
+        if body.get("stream") is True:
+            connection.write(wire.STREAM_HEAD)
+            chunks = (
+                wire.content_chunk(kind, model, True),
+                wire.content_chunk(kind, model, False),
+                wire.stream_end(kind, model, tokens),
+            )
+            reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks)
+            self.scheduler.add(first_at, reply)
+        else:
+            data = wire.whole_reply(kind, model, tokens)
+            whole = WholeReply(connection, self.counters, tokens, data)
+            self.scheduler.add(first_at + tokens * itl, whole)
+
+
+async def serve(
+    timing: TruthTiming,
+    port: int = 0,
+    on_ready: Callable[[int], None] | None = None,
+    batch_gap_s: float = DEFAULT_BATCH_GAP_S,
+) -> None:
+    """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound."""
+    loop = asyncio.get_running_loop()
+    app = TruthApp(timing, Scheduler(loop, batch_gap_s))
+    listener = Listener(loop, port, app.respond)
+    app.listener = listener
+    if on_ready is not None:
+        on_ready(listener.port)
+    try:
+        await loop.create_future()  # until cancelled
+    finally:
+        listener.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The child-process entry point: seconds as plain numbers, the port written to a file."""
+    from sagemeter.atomic import write_text_atomic
+
+    parser = argparse.ArgumentParser(prog="python -m sagemeter.calibrate.server")
+    parser.add_argument("--ttft", type=float, required=True, help="seconds to the first token")
+    parser.add_argument("--itl", type=float, required=True, help="seconds between tokens")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", type=Path)
+    parser.add_argument("--batch-gap", type=float, default=DEFAULT_BATCH_GAP_S)
+    parser.add_argument("--parent-pid", type=int, help="stop when this process ends")
+    args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        die_with_parent(args.parent_pid)
+
+    def ready(port: int) -> None:
+        if args.port_file is not None:
+            write_text_atomic(args.port_file, f"{port}\n")
+
+    run_precisely(serve(TruthTiming(args.ttft, args.itl), args.port, ready, args.batch_gap))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The two kinds of timed reply, as scheduler jobs: a token stream and a whole reply.
+
+Each keeps the absolute instant of its first token and computes every later deadline from it,
+so a late wake-up delays one write, never the ones after it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Sink(Protocol):
+    """The connection a reply is written to."""
+
+    closed: bool
+
+    def write(self, data: bytes) -> None: ...
+
+    def finished(self) -> None: ...
+
+
+class Counters:
+    """What the server has sent, for GET /stats."""
+
+    __slots__ = ("requests", "tokens")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.tokens = 0
+
+
+class StreamReply:
+    """Chunk k (1-based) at first_at + (k - 1) * itl; the end at first_at + tokens * itl."""
+
+    __slots__ = (
+        "counters",
+        "end",
+        "exact",
+        "first",
+        "first_at",
+        "itl",
+        "sent",
+        "sink",
+        "token",
+        "tokens",
+    )
+
+    def __init__(
+        self,
+        sink: Sink,
+        counters: Counters,
+        first_at: float,
+        itl: float,
+        tokens: int,
+        chunks: tuple[bytes, bytes, bytes],
+    ) -> None:
+        self.sink = sink
+        self.counters = counters
+        self.first_at = first_at
+        self.itl = itl
+        self.tokens = tokens
+        self.first, self.token, self.end = chunks
+        self.sent = 0
+        self.exact = True  # the first token: it makes TTFT
+
+    def fire(self, now: float) -> float | None:
+        if self.sink.closed:
+            return None
+        sent, tokens = self.sent, self.tokens
+        if sent >= tokens:
+            self.sink.write(self.end)
+            self.counters.requests += 1
+            self.sink.finished()
+            return None
+        count = 1
+        if self.itl <= 0.0:
+            count = tokens - sent
+        elif now - self.first_at >= (sent + 1) * self.itl:
+            # Late enough that later chunks are due too: they all go out now, in one write.
+            count = min(tokens, int((now - self.first_at) / self.itl) + 1) - sent
+        if sent == 0:
+            self.sink.write(self.first + self.token * (count - 1))
+        else:
+            self.sink.write(self.token if count == 1 else self.token * count)
+        self.sent = sent = sent + count
+        self.counters.tokens += count
+        self.exact = sent >= tokens  # the end makes the request's duration
+        return self.first_at + sent * self.itl
+
+
+class WholeReply:
+    """A non-streamed reply: all of it at first_at + tokens * itl, when the stream would end."""
+
+    __slots__ = ("counters", "data", "exact", "sink", "tokens")
+
+    def __init__(self, sink: Sink, counters: Counters, tokens: int, data: bytes) -> None:
+        self.sink = sink
+        self.counters = counters
+        self.tokens = tokens
+        self.data = data
+        self.exact = True
+
+    def fire(self, now: float) -> float | None:
+        if not self.sink.closed:
+            self.sink.write(self.data)
+            self.counters.requests += 1
+            self.counters.tokens += self.tokens
+            self.sink.finished()
+        return None

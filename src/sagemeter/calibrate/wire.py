@@ -1,0 +1,130 @@
+"""Every byte the calibration server sends, built once per reply shape and cached.
+
+At 128 streams of 4 ms tokens the server sends about 32,000 chunks a second on one core it
+shares with the client under test; building JSON per chunk would make the server the thing
+measured, so each chunk is a constant and each reply length is encoded once.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from enum import Enum
+from typing import Any
+
+TOKEN_TEXT = "tok "
+MODEL_ID = "truth"
+
+
+class Kind(Enum):
+    """Which OpenAI endpoint a reply belongs to: their chunk shapes differ."""
+
+    CHAT = "chat"
+    COMPLETION = "completion"
+
+
+def _dumps(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def _http_chunk(data: bytes) -> bytes:
+    """One chunk of HTTP/1.1 chunked transfer encoding."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _event(payload: Any) -> bytes:
+    return b"data: " + _dumps(payload).encode() + b"\n\n"
+
+
+def _envelope(kind: Kind, model: str, choice: dict[str, Any]) -> dict[str, Any]:
+    if kind is Kind.CHAT:
+        head = {"id": "chatcmpl-truth", "object": "chat.completion.chunk"}
+    else:
+        head = {"id": "cmpl-truth", "object": "text_completion"}
+    return {**head, "created": 0, "model": model, "choices": [choice]}
+
+
+def _usage(tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": 0, "completion_tokens": tokens, "total_tokens": tokens}
+
+
+STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+    b"transfer-encoding: chunked\r\n\r\n"
+)
+
+
+@functools.lru_cache(maxsize=256)
+def content_chunk(kind: Kind, model: str, first: bool) -> bytes:
+    """One token's event, framed as an HTTP chunk; the first chat delta also names the role."""
+    if kind is Kind.CHAT:
+        delta = {"role": "assistant", "content": TOKEN_TEXT} if first else {"content": TOKEN_TEXT}
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+    else:
+        choice = {"index": 0, "text": TOKEN_TEXT, "finish_reason": None}
+    return _http_chunk(_event(_envelope(kind, model, choice)))
+
+
+@functools.lru_cache(maxsize=1024)
+def stream_end(kind: Kind, model: str, tokens: int) -> bytes:
+    """The finish event (finish_reason "length" and usage), `[DONE]`, and the last HTTP chunk."""
+    if kind is Kind.CHAT:
+        choice: dict[str, Any] = {"index": 0, "delta": {}, "finish_reason": "length"}
+    else:
+        choice = {"index": 0, "text": "", "finish_reason": "length"}
+    final = {**_envelope(kind, model, choice), "usage": _usage(tokens)}
+    return _http_chunk(_event(final) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+def json_response(status: int, payload: Any, close: bool = False) -> bytes:
+    """A whole HTTP/1.1 response with a JSON body."""
+    body = _dumps(payload).encode()
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+    connection = "connection: close\r\n" if close else ""
+    head = (
+        f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n{connection}\r\n"
+    )
+    return head.encode() + body
+
+
+def error_response(status: int, message: str, close: bool = False) -> bytes:
+    """OpenAI's error shape, so clients print the reason."""
+    error = {"message": message, "type": "invalid_request_error", "code": status}
+    return json_response(status, {"error": error}, close)
+
+
+@functools.lru_cache(maxsize=1024)
+def whole_reply(kind: Kind, model: str, tokens: int) -> bytes:
+    """A non-streamed reply of `tokens` tokens."""
+    text = TOKEN_TEXT * tokens
+    if kind is Kind.CHAT:
+        body: dict[str, Any] = {
+            "id": "chatcmpl-truth",
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "length",
+                }
+            ],
+        }
+    else:
+        body = {
+            "id": "cmpl-truth",
+            "object": "text_completion",
+            "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+        }
+    body.update(created=0, model=model, usage=_usage(tokens))
+    return json_response(200, body)
+
+
+MODELS = json_response(
+    200,
+    {
+        "object": "list",
+        "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "sagemeter"}],
+    },
+)
+HEALTH = json_response(200, {"status": "ok"})
