@@ -274,7 +274,15 @@ def combine(
         typer.Option(help="quality verdict margin in points [the one A declared, else 2]"),
     ] = None,
 ) -> None:
-    """Print the article's comparison table for two or more result files and write it as JSON."""
+    """Print the article's comparison table for two or more result files and write it as JSON.
+
+    Given the shard files of `sagemeter load --shard i/n`, it merges them into one load result.
+    """
+    from sagemeter.cli_load import is_load_result, merge_shard_files
+
+    if files and is_load_result(files[0]):
+        merge_shard_files(out, list(files))
+        return
     from sagemeter.compare import combine as build
     from sagemeter.compare import save_comparison
     from sagemeter.report.terminal import print_comparison
@@ -348,11 +356,24 @@ COMMAND_MODULES = (
 )
 
 
-def _register_optional_commands() -> None:
-    """Add the commands of every feature module that is present in this install."""
+# Commands whose start-up time is part of what they measure: run as `sagemeter load …`, only
+# their own module is registered, so the CLI does not import boto3 (half a second) first.
+LEAN_COMMANDS = {
+    "load": "sagemeter.cli_load",
+    "selfcheck": "sagemeter.cli_load",
+    "load-merge": "sagemeter.cli_load",
+    "calibrate-server": "sagemeter.cli_calibrate",
+}
+
+
+def _register_optional_commands(argv: list[str] | None = None) -> None:
+    """Add the commands of every feature module that is present in this install (only the one
+    module a lean command needs, when `argv` names one)."""
     import importlib
 
-    for module_name in COMMAND_MODULES:
+    words = sys.argv[1:] if argv is None else argv
+    lean = LEAN_COMMANDS.get(words[0]) if words else None
+    for module_name in (lean,) if lean else COMMAND_MODULES:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -367,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
 
     Usage errors (unknown command, missing argument) are click's own one-line messages, exit 2.
     """
-    _register_optional_commands()
+    _register_optional_commands(argv)
     try:
         app(args=argv)
     except UserError as exc:

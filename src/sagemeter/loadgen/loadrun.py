@@ -1,0 +1,116 @@
+"""One load run from settings to result: plan the workers, run them, judge the figures.
+
+The worker processes are started first, so they boot while the parent asks the server for its
+model and builds the request bytes; start-up is that boot plus connecting every stream.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from sagemeter.errors import UserError
+from sagemeter.loadgen.build import build_result
+from sagemeter.loadgen.request import discover_model, request_body, request_bytes
+from sagemeter.loadgen.result import LoadResult
+from sagemeter.loadgen.runner import WorkerFailure, WorkerPool
+from sagemeter.loadgen.schedule import poisson_schedule, shard_arrivals, split_count
+from sagemeter.loadgen.settings import LoadSettings, available_cores
+from sagemeter.loadgen.target import Endpoint, parse_endpoint
+from sagemeter.loadgen.worker import WorkerPlan
+
+# Open loop: connections opened before the start, enough for this many seconds of arrivals, so
+# connecting does not land in the first requests' send lag.
+PREOPEN_SECONDS = 2.0
+PREOPEN_MAX = 256
+
+
+@dataclass(frozen=True)
+class Share:
+    """This shard's part of the load: closed-loop stream ids or open-loop arrivals."""
+
+    streams: range
+    arrivals: list[tuple[int, float]]
+
+    @property
+    def asked_concurrency(self) -> int | None:
+        return len(self.streams) if self.streams else None
+
+
+def shard_share(settings: LoadSettings) -> Share:
+    """The streams (closed loop) or arrivals (Poisson) of this shard of the run."""
+    if settings.rate is None:
+        streams = split_count(settings.concurrency, settings.shard_count, settings.shard_index)
+        return Share(streams=streams, arrivals=[])
+    schedule = poisson_schedule(settings.rate, settings.duration_s, settings.seed)
+    arrivals = shard_arrivals(schedule, settings.shard_count, settings.shard_index)
+    if not arrivals:
+        raise UserError(
+            f"no arrival falls in this shard's {settings.duration_s:g} s at --rate "
+            f"{settings.rate:g}: raise --rate or --duration"
+        )
+    return Share(streams=range(0), arrivals=arrivals)
+
+
+def worker_plans(
+    settings: LoadSettings, endpoint: Endpoint, payload: bytes, share: Share, workers: int
+) -> list[WorkerPlan]:
+    """Split the share across `workers`: stream slices, or every workers-th arrival."""
+    plans = []
+    for worker in range(workers):
+        if share.streams:
+            part = split_count(len(share.streams), workers, worker)
+            streams = tuple(share.streams[i] for i in part)
+            arrivals: tuple[tuple[int, float], ...] = ()
+            preopen = 0
+        else:
+            streams = ()
+            arrivals = tuple(share.arrivals[worker::workers])
+            rate = len(arrivals) / settings.duration_s
+            preopen = min(len(arrivals), PREOPEN_MAX, math.ceil(rate * PREOPEN_SECONDS))
+        plans.append(
+            WorkerPlan(
+                worker=worker,
+                host=endpoint.host,
+                port=endpoint.port,
+                tls=endpoint.tls,
+                server_name=endpoint.host,
+                payload=payload,
+                duration_s=settings.duration_s,
+                timeout_s=settings.timeout_s,
+                streams=streams,
+                arrivals=arrivals,
+                preopen=preopen,
+                prefer_uvloop=settings.prefer_uvloop,
+            )
+        )
+    return plans
+
+
+def run_once(settings: LoadSettings, started: float, api_key: str | None = None) -> LoadResult:
+    """One run of `settings` (one level, one shard); `started` is the command's perf_counter."""
+    settings = settings.checked()
+    endpoint = parse_endpoint(settings.target)
+    if settings.start_at is not None and settings.start_at < time.time():
+        raise UserError(f"--start-at {settings.start_at:.3f} is in the past")
+    share = shard_share(settings)
+    units = len(share.streams) or len(share.arrivals)
+    workers = max(1, min(settings.worker_count(), units))
+    with WorkerPool(workers) as pool:
+        model = settings.model or discover_model(endpoint, api_key)
+        settings = settings.model_copy(update={"model": model})
+        body = request_body(settings.api, model, settings.prompt, settings.max_tokens)
+        payload = request_bytes(endpoint, settings.api, body, api_key)
+        plans = worker_plans(settings, endpoint, payload, share, workers)
+        try:
+            run = pool.run(plans, available_cores(), settings.start_at)
+        except WorkerFailure as exc:
+            raise UserError(str(exc)) from None
+    return build_result(
+        settings,
+        run,
+        asked_concurrency=share.asked_concurrency,
+        wall_s=time.perf_counter() - started,
+        include_raw=settings.raw or settings.sharded,
+    )

@@ -1,0 +1,78 @@
+"""The request bytes, built once per request shape, and the model name asked of the server.
+
+Every request of a run is the same bytes (the same prompt and length), so the HTTP head and JSON
+body are encoded once and each send is a single `transport.write` of a ready bytes object.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from typing import Any
+
+from sagemeter.errors import UserError
+from sagemeter.loadgen.target import Endpoint
+
+DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."
+DISCOVERY_TIMEOUT_S = 10.0
+
+
+def request_body(api: str, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    """The OpenAI body: streamed, usage on the last chunk, `ignore_eos`, temperature 0."""
+    body: dict[str, Any] = {"model": model}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    body.update(
+        max_tokens=max_tokens,
+        stream=True,
+        stream_options={"include_usage": True},
+        ignore_eos=True,
+        temperature=0,
+    )
+    return body
+
+
+def request_bytes(endpoint: Endpoint, api: str, body: dict[str, Any], api_key: str | None) -> bytes:
+    """The whole HTTP/1.1 request, head and body, as one bytes object."""
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    head = [
+        f"POST {endpoint.path(api)} HTTP/1.1",
+        f"Host: {endpoint.host_header}",
+        "Content-Type: application/json",
+        "Accept: text/event-stream",
+        f"Content-Length: {len(payload)}",
+    ]
+    if api_key:
+        head.append(f"Authorization: Bearer {api_key}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+
+
+def discover_model(endpoint: Endpoint, api_key: str | None) -> str:
+    """The first model id of GET /v1/models; a server that cannot be reached is a UserError."""
+    url = f"{endpoint.base_url}/v1/models"
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    context = ssl.create_default_context() if endpoint.tls else None
+    try:
+        with urllib.request.urlopen(
+            request, timeout=DISCOVERY_TIMEOUT_S, context=context
+        ) as answer:
+            listing = json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        raise UserError(
+            f"GET {url} answered HTTP {exc.code}; name the model with --model"
+        ) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(f"cannot reach {endpoint.base_url}: {reason}") from None
+    except ValueError:
+        raise UserError(f"GET {url} did not answer JSON; name the model with --model") from None
+    models = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(models, list) or not models or not isinstance(models[0], dict):
+        raise UserError(f"GET {url} lists no model; name the model with --model")
+    return str(models[0].get("id", "default"))

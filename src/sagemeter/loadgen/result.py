@@ -1,0 +1,190 @@
+"""The load result file: the shared-interface keys at the top, then everything behind them.
+
+Top-level keys other tools read (`output_tokens_per_second`, `ttft_s`, `tpot_s`, `itl_s`,
+`requests_completed`, `output_tokens`, `client_cpu_s`, `cpu_s_per_1000_tokens`,
+`achieved_concurrency`, `valid`, `problems`, `wall_s`) come first; the settings, the steady
+window, goodput, token cross-checks, the client's self-awareness figures, shard identity and
+(for shards or `--raw`) every request's timing follow.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sagemeter.loadgen.settings import LoadSettings
+
+RESULT_KIND = "sagemeter.load/1"
+
+
+class Distribution(BaseModel):
+    """A distribution in seconds (or tokens/s): count, median, p90, p99, min, max, mean."""
+
+    n: int
+    median: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+
+
+class Window(BaseModel):
+    """The steady window throughput and concurrency are measured over (seconds from start)."""
+
+    start_s: float
+    end_s: float
+    rule: str
+    steady: bool = Field(description="False when no steady span existed and the whole run was used")
+    requests_counted: int = Field(description="requests sent inside the window (latency figures)")
+
+
+class Goodput(BaseModel):
+    """Requests sent in the steady window that met every SLO given, as a share and a rate."""
+
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    requests_counted: int
+    requests_meeting: int
+    share: float | None
+    requests_per_second: float
+    tokens_per_second: float
+
+
+class TokenCheck(BaseModel):
+    """Output tokens three ways: usage, content events counted, the engine's own timings."""
+
+    requests: int
+    usage_missing: int
+    usage_vs_events_mismatch: int
+    engine_reported: int
+    engine_vs_usage_mismatch: int
+    shorter_than_asked: int
+
+
+class WorkerFigures(BaseModel):
+    worker: int
+    loop: str
+    requests: int
+    run_s: float
+    cpu_run_s: float
+    cpu_share: float
+    start_late_s: float
+
+
+class SelfAwareness(BaseModel):
+    """How the client itself fared; `problems` says when these show it was the bottleneck."""
+
+    cores: int
+    workers: list[WorkerFigures]
+    loop_lag_s: Distribution
+    send_lag_kind: Literal["closed-loop gap", "late against schedule"]
+    send_lag_s: Distribution
+    parent_cpu_s: float
+    client_cpu_share_of_cores: float
+    worker_cpu_share_max: float
+    startup_s: float
+
+
+class ShardInfo(BaseModel):
+    index: int | None = Field(description="None for a merge of all shards")
+    count: int
+    seed: int
+    wall_start: float = Field(description="the common start instant, Unix seconds (wall clock)")
+    wall_start_utc: str
+
+
+class RawRecord(BaseModel):
+    """One request, µs since the run's start; content event k at first_us + sum(gaps_us[:k])."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stream: int
+    index: int
+    scheduled_us: int | None
+    send_us: int
+    end_us: int
+    first_us: int | None
+    gaps_us: list[int]
+    usage_tokens: int | None
+    engine_tokens: int | None
+    finish_reason: str | None
+    done: bool
+    error: str | None
+
+
+class RawWorker(BaseModel):
+    worker: int
+    loop: str
+    requests: int
+    run_s: float
+    cpu_run_s: float
+    cpu_total_s: float
+    start_late_s: float
+
+
+class RawRun(BaseModel):
+    """Enough of a run to recompute every figure: records, lag samples, workers' CPU."""
+
+    wall_start: float
+    startup_s: float
+    cores: int
+    parent_cpu_s: float
+    workers: list[RawWorker]
+    loop_lag_us: list[int]
+    records: list[RawRecord]
+
+
+class LevelSummary(BaseModel):
+    """One level of a sweep, in brief (the full figures are in `levels`)."""
+
+    concurrency: int
+    output_tokens_per_second: float
+    rise_per_doubling: float | None
+    ttft_median_s: float | None
+    tpot_median_s: float | None
+    goodput_share: float | None
+    valid: bool
+
+
+class Knee(BaseModel):
+    concurrency: int | None
+    reason: str
+
+
+class LoadResult(BaseModel):
+    """One load run (or a sweep's chosen level, with every level in `levels`)."""
+
+    output_tokens_per_second: float
+    ttft_s: Distribution
+    tpot_s: Distribution
+    itl_s: Distribution
+    requests_completed: int
+    output_tokens: int
+    client_cpu_s: float
+    cpu_s_per_1000_tokens: float | None
+    achieved_concurrency: float
+    valid: bool
+    problems: list[str]
+    wall_s: float
+    kind: str = RESULT_KIND
+    target: str
+    mode: Literal["closed", "poisson"]
+    asked_concurrency: int | None
+    asked_rate: float | None
+    requests_failed: int
+    decode_tokens_per_second: Distribution
+    invalid_because: list[str]
+    window: Window
+    goodput: Goodput | None
+    tokens: TokenCheck
+    self_awareness: SelfAwareness
+    settings: LoadSettings
+    started_utc: str
+    sagemeter_version: str
+    shard: ShardInfo | None = None
+    sweep: list[LevelSummary] | None = None
+    knee: Knee | None = None
+    levels: list[LoadResult] | None = None
+    raw: RawRun | None = None

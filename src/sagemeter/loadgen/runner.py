@@ -1,0 +1,179 @@
+"""The parent side: start the worker processes, start them together, gather their records.
+
+Workers are fresh interpreters (`python -m sagemeter.loadgen.worker`, the spawn model: nothing
+inherited but the plan) talking pickles over their stdin and stdout. They are started through
+`subprocess` rather than `multiprocessing`'s spawn, because the latter re-imports the parent's
+main module in every child (the whole CLI), which costs a few tenths of a second per worker.
+The parent only waits while they run, so its CPU stays out of the way.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, cast
+
+from sagemeter.loadgen.record import RequestRecord
+from sagemeter.loadgen.worker import (
+    FAILED,
+    READY,
+    WorkerOutput,
+    WorkerPlan,
+    receive_message,
+    send_message,
+)
+
+START_MARGIN_S = 0.05
+READY_TIMEOUT_S = 60.0
+
+
+class WorkerFailure(RuntimeError):
+    """A worker could not run its plan (no connection, crash); the message says why."""
+
+
+@dataclass
+class WorkerSummary:
+    """What the parent keeps of each worker besides its records."""
+
+    worker: int
+    loop: str
+    requests: int
+    run_s: float
+    cpu_run_s: float
+    cpu_total_s: float
+    start_late_s: float
+
+
+@dataclass
+class RunOutput:
+    """Every worker's records on one timeline (µs after `wall_start`), and what the run cost."""
+
+    wall_start: float
+    startup_s: float
+    records: list[RequestRecord]
+    loop_lag_us: list[int]
+    workers: list[WorkerSummary] = field(default_factory=list)
+    parent_cpu_s: float = 0.0
+    cores: int = 1
+
+    @property
+    def client_cpu_s(self) -> float:
+        """CPU seconds of all client processes while the run was on (workers + parent)."""
+        return sum(w.cpu_run_s for w in self.workers) + self.parent_cpu_s
+
+
+def _worker_env() -> dict[str, str]:
+    """The parent's environment, with this package importable whatever the install."""
+    env = os.environ.copy()
+    source_root = str(Path(__file__).resolve().parents[2])
+    paths = [source_root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
+class WorkerPool:
+    """`count` worker processes, started at once so they boot while the parent prepares."""
+
+    def __init__(self, count: int) -> None:
+        self.started = time.perf_counter()
+        env = _worker_env()
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "sagemeter.loadgen.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+            )
+            for _ in range(count)
+        ]
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    stream.close()
+
+    def run(self, plans: list[WorkerPlan], cores: int, start_at: float | None = None) -> RunOutput:
+        """Hand out the plans, start every worker at one wall-clock instant, gather outputs."""
+        if len(plans) != len(self.processes):
+            raise ValueError(f"{len(plans)} plans for {len(self.processes)} workers")
+        for process, plan in zip(self.processes, plans, strict=True):
+            send_message(cast(IO[bytes], process.stdin), plan)
+        failures = [self._await_ready(process) for process in self.processes]
+        if any(failures):
+            raise WorkerFailure(next(f for f in failures if f))
+        wall_start = start_at if start_at is not None else time.time() + START_MARGIN_S
+        startup_s = time.perf_counter() - self.started + max(0.0, wall_start - time.time())
+        for process in self.processes:
+            send_message(cast(IO[bytes], process.stdin), wall_start)
+        cpu_before = time.process_time()
+        outputs = [self._output(process) for process in self.processes]
+        parent_cpu_s = time.process_time() - cpu_before
+        broken = [o.failure for o in outputs if o.failure]
+        if broken:
+            raise WorkerFailure(broken[0])
+        run = _combine(outputs, wall_start, startup_s, parent_cpu_s)
+        run.cores = cores
+        return run
+
+    def _await_ready(self, process: subprocess.Popen[bytes]) -> str | None:
+        line = cast(IO[bytes], process.stdout).readline()
+        if line == READY:
+            return None
+        if line == FAILED:
+            return self._output(process).failure or "a worker failed to start"
+        process.wait(timeout=READY_TIMEOUT_S)
+        return f"a worker exited at start (code {process.returncode}); see the lines above"
+
+    @staticmethod
+    def _output(process: subprocess.Popen[bytes]) -> WorkerOutput:
+        try:
+            output: WorkerOutput = receive_message(cast(IO[bytes], process.stdout))
+        except (EOFError, pickle.UnpicklingError):
+            process.wait()
+            raise WorkerFailure(
+                f"a worker died during the run (code {process.returncode}); see the lines above"
+            ) from None
+        process.wait()
+        return output
+
+
+def _combine(
+    outputs: list[WorkerOutput], wall_start: float, startup_s: float, parent_cpu_s: float
+) -> RunOutput:
+    records = [record for output in outputs for record in output.records]
+    records.sort(key=lambda record: record.send_us)
+    summaries = [
+        WorkerSummary(
+            worker=o.worker,
+            loop=o.loop,
+            requests=len(o.records),
+            run_s=o.run_s,
+            cpu_run_s=o.cpu_run_s,
+            cpu_total_s=o.cpu_total_s,
+            start_late_s=o.start_late_s,
+        )
+        for o in outputs
+    ]
+    return RunOutput(
+        wall_start=wall_start,
+        startup_s=startup_s,
+        records=records,
+        loop_lag_us=[lag for output in outputs for lag in output.loop_lag_us],
+        workers=summaries,
+        parent_cpu_s=parent_cpu_s,
+    )

@@ -1,0 +1,50 @@
+"""Who sends what, when: Poisson arrival schedules and their split into shards and workers.
+
+The open-loop schedule is computed up front from a seed (Python's own Mersenne Twister, the
+same on every platform), so every shard of a run can compute the whole schedule and keep only
+its share, and a re-run with the same seed sends at the same instants.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from sagemeter.errors import UserError
+
+
+def poisson_schedule(rate: float, duration_s: float, seed: int) -> list[float]:
+    """Arrival instants (seconds after the start) of a Poisson process of `rate` per second."""
+    if not rate > 0:
+        raise UserError(f"--rate {rate!r}: give a positive number of requests per second")
+    draw = random.Random(seed)
+    arrivals: list[float] = []
+    at = draw.expovariate(rate)
+    while at < duration_s:
+        arrivals.append(at)
+        at += draw.expovariate(rate)
+    return arrivals
+
+
+def split_count(total: int, parts: int, part: int) -> range:
+    """The `part`-th of `parts` contiguous slices of range(total); the remainder goes first."""
+    base, extra = divmod(total, parts)
+    start = part * base + min(part, extra)
+    return range(start, start + base + (1 if part < extra else 0))
+
+
+def shard_arrivals(schedule: Sequence[float], shards: int, shard: int) -> list[tuple[int, float]]:
+    """The arrivals of one shard: (index, instant) for every index with index % shards == shard."""
+    return [(index, schedule[index]) for index in range(shard, len(schedule), shards)]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`i/n` (0 ≤ i < n) → (i, n); the i-th of n shards, counted from 0."""
+    left, sep, right = text.partition("/")
+    try:
+        index, count = int(left), int(right)
+    except ValueError:
+        index = count = -1
+    if not sep or count < 1 or not 0 <= index < count:
+        raise UserError(f"--shard {text!r}: give i/n with 0 ≤ i < n, e.g. 0/2 and 1/2")
+    return index, count

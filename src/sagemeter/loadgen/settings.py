@@ -1,0 +1,88 @@
+"""Every knob of a load run, checked once, so a bad value is one clear line before any work."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from sagemeter.errors import UserError
+from sagemeter.loadgen.request import DEFAULT_PROMPT
+
+
+def available_cores() -> int:
+    """Cores this process may run on (the affinity mask where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class LoadSettings(BaseModel):
+    """What was asked. `concurrency` and `rate` are the whole run's, across every shard."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str
+    api: Literal["chat", "completions"] = "chat"
+    model: str | None = None
+    prompt: str = DEFAULT_PROMPT
+    max_tokens: int = 256
+    concurrency: int = 16
+    rate: float | None = None
+    duration_s: float = 10.0
+    seed: int = 0
+    workers: int | None = None
+    sweep: bool = False
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    shard_index: int = 0
+    shard_count: int = 1
+    start_at: float | None = None
+    timeout_s: float = 300.0
+    raw: bool = False
+    prefer_uvloop: bool = True
+
+    @property
+    def mode(self) -> Literal["closed", "poisson"]:
+        return "poisson" if self.rate is not None else "closed"
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard_count > 1
+
+    def checked(self) -> LoadSettings:
+        """Self, or a UserError naming the first bad value."""
+        if self.concurrency < 1:
+            raise UserError(f"--concurrency {self.concurrency}: give at least 1")
+        if self.max_tokens < 1:
+            raise UserError(f"--max-tokens {self.max_tokens}: give at least 1")
+        if not (math.isfinite(self.duration_s) and self.duration_s > 0):
+            raise UserError(f"--duration {self.duration_s!r}: give a positive number of seconds")
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise UserError(f"--rate {self.rate!r}: give a positive number of requests per second")
+        if self.rate is not None and self.sweep:
+            raise UserError("--sweep raises --concurrency step by step; it cannot go with --rate")
+        if self.sweep and self.sharded:
+            raise UserError("--sweep runs on one machine; leave out --shard")
+        if self.workers is not None and self.workers < 1:
+            raise UserError(f"--workers {self.workers}: give at least 1")
+        if self.timeout_s <= 0:
+            raise UserError(f"--timeout {self.timeout_s!r}: give a positive number of seconds")
+        for flag, value in (("--slo-ttft", self.slo_ttft_s), ("--slo-tpot", self.slo_tpot_s)):
+            if value is not None and not value > 0:
+                raise UserError(f"{flag} {value!r}: give a positive duration, e.g. 200ms")
+        if not 0 <= self.shard_index < self.shard_count:
+            raise UserError(
+                f"--shard {self.shard_index}/{self.shard_count}: give i/n with 0 ≤ i < n"
+            )
+        if self.mode == "closed" and self.concurrency < self.shard_count:
+            raise UserError(
+                f"--concurrency {self.concurrency} cannot be split into {self.shard_count} shards"
+            )
+        return self
+
+    def worker_count(self) -> int:
+        return self.workers if self.workers is not None else available_cores()

@@ -1,0 +1,117 @@
+"""Terminal tables for load results and self-checks (rich), kept out of the CLI module."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from sagemeter.loadgen.result import Distribution, LoadResult
+from sagemeter.loadgen.selfcheck import LevelCheck
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.2f}"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _spread_row(table: Table, name: str, dist: Distribution) -> None:
+    table.add_row(name, _ms(dist.median), _ms(dist.p90), _ms(dist.p99), f"{dist.n:,}")
+
+
+def result_tables(result: LoadResult) -> list[Table]:
+    """Headline figures, then the latency spreads in milliseconds."""
+    mode = (
+        f"{result.asked_concurrency} at once"
+        if result.mode == "closed"
+        else f"Poisson {result.asked_rate:g} req/s"
+    )
+    head = Table(title=f"load {result.target} ({mode}, {result.settings.max_tokens} tokens)")
+    head.add_column("figure")
+    head.add_column("value", justify="right")
+    awareness = result.self_awareness
+    rows = [
+        ("output tokens/s (steady window)", _num(result.output_tokens_per_second)),
+        ("requests completed / failed", f"{result.requests_completed} / {result.requests_failed}"),
+        ("output tokens", f"{result.output_tokens:,}"),
+        ("achieved concurrency", _num(result.achieved_concurrency, 2)),
+        (
+            "steady window s",
+            f"{result.window.start_s:.2f} → {result.window.end_s:.2f}",
+        ),
+        ("client CPU s per 1,000 tokens", _num(result.cpu_s_per_1000_tokens, 4)),
+        ("client loop lag p99 ms", _ms(awareness.loop_lag_s.p99)),
+        (f"send lag p99 ms ({awareness.send_lag_kind})", _ms(awareness.send_lag_s.p99)),
+        (
+            "workers × loop",
+            f"{len(awareness.workers)} × {awareness.workers[0].loop}" if awareness.workers else "-",
+        ),
+        ("start-up s", f"{awareness.startup_s:.2f}"),
+        ("valid", "yes" if result.valid else "NO"),
+    ]
+    if result.goodput is not None:
+        good = result.goodput
+        share = "-" if good.share is None else f"{good.share * 100:.1f}%"
+        rows.insert(
+            4, ("goodput (met SLO) share, req/s", f"{share}, {good.requests_per_second:.2f}")
+        )
+    if result.knee is not None:
+        rows.insert(0, ("sweep knee (concurrency)", str(result.knee.concurrency or "-")))
+    for name, value in rows:
+        head.add_row(name, value)
+    spreads = Table(title="latency ms")
+    for column in ("figure", "median", "p90", "p99", "n"):
+        spreads.add_column(column, justify="left" if column == "figure" else "right")
+    _spread_row(spreads, "TTFT", result.ttft_s)
+    _spread_row(spreads, "TPOT", result.tpot_s)
+    _spread_row(spreads, "ITL", result.itl_s)
+    tables = [head, spreads]
+    if result.sweep:
+        sweep = Table(title="sweep")
+        for column in ("at once", "tok/s", "rise/doubling", "TTFT ms", "TPOT ms", "valid"):
+            sweep.add_column(column, justify="right")
+        for level in result.sweep:
+            rise = (
+                "-" if level.rise_per_doubling is None else f"{level.rise_per_doubling * 100:.1f}%"
+            )
+            sweep.add_row(
+                str(level.concurrency),
+                _num(level.output_tokens_per_second),
+                rise,
+                _ms(level.ttft_median_s),
+                _ms(level.tpot_median_s),
+                "yes" if level.valid else "no",
+            )
+        tables.append(sweep)
+    return tables
+
+
+def level_table(check: LevelCheck) -> Table:
+    """One self-check level: truth, measured, error, and the client's own figures."""
+    table = Table(title=f"{check.concurrency} at once")
+    for column in ("figure", "truth", "measured", "error %"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    for figure in check.figures:
+        seconds = figure.name.endswith(" s")
+        name = figure.name[:-2] + " ms" if seconds else figure.name
+
+        def show(value: float | None, seconds: bool = seconds) -> str:
+            return _ms(value) if seconds else _num(value)
+
+        error = "-" if figure.error_pct is None else f"{figure.error_pct:+.2f}"
+        table.add_row(name, show(figure.truth), show(figure.measured), error)
+    server = "-" if check.server_cpu_share is None else f"{check.server_cpu_share:.2f} core"
+    table.add_row("client CPU s / 1,000 tokens", "", _num(check.cpu_s_per_1000_tokens, 4), "")
+    table.add_row("client loop lag p99 ms", "", _ms(check.loop_lag_p99_s), "")
+    table.add_row(
+        "achieved concurrency", str(check.concurrency), _num(check.achieved_concurrency, 2), ""
+    )
+    table.add_row("truth server CPU", "", server, "")
+    if check.server_write_lateness_s is not None:
+        table.add_row(
+            "truth server writes late by (mean) ms", "0", _ms(check.server_write_lateness_s), ""
+        )
+    verdict = "valid" if check.valid else "INVALID: " + "; ".join(check.invalid_because)
+    table.caption = verdict
+    return table

@@ -1,0 +1,249 @@
+"""One worker process: its own event loop, its share of the streams or arrivals, its records.
+
+Run as `python -m sagemeter.loadgen.worker` by the parent (`runner.py`), which writes a pickled
+`WorkerPlan` to its stdin. The worker opens its connections, answers `ready`, reads the common
+start instant (wall clock), runs until the deadline plus the drain of what is in flight, and
+writes a pickled `WorkerOutput` to its stdout. Only hot-path modules are imported here (no
+pydantic, no numpy), so a worker is up in about a tenth of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import pickle
+import signal
+import ssl
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from sagemeter.loadgen.clock import LagSampler, perf_counter_at
+from sagemeter.loadgen.http import StreamConnection, open_connection
+from sagemeter.loadgen.record import LiveRecord, RequestRecord
+
+READY = b"ready\n"
+FAILED = b"failed\n"
+RECONNECT_PAUSE_S = 0.1
+_LENGTH = struct.Struct("!Q")
+
+
+def send_message(channel: IO[bytes], message: object) -> None:
+    """One pickle, length first, written whole.
+
+    The descriptor is made blocking first: an event loop may have left the pipe non-blocking,
+    and a buffered write to a full non-blocking pipe silently keeps only part of the message.
+    """
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    channel.flush()
+    fd = channel.fileno()
+    os.set_blocking(fd, True)
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def receive_message(channel: IO[bytes]) -> Any:
+    """The next `send_message` message; EOFError when the other side is gone."""
+    head = _read_exactly(channel, _LENGTH.size)
+    return pickle.loads(_read_exactly(channel, _LENGTH.unpack(head)[0]))
+
+
+def _read_exactly(channel: IO[bytes], size: int) -> bytes:
+    parts: list[bytes] = []
+    while size > 0:
+        part = channel.read(size)
+        if not part:
+            raise EOFError("the pipe closed mid-message")
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What one worker does: closed-loop `streams` (global ids) or open-loop `arrivals`."""
+
+    worker: int
+    host: str
+    port: int
+    tls: bool
+    server_name: str
+    payload: bytes
+    duration_s: float
+    timeout_s: float
+    streams: tuple[int, ...] = ()
+    arrivals: tuple[tuple[int, float], ...] = ()
+    preopen: int = 0
+    lag_interval_s: float = 0.01
+    prefer_uvloop: bool = True
+
+
+@dataclass
+class WorkerOutput:
+    """A worker's records (µs since the common start), loop lag samples and CPU seconds."""
+
+    worker: int
+    loop: str
+    records: list[RequestRecord] = field(default_factory=list)
+    loop_lag_us: list[int] = field(default_factory=list)
+    start_late_s: float = 0.0
+    run_s: float = 0.0
+    cpu_run_s: float = 0.0
+    cpu_total_s: float = 0.0
+    failure: str | None = None
+
+
+def new_loop(prefer_uvloop: bool = True) -> tuple[str, asyncio.AbstractEventLoop]:
+    """uvloop when installed (less CPU per read), else asyncio's default loop."""
+    if prefer_uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return "uvloop", uvloop.new_event_loop()
+    return "asyncio", asyncio.new_event_loop()
+
+
+class Worker:
+    """Runs one plan on one loop."""
+
+    def __init__(self, plan: WorkerPlan, loop: asyncio.AbstractEventLoop, loop_name: str) -> None:
+        self.plan = plan
+        self.loop = loop
+        self.output = WorkerOutput(worker=plan.worker, loop=loop_name)
+        self.live: list[LiveRecord] = []
+        self.idle: list[StreamConnection] = []
+        self.tls = ssl.create_default_context() if plan.tls else None
+        self.start = 0.0
+        self.deadline = 0.0
+        self.announced = False
+
+    async def connect(self) -> StreamConnection:
+        plan = self.plan
+        return await open_connection(self.loop, plan.host, plan.port, self.tls, plan.server_name)
+
+    async def run(self, channel_in: IO[bytes], channel_out: IO[bytes]) -> WorkerOutput:
+        plan = self.plan
+        try:
+            streams = [await self.connect() for _ in plan.streams]
+            self.idle = [await self.connect() for _ in range(plan.preopen)]
+        except OSError as exc:
+            self.output.failure = f"cannot connect to {plan.host}:{plan.port}: {exc}"
+            return self.output
+        channel_out.write(READY)
+        channel_out.flush()
+        self.announced = True
+        start_wall: float = receive_message(channel_in)
+        self.start = perf_counter_at(start_wall)
+        self.deadline = self.start + plan.duration_s
+        await asyncio.sleep(max(0.0, self.start - time.perf_counter()))
+        self.output.start_late_s = max(0.0, time.perf_counter() - self.start)
+        sampler = LagSampler(self.loop, plan.lag_interval_s)
+        cpu_before = time.process_time()
+        sampler.start()
+        gc.disable()  # a collection pass mid-run would show up as a late token
+        try:
+            jobs = [self.closed_stream(s, c) for s, c in zip(plan.streams, streams, strict=True)]
+            if plan.arrivals:
+                jobs.append(self.open_loop())
+            await asyncio.gather(*jobs)
+        finally:
+            gc.enable()
+            sampler.stop()
+        self.output.cpu_run_s = time.process_time() - cpu_before
+        self.output.run_s = time.perf_counter() - self.start
+        for connection in self.idle:
+            connection.close()
+        self.output.records = [record.freeze(self.start) for record in self.live]
+        self.output.loop_lag_us = [round(lag * 1e6) for lag in sampler.samples]
+        return self.output
+
+    async def connected_or_error(self, record: LiveRecord) -> StreamConnection | None:
+        """A fresh connection, or None with the failure written into `record` (kept)."""
+        try:
+            return await self.connect()
+        except OSError as exc:
+            record.send = record.end = time.perf_counter()
+            record.error = f"cannot connect: {exc}"
+            self.live.append(record)
+            await asyncio.sleep(RECONNECT_PAUSE_S)
+            return None
+
+    async def closed_stream(self, stream: int, connection: StreamConnection | None) -> None:
+        """Closed loop: the next request leaves as soon as the previous one has ended."""
+        payload, timeout_s = self.plan.payload, self.plan.timeout_s
+        index = 0
+        while time.perf_counter() < self.deadline:
+            record = LiveRecord(stream, index)
+            index += 1
+            if connection is None or not connection.reusable:
+                connection = await self.connected_or_error(record)
+                if connection is None:
+                    continue
+            self.live.append(await connection.send(payload, record, timeout_s))
+        if connection is not None:
+            connection.close()
+
+    async def open_loop(self) -> None:
+        """Open loop: each arrival is sent at its scheduled instant, whatever is in flight."""
+        tasks: list[asyncio.Task[None]] = []
+        for index, offset in self.plan.arrivals:
+            due = self.start + offset
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(self.loop.create_task(self.open_one(index, due)))
+        if tasks:
+            await asyncio.gather(*tasks)
+
+    async def open_one(self, index: int, due: float) -> None:
+        record = LiveRecord(-1, index, scheduled=due)
+        connection = None
+        while self.idle and connection is None:
+            candidate = self.idle.pop()
+            connection = candidate if candidate.reusable else None
+        if connection is None:
+            connection = await self.connected_or_error(record)
+            if connection is None:
+                return
+        self.live.append(await connection.send(self.plan.payload, record, self.plan.timeout_s))
+        if connection.reusable:
+            self.idle.append(connection)
+
+
+def main() -> None:
+    """Entry point: plan on stdin, `ready`, start instant on stdin, output on stdout."""
+    channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but the protocol may reach the parent's pipe
+    # Ctrl-C reaches the whole process group; the parent stops the workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    plan: WorkerPlan = receive_message(channel_in)
+    loop_name, loop = new_loop(plan.prefer_uvloop)
+    asyncio.set_event_loop(loop)
+    worker = Worker(plan, loop, loop_name)
+    try:
+        output = loop.run_until_complete(worker.run(channel_in, channel_out))
+    except Exception as exc:  # the parent reports it; a traceback helps nobody here
+        output = worker.output
+        output.failure = f"{type(exc).__name__}: {exc}"
+    finally:
+        with contextlib.suppress(Exception):
+            loop.close()
+    output.cpu_total_s = time.process_time()
+    if not worker.announced:
+        channel_out.write(FAILED)
+    send_message(channel_out, output)
+
+
+if __name__ == "__main__":
+    # Run the imported module's main, so pickled classes are sagemeter.loadgen.worker's own and
+    # not this file's second copy under the name __main__.
+    from sagemeter.loadgen.worker import main as module_main
+
+    module_main()

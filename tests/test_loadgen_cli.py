@@ -1,0 +1,194 @@
+"""`sagemeter load`, `selfcheck` and `load-merge` as a user runs them: real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagemeter.calibrate import TruthTiming, running_truth_server
+
+SHARED_KEYS = {
+    "output_tokens_per_second",
+    "ttft_s",
+    "tpot_s",
+    "itl_s",
+    "requests_completed",
+    "output_tokens",
+    "client_cpu_s",
+    "cpu_s_per_1000_tokens",
+    "achieved_concurrency",
+    "valid",
+    "problems",
+    "wall_s",
+}
+
+
+def sagemeter(
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sagemeter", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "COLUMNS": "200"},
+        cwd=cwd,
+    )
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    process = sagemeter(args, env, cwd)
+    out, err = process.communicate(timeout=300)
+    return process.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def truth_url() -> Iterator[str]:
+    with running_truth_server(TruthTiming(ttft_s=0.05, itl_s=0.02)) as url:
+        yield url
+
+
+def test_load_writes_the_shared_interface_keys(
+    truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    code, out, err = run(
+        [
+            "load",
+            truth_url + "/v1",
+            "-c",
+            "4",
+            "--max-tokens",
+            "16",
+            "--duration",
+            "1.5s",
+            "--out",
+            "r.json",
+        ],
+        sagemeter_env,
+        tmp_path,
+    )
+    assert code == 0, err
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result.keys() >= SHARED_KEYS
+    for key in ("ttft_s", "tpot_s", "itl_s"):
+        assert {"median", "p90", "p99", "n"} <= result[key].keys() and result[key]["n"] > 0
+    assert result["valid"] is True and result["problems"] == []
+    assert result["output_tokens"] == 16 * result["requests_completed"]
+    assert result["wall_s"] > 1.5 and result["raw"] is None
+    assert "output tokens/s" in out and "wrote r.json" in out
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["load", "not-a-url"], "not an http(s) URL"),
+        (["load", "ftp://127.0.0.1:21"], "not an http(s) URL"),
+        (["load", "http://127.0.0.1:99999"], "target"),
+        (["load", "http://127.0.0.1:9", "--shard", "3/2"], "--shard '3/2'"),
+        (["load", "http://127.0.0.1:9", "--rate", "-1"], "--rate"),
+        (["load", "http://127.0.0.1:9", "--duration", "soon"], "--duration"),
+        (["load", "http://127.0.0.1:9", "--concurrency", "0"], "--concurrency"),
+        (["load", "http://127.0.0.1:9", "--sweep", "--rate", "3"], "--sweep"),
+        (["load", "http://127.0.0.1:9", "--api", "embeddings"], "--api"),
+        (["load", "http://127.0.0.1:1", "--duration", "1s"], "cannot reach"),
+        (["selfcheck", "--levels", "1,0"], "--levels"),
+        (["load-merge", "m.json", "missing.json"], "missing.json: cannot read it"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], needle: str, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    code, _, err = run(args, sagemeter_env, tmp_path)
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
+
+
+def test_two_shards_started_together_merge_into_one_run(
+    truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    start_at = round(time.time() + 8, 3)  # room for both commands to start on a busy machine
+    common = ["-c", "5", "--max-tokens", "16", "--duration", "2s", "--workers", "1"]
+    shards = [
+        sagemeter(
+            [
+                "load",
+                truth_url,
+                *common,
+                "--shard",
+                f"{i}/2",
+                "--start-at",
+                f"{start_at:.3f}",
+                "--out",
+                f"s{i}.json",
+            ],
+            sagemeter_env,
+            tmp_path,
+        )
+        for i in (0, 1)
+    ]
+    for process in shards:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    parts = [json.loads((tmp_path / f"s{i}.json").read_text()) for i in (0, 1)]
+    assert [p["asked_concurrency"] for p in parts] == [3, 2]  # the remainder to the first shard
+    for i, part in enumerate(parts):
+        assert part["shard"]["index"] == i and part["shard"]["count"] == 2
+        assert part["shard"]["wall_start"] == pytest.approx(start_at, abs=1e-6)
+        assert len(part["raw"]["records"]) == part["requests_completed"]
+    code, _out, err = run(["load-merge", "m.json", "s1.json", "s0.json"], sagemeter_env, tmp_path)
+    assert code == 0, err
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert merged["requests_completed"] == sum(p["requests_completed"] for p in parts)
+    assert merged["output_tokens"] == sum(p["output_tokens"] for p in parts)
+    assert merged["asked_concurrency"] == 5 and merged["shard"]["index"] is None
+    assert merged["achieved_concurrency"] == pytest.approx(5, rel=0.05)
+    assert merged["valid"] is True, merged["problems"]
+    assert merged["output_tokens_per_second"] == pytest.approx(
+        sum(p["output_tokens_per_second"] for p in parts), rel=0.05
+    )
+    # `combine` given shard files merges them the same way.
+    code, _out, err = run(["combine", "c.json", "s0.json", "s1.json"], sagemeter_env, tmp_path)
+    assert code == 0, err
+    combined = json.loads((tmp_path / "c.json").read_text())
+    assert combined["requests_completed"] == merged["requests_completed"]
+    assert combined["output_tokens_per_second"] == pytest.approx(merged["output_tokens_per_second"])
+
+
+def test_selfcheck_prints_truth_against_measured_per_level(
+    sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    code, out, err = run(
+        ["selfcheck", "--levels", "1,2", "--seconds", "1.5", "--out", "check.json"],
+        sagemeter_env,
+        tmp_path,
+    )
+    assert code == 0, err
+    for needle in (
+        "1 at once",
+        "2 at once",
+        "truth",
+        "measured",
+        "error %",
+        "TTFT median ms",
+        "loop lag",
+    ):
+        assert needle in out, needle
+    check = json.loads((tmp_path / "check.json").read_text())
+    assert [level["concurrency"] for level in check["levels"]] == [1, 2]
+    for level in check["levels"]:
+        names = [figure["name"] for figure in level["figures"]]
+        assert names == ["output tok/s", "TTFT median s", "TPOT median s", "ITL median s"]
+        tps = level["figures"][0]
+        assert tps["truth"] == pytest.approx(level["concurrency"] * 256 / 1.074)
+        assert tps["error_pct"] == pytest.approx(
+            (tps["measured"] - tps["truth"]) / tps["truth"] * 100
+        )
