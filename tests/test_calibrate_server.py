@@ -349,3 +349,17 @@ def test_cli_port_in_use_is_one_line_and_exit_2(sagemeter_env: dict[str, str]) -
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert os.linesep not in result.stderr.strip()
+
+
+def test_the_batching_grid_divides_the_token_interval() -> None:
+    """Tokens wait for grid points; a period that divides the interval keeps every gap equal."""
+    from sagemeter.calibrate.scheduler import grid_period
+
+    assert grid_period(0.001, 0.004) == pytest.approx(0.001)
+    assert grid_period(0.001, 0.0045) == pytest.approx(0.0009)  # 5 steps per token
+    assert grid_period(0.001, 0.0005) == pytest.approx(0.0005)  # never longer than a token
+    assert grid_period(0.0, 0.004) == 0.0  # no grid: every deadline woken for exactly
+    for gap, interval in ((0.001, 0.004), (0.001, 0.0045), (0.0007, 0.02)):
+        period = grid_period(gap, interval)
+        assert period <= gap + 1e-12
+        assert interval / period == pytest.approx(round(interval / period))

@@ -32,7 +32,7 @@ from sagemeter.calibrate.child import die_with_parent, running_truth_server
 from sagemeter.calibrate.connection import Connection, Listener, RequestError
 from sagemeter.calibrate.http1 import Request
 from sagemeter.calibrate.loops import run_precisely
-from sagemeter.calibrate.scheduler import DEFAULT_BATCH_GAP_S, Scheduler
+from sagemeter.calibrate.scheduler import DEFAULT_BATCH_GAP_S, Scheduler, grid_period
 from sagemeter.calibrate.streams import Counters, StreamReply, WholeReply
 from sagemeter.calibrate.timing import TruthTiming
 
@@ -162,7 +162,7 @@ async def serve(
 ) -> None:
     """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound."""
     loop = asyncio.get_running_loop()
-    app = TruthApp(timing, Scheduler(loop, batch_gap_s))
+    app = TruthApp(timing, Scheduler(loop, grid_period(batch_gap_s, timing.itl_s)))
     listener = Listener(loop, port, app.respond)
     app.listener = listener
     if on_ready is not None:
