@@ -13,7 +13,10 @@ def test_demo_quick_runs_a_b_a_and_reports_drift(shared_home: Path, tmp_path: Pa
 
     out = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "demo", "--quick", "--out", str(out)],
+        [
+            *(sys.executable, "-m", "sagemeter", "demo", "--quick", "--out", str(out)),
+            *("--fidelity", "2", "--questions", "bank-1000", "--questions-per-family", "1"),
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "SAGEMETER_HOME": str(shared_home), "COLUMNS": "200"},
@@ -45,3 +48,13 @@ def test_demo_quick_runs_a_b_a_and_reports_drift(shared_home: Path, tmp_path: Pa
     assert (out / "report.html").stat().st_size > 10_000
     assert (out / "plots" / "throughput.png").is_file()
     assert "identical answers" in done.stdout
+    # The chosen question set (one per family), its verdict, and fidelity with B and
+    # A' forced along A's answers.
+    (check,) = comparison["quality_checks"]
+    assert check["verdict"] in {"PASS", "FAIL", "INCONCLUSIVE"}
+    assert check["paired"]["n"] == 20 and len(check["paired"]["families"]) == 20
+    assert "quality verdict, smollm2-q4_1 against smollm2-f32" in done.stdout
+    (fidelity,) = comparison["fidelity_checks"]
+    assert fidelity["comparison"]["prompts"] == 2
+    assert fidelity["comparison"]["floor"]["agreement"]["share"] == 1.0  # A' is A, token for token
+    assert "Verdict for smollm2-q4_1" in (out / "report.md").read_text()

@@ -56,6 +56,8 @@ def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
     decode_client = detail.decode.client
     assert decode_client is not None and decode_client.calls == 2 * settings.decode_repeats
     assert 0 < decode_client.share < 1
+    assert decode_client.loop_share is not None and decode_client.loop_cpu_s is not None
+    assert 0 < decode_client.loop_cpu_s <= decode_client.client_cpu_s  # one thread of the process
     assert all(level.client is not None for level in detail.load.levels)
     # Every speed figure carries its repeats' spread and an interval (2 repeats: the quick run).
     decode_summary = result.intervals["decode_tokens_per_second"]

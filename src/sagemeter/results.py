@@ -61,10 +61,16 @@ class ClientShare(BaseModel):
     """
 
     calls: int
-    client_cpu_s: float = Field(description="this process's CPU time over the timed requests")
+    client_cpu_s: float = Field(
+        description="this process's CPU time over the timed requests, every thread included"
+    )
+    loop_cpu_s: float | None = Field(
+        None, description="the event-loop thread's CPU time (the requests' own processing)"
+    )
     timed_wall_s: float = Field(description="the wall time the figure is computed from")
-    cpu_per_call_ms: float
-    share: float = Field(description="client_cpu_s / timed_wall_s")
+    cpu_per_call_ms: float = Field(description="loop-thread CPU per request")
+    share: float = Field(description="client_cpu_s / timed_wall_s (an upper bound)")
+    loop_share: float | None = Field(None, description="loop_cpu_s / timed_wall_s")
 
 
 class DecodeDetail(BaseModel):

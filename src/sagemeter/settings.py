@@ -74,4 +74,5 @@ def demo_settings() -> MeasureSettings:
         load_max_tokens=32,
         load_batches=2,
         quality_max_tokens=16,
+        fidelity_prompts=8,  # B and A' forced along A's answers to the first 8 questions
     )

@@ -8,15 +8,13 @@ token, and the engine's own decode rate where it reports one.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from sagemeter.clients.base import ChatClient, ChatRequest, RequestRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import decode_samples, pair_rates
-from sagemeter.measure.stats import client_share, median, spread
+from sagemeter.measure.stats import CpuClock, client_share, median, spread
 from sagemeter.results import DecodeDetail
 
 DECODE_PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -43,14 +41,15 @@ async def measure_decode(
         progress(1)
     short: list[RequestRecord] = []
     long: list[RequestRecord] = []
-    cpu_before = time.process_time()
+    cpu = CpuClock()
     for _ in range(repeats):
         for length, bucket in ((short_tokens, short), (long_tokens, long)):
             bucket.append(await client.chat(_request(length)))
             progress(1)
-    cpu = time.process_time() - cpu_before
     detail = fit_decode(short, long, short_tokens=short_tokens, long_tokens=long_tokens)
-    detail.client = client_share(len(detail.records), cpu, sum(r.total_s for r in detail.records))
+    detail.client = client_share(
+        len(detail.records), cpu.elapsed(), sum(r.total_s for r in detail.records)
+    )
     return detail
 
 

@@ -7,14 +7,13 @@ figure pools its batches (all tokens / all wall time); every batch and request i
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 
 from sagemeter.clients.base import ChatClient, ChatRequest, RequestRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import level_samples
-from sagemeter.measure.stats import client_share, spread
+from sagemeter.measure.stats import CpuClock, client_share, spread
 from sagemeter.results import LoadBatch, LoadDetail, LoadLevel
 
 TOPICS = (
@@ -83,12 +82,12 @@ async def measure_load(
     for concurrency in levels:
         level_records: list[RequestRecord] = []
         level_batches = []
-        cpu_before = time.process_time()
+        cpu = CpuClock()
         for _ in range(batches):
             records = await run_batch(client, concurrency, max_tokens, progress)
             level_batches.append(summarise_batch(concurrency, records))
             level_records.extend(records)
-        cpu = time.process_time() - cpu_before
+        used = cpu.elapsed()
         good = [record for record in level_records if record.ok]
         wall = sum(batch.wall_s for batch in level_batches)
         tokens = sum(batch.output_tokens for batch in level_batches)
@@ -99,7 +98,7 @@ async def measure_load(
             ttft_s=spread([r.first_token_s for r in good if r.first_token_s is not None]),
             inter_token_latency_s=spread([g for r in good for g in r.inter_token_gaps_s()]),
             records=level_records,
-            client=client_share(len(level_records), cpu, wall),
+            client=client_share(len(level_records), used, wall),
         )
         if level.tokens_per_second is not None:
             level.tokens_per_second_ci95 = interval(level_samples(level))
