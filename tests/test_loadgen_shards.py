@@ -10,8 +10,8 @@ from sagemeter.errors import UserError
 from sagemeter.loadgen.build import build_result
 from sagemeter.loadgen.files import load_result, write_result
 from sagemeter.loadgen.record import RequestRecord
-from sagemeter.loadgen.result import LoadResult
-from sagemeter.loadgen.runner import RunOutput, WorkerSummary
+from sagemeter.loadgen.result import LoadResult, WorkerSummary
+from sagemeter.loadgen.runner import RunOutput
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.loadgen.shards import merge_shards
 

@@ -19,12 +19,11 @@ from sagemeter.loadgen.result import (
     LoadResult,
     RawRecord,
     RawRun,
-    RawWorker,
     SelfAwareness,
     ShardInfo,
     WorkerFigures,
 )
-from sagemeter.loadgen.runner import RunOutput, WorkerSummary
+from sagemeter.loadgen.runner import RunOutput
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.loadgen.stats import distribution
 
@@ -181,18 +180,7 @@ def raw_run(run: RunOutput) -> RawRun:
         startup_s=run.startup_s,
         cores=run.cores,
         parent_cpu_s=run.parent_cpu_s,
-        workers=[
-            RawWorker(
-                worker=w.worker,
-                loop=w.loop,
-                requests=w.requests,
-                run_s=w.run_s,
-                cpu_run_s=w.cpu_run_s,
-                cpu_total_s=w.cpu_total_s,
-                start_late_s=w.start_late_s,
-            )
-            for w in run.workers
-        ],
+        workers=[worker.model_copy() for worker in run.workers],
         loop_lag_us=run.loop_lag_us,
         records=[raw_record(record) for record in run.records],
     )
@@ -206,16 +194,8 @@ def run_from_raw(raw: RawRun, offset_us: int = 0, worker_offset: int = 0) -> Run
         records=[record_from_raw(record, offset_us) for record in raw.records],
         loop_lag_us=list(raw.loop_lag_us),
         workers=[
-            WorkerSummary(
-                worker=w.worker + worker_offset,
-                loop=w.loop,
-                requests=w.requests,
-                run_s=w.run_s,
-                cpu_run_s=w.cpu_run_s,
-                cpu_total_s=w.cpu_total_s,
-                start_late_s=w.start_late_s,
-            )
-            for w in raw.workers
+            worker.model_copy(update={"worker": worker.worker + worker_offset})
+            for worker in raw.workers
         ],
         parent_cpu_s=raw.parent_cpu_s,
         cores=raw.cores,

@@ -114,7 +114,9 @@ class RawRecord(BaseModel):
     error: str | None
 
 
-class RawWorker(BaseModel):
+class WorkerSummary(BaseModel):
+    """What the parent keeps of each worker besides its records (also its raw JSON form)."""
+
     worker: int
     loop: str
     requests: int
@@ -131,7 +133,7 @@ class RawRun(BaseModel):
     startup_s: float
     cores: int
     parent_cpu_s: float
-    workers: list[RawWorker]
+    workers: list[WorkerSummary]
     loop_lag_us: list[int]
     records: list[RawRecord]
 

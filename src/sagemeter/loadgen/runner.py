@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from sagemeter.loadgen.record import RequestRecord
+from sagemeter.loadgen.result import WorkerSummary
 from sagemeter.loadgen.worker import (
     FAILED,
     READY,
@@ -34,19 +35,6 @@ READY_TIMEOUT_S = 60.0
 
 class WorkerFailure(RuntimeError):
     """A worker could not run its plan (no connection, crash); the message says why."""
-
-
-@dataclass
-class WorkerSummary:
-    """What the parent keeps of each worker besides its records."""
-
-    worker: int
-    loop: str
-    requests: int
-    run_s: float
-    cpu_run_s: float
-    cpu_total_s: float
-    start_late_s: float
 
 
 @dataclass
