@@ -153,14 +153,11 @@ def speed_figures(result: MeasureResult) -> dict[str, float | None]:
     return figures
 
 
-def drift_between(a: MeasureResult, b: MeasureResult) -> Drift:
-    before, after = speed_figures(a), speed_figures(b)
-    changes = {
-        key: (after[key] - value) / value  # type: ignore[operator]
-        if value and after.get(key) is not None
-        else None
-        for key, value in before.items()
-    }
+def drift_between(a: MeasureResult, b: MeasureResult, rows: list[Row]) -> Drift:
+    """A vs A' on every row; the speed figures A holds are the ones that judge the ratios."""
+    figures = [_figure_drift(row) for row in rows]
+    by_key = {figure.key: figure.change for figure in figures}
+    changes = {key: by_key.get(key) for key in speed_figures(a)}
     known = [abs(change) for change in changes.values() if change is not None]
     return Drift(
         first=a.name or "first",
@@ -168,6 +165,7 @@ def drift_between(a: MeasureResult, b: MeasureResult) -> Drift:
         relative_change=changes,
         max_abs_relative_change=max(known) if known else None,
         identical_answers=identical_answers(a, b),
+        figures=figures,
     )
 
 
@@ -268,8 +266,7 @@ def combine(
             rows.append(_row(f"usd_per_million_tokens_c{level}", values, "cost"))
     drift = None
     if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
-        drift = drift_between(results[0], results[-1])
-        drift.figures = [_figure_drift(row) for row in rows]
+        drift = drift_between(results[0], results[-1], rows)
     _add_intervals(rows, results, drift)
     for result, path in zip(results, paths, strict=True):
         if result.detail:
