@@ -145,10 +145,9 @@ async def measure_target(
             )
         startup = await asyncio.to_thread(endpoint.startup_facts)
         environment = _environment(endpoint, described, started)
-    result = assemble_result(name, settings, environment, startup, decode, load, quality)
-    if result.detail is not None:
-        result.detail.fidelity = fidelity
-        result.detail.warnings.extend(fidelity_warnings)
+    result = assemble_result(
+        name, settings, environment, startup, decode, load, quality, fidelity, fidelity_warnings
+    )
     path = result_path(out_dir, name)
     save_result(result, path)
     return result, path
@@ -212,6 +211,8 @@ def assemble_result(
     decode: DecodeDetail,
     load: LoadDetail,
     quality: QualityDetail,
+    fidelity: FidelityRecord | None = None,
+    fidelity_warnings: list[str] | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     failed = (
@@ -219,7 +220,7 @@ def assemble_result(
         + sum(1 for level in load.levels for r in level.records if not r.ok)
         + sum(1 for item in quality.items if item.error)
     )
-    warnings = list(decode.problems) + _client_bound_warnings(decode, load)
+    warnings = [*decode.problems, *_client_bound_warnings(decode, load), *(fidelity_warnings or [])]
     if failed:
         warnings.append(f"{failed} requests failed; see detail records for reasons")
     return MeasureResult(
@@ -243,6 +244,7 @@ def assemble_result(
             decode=decode,
             load=load,
             quality=quality,
+            fidelity=fidelity,
             failed_requests=failed,
             warnings=warnings,
         ),
