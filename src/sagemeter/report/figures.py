@@ -7,9 +7,9 @@ hold no raw timings), never a guess.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from sagemeter.results import MeasureResult, Spread
+from sagemeter.results import Interval, MeasureResult, Spread
 from sagemeter.targets import SageMakerTarget, parse_target
 
 NA = "n/a"
@@ -28,6 +28,17 @@ def num(value: float | None, *, scale: float = 1.0, money: bool = False) -> str:
     if abs(value) < 1:
         return f"{value:.3g}"
     return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def ratio_text(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def interval_span(bounds: Interval, show: Callable[[float], str] = ratio_text) -> str:
+    """`2.06–2.83`; a bound the data cannot set prints as `?` (low) or `∞` (high)."""
+    low = "?" if bounds.low is None else show(bounds.low)
+    high = "∞" if bounds.high is None else show(bounds.high)
+    return f"{low}–{high}"
 
 
 def count(value: int | None) -> str:

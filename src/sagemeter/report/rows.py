@@ -10,6 +10,7 @@ from sagemeter.report.document import (
 )
 from sagemeter.report.figures import (
     NA,
+    interval_span,
     num,
     pick_best,
     ratio,
@@ -69,16 +70,12 @@ def ratio_cells(values: list[float | None], compared: Row | None = None) -> list
         if compared is not None and index < len(compared.ratio_intervals):
             bounds = compared.ratio_intervals[index]
             if bounds is not None:
-                note = f"95%: {_bound(bounds.low)}–{_bound(bounds.high)}"
+                note = f"95%: {interval_span(bounds)}"
             flag = compared.ratio_flags[index] if index < len(compared.ratio_flags) else None
             if flag:
                 note = f"{note}; {flag}" if note else flag
         cells.append(cell(ratio(value, values[0]), note))
     return cells
-
-
-def _bound(value: float | None) -> str:
-    return "∞" if value is None else f"{value:.2f}"
 
 
 def comparison_row(run: Run, key: str) -> Row | None:
@@ -92,7 +89,7 @@ def interval_note(result: MeasureResult, key: str) -> str:
     summary = result.intervals.get(key)
     if summary is None or summary.ci95 is None:
         return ""
-    note = f"95%: {num(summary.ci95.low)}–{num(summary.ci95.high) if summary.ci95.high else '∞'}"
+    note = f"95%: {interval_span(summary.ci95, num)}"
     if summary.min is not None and summary.max is not None:
         note += f"; {summary.repeats} repeats {num(summary.min)}–{num(summary.max)}"
     return note

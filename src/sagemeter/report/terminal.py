@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sagemeter.compare import Comparison, Row
+from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
 
 INTEGER_KEYS = frozenset({"kv_cache_tokens", "quality_correct"})
@@ -45,12 +46,10 @@ def _ratio_text(row: Row, index: int) -> str:
     ratio = row.ratios[index]
     if ratio is None:
         return ""
-    text = f"{ratio:.2f}"
+    text = ratio_text(ratio)
     bounds = row.ratio_intervals[index] if index < len(row.ratio_intervals) else None
     if bounds is not None:
-        low = f"{bounds.low:.2f}" if bounds.low is not None else "?"
-        high = f"{bounds.high:.2f}" if bounds.high is not None else "∞"
-        text += f" [{low}–{high}]"
+        text += f" [{interval_span(bounds)}]"
     flags = row.ratio_flags
     if index < len(flags) and flags[index]:
         text += " *"
