@@ -4,15 +4,16 @@ work is `collect_fidelity` and `compare_fidelity`)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sagemeter.errors import UserError
+
+if TYPE_CHECKING:
+    from sagemeter.fidelity.records import FidelityRecord
 
 fidelity_app = typer.Typer(
     name="fidelity",
@@ -21,26 +22,40 @@ fidelity_app = typer.Typer(
 )
 
 
-@contextlib.contextmanager
-def _served(target_text: str) -> Iterator[str]:
-    """The base URL of `target_text`; a `local:` checkpoint is started here and stopped after."""
-    from sagemeter.targets import LocalTarget, OpenAITarget, parse_target
+async def _collect_on(
+    target_text: str,
+    prompts: list[str],
+    *,
+    top_k: int,
+    max_tokens: int,
+    reference: FidelityRecord | None,
+    engine: str | None,
+    system_prompt: str | None,
+) -> FidelityRecord:
+    """Collect on `target_text`'s own HTTP API; a `local:` checkpoint is started and stopped by
+    the same code every measurement uses (`open_endpoint`)."""
+    from sagemeter.endpoints import check_target, open_endpoint
+    from sagemeter.fidelity.collect import collect_fidelity
+    from sagemeter.targets import SageMakerTarget, parse_target
 
     target = parse_target(target_text)
-    if isinstance(target, OpenAITarget):
-        yield target.base_url
-        return
-    if not isinstance(target, LocalTarget):
+    if isinstance(target, SageMakerTarget):
         raise UserError(
             f"{target_text}: fidelity needs the server's own HTTP API (llama.cpp or vLLM); "
             "SageMaker endpoints are not supported yet (see docs/fidelity.md)"
         )
-    from sagemeter.backends.local import LocalEngine
-    from sagemeter.checkpoints import resolve_checkpoint
-
-    with LocalEngine(resolve_checkpoint(target.checkpoint), parallel=1) as engine:
-        assert engine.base_url is not None
-        yield engine.base_url
+    check_target(target)
+    async with open_endpoint(target, concurrency=1, max_reply_tokens=max_tokens) as endpoint:
+        assert endpoint.http_root is not None  # every target but SageMaker's has one
+        return await collect_fidelity(
+            endpoint.http_root,
+            prompts,
+            top_k=top_k,
+            max_tokens=max_tokens,
+            reference=reference,
+            engine=engine,
+            system_prompt=system_prompt,
+        )
 
 
 @fidelity_app.command("collect")
@@ -64,7 +79,6 @@ def collect_command(
     system_prompt: Annotated[str | None, typer.Option(help="system message")] = None,
 ) -> None:
     """Record one endpoint's top-k next-token distributions along greedy (or A's) answers."""
-    from sagemeter.fidelity.collect import collect_fidelity
     from sagemeter.fidelity.records import load_record, save_record
 
     reference_record = load_record(reference) if reference else None
@@ -76,18 +90,17 @@ def collect_command(
         from sagemeter.questions import load_question_set
 
         prompts = [q.prompt for q in load_question_set(questions).questions][:limit]
-    with _served(target) as base_url:
-        record = asyncio.run(
-            collect_fidelity(
-                base_url,
-                prompts,
-                top_k=top_k,
-                max_tokens=max_tokens,
-                reference=reference_record,
-                engine=engine,
-                system_prompt=system_prompt,
-            )
+    record = asyncio.run(
+        _collect_on(
+            target,
+            prompts,
+            top_k=top_k,
+            max_tokens=max_tokens,
+            reference=reference_record,
+            engine=engine,
+            system_prompt=system_prompt,
         )
+    )
     save_record(out, record)
     positions = sum(len(p.positions) for p in record.prompts)
     typer.echo(
