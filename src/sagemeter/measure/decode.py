@@ -13,7 +13,7 @@ import numpy as np
 from sagemeter.clients.base import ChatClient, ChatRequest, RequestRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.bootstrap import interval
-from sagemeter.measure.figure_samples import decode_samples, pair_rates
+from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
 from sagemeter.measure.stats import CpuClock, client_share, median, spread
 from sagemeter.results import DecodeDetail
 
@@ -107,17 +107,10 @@ def fit_decode(
         detail.least_squares_tokens_per_second = float(1.0 / slope) if slope > 0 else None
         detail.tokens_per_second_repeats = spread(pair_rates(detail))
         detail.tokens_per_second_ci95 = interval(decode_samples(detail))
-    engine_rates = [
-        float(r.engine_timings["predicted_per_second"])
-        for r in good_long
-        if r.engine_timings
-        and isinstance(r.engine_timings.get("predicted_per_second"), int | float)
-    ]
-    detail.engine_tokens_per_second = spread(engine_rates)
-    detail.ttft_s = spread([r.first_token_s for r in good_long if r.first_token_s is not None])
-    detail.inter_token_latency_s = spread(
-        [gap for r in good_long for gap in r.inter_token_gaps_s()]
-    )
+    streaming = streaming_values(good_long)
+    detail.engine_tokens_per_second = spread(streaming.engine_rates)
+    detail.ttft_s = spread(streaming.ttfts_s)
+    detail.inter_token_latency_s = spread(streaming.gaps_s)
     detail.time_per_output_token_s = spread(
         [
             (r.total_s - r.first_token_s) / (r.completion_tokens - 1)

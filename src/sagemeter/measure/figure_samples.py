@@ -7,9 +7,11 @@ level: its batches, each batch's tokens and wall time kept together (the figure 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
+from sagemeter.clients.base import RequestRecord
 from sagemeter.measure.bootstrap import FigureSamples, interval, samples_of
 from sagemeter.results import (
     DecodeDetail,
@@ -85,26 +87,44 @@ def speed_samples(result: MeasureResult) -> dict[str, FigureSamples]:
     return found
 
 
+class StreamingValues(NamedTuple):
+    """The streaming view of complete long replies: the values behind their spreads."""
+
+    engine_rates: list[float]  # the engine's own decode rate (llama.cpp `timings`)
+    ttfts_s: list[float]
+    gaps_s: list[float]  # every inter-token gap
+
+
+def streaming_values(long: list[RequestRecord]) -> StreamingValues:
+    """One place that reads them, for the result's spreads and the comparison's intervals."""
+    return StreamingValues(
+        engine_rates=[
+            float(rate)
+            for r in long
+            if r.engine_timings
+            and isinstance(rate := r.engine_timings.get("predicted_per_second"), int | float)
+        ],
+        ttfts_s=[r.first_token_s for r in long if r.first_token_s is not None],
+        gaps_s=[gap for r in long for gap in r.inter_token_gaps_s()],
+    )
+
+
+def complete_long_replies(detail: DecodeDetail) -> list[RequestRecord]:
+    """The long replies that finished with every token asked: the ones the figures use."""
+    return [
+        r
+        for r in detail.records
+        if r.ok and r.honoured_length and r.max_tokens == detail.long_tokens
+    ]
+
+
 def _streaming_samples(decode: DecodeDetail) -> dict[str, FigureSamples]:
     """Medians of the long replies' engine rate, TTFT and gaps (the comparison's streaming rows)."""
-    long = [
-        record
-        for record in decode.records
-        if record.ok and record.honoured_length and record.max_tokens == decode.long_tokens
-    ]
+    streaming = streaming_values(complete_long_replies(decode))
     values = {
-        "engine_decode_tokens_per_second": [
-            float(rate)
-            for record in long
-            if record.engine_timings
-            and isinstance(rate := record.engine_timings.get("predicted_per_second"), int | float)
-        ],
-        "ttft_median_ms": [
-            record.first_token_s * 1000.0 for record in long if record.first_token_s is not None
-        ],
-        "inter_token_latency_median_ms": [
-            gap * 1000.0 for record in long for gap in record.inter_token_gaps_s()
-        ],
+        "engine_decode_tokens_per_second": streaming.engine_rates,
+        "ttft_median_ms": [ttft * 1000.0 for ttft in streaming.ttfts_s],
+        "inter_token_latency_median_ms": [gap * 1000.0 for gap in streaming.gaps_s],
     }
     return {key: samples_of(found) for key, found in values.items() if found}
 
