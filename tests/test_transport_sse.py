@@ -1,4 +1,5 @@
-"""Byte-level SSE: events split across reads, merged in one read, CRLF, and the rare JSON parse."""
+"""Byte-level SSE: events split across reads, merged in one read, CRLF, the rare JSON parse,
+and the one token-event rule every wire uses."""
 
 from __future__ import annotations
 
@@ -6,11 +7,18 @@ import json
 
 import pytest
 
-from sagemeter.loadgen.sse import (
-    CONTENT_EVENT,
+from sagemeter.transport.events import take_event
+from sagemeter.transport.record import LiveRecord
+from sagemeter.transport.sse import (
+    CONTENT,
+    MAYBE_TOKEN,
+    NOT_A_TOKEN,
+    REASONING,
     SPECIAL_EVENT,
     SseSplitter,
+    classify,
     event_data,
+    event_text,
     parse_special,
 )
 
@@ -69,7 +77,7 @@ def test_extra_blank_lines_and_comments_make_no_events() -> None:
     splitter = SseSplitter()
     events = splitter.feed(b"\n\n: keep-alive\n\n\n\n" + EVENTS[1] + b"\n\n")
     assert events == [b": keep-alive", EVENTS[1]]
-    assert CONTENT_EVENT.search(events[0]) is None
+    assert classify(events[0]) == NOT_A_TOKEN
 
 
 def test_unterminated_tail_is_flushed_at_the_end() -> None:
@@ -79,16 +87,77 @@ def test_unterminated_tail_is_flushed_at_the_end() -> None:
     assert splitter.flush() == b""
 
 
-def test_content_events_are_told_apart_without_json() -> None:
+def _delta(**delta: object) -> bytes:
+    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta}]}).encode()
+
+
+def test_token_events_are_told_apart_without_json() -> None:
     role_only, *tokens, final, _done = EVENTS
-    assert CONTENT_EVENT.search(role_only) is None  # empty content is no token
-    assert all(CONTENT_EVENT.search(event) for event in tokens)
-    assert CONTENT_EVENT.search(final) is None
-    assert CONTENT_EVENT.search(b'data: {"choices":[{"text":"x","index":0}]}')  # completions
-    assert CONTENT_EVENT.search(b'data: {"choices":[{"delta":{"content":null}}]}') is None
+    assert classify(role_only) == NOT_A_TOKEN  # the role announcement is no token
+    assert [classify(event) for event in tokens] == [CONTENT] * 3
+    assert classify(final) == NOT_A_TOKEN  # an empty delta with the finish reason
+    assert classify(b'data: {"choices":[{"text":"x","index":0}]}') == CONTENT  # completions
+    assert classify(_delta(content=None)) == NOT_A_TOKEN
     # Quotes inside the model's text are escaped, so its words never look like keys.
     assert SPECIAL_EVENT.search(_chunk('the "usage": {"error"}')) is None
     assert [bool(SPECIAL_EVENT.search(e)) for e in EVENTS] == [False] * 4 + [True, True]
+
+
+def test_an_empty_text_token_is_a_token_event() -> None:
+    # vLLM streams "" for special tokens and for bytes held back until a character is whole.
+    assert classify(_delta(content="")) == CONTENT
+    assert classify(b'data: {"choices":[{"text":"","index":0,"finish_reason":null}]}') == CONTENT
+    # With the role it is the opening announcement; with the finish reason it may be the
+    # closing event of a server that sends no token there: usage decides (see below).
+    assert classify(_delta(role="assistant", content="")) == NOT_A_TOKEN
+    closing = b'data: {"choices":[{"text":"","index":0,"finish_reason":"length"}]}'
+    assert classify(closing) == MAYBE_TOKEN
+
+
+def test_reasoning_deltas_are_token_events_counted_apart() -> None:
+    assert classify(_delta(reasoning="Let me think")) == REASONING
+    assert classify(_delta(reasoning_content="hmm")) == REASONING
+    assert classify(_delta(reasoning="")) == REASONING
+    assert classify(_delta(reasoning=None, content="x")) == CONTENT
+    assert classify(b'data: {"choices":[{"delta":{"content":[{"token":"x"}]}}]}') == NOT_A_TOKEN
+    record = LiveRecord(0, 0)
+    for now, event in enumerate([_delta(role="assistant", content=""), _delta(reasoning="a")]):
+        take_event(record, event, float(now))
+    take_event(record, _delta(content=""), 2.0)
+    take_event(record, _delta(content="b"), 3.0)
+    assert record.arrivals == [1.0, 2.0, 3.0]  # TTFT is the first thinking token
+    assert record.reasoning == 1
+
+
+def test_the_ambiguous_closing_event_counts_only_when_usage_says_so() -> None:
+    closing = b'data: {"choices":[{"text":"","index":0,"finish_reason":"length"}],"usage":{"completion_tokens":%d}}'
+    for usage, expected in ((2, 2), (3, 3)):
+        record = LiveRecord(0, 0)
+        take_event(record, b'data: {"choices":[{"text":"a","index":0}]}', 1.0)
+        take_event(record, b'data: {"choices":[{"text":"b","index":0}]}', 2.0)
+        take_event(record, closing % usage, 3.0)
+        record.settle()
+        assert len(record.arrivals) == expected, usage
+        assert record.usage_tokens == usage
+
+
+def test_text_is_read_only_when_asked() -> None:
+    assert event_text(_chunk('say "hi"\n')) == 'say "hi"\n'
+    assert event_text(_delta(reasoning="thinking")) == ""  # the answer, not the thinking
+    assert event_text(b'{"token":{"text":"Par","special":false}}') == "Par"  # LMI JSON lines
+    pieces: list[str] = []
+    record = LiveRecord(0, 0)
+    take_event(record, _chunk("x"), 0.0, pieces.append)
+    assert pieces == ["x"] and record.pieces is None
+
+
+def test_a_malformed_event_is_an_error_even_off_the_hot_path() -> None:
+    record = LiveRecord(0, 0)
+    take_event(record, b"data: {not json", 0.0)
+    assert record.error is not None and record.error.startswith("malformed event")
+    quiet = LiveRecord(0, 0)
+    take_event(quiet, b": keep-alive", 0.0)
+    assert quiet.error is None
 
 
 def test_special_events_parse_usage_finish_done_error_and_engine_timings() -> None:
@@ -103,6 +172,8 @@ def test_special_events_parse_usage_finish_done_error_and_engine_timings() -> No
     llama = b'data: {"choices":[{"finish_reason":"length","delta":{}}],"timings":{"predicted_n":9,"predicted_ms":90.0}}'
     assert SPECIAL_EVENT.search(llama)
     assert parse_special(llama).engine_tokens == 9
+    rated = b'data: {"choices":[],"timings":{"predicted_n":9,"predicted_per_second":41.5}}'
+    assert parse_special(rated).engine_rate == 41.5
     error = parse_special(b'data: {"error":{"message":"out of memory","code":500}}')
     assert error.error == "out of memory"
     assert "malformed" in (parse_special(b'data: {"usage": {').error or "")

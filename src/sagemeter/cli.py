@@ -147,7 +147,12 @@ def _settings(
     questions_per_family: int | None = None,
     margin: float | None = None,
     fidelity: int | None = None,
+    timeout: str | None = None,
+    stall: str | None = None,
+    retries: int | None = None,
+    reruns: int | None = None,
 ) -> MeasureSettings:
+    from sagemeter.calibrate.timing import parse_duration
     from sagemeter.verbs import measure_settings
 
     overrides = {
@@ -162,6 +167,10 @@ def _settings(
         "questions_per_family": questions_per_family,
         "margin_points": margin,
         "fidelity_prompts": fidelity,
+        "timeout_s": parse_duration(timeout, "--timeout") if timeout is not None else None,
+        "stall_s": parse_duration(stall, "--stall") if stall is not None else None,
+        "retries": retries,
+        "batch_reruns": reruns,
     }
     return measure_settings(quick, overrides)
 
@@ -202,8 +211,33 @@ def measure(
         Path | None,
         typer.Option(help="A's result (or fidelity record): force along its answer tokens"),
     ] = None,
+    timeout: Annotated[
+        str | None, typer.Option(help="the longest one request may take, e.g. 120s [120s]")
+    ] = None,
+    stall: Annotated[
+        str | None,
+        typer.Option(help="once tokens flow, the longest silence before a retry, e.g. 30s [30s]"),
+    ] = None,
+    retries: Annotated[
+        int | None, typer.Option(help="tries sent again after a 429, 5xx or a reset [3]")
+    ] = None,
+    reruns: Annotated[
+        int | None,
+        typer.Option(help="parallel: extra batches per level to replace ones that don't count [2]"),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="OPENAI_API_KEY",
+            show_envvar=True,
+            help="bearer token for a hosted endpoint (never printed or written)",
+        ),
+    ] = None,
 ) -> None:
-    """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json."""
+    """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json.
+
+    Exits 3 (after writing the file, marked `complete: false`) when a figure could not be had.
+    """
     from sagemeter.report.terminal import print_result
     from sagemeter.targets import parse_target
     from sagemeter.verbs import check_result_name
@@ -222,6 +256,10 @@ def measure(
         questions_per_family,
         margin,
         fidelity,
+        timeout,
+        stall,
+        retries,
+        reruns,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
@@ -230,9 +268,15 @@ def measure(
         from sagemeter.workflows import fidelity_reference as read_reference
 
         reference = read_reference(fidelity_reference)
-    result, path = _measure_with_progress(parsed, result_name, settings, out_dir, reference)
+    result, path = _measure_with_progress(
+        parsed, result_name, settings, out_dir, reference, api_key or None
+    )
     print_result(console, result)
     console.print(f"wrote {path}")
+    if result.complete is False:
+        missing = "; ".join(result.incomplete_because)
+        err_console.print(f"[yellow]incomplete:[/] {missing}", highlight=False)
+        raise typer.Exit(3)
 
 
 def _measure_with_progress(
@@ -241,6 +285,7 @@ def _measure_with_progress(
     settings: MeasureSettings,
     out_dir: Path,
     fidelity_reference: FidelityRecord | None = None,
+    api_key: str | None = None,
 ) -> tuple[MeasureResult, Path]:
     from sagemeter.endpoints import check_target
     from sagemeter.workflows import measure_target, selected_questions, total_requests
@@ -258,6 +303,7 @@ def _measure_with_progress(
                 progress=lambda count: bar.advance(task, count),
                 on_phase=lambda phase: bar.update(task, description=f"{name}: {phase}"),
                 fidelity_reference=fidelity_reference,
+                api_key=api_key,
             )
         )
         bar.update(task, description=f"{name}: done")

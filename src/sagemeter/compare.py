@@ -183,9 +183,9 @@ def _check_comparable(paths: list[Path], results: list[MeasureResult]) -> list[s
             f"{other}: asked a different question set than {first}; answers cannot be compared"
         )
     totals = {
-        path: counts[1]
+        path: asked
         for path, result in zip(paths, results, strict=True)
-        if (counts := result.quality_counts())
+        if (asked := result.questions_asked()) is not None
     }
     if len(set(totals.values())) > 1:
         first_path, first_total = next(iter(totals.items()))

@@ -33,6 +33,24 @@ class MeasureSettings(BaseModel):
     fidelity_top_k: int = Field(5, gt=0, le=20, description="fidelity: logprobs per position")
     fidelity_max_tokens: int = Field(16, gt=0, description="fidelity: answer tokens per prompt")
     system_prompt: str | None = None
+    timeout_s: float = Field(
+        120.0, gt=0, le=86400, description="the longest one request may take, every try alike"
+    )
+    stall_s: float = Field(
+        30.0,
+        gt=0,
+        le=86400,
+        description="once tokens flow, the longest silence before a reply counts as stalled",
+    )
+    retries: int = Field(
+        3, ge=0, le=20, description="tries sent again after a transient failure (429, 5xx, reset)"
+    )
+    batch_reruns: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="parallel: extra batches run per level to replace ones that do not count",
+    )
     quick: bool = False
 
     @property

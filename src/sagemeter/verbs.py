@@ -17,7 +17,12 @@ from sagemeter.settings import MeasureSettings, quick_settings
 Label = Callable[[str], str]
 
 
-CLI_NAMES = {"margin_points": "--margin"}
+CLI_NAMES = {
+    "margin_points": "--margin",
+    "timeout_s": "--timeout",
+    "stall_s": "--stall",
+    "batch_reruns": "--reruns",
+}
 
 
 def cli_flag(field: str) -> str:

@@ -12,10 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from sagemeter import __version__
-from sagemeter.endpoints import Endpoint, check_target, open_endpoint
+from sagemeter.endpoints import Endpoint, WireOptions, check_target, open_endpoint
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
@@ -37,6 +35,8 @@ from sagemeter.results import (
 )
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
+from sagemeter.transport.chat import Unreachable
+from sagemeter.transport.client import TransportError
 
 PhaseFn = Callable[[str], None]
 
@@ -91,11 +91,14 @@ async def measure_target(
     progress: ProgressFn = no_progress,
     on_phase: PhaseFn = _no_phase,
     fidelity_reference: FidelityRecord | None = None,
+    api_key: str | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
-    With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force along), the
-    top-k logprobs along the answers are recorded too.
+    One short request first proves the target speaks the chat API (else a UserError, and no
+    file). With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force
+    along), the top-k logprobs along the answers are recorded too. The result says `complete:
+    false` when a figure that was asked for could not be measured.
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -103,12 +106,24 @@ async def measure_target(
     on_phase("starting")
     log_path = out_dir / f"engine-{name}.log"
     out_dir.mkdir(parents=True, exist_ok=True)
+    wire = WireOptions(
+        timeout_s=settings.timeout_s,
+        stall_s=settings.stall_s,
+        retries=settings.retries,
+        api_key=api_key,
+    )
     async with open_endpoint(
         target,
         concurrency=settings.max_concurrency,
         max_reply_tokens=settings.max_reply_tokens,
         log_path=log_path,
+        wire=wire,
     ) as endpoint:
+        on_phase("preflight")
+        try:
+            await endpoint.client.preflight()
+        except Unreachable as exc:
+            raise UserError(f"target {target} does not answer as a chat API: {exc}") from None
         described = await endpoint.client.describe()
         on_phase("decode")
         decode = await measure_decode(
@@ -125,6 +140,7 @@ async def measure_target(
             levels=settings.load_levels,
             max_tokens=settings.load_max_tokens,
             batches=settings.load_batches,
+            reruns=settings.batch_reruns,
             progress=progress,
         )
         on_phase("quality")
@@ -173,8 +189,10 @@ async def _fidelity(
             max_tokens=settings.fidelity_max_tokens,
             reference=reference,
             system_prompt=settings.system_prompt,
+            api_key=endpoint.api_key,
+            timeout_s=settings.timeout_s,
         )
-    except (UserError, httpx.HTTPError) as exc:
+    except (UserError, TransportError) as exc:
         # Everything else is measured by now: a server without logprobs must not lose it.
         return None, [f"fidelity: not measured: {exc}"]
     return record, []
@@ -215,16 +233,25 @@ def assemble_result(
     fidelity_warnings: list[str] | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
-    failed = (
-        sum(1 for r in decode.records if not r.ok)
-        + sum(1 for level in load.levels for r in level.records if not r.ok)
-        + sum(1 for item in quality.items if item.error)
-    )
-    warnings = [*decode.problems, *_client_bound_warnings(decode, load), *(fidelity_warnings or [])]
+    records = [*decode.records, *(r for level in load.levels for r in level.records)]
+    failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)
+    retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
+    retries = sum(r.retries for r in records) + sum(i.retries for i in quality.items)
+    missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
+    warnings = [
+        *decode.problems,
+        *(level.problem for level in load.levels if level.problem),
+        *_client_bound_warnings(decode),
+        *(fidelity_warnings or []),
+    ]
     if failed:
-        warnings.append(f"{failed} requests failed; see detail records for reasons")
+        warnings.append(f"{failed} requests failed after their retries; see detail records")
+    if retries:
+        warnings.append(f"{retries} tries were sent again after a transient failure")
+    streaming = decode.ttft_s, decode.inter_token_latency_s
     return MeasureResult(
         name=name,
+        complete=not missing,
         decode_tokens_per_second=_round(decode.tokens_per_second) if decode.valid else None,
         per_call_fixed_cost_seconds=_round(decode.per_call_fixed_cost_s) if decode.valid else None,
         load_tokens_per_second={
@@ -232,10 +259,15 @@ def assemble_result(
             for level in load.levels
             if level.tokens_per_second is not None
         },
-        quality=f"{quality.correct}/{quality.total}",
+        quality=f"{quality.correct}/{quality.answered_count}",
+        ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
+        inter_token_latency_median_ms=(
+            _round(streaming[1].median * 1000.0, 4) if streaming[1] else None
+        ),
         weights_gib=startup.weights_gib if startup else None,
         kv_cache_tokens=startup.kv_cache_tokens if startup else None,
         load_seconds=startup.load_seconds if startup else None,
+        incomplete_because=missing,
         intervals=speed_summaries(decode, load),
         detail=Detail(
             settings=settings.model_dump(),
@@ -246,29 +278,56 @@ def assemble_result(
             quality=quality,
             fidelity=fidelity,
             failed_requests=failed,
+            retried_requests=retried,
+            retries=retries,
             warnings=warnings,
         ),
     )
 
 
+def missing_figures(
+    settings: MeasureSettings,
+    decode: DecodeDetail,
+    load: LoadDetail,
+    quality: QualityDetail,
+    fidelity: FidelityRecord | None,
+    fidelity_warnings: list[str],
+) -> list[str]:
+    """Each figure the settings asked for that the measurement could not give, with why."""
+    missing = []
+    if not decode.valid or decode.tokens_per_second is None:
+        reason = decode.problems[0] if decode.problems else "no rate"
+        missing.append(f"decode rate: {reason}")
+    for level in load.levels:
+        if level.tokens_per_second is None:
+            missing.append(f"{level.concurrency} at once: {level.problem or 'no figure'}")
+    unanswered = quality.total - quality.answered_count
+    if unanswered:
+        first = next((item.error for item in quality.items if item.error), None)
+        missing.append(f"quality: {unanswered} of {quality.total} questions unanswered ({first})")
+    if fidelity is None and (settings.fidelity_prompts > 0 or fidelity_warnings):
+        missing.append(fidelity_warnings[0] if fidelity_warnings else "fidelity: not measured")
+    return missing
+
+
 CLIENT_SHARE_WARNING = 0.5  # half a core busy in the client: it may be part of what was timed
 
 
-def _client_bound_warnings(decode: DecodeDetail, load: LoadDetail) -> list[str]:
-    """The event loop busy for over half the time it timed: its own overhead may be in it."""
-    phases = [("decode", decode.client)]
-    phases += [(f"{level.concurrency} at once", level.client) for level in load.levels]
-    warnings = []
-    for phase, found in phases:
-        if found is None:
-            continue
-        busy = found.loop_share if found.loop_share is not None else found.share
-        if busy > CLIENT_SHARE_WARNING:
-            warnings.append(
-                f"{phase}: the client's event loop was busy {busy:.0%} of the wall time it "
-                "timed; its own overhead may be part of the figure"
-            )
-    return warnings
+def _client_bound_warnings(decode: DecodeDetail) -> list[str]:
+    """The event loop busy for over half the time it timed: its own overhead may be in it.
+
+    (Levels are judged batch by batch by the worker processes' own rules, see measure/load.py.)
+    """
+    found = decode.client
+    if found is None:
+        return []
+    busy = found.loop_share if found.loop_share is not None else found.share
+    if busy <= CLIENT_SHARE_WARNING:
+        return []
+    return [
+        f"decode: the client's event loop was busy {busy:.0%} of the wall time it timed; its "
+        "own overhead may be part of the figure"
+    ]
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

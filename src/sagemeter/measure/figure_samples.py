@@ -11,7 +11,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemeter.clients.base import RequestRecord
 from sagemeter.measure.bootstrap import FigureSamples, interval, samples_of
 from sagemeter.results import (
     DecodeDetail,
@@ -21,6 +20,7 @@ from sagemeter.results import (
     LoadLevel,
     MeasureResult,
 )
+from sagemeter.transport.record import RequestRecord
 
 
 def decode_samples(detail: DecodeDetail | None) -> FigureSamples | None:
@@ -56,8 +56,8 @@ def pair_rates(detail: DecodeDetail) -> list[float]:
 
 
 def level_samples(level: LoadLevel | None) -> FigureSamples | None:
-    """All tokens / all wall time of the level's batches, batches resampled whole."""
-    if level is None or not level.batches:
+    """All tokens / all wall time of the level's complete batches, batches resampled whole."""
+    if level is None or not level.complete_batches:
         return None
 
     def pooled(groups: Sequence[np.ndarray]) -> np.ndarray:
@@ -66,7 +66,7 @@ def level_samples(level: LoadLevel | None) -> FigureSamples | None:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(wall > 0, batches[..., 0].sum(axis=1) / wall, np.nan)
 
-    rows = [(batch.output_tokens, batch.wall_s) for batch in level.batches]
+    rows = [(batch.output_tokens, batch.wall_s) for batch in level.complete_batches]
     return FigureSamples(groups=(np.asarray(rows, dtype=float),), statistic=pooled)
 
 
@@ -98,24 +98,15 @@ class StreamingValues(NamedTuple):
 def streaming_values(long: list[RequestRecord]) -> StreamingValues:
     """One place that reads them, for the result's spreads and the comparison's intervals."""
     return StreamingValues(
-        engine_rates=[
-            float(rate)
-            for r in long
-            if r.engine_timings
-            and isinstance(rate := r.engine_timings.get("predicted_per_second"), int | float)
-        ],
+        engine_rates=[r.engine_rate for r in long if r.engine_rate is not None],
         ttfts_s=[r.first_token_s for r in long if r.first_token_s is not None],
-        gaps_s=[gap for r in long for gap in r.inter_token_gaps_s()],
+        gaps_s=[gap for r in long for gap in r.gaps_s()],
     )
 
 
 def complete_long_replies(detail: DecodeDetail) -> list[RequestRecord]:
     """The long replies that finished with every token asked: the ones the figures use."""
-    return [
-        r
-        for r in detail.records
-        if r.ok and r.honoured_length and r.max_tokens == detail.long_tokens
-    ]
+    return [r for r in detail.records if r.honoured_length and r.max_tokens == detail.long_tokens]
 
 
 def _streaming_samples(decode: DecodeDetail) -> dict[str, FigureSamples]:
@@ -149,7 +140,7 @@ def speed_summaries(
     for level in load.levels if load is not None else []:
         if level.tokens_per_second is None:
             continue
-        rates = [batch.tokens_per_second for batch in level.batches]
+        rates = [batch.tokens_per_second for batch in level.complete_batches]
         summaries[f"load_c{level.concurrency}_tokens_per_second"] = FigureSummary(
             value=round(level.tokens_per_second, 3),
             repeats=len(rates),

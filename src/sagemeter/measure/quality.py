@@ -1,12 +1,16 @@
-"""Answer quality: each question once, temperature 0, scored by the strict scorer."""
+"""Answer quality: each question once, temperature 0, scored by the strict scorer.
+
+A question whose request failed (after the wire's retries) is unanswered, not wrong: it is kept
+with its error and left out of the score, which counts correct answers among answered questions.
+"""
 
 from __future__ import annotations
 
-from sagemeter.clients.base import ChatClient, ChatRequest
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.questions import QuestionSet
 from sagemeter.questions.scoring import score_reply
 from sagemeter.results import QualityDetail, QualityItem
+from sagemeter.transport.chat import ChatClient, ChatRequest
 
 TEMPERATURE = 0.0  # greedy: the same checkpoint gives the same answer
 SEED = 0
@@ -34,24 +38,27 @@ async def measure_quality(
             )
         )
         progress(1)
-        correct, extracted = score_reply(question, record.text) if record.ok else (False, None)
+        reply = (record.text or "") if record.ok else None
+        correct, extracted = score_reply(question, reply) if reply is not None else (False, None)
         items.append(
             QualityItem(
                 id=question.id,
                 family=question.family,
                 prompt=question.prompt,
                 expected=question.answer,
-                reply=record.text if record.ok else None,
+                reply=reply,
                 extracted=extracted,
                 correct=correct,
                 finish_reason=record.finish_reason,
                 error=record.error,
+                retries=record.retries,
             )
         )
     by_family: dict[str, dict[str, int]] = {}
     for item in items:
-        counts = by_family.setdefault(item.family, {"correct": 0, "total": 0})
+        counts = by_family.setdefault(item.family, {"correct": 0, "total": 0, "answered": 0})
         counts["total"] += 1
+        counts["answered"] += int(item.answered)
         counts["correct"] += int(item.correct)
     return QualityDetail(
         question_set=question_set.name,
@@ -62,6 +69,7 @@ async def measure_quality(
         system_prompt=system_prompt,
         correct=sum(item.correct for item in items),
         total=len(items),
+        answered=sum(item.answered for item in items),
         by_family=by_family,
         items=items,
     )

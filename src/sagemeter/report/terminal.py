@@ -139,9 +139,18 @@ def print_result(console: Console, result: MeasureResult) -> None:
         table.add_row(
             "  time per output token", _spread_text(decode.time_per_output_token_s, 1000, " ms")
         )
-    for level, value in result.load_tokens_per_second.items():
-        table.add_row(f"{level} at once tokens/s", format_value("load", value))
-    table.add_row("quality", result.quality or "-")
+        if decode.reasoning_events:
+            table.add_row("  reasoning token events", str(decode.reasoning_events))
+    if detail and detail.load:
+        for level in detail.load.levels:
+            value = format_value("load", level.tokens_per_second)
+            if level.problem:
+                value += f" ({level.problem})"
+            table.add_row(f"{level.concurrency} at once tokens/s", value)
+    else:
+        for key, figure in result.load_tokens_per_second.items():
+            table.add_row(f"{key} at once tokens/s", format_value("load", figure))
+    table.add_row("quality", _quality_text(result))
     table.add_row("weights GiB", format_value("weights", result.weights_gib))
     table.add_row(
         "KV cache tokens", format_value("kv_cache_tokens", _opt_float(result.kv_cache_tokens))
@@ -150,7 +159,16 @@ def print_result(console: Console, result: MeasureResult) -> None:
     console.print(table)
     if detail:
         for warning in detail.warnings:
-            console.print(f"[yellow]warning:[/] {warning}")
+            console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+def _quality_text(result: MeasureResult) -> str:
+    """`37/40`, or `35/38 of 40 (2 unanswered)` when some questions got no answer."""
+    quality = result.detail.quality if result.detail else None
+    if quality is None or quality.answered_count == quality.total:
+        return result.quality or "-"
+    answered, total = quality.answered_count, quality.total
+    return f"{quality.correct}/{answered} of {total} ({total - answered} unanswered)"
 
 
 def _opt_float(value: int | None) -> float | None:

@@ -1,19 +1,22 @@
-"""The SageMaker runtime client: boto3 `sagemaker-runtime` in-process, pooled, one per endpoint.
+"""The SageMaker runtime wire: boto3 `sagemaker-runtime` in-process, pooled, one per endpoint.
 
 boto3 is synchronous, so each request runs in a thread of a pool sized to the concurrency (the
 botocore connection pool is sized the same), and times are taken in that thread as the bytes
 arrive. Streaming uses `invoke_endpoint_with_response_stream`: the vLLM container's OpenAI-style
-SSE lines (`data: {...}`, `data: [DONE]`) or LMI's plain JSON lines arrive inside event-stream
-`PayloadPart`s whose boundaries do not follow lines, so lines are reassembled across parts.
-Generations are never retried automatically; every failure becomes a failed `RequestRecord`.
+SSE events (`data: {...}`, `data: [DONE]`) or LMI's plain JSON lines arrive inside event-stream
+`PayloadPart`s whose boundaries do not follow events; they are split with the same byte-level
+splitter and token-event rule as the HTTP engine, into the same record type. botocore's own
+retries are off: transient failures (throttling, the container's 429/5xx) are sent again by the
+same retry policy as every wire, and every try is kept on the record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -29,16 +32,22 @@ from botocore.exceptions import (
 )
 
 from sagemeter import __version__
-from sagemeter.clients.base import ChatRequest, RequestRecord
-from sagemeter.clients.stream import (
-    StreamState,
-    TextCallback,
-    chat_body,
-    failed_record,
-    plain_record,
-)
 from sagemeter.errors import UserError
 from sagemeter.targets import SageMakerTarget
+from sagemeter.transport.chat import (
+    BatchRun,
+    ChatRequest,
+    Unreachable,
+    chat_body,
+    read_plain_reply,
+)
+from sagemeter.transport.events import TextCallback, stream_outcome, take_event
+from sagemeter.transport.health import CLIENT_CPU_SHARE_MAX, pct
+from sagemeter.transport.http1 import TRANSIENT_STATUSES
+from sagemeter.transport.pool import available_cores
+from sagemeter.transport.record import LiveRecord, RequestRecord
+from sagemeter.transport.retry import RetryPolicy, send_with_retries
+from sagemeter.transport.sse import SseSplitter
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient as Boto3RuntimeClient
@@ -61,32 +70,30 @@ def runtime_config(concurrency: int, read_timeout_s: float = DEFAULT_READ_TIMEOU
     )
 
 
-class LineAssembler:
-    """Bytes in, complete lines out: a line may span parts, and a part may hold many lines."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, data: bytes) -> list[str]:
-        self._buffer += data
-        *complete, self._buffer = self._buffer.split(b"\n")
-        return [line.decode("utf-8", "replace").rstrip("\r") for line in complete]
-
-    def flush(self) -> list[str]:
-        rest, self._buffer = self._buffer, b""
-        text = rest.decode("utf-8", "replace").rstrip("\r")
-        return [text] if text.strip() else []
+# Runtime error codes worth sending again: the service was busy, or the container said 429/5xx.
+TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ServiceUnavailable",
+        "InternalFailure",
+        "InternalDependencyException",
+        "ModelNotReadyException",
+    }
+)
 
 
-def _client_error_reason(exc: ClientError) -> str:
+def _client_error_reason(exc: ClientError) -> tuple[str, bool, int | None]:
+    """(the reason in one line, whether it is worth sending again, the container's status)."""
     error = exc.response.get("Error", {})
-    code = error.get("Code") or "ClientError"
+    code = str(error.get("Code") or "ClientError")
     message = " ".join(str(error.get("Message") or "").split())[:200]
-    if code == "ModelError":
-        original = exc.response.get("OriginalStatusCode") or error.get("OriginalStatusCode")
-        if original:
-            code = f"ModelError (container answered {original})"
-    return f"{code}: {message}" if message else str(code)
+    raw_status = str(exc.response.get("OriginalStatusCode") or error.get("OriginalStatusCode"))
+    status = int(raw_status) if raw_status.isdigit() else None
+    transient = code in TRANSIENT_CODES or (status in TRANSIENT_STATUSES)
+    label = code
+    if code == "ModelError" and status is not None:
+        label = f"ModelError (container answered {status})"
+    return (f"{label}: {message}" if message else label), transient, status
 
 
 class SageMakerRuntimeClient:
@@ -100,6 +107,7 @@ class SageMakerRuntimeClient:
         concurrency: int = 16,
         model: str | None = None,
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
         session: boto3.session.Session | None = None,
         info_lookup: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
@@ -107,6 +115,9 @@ class SageMakerRuntimeClient:
         self._info_lookup = info_lookup
         self.region = region
         self.model = model
+        self.retry = retry or RetryPolicy()
+        self.timeout_s = read_timeout_s
+        self.origin = time.perf_counter()
         self._model_resolved = model is not None
         self._info: dict[str, Any] = {}
         self._session = session or boto3.session.Session()
@@ -119,6 +130,7 @@ class SageMakerRuntimeClient:
             max_workers=max(1, concurrency), thread_name_prefix=f"sagemeter-{name}"
         )
         self._resolve_lock = asyncio.Lock()
+        self._numbers = itertools.count()
 
     async def __aenter__(self) -> SageMakerRuntimeClient:
         return self
@@ -161,80 +173,132 @@ class SageMakerRuntimeClient:
             info["model"] = self.model
         return info
 
-    def body(self, request: ChatRequest) -> dict[str, Any]:
-        return chat_body(request, self.model)
+    def body(self, request: ChatRequest) -> bytes:
+        return json.dumps(chat_body(request, self.model)).encode()
 
     async def chat(self, request: ChatRequest) -> RequestRecord:
         if not self._model_resolved:
             await self._ensure_info()
-        body = json.dumps(self.body(request)).encode()
-        return await self._run(lambda: self.chat_sync(request, body))  # type: ignore[no-any-return]
+        body = self.body(request)
+        number = next(self._numbers)
 
-    def chat_sync(
-        self, request: ChatRequest, body: bytes, on_text: TextCallback | None = None
-    ) -> RequestRecord:
-        """One request, in the calling thread; `on_text` hears each piece of a stream."""
-        sent_at = time.perf_counter()
+        async def send(record: LiveRecord) -> LiveRecord:
+            return await self._run(lambda: self.attempt(request, body, record))  # type: ignore[no-any-return]
+
+        record = await send_with_retries(
+            send, lambda: LiveRecord(0, number, max_tokens=request.max_tokens), self.retry
+        )
+        return record.freeze(self.origin)
+
+    async def batch(self, requests: list[ChatRequest]) -> BatchRun:
+        """Every request at once on the thread pool; boto3's CPU is the client's share."""
+        cpu_before, started = time.process_time(), time.perf_counter()
+        records = list(await asyncio.gather(*(self.chat(request) for request in requests)))
+        cpu = time.process_time() - cpu_before
+        wall = time.perf_counter() - started
+        share = cpu / (wall * available_cores()) if wall > 0 else 0.0
+        limits = []
+        if share > CLIENT_CPU_SHARE_MAX:
+            limits.append(
+                f"the client used {pct(share)} of the cores (> {pct(CLIENT_CPU_SHARE_MAX)}, "
+                "CLIENT_CPU_SHARE_MAX)"
+            )
+        for index, record in enumerate(records):
+            record.stream = index
+        return BatchRun(records=records, workers=0, client_cpu_s=cpu, limits=limits)
+
+    async def preflight(self) -> None:
+        """One short streamed reply: the endpoint answers, streams, and sends a token."""
+        record = await self.chat(ChatRequest(prompt="Say OK.", max_tokens=4, stream=True))
+        if not record.ok:
+            raise Unreachable(str(record.error))
+        if not record.arrivals_us and not record.usage_tokens:
+            raise Unreachable("the streamed reply carried no token")
+
+    def attempt(
+        self,
+        request: ChatRequest,
+        body: bytes,
+        record: LiveRecord,
+        on_text: TextCallback | None = None,
+    ) -> LiveRecord:
+        """One try, in the calling thread; `on_text` hears each piece of a stream."""
+        record.send = time.perf_counter()
         try:
             if request.stream:
-                return self._stream(request, body, sent_at, on_text)
-            return self._plain(request, body, sent_at)
+                self._stream(body, record, on_text)
+            else:
+                self._plain(body, record)
         except EventStreamError as exc:
-            return failed_record(request, sent_at, f"stream error: {_client_error_reason(exc)}")
+            reason, record.transient, record.status = _client_error_reason(exc)
+            record.error = f"stream error: {reason}"
         except ClientError as exc:
-            return failed_record(request, sent_at, _client_error_reason(exc))
+            reason, record.transient, record.status = _client_error_reason(exc)
+            record.error = reason
         except (ReadTimeoutError, ConnectTimeoutError) as exc:
-            return failed_record(request, sent_at, f"timeout: {type(exc).__name__}")
+            record.error = f"timeout: {type(exc).__name__}"
         except NoCredentialsError:
-            return failed_record(request, sent_at, "no AWS credentials")
+            record.error = "no AWS credentials"
         except BotoCoreError as exc:
-            return failed_record(request, sent_at, f"connection: {type(exc).__name__}: {exc}")
+            record.error = f"connection: {type(exc).__name__}: {exc}"
+        if not record.end:
+            record.end = time.perf_counter()
+        return record
 
-    def _plain(self, request: ChatRequest, body: bytes, sent_at: float) -> RequestRecord:
+    def _plain(self, body: bytes, record: LiveRecord) -> None:
         response = self._runtime.invoke_endpoint(
             EndpointName=self.name,
             Body=body,
             ContentType="application/json",
             Accept="application/json",
         )
-        raw = response["Body"].read()
-        return plain_record(request, sent_at, time.perf_counter() - sent_at, raw)
+        record.body = response["Body"].read()
+        record.end = time.perf_counter()
+        record.status = 200
+        read_plain_reply(record)
 
-    def _stream(
-        self, request: ChatRequest, body: bytes, sent_at: float, on_text: TextCallback | None
-    ) -> RequestRecord:
+    def _stream(self, body: bytes, record: LiveRecord, on_text: TextCallback | None) -> None:
         response = self._runtime.invoke_endpoint_with_response_stream(
             EndpointName=self.name, Body=body, ContentType="application/json"
         )
-        state = StreamState(on_text)
-        assembler = LineAssembler()
+        record.status = 200
+        record.pieces = []
         stream = response["Body"]
+        splitter: SseSplitter | None = None
+        deadline = record.send + self.timeout_s
         try:
-            for line, now in _lines(stream, assembler, sent_at):
-                state.line(line, now)
-                if state.error:
-                    break
+            for event in stream:
+                part = event.get("PayloadPart")
+                if not part:
+                    continue
+                now = record.end = time.perf_counter()
+                data = part.get("Bytes", b"")
+                if splitter is None:
+                    # LMI's JSON lines have no blank line between events; SSE has.
+                    splitter = SseSplitter(lines=data.lstrip().startswith(b"{"))
+                for item in splitter.feed(data):
+                    take_event(record, item, now, on_text)
+                if record.error is not None:
+                    return
+                if now > deadline:
+                    record.error = f"timeout: no complete response within {self.timeout_s:g} s"
+                    return
+            if splitter is not None:
+                tail = splitter.flush()
+                if tail:
+                    take_event(record, tail, record.end, on_text)
         finally:
             stream.close()
-        return state.record(request, sent_at)
-
-
-def _lines(stream: Any, assembler: LineAssembler, sent_at: float) -> Iterator[tuple[str, float]]:
-    """Each complete line with the time its last byte arrived (seconds after `sent_at`)."""
-    now = 0.0
-    for event in stream:
-        part = event.get("PayloadPart")
-        if not part:
-            continue
-        now = time.perf_counter() - sent_at
-        for line in assembler.feed(part.get("Bytes", b"")):
-            yield line, now
-    for line in assembler.flush():
-        yield line, now
+        record.error = stream_outcome(record)
 
 
 def open_sagemaker_client(
-    target: SageMakerTarget, concurrency: int, *, model: str | None = None
+    target: SageMakerTarget,
+    concurrency: int,
+    *,
+    model: str | None = None,
+    timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+    retry: RetryPolicy | None = None,
 ) -> SageMakerRuntimeClient:
     """A client for `NAME@REGION`; fails with one line when no AWS credentials can be found.
 
@@ -254,6 +318,8 @@ def open_sagemaker_client(
         target.region,
         concurrency=concurrency,
         model=model,
+        read_timeout_s=timeout_s,
+        retry=retry,
         session=session,
         info_lookup=lambda: deployment_info(target.name, target.region, session=session),
     )
