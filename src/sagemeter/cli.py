@@ -147,6 +147,7 @@ def _settings(
     questions_per_family: int | None = None,
     margin: float | None = None,
     fidelity: int | None = None,
+    method: str | None = None,
 ) -> MeasureSettings:
     from sagemeter.verbs import measure_settings
 
@@ -163,7 +164,7 @@ def _settings(
         "margin_points": margin,
         "fidelity_prompts": fidelity,
     }
-    return measure_settings(quick, overrides)
+    return measure_settings(quick, overrides, method=method)
 
 
 @app.command()
@@ -174,6 +175,14 @@ def measure(
     ],
     name: Annotated[str | None, typer.Option(help="result name (default: from the target)")] = None,
     quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
+    method: Annotated[
+        str | None,
+        typer.Option(
+            help="sagemeter (ours) or article: the source article's exact method (one prompt, "
+            "64-token answers, no seed, median of batch rates, 12 s pauses, its scoring rule) "
+            "[sagemeter]"
+        ),
+    ] = None,
     short_tokens: Annotated[
         int | None, typer.Option(help="decode: short reply length [16]")
     ] = None,
@@ -187,7 +196,9 @@ def measure(
     questions: Annotated[
         str | None, typer.Option(help="question set name or JSONL file [article-40]")
     ] = None,
-    quality_max_tokens: Annotated[int | None, typer.Option(help="quality: reply cap [48]")] = None,
+    quality_max_tokens: Annotated[
+        int | None, typer.Option(help="quality: reply cap [48; 64 with --method article]")
+    ] = None,
     questions_per_family: Annotated[
         int | None, typer.Option(help="quality: only the first N of each family [all]")
     ] = None,
@@ -222,6 +233,7 @@ def measure(
         questions_per_family,
         margin,
         fidelity,
+        method,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
