@@ -3,9 +3,14 @@ together, recorded in the result's settings, and overridable one by one."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from mcp import Client
 
 from sagemeter.errors import UserError
+from sagemeter.mcp_server import ServerConfig, build_server
 from sagemeter.settings import (
     ARTICLE_STORY,
     METHOD_SETTINGS,
@@ -14,6 +19,7 @@ from sagemeter.settings import (
     with_method,
 )
 from sagemeter.verbs import measure_settings
+from tests.mcp_helpers import error_line
 
 
 def test_ours_is_the_default_and_the_article_method_sets_its_named_settings() -> None:
@@ -58,3 +64,16 @@ def test_quick_keeps_its_lengths_under_the_article_method() -> None:
 def test_an_unknown_method_is_one_clear_error() -> None:
     with pytest.raises(UserError, match=r"--method 'bogus': give one of sagemeter, article"):
         measure_settings(False, {}, method="bogus")
+
+
+async def test_the_mcp_measure_tool_takes_the_method_and_refuses_an_unknown_one(
+    tmp_path: Path,
+) -> None:
+    async with Client(build_server(ServerConfig(results_dir=tmp_path / "results"))) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        schema = tools["measure_endpoint"].input_schema["properties"]["method"]
+        assert {"sagemeter", "article"} <= set(json.dumps(schema).split('"'))
+        refused = await client.call_tool(
+            "measure_endpoint", {"target": "local:smollm2-q4_1", "method": "bogus"}
+        )
+    assert error_line(refused).startswith("measure_endpoint: method:")
