@@ -15,10 +15,11 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from sagemeter.questions.scoring import ScoringRule
+
 Method = Literal["sagemeter", "article"]
 METHODS: tuple[Method, ...] = get_args(Method)
 LoadStatistic = Literal["pooled", "median"]
-Scoring = Literal["strict", "article"]  # the rules of `sagemeter.questions.scoring`
 
 # The one prompt the article's compare.py sent for every fixed-length request (decode, parallel).
 ARTICLE_STORY = "Write a long, detailed story about a lighthouse keeper on a remote island."
@@ -61,7 +62,9 @@ class MeasureSettings(BaseModel):
     quality_seed: int | None = Field(
         0, description="quality: the `seed` sent with every question (None: none sent)"
     )
-    scoring: Scoring = Field("strict", description="quality: the scoring rule (strict | article)")
+    scoring: ScoringRule = Field(
+        "strict", description="quality: the scoring rule (strict | article)"
+    )
     margin_points: float = Field(
         2.0,
         gt=0,
