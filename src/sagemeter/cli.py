@@ -151,6 +151,7 @@ def _settings(
     stall: str | None = None,
     retries: int | None = None,
     reruns: int | None = None,
+    method: str | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
     from sagemeter.verbs import measure_settings
@@ -172,7 +173,7 @@ def _settings(
         "retries": retries,
         "batch_reruns": reruns,
     }
-    return measure_settings(quick, overrides)
+    return measure_settings(quick, overrides, method=method)
 
 
 @app.command()
@@ -183,6 +184,14 @@ def measure(
     ],
     name: Annotated[str | None, typer.Option(help="result name (default: from the target)")] = None,
     quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
+    method: Annotated[
+        str | None,
+        typer.Option(
+            help="sagemeter (ours) or article: the source article's exact method (one prompt, "
+            "64-token answers, no seed, median of batch rates, 12 s pauses, its scoring rule) "
+            "[sagemeter]"
+        ),
+    ] = None,
     short_tokens: Annotated[
         int | None, typer.Option(help="decode: short reply length [16]")
     ] = None,
@@ -196,7 +205,9 @@ def measure(
     questions: Annotated[
         str | None, typer.Option(help="question set name or JSONL file [article-40]")
     ] = None,
-    quality_max_tokens: Annotated[int | None, typer.Option(help="quality: reply cap [48]")] = None,
+    quality_max_tokens: Annotated[
+        int | None, typer.Option(help="quality: reply cap [48; 64 with --method article]")
+    ] = None,
     questions_per_family: Annotated[
         int | None, typer.Option(help="quality: only the first N of each family [all]")
     ] = None,
@@ -260,6 +271,7 @@ def measure(
         stall,
         retries,
         reruns,
+        method,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

@@ -206,6 +206,7 @@ class QualityDetail(BaseModel):
     max_tokens: int
     temperature: float = 0.0
     seed: int | None = 0
+    scoring: str = Field("strict", description="the scoring rule: strict (ours) or article")
     system_prompt: str | None = None
     chat_template_sha256: str | None = Field(
         None, description="SHA-256 of the chat template the server reported (llama.cpp /props)"
@@ -271,6 +272,9 @@ class Detail(BaseModel):
     retried_requests: int = Field(0, description="requests that needed more than one try")
     retries: int = Field(0, description="tries sent again after a transient failure, in all")
     warnings: list[str] = Field(default_factory=list)
+    source_format: str = Field(
+        "sagemeter", description="who wrote the file: sagemeter, or the article's compare.py"
+    )
 
 
 class MeasureResult(BaseModel):
@@ -332,7 +336,11 @@ def save_result(result: MeasureResult, path: Path) -> None:
 
 
 def load_result(path: Path) -> MeasureResult:
-    """Read and validate one result file; any problem becomes one UserError naming the file."""
+    """Read and validate one result file; any problem becomes one UserError naming the file.
+
+    Reads sagemeter's own files, the article's minimal ones, and the article's own full result
+    shape (`sagemeter.article_results`).
+    """
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -345,6 +353,10 @@ def load_result(path: Path) -> MeasureResult:
         raise UserError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(payload, dict):
         raise UserError(f"{path}: expected a JSON object with measurement keys")
+    from sagemeter.article_results import is_article_shape, read_article_result
+
+    if is_article_shape(payload):
+        return read_article_result(path, payload)
     if "decode_tokens_per_second" not in payload and "load_tokens_per_second" not in payload:
         raise UserError(
             f"{path}: not a sagemeter result (no decode_tokens_per_second or "

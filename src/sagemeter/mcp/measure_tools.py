@@ -23,6 +23,7 @@ from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
 from sagemeter.mcp.progress import Relay
 from sagemeter.report.terminal import format_value, print_comparison
 from sagemeter.results import MeasureResult, result_path
+from sagemeter.settings import Method
 from sagemeter.targets import parse_target
 from sagemeter.verbs import check_result_name, measure_settings
 from sagemeter.workflows import measure_target, selected_questions, total_requests
@@ -90,6 +91,14 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         quick: Annotated[
             bool, Field(description="shrink everything: seconds, for a smoke test")
         ] = False,
+        method: Annotated[
+            Method | None,
+            Field(
+                description="sagemeter (ours, the default) or article: the source article's exact "
+                "method (one prompt, 64-token answers, no seed, median of batch rates, 12 s "
+                "pauses, its scoring rule)"
+            ),
+        ] = None,
         short_tokens: Annotated[int | None, Field(gt=0, description="decode: short reply")] = None,
         long_tokens: Annotated[int | None, Field(gt=1, description="decode: long reply")] = None,
         decode_repeats: Annotated[
@@ -151,7 +160,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "stall_s": stall_s,
             "retries": retries,
         }
-        settings = measure_settings(quick, overrides, label=str)
+        settings = measure_settings(quick, overrides, method=method, label=str)
         result_name = name or parsed.default_name
         check_result_name(result_name, label="name")
         path = result_path(config.results_dir, result_name)

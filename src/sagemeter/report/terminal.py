@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from sagemeter.compare import Comparison, Row
+from sagemeter.compare import Comparison, Row, across_methods_note
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
 
@@ -42,7 +42,8 @@ def comparison_table(comparison: Comparison) -> Table:
 
 
 def _ratio_text(row: Row, index: int) -> str:
-    """`2.22 [2.06-2.83]`, with `*` when the ratio cannot be told from no change."""
+    """`2.22 [2.06-2.83]`, with `*` when the ratio cannot be told from no change (or its two
+    files were measured by different methods)."""
     ratio = row.ratios[index]
     if ratio is None:
         return ""
@@ -65,13 +66,28 @@ def _flag_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
+def methods_line(comparison: Comparison) -> str | None:
+    """Which method measured each file: one word when they agree, file by file when not."""
+    methods = comparison.methods
+    known = {method for method in methods if method is not None}
+    if not known:
+        return None
+    if len(known) == 1 and None not in methods:
+        return f"method: {known.pop()} (every file)"
+    return "methods: " + ", ".join(
+        f"[{number}] {method or 'not recorded'}" for number, method in enumerate(methods, start=1)
+    )
+
+
 def print_comparison(console: Console, comparison: Comparison) -> None:
     console.print(comparison_table(comparison))
+    if line := methods_line(comparison):
+        console.print(line, highlight=False)
     if any(bounds for row in comparison.rows for bounds in row.ratio_intervals):
         console.print("ratios: [95% bootstrap interval over the repeats, both sides resampled]")
     flags = _flag_lines(comparison)
     if flags:
-        console.print("* = the ratio cannot be told from no change:")
+        console.print("* = the ratio cannot be told from no change, or is across methods:")
     for line in flags:
         console.print(f"  {line}", highlight=False)
     if comparison.identical_answers:
@@ -101,6 +117,8 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
             f"quality verdict, {check.candidate} against {check.reference}: "
             f"[bold {colour}]{check.verdict}[/]"
         )
+        if note := across_methods_note(check):
+            console.print(f"[yellow]{note}[/]", highlight=False)
         for line in check.summary:
             console.print(line, highlight=False, markup=False)
     for fidelity in comparison.fidelity_checks:
