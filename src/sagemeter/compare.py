@@ -24,7 +24,7 @@ from sagemeter.evidence.summary import render_summary
 from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
 from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
 from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, summary_lines
-from sagemeter.measure.bootstrap import FigureSamples, interval, ratio_interval, samples_of
+from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.results import Interval, MeasureResult, load_result
 
@@ -349,7 +349,7 @@ def _add_intervals(
     """Intervals for every value and ratio that has raw repeats, and a flag on each ratio that
     cannot be told from no change: its interval (or the ratio itself, without one) reaches 1 or
     the A-A' drift band of that figure, or its two files were measured by different methods."""
-    samples = [figure_samples(result) for result in results]
+    samples = [speed_samples(result) for result in results]
     figures = drift.figures if drift else []
     bands = {figure.key: abs(figure.change) for figure in figures if figure.change is not None}
     by_key = {row.key: row for row in rows}
@@ -378,22 +378,6 @@ def _method_flag(ratio: float | None, first: str | None, other: str | None) -> s
     if ratio is None or not methods_differ(first, other):
         return None
     return f"measured by different methods ({first} vs {other})"
-
-
-def figure_samples(result: MeasureResult) -> dict[str, FigureSamples]:
-    """The repeats behind each speed figure, resampled the way the result's method computed it:
-    a level's figure is its batches pooled (ours) or the median of their rates (the article's)."""
-    found = speed_samples(result)
-    detail = result.detail
-    if detail is None or detail.load is None:
-        return found
-    if detail.settings.get("load_statistic") != "median":
-        return found
-    for level in detail.load.levels:
-        key = f"load_c{level.concurrency}_tokens_per_second"
-        if key in found:
-            found[key] = samples_of([batch.tokens_per_second for batch in level.batches])
-    return found
 
 
 COST_PREFIX = "usd_per_million_tokens_c"

@@ -132,6 +132,7 @@ async def measure_target(
             long_tokens=settings.long_tokens,
             repeats=settings.decode_repeats,
             warmup=settings.decode_warmup,
+            prompt=settings.decode_prompt,
             progress=progress,
         )
         on_phase("parallel")
@@ -141,6 +142,9 @@ async def measure_target(
             max_tokens=settings.load_max_tokens,
             batches=settings.load_batches,
             reruns=settings.batch_reruns,
+            prompt=settings.load_prompt,
+            statistic=settings.load_statistic,
+            pause_s=settings.batch_pause_s,
             progress=progress,
         )
         on_phase("quality")
@@ -149,6 +153,8 @@ async def measure_target(
             question_set,
             max_tokens=settings.quality_max_tokens,
             system_prompt=settings.system_prompt,
+            seed=settings.quality_seed,
+            scoring=settings.scoring,
             progress=progress,
         )
         quality.chat_template_sha256 = described.get("chat_template_sha256")
@@ -268,7 +274,7 @@ def assemble_result(
         kv_cache_tokens=startup.kv_cache_tokens if startup else None,
         load_seconds=startup.load_seconds if startup else None,
         incomplete_because=missing,
-        intervals=speed_summaries(decode, load),
+        intervals=speed_summaries(decode, load, settings.load_statistic),
         detail=Detail(
             settings=settings.model_dump(),
             environment=environment,

@@ -43,13 +43,15 @@ async def measure_decode(
     long_tokens: int = 512,
     repeats: int = 5,
     warmup: int = 1,
+    prompt: str | None = None,
     progress: ProgressFn = no_progress,
 ) -> DecodeDetail:
     """Alternate short and long replies (so slow drift hits both alike) and fit the line."""
+    prompt = prompt or DECODE_PROMPT
     if long_tokens <= short_tokens:
         raise ValueError("long_tokens must exceed short_tokens")
     for _ in range(warmup):
-        await client.chat(_request(short_tokens))
+        await client.chat(_request(prompt, short_tokens))
         progress(1)
     short: list[RequestRecord] = []
     long: list[RequestRecord] = []
@@ -66,7 +68,7 @@ async def measure_decode(
         wanted = ((short_tokens, short, good_short), (long_tokens, long, good_long))
         for length, bucket, good in wanted:
             if good < repeats:
-                bucket.append(await client.chat(_request(length)))
+                bucket.append(await client.chat(_request(prompt, length)))
                 progress(1)
     detail = fit_decode(
         short, long, short_tokens=short_tokens, long_tokens=long_tokens, repeats=repeats
@@ -77,8 +79,8 @@ async def measure_decode(
     return detail
 
 
-def _request(max_tokens: int) -> ChatRequest:
-    return ChatRequest(prompt=DECODE_PROMPT, max_tokens=max_tokens, ignore_eos=True, stream=True)
+def _request(prompt: str, max_tokens: int) -> ChatRequest:
+    return ChatRequest(prompt=prompt, max_tokens=max_tokens, ignore_eos=True, stream=True)
 
 
 def _problems(label: str, records: list[RequestRecord]) -> list[str]:

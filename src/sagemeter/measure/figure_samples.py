@@ -1,7 +1,8 @@
 """The raw repeats behind each speed figure of a result, for intervals and ratio intervals.
 
 Decode: the short and long reply times (the rate is the article's ratio of medians). A parallel
-level: its batches, each batch's tokens and wall time kept together (the figure pools them).
+level: its complete batches, each batch's tokens and wall time kept together; the figure pools
+them (ours) or is the median of their rates (the article's method, `load_statistic: median`).
 """
 
 from __future__ import annotations
@@ -55,10 +56,13 @@ def pair_rates(detail: DecodeDetail) -> list[float]:
     ]
 
 
-def level_samples(level: LoadLevel | None) -> FigureSamples | None:
-    """All tokens / all wall time of the level's complete batches, batches resampled whole."""
+def level_samples(level: LoadLevel | None, statistic: str = "pooled") -> FigureSamples | None:
+    """The level's figure over its complete batches, batches resampled whole: all tokens / all
+    wall time (`pooled`), or the median of the batches' own rates (`median`)."""
     if level is None or not level.complete_batches:
         return None
+    if statistic == "median":
+        return samples_of([batch.tokens_per_second for batch in level.complete_batches])
 
     def pooled(groups: Sequence[np.ndarray]) -> np.ndarray:
         batches = groups[0]
@@ -81,8 +85,10 @@ def speed_samples(result: MeasureResult) -> dict[str, FigureSamples]:
     if detail.decode is not None:
         found.update(_streaming_samples(detail.decode))
     if detail.load is not None:
+        statistic = str(detail.settings.get("load_statistic", "pooled"))
         for level in detail.load.levels:
-            if level.tokens_per_second is not None and (samples := level_samples(level)):
+            samples = level_samples(level, statistic)
+            if level.tokens_per_second is not None and samples:
                 found[f"load_c{level.concurrency}_tokens_per_second"] = samples
     return found
 
@@ -120,8 +126,19 @@ def _streaming_samples(decode: DecodeDetail) -> dict[str, FigureSamples]:
     return {key: samples_of(found) for key, found in values.items() if found}
 
 
+def level_figure(level: LoadLevel, statistic: str = "pooled") -> float | None:
+    """The level's throughput from its complete batches, by the method's statistic."""
+    complete = level.complete_batches
+    if not complete:
+        return None
+    if statistic == "median":
+        return float(np.median([batch.tokens_per_second for batch in complete]))
+    wall = sum(batch.wall_s for batch in complete)
+    return sum(batch.output_tokens for batch in complete) / wall if wall > 0 else None
+
+
 def speed_summaries(
-    decode: DecodeDetail | None, load: LoadDetail | None
+    decode: DecodeDetail | None, load: LoadDetail | None, statistic: str = "pooled"
 ) -> dict[str, FigureSummary]:
     """The top-level `intervals`: each speed figure, its repeats' spread, its interval."""
     summaries: dict[str, FigureSummary] = {}
@@ -147,7 +164,9 @@ def speed_summaries(
             min=_rounded(min(rates)),
             median=_rounded(float(np.median(rates))),
             max=_rounded(max(rates)),
-            ci95=_rounded_interval(level.tokens_per_second_ci95 or interval(level_samples(level))),
+            ci95=_rounded_interval(
+                level.tokens_per_second_ci95 or interval(level_samples(level, statistic))
+            ),
         )
     return summaries
 

@@ -1,7 +1,8 @@
 """Parallel requests: N at once, fixed-length replies, two batches per level.
 
 Throughput of a batch = its output tokens / its wall time (first send to last byte). A level's
-figure pools its complete batches (all tokens / all wall time); every batch and request is kept.
+figure pools its complete batches (all tokens / all wall time), or with the article's method is
+the median of their rates; every batch and request is kept.
 
 A batch counts only when every request succeeded at its first try and the client kept up: a
 failed request leaves tokens out, a retried one adds its wait to the wall time, and a client that
@@ -11,11 +12,12 @@ extra batches per level; a level with no complete batch has no figure and says w
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.bootstrap import interval
-from sagemeter.measure.figure_samples import level_samples
+from sagemeter.measure.figure_samples import level_figure, level_samples
 from sagemeter.measure.stats import spread
 from sagemeter.results import ClientShare, LoadBatch, LoadDetail, LoadLevel
 from sagemeter.transport.chat import BatchRun, ChatClient, ChatRequest
@@ -36,11 +38,14 @@ def load_request_count(levels: Sequence[int], batches: int) -> int:
     return sum(levels) * batches
 
 
-def batch_requests(concurrency: int, max_tokens: int) -> list[ChatRequest]:
-    """`concurrency` requests on rotating topics (so no two neighbours share a prompt cache)."""
+def batch_requests(
+    concurrency: int, max_tokens: int, prompt: str | None = None
+) -> list[ChatRequest]:
+    """`concurrency` requests on rotating topics (so no two neighbours share a prompt cache),
+    or all with the one `prompt` given (the article's method)."""
     return [
         ChatRequest(
-            prompt=f"Write a long story about {TOPICS[index % len(TOPICS)]}.",
+            prompt=prompt or f"Write a long story about {TOPICS[index % len(TOPICS)]}.",
             max_tokens=max_tokens,
             ignore_eos=True,
             stream=True,
@@ -110,16 +115,22 @@ async def measure_level(
     max_tokens: int,
     batches: int,
     reruns: int,
+    prompt: str | None = None,
+    statistic: str = "pooled",
+    pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
 ) -> LoadLevel:
-    """`batches` complete batches of `concurrency` at once, running up to `reruns` more."""
+    """`batches` complete batches of `concurrency` at once, running up to `reruns` more; after
+    each batch, `pause_s` of quiet (outside every timed wall)."""
     runs: list[BatchRun] = []
     summaries: list[LoadBatch] = []
     while sum(b.complete for b in summaries) < batches and len(summaries) < batches + reruns:
-        run = await client.batch(batch_requests(concurrency, max_tokens))
+        run = await client.batch(batch_requests(concurrency, max_tokens, prompt))
         progress(concurrency if len(summaries) < batches else 0)
         runs.append(run)
         summaries.append(summarise_batch(concurrency, run))
+        if pause_s > 0:
+            await asyncio.sleep(pause_s)
     counted = [run for run, batch in zip(runs, summaries, strict=True) if batch.complete]
     good = [record for run in counted for record in run.records]
     level = LoadLevel(
@@ -132,10 +143,9 @@ async def measure_level(
         client=_client_share(runs, sum(batch.wall_s for batch in summaries)),
     )
     complete = level.complete_batches
-    wall = sum(batch.wall_s for batch in complete)
-    if complete and wall > 0:
-        level.tokens_per_second = sum(batch.output_tokens for batch in complete) / wall
-        level.tokens_per_second_ci95 = interval(level_samples(level))
+    level.tokens_per_second = level_figure(level, statistic)
+    if level.tokens_per_second is not None:
+        level.tokens_per_second_ci95 = interval(level_samples(level, statistic))
     if len(complete) < batches:
         reasons = [batch.reason for batch in summaries if batch.reason]
         level.problem = (
@@ -154,6 +164,9 @@ async def measure_load(
     max_tokens: int = 256,
     batches: int = 2,
     reruns: int = 2,
+    prompt: str | None = None,
+    statistic: str = "pooled",
+    pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
 ) -> LoadDetail:
     results = [
@@ -163,6 +176,9 @@ async def measure_load(
             max_tokens=max_tokens,
             batches=batches,
             reruns=reruns,
+            prompt=prompt,
+            statistic=statistic,
+            pause_s=pause_s,
             progress=progress,
         )
         for concurrency in levels

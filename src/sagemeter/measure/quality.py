@@ -1,4 +1,5 @@
-"""Answer quality: each question once, temperature 0, scored by the strict scorer.
+"""Answer quality: each question once, temperature 0, scored by the strict scorer (or, with the
+article's method, by its rule: the expected answer anywhere in the reply).
 
 A question whose request failed (after the wire's retries) is unanswered, not wrong: it is kept
 with its error and left out of the score, which counts correct answers among answered questions.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.questions import QuestionSet
-from sagemeter.questions.scoring import score_reply
+from sagemeter.questions.scoring import ScoringRule, score
 from sagemeter.results import QualityDetail, QualityItem
 from sagemeter.transport.chat import ChatClient, ChatRequest
 
@@ -22,6 +23,8 @@ async def measure_quality(
     *,
     max_tokens: int = 48,
     system_prompt: str | None = None,
+    seed: int | None = SEED,
+    scoring: ScoringRule = "strict",
     progress: ProgressFn = no_progress,
 ) -> QualityDetail:
     """Ask one question at a time: batching can change greedy outputs on some engines."""
@@ -32,14 +35,14 @@ async def measure_quality(
                 prompt=question.prompt,
                 max_tokens=max_tokens,
                 temperature=TEMPERATURE,
-                seed=SEED,
+                seed=seed,
                 stream=False,
                 system_prompt=system_prompt,
             )
         )
         progress(1)
         reply = (record.text or "") if record.ok else None
-        correct, extracted = score_reply(question, reply) if reply is not None else (False, None)
+        correct, extracted = score(question, reply, scoring) if reply is not None else (False, None)
         items.append(
             QualityItem(
                 id=question.id,
@@ -65,7 +68,8 @@ async def measure_quality(
         question_set_sha256=question_set.sha256,
         max_tokens=max_tokens,
         temperature=TEMPERATURE,
-        seed=SEED,
+        seed=seed,
+        scoring=scoring,
         system_prompt=system_prompt,
         correct=sum(item.correct for item in items),
         total=len(items),
