@@ -55,7 +55,10 @@ def decode_line(facts: CheckpointFacts) -> str:
         f"({decode.output_projection_from})"
     )
     if decode.embedding_rows:
-        parts.append(f"embedding rows {amount(decode.embedding_rows, facts)}")
+        _, scale = unit_of(facts)
+        rows = decode.embedding_rows
+        shown = f"{rows / 1e3:.1f} KB" if rows < scale / 1000 else amount(rows, facts)
+        parts.append(f"one row of each embedding {shown}")
     if decode.other:
         parts.append(f"other {amount(decode.other, facts)}")
     return (
