@@ -31,6 +31,7 @@ class Repo:
     files: dict[str, Path]
     sha: str = "0123456789abcdef0123456789abcdef01234567"
     token: str | None = None  # a gated repo answers only to this bearer token
+    honour_range: bool = True  # False: answer every GET with the whole file, as some proxies do
 
 
 @dataclass
@@ -115,7 +116,7 @@ class HubHandler(BaseHTTPRequestHandler):
         path = repo.files[file]
         size = path.stat().st_size
         start, end = 0, size - 1
-        ranged = self.headers.get("Range")
+        ranged = self.headers.get("Range") if repo.honour_range else None
         if ranged and (match := RANGE.match(ranged.strip())):
             start = int(match.group(1))
             end = min(int(match.group(2)) if match.group(2) else size - 1, size - 1)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
@@ -52,7 +53,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             save_file({name: handle.get_tensor(name) for name in members}, str(sharded / file))
     weight_map = {name: file for file, members in halves.items() for name in members}
     (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
-    return {"f32": f32, "ct": ct, "qat": qat, "sharded": sharded, "gguf": q4}
+    small = root / "small"
+    small.mkdir()
+    weights = np.random.default_rng(3).standard_normal((64, 256)).astype(np.float32)
+    save_file({"model.layers.0.mlp.up_proj.weight": weights}, str(small / "model.safetensors"))
+    return {"f32": f32, "ct": ct, "qat": qat, "sharded": sharded, "gguf": q4, "small": small}
 
 
 def repo(folder: Path, **options: object) -> Repo:
@@ -67,6 +72,7 @@ def hub(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub
         "google/gemma-4-E2B-it-qat-w4a16-ct": repo(files["qat"]),
         "test/sharded": repo(files["sharded"]),
         "test/gguf-only": Repo({files["gguf"].name: files["gguf"]}),
+        "test/no-ranges": repo(files["small"], honour_range=False),
     }
     with serve_hub(repos) as served:
         monkeypatch.setenv("HF_ENDPOINT", served.url)
@@ -123,6 +129,16 @@ def test_grid_check_reads_sampled_blocks_by_range(hub: Hub) -> None:
     # The header, then 8 bytes for the header's size, then the sampled blocks: nothing else.
     assert check.bytes_read == 8 + 128 * 32 * 4
     assert hub.bytes_sent("test/smollm2-f32", "model.safetensors") == FIRST_READ + check.bytes_read
+
+
+def test_a_server_that_ignores_ranges_stops_the_grid_check(
+    hub: Hub, files: dict[str, Path]
+) -> None:
+    size = (files["small"] / "model.safetensors").stat().st_size
+    facts = inspect_sources(["hf:test/no-ranges"]).checkpoints[0]  # small: the header read is all
+    assert facts.tensors == 1 and hub.bytes_sent("test/no-ranges", "model.safetensors") == size
+    with pytest.raises(UserError, match="ignored a range request"):
+        inspect_sources(["hf:test/no-ranges"], check_grid=True)
 
 
 def test_a_sharded_model_reads_its_index_and_every_shard_header(

@@ -86,8 +86,13 @@ class HubFiles:
             get_session().stream("GET", url, headers=headers) as response,
         ):
             hf_raise_for_status(response)
+            if response.status_code != 206 and start != 0:
+                raise UserError(
+                    f"{self.source}: the Hub at {self.api.endpoint} ignored a range request "
+                    f"for {file}; the grid check reads sampled blocks only and stops here"
+                )
             data = b""
-            # A server that ignores Range would send the whole file: stop at what was asked.
+            # A server that ignores Range sends the whole file: stop at what was asked.
             for chunk in response.iter_bytes():
                 data += chunk
                 if len(data) >= length:
