@@ -174,7 +174,7 @@ def write_compressed_tensors(gguf_path: Path, folder: Path) -> Path:
     return folder
 
 
-DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "I64": 8, "U8": 1, "I8": 1}
+DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "I64": 8, "U8": 1, "I8": 1, "F8_E4M3": 1}
 
 
 def write_header_only(path: Path, entries: list[tuple[str, str, list[int]]]) -> int:

@@ -307,3 +307,92 @@ def test_measure_records_the_checkpoint_facts(
     assert facts == one("local:smollm2-q4_1").model_copy(update={"source": facts.source})
     assert facts.source == str(resolve_checkpoint("smollm2-q4_1").path)
     assert os.path.basename(facts.location) == "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def layer(
+    module: str, tensors: list[tuple[str, str, list[int]]]
+) -> list[tuple[str, str, list[int]]]:
+    return [(f"model.layers.0.{module}.{suffix}", dtype, shape) for suffix, dtype, shape in tensors]
+
+
+GPTQ = layer(
+    "mlp.up_proj",
+    [
+        ("qweight", "I32", [256, 1024]),
+        ("qzeros", "I32", [16, 128]),
+        ("scales", "F16", [16, 1024]),
+        ("g_idx", "I32", [2048]),
+    ],
+)
+FP8 = layer(
+    "mlp.up_proj", [("weight", "F8_E4M3", [1024, 2048]), ("weight_scale", "F32", [1024, 1])]
+)
+
+
+@pytest.mark.parametrize(
+    ("entries", "config", "storage"),
+    [
+        (
+            GPTQ,
+            {"quant_method": "gptq", "bits": 4, "group_size": 128},
+            "packed 4-bit, GPTQ, group 128, F16 scales",
+        ),
+        (
+            GPTQ,
+            {"quant_method": "awq", "w_bit": 4, "q_group_size": 128},
+            "packed 4-bit, AWQ, group 128, F16 scales",
+        ),
+        (GPTQ, None, "packed low-bit (config.json names no bits), GPTQ/AWQ, F16 scales"),
+        (
+            FP8,
+            {"quant_method": "fp8", "weight_block_size": [128, 128]},
+            "FP8 (F8_E4M3), block 128×128 scales",
+        ),
+        (FP8, {"quant_method": "fp8"}, "FP8 (F8_E4M3), per-channel scales"),
+        (
+            [*FP8, ("model.layers.0.mlp.down_proj.weight", "BF16", [2048, 1024])],
+            {"quant_method": "fp8"},
+            "FP8 (F8_E4M3), per-channel scales; the rest BF16 (67% of the bytes)",
+        ),
+    ],
+)
+def test_storage_words_for_other_quantization_methods(
+    tmp_path: Path,
+    entries: list[tuple[str, str, list[int]]],
+    config: dict[str, object] | None,
+    storage: str,
+) -> None:
+    from tests.checkpoint_files import write_header_only
+
+    write_header_only(tmp_path / "model.safetensors", entries)
+    if config is not None:
+        (tmp_path / "config.json").write_text(json.dumps({"quantization_config": config}))
+    facts = one(str(tmp_path))
+    assert [(group.name, group.storage) for group in facts.groups] == [
+        ("transformer body", storage)
+    ]
+
+
+def test_towers_and_unknown_tensors_are_not_body(tmp_path: Path) -> None:
+    from tests.checkpoint_files import write_header_only
+
+    write_header_only(
+        tmp_path / "model.safetensors",
+        [
+            ("model.language_model.layers.0.mlp.up_proj.weight", "BF16", [64, 32]),
+            ("model.vision_tower.blocks.0.attn.qkv.weight", "BF16", [64, 32]),
+            ("model.embed_audio.embedding_projection.weight", "BF16", [64, 32]),
+            ("mtp.head.weight", "BF16", [64, 32]),
+        ],
+    )
+    facts = one(str(tmp_path))
+    assert [group.name for group in facts.groups] == [
+        "transformer body",
+        "audio tower",
+        "vision tower",
+        "other",
+    ]
+    assert facts.decode.body == facts.decode.other == 64 * 32 * 2
+    assert facts.decode.not_read == 2 * 64 * 32 * 2
+    assert facts.decode.output_projection_from == "none found"
+    assert any("no known role" in note for note in facts.decode.notes)

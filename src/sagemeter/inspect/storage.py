@@ -14,7 +14,6 @@ from typing import Any
 
 from sagemeter.inspect.table import TensorRecord
 
-FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16"})
 PACKED_SUFFIXES = ("weight_packed", "qweight")
 # Tensors that only serve a quantized weight: scales, zero points, shapes, group indices.
 AUXILIARY_SUFFIXES = (
