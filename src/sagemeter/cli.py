@@ -411,6 +411,7 @@ COMMAND_MODULES = (
     "sagemeter.fidelity.cli",
     "sagemeter.cli_calibrate",
     "sagemeter.cli_load",
+    "sagemeter.cli_inspect",
 )
 
 

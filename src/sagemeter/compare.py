@@ -24,6 +24,7 @@ from sagemeter.evidence.summary import render_summary
 from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
 from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
 from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, summary_lines
+from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.results import Interval, MeasureResult, load_result
@@ -271,6 +272,7 @@ def combine(
         _row("kv_cache_tokens", [_float(r.kv_cache_tokens) for r in results], "figure"),
         _row("load_seconds", [r.load_seconds for r in results], "figure"),
         _row("decode_tokens_per_second", [r.decode_tokens_per_second for r in results], "speed"),
+        *_predicted_rows(results),
         _row(
             "per_call_fixed_cost_seconds",
             [r.per_call_fixed_cost_seconds for r in results],
@@ -331,7 +333,16 @@ def combine(
     )
 
 
-UNTIMED_KEYS = frozenset({"weights_gib", "kv_cache_tokens"})
+UNTIMED_KEYS = frozenset({"weights_gib", "kv_cache_tokens", PREDICTED_KEY})
+
+
+def _predicted_rows(results: list[MeasureResult]) -> list[Row]:
+    """Beside the measured decode: each checkpoint's tokens per GB read, whose ratio is the
+    predicted decode ratio (only when a result carries its checkpoint's facts)."""
+    facts = [r.detail.environment.checkpoint_facts if r.detail else None for r in results]
+    if not any(facts):
+        return []
+    return [_row(PREDICTED_KEY, [tokens_per_gb_read(each) for each in facts], "figure")]
 
 
 def _figure_drift(row: Row) -> FigureDrift:

@@ -121,6 +121,7 @@ async def _local_endpoint(
 
     from sagemeter.backends.local import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
     from sagemeter.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
+    from sagemeter.inspect.predicted import facts_for_environment
 
     checkpoint = await asyncio.to_thread(resolve_checkpoint, target.checkpoint)
     engine = LocalEngine(
@@ -140,6 +141,7 @@ async def _local_endpoint(
             "checkpoint_file": checkpoint.path.name,
             "checkpoint_sha256": await asyncio.to_thread(sha256_of, checkpoint.path),
             "checkpoint_bits_per_weight": summary["bits_per_weight"],
+            "checkpoint_facts": await asyncio.to_thread(facts_for_environment, checkpoint.path),
         }
         assert engine.base_url is not None
         async with _chat_client(engine.base_url, wire, model=checkpoint.name) as client:

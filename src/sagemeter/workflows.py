@@ -216,6 +216,7 @@ def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) ->
         checkpoint_file=known.get("checkpoint_file"),
         checkpoint_sha256=known.get("checkpoint_sha256"),
         checkpoint_bits_per_weight=known.get("checkpoint_bits_per_weight"),
+        checkpoint_facts=known.get("checkpoint_facts"),
         host_cpu=host_cpu(),
         host_cores=os.cpu_count(),
         platform=platform.platform(),
