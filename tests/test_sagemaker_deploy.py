@@ -627,3 +627,23 @@ def test_a_refusal_in_the_last_region_still_reports_the_earlier_attempts_cleanup
         sm.deploy(_spec(region="us-east-1", fallback_regions=["us-east-2"]), poll_s=POLL)
     assert "before that: us-east-1: capacity" in str(caught.value)
     assert "model deleted" in str(caught.value)
+
+
+def test_a_pinned_tag_the_registry_does_not_have_is_refused_before_anything_is_created(
+    world: World,
+) -> None:
+    with pytest.raises(
+        UserError, match=r"--image-tag 0\.99\.0-nope: no such tag in 763104351884/vllm"
+    ):
+        sm.deploy(_spec(image_tag="0.99.0-nope"), poll_s=POLL)
+    assert world.moto.calls == [] and Ledger().active() == []
+
+
+def test_a_name_still_running_in_another_region_is_refused(world: World) -> None:
+    """A-B-A after a fallback: the first A still runs in us-east-1; deploying the name again in
+    us-east-2 alone would make two endpoints bill."""
+    sm.deploy(_spec(region="us-east-1"), poll_s=POLL)
+    calls = len(world.moto.calls)
+    with pytest.raises(UserError, match=r"still deployed in us-east-1 \(recorded\): delete it"):
+        sm.deploy(_spec(), poll_s=POLL)
+    assert len(world.moto.calls) == calls

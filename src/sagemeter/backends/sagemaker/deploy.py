@@ -182,7 +182,20 @@ def plan_deploy(
 
 
 def _preflight(spec: DeploySpec, aws: Aws, ledger: Ledger) -> None:
-    """Refuse before creating anything: a name already taken, or left over, in any region."""
+    """Refuse before creating anything: a name already taken, or left over, in any region, or
+    still deployed from this machine in a region not asked for now (two would bill)."""
+    for other in ledger.active():
+        endpoint = other.resource("endpoint")
+        if (
+            other.name == spec.name
+            and other.region not in spec.regions
+            and endpoint is not None
+            and endpoint.may_exist
+        ):
+            raise UserError(
+                f"{spec.name} is still deployed in {other.region} (recorded): delete it first "
+                f"(`sagemeter delete {spec.name}@{other.region}`), or choose another name"
+            )
     for region in spec.regions:
         if not spec.image:
             image_account(region)  # an unknown region's image is a clear error now, not later

@@ -28,7 +28,7 @@ from typing import Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
-from sagemeter.backends.sagemaker.aws import Aws, explain
+from sagemeter.backends.sagemaker.aws import Aws, error_code, explain
 from sagemeter.errors import UserError
 
 IMAGE_TABLE_SOURCE = (
@@ -164,14 +164,22 @@ def _registry_tags(aws: Aws, region: str) -> dict[str, str]:
 
 
 def _tag_digest(aws: Aws, region: str, tag: str) -> str | None:
-    """The digest of one tag, best effort (None when the registry cannot say)."""
+    """The digest of one tag (None when the registry cannot say); a tag the registry says it
+    does not have is refused now, before anything is created."""
     try:
         answer = aws.ecr(region).describe_images(
             registryId=image_account(region),
             repositoryName=REPOSITORY,
             imageIds=[{"imageTag": tag}],
         )
-    except (ClientError, BotoCoreError):
+    except ClientError as exc:
+        if error_code(exc) == "ImageNotFoundException":
+            raise UserError(
+                f"--image-tag {tag}: no such tag in {image_account(region)}/{REPOSITORY} in "
+                f"{region} (the pinned SageMaker tags look like {FALLBACK_TAG})"
+            ) from None
+        return None
+    except BotoCoreError:
         return None
     details = answer.get("imageDetails", [])
     return str(details[0].get("imageDigest")) if details and details[0].get("imageDigest") else None
