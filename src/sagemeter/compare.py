@@ -267,6 +267,9 @@ def combine(
         raise UserError("--price-per-hour must be a positive number of USD")
     results = [load_result(path) for path in paths]
     warnings = _check_comparable(paths, results)
+    if price_per_hour is None:
+        price_per_hour, price_warnings = recorded_price(paths, results)
+        warnings.extend(price_warnings)
     rows = [
         _row("weights_gib", [r.weights_gib for r in results], "figure"),
         _row("kv_cache_tokens", [_float(r.kv_cache_tokens) for r in results], "figure"),
@@ -331,6 +334,43 @@ def combine(
         fidelity_checks=fidelity_checks,
         warnings=warnings,
     )
+
+
+def recorded_price(
+    paths: list[Path], results: list[MeasureResult]
+) -> tuple[float | None, list[str]]:
+    """Without --price-per-hour: the hourly price SageMaker results recorded at deploy (that of
+    the instance type placed), when they agree; else None and why there are no cost rows.
+
+    Results of other backends record no price; for them nothing is said, as before.
+    """
+    recorded = [
+        (path.name, r.detail.environment.server)
+        for path, r in zip(paths, results, strict=True)
+        if r.detail is not None and r.detail.environment.backend == "sagemaker"
+    ]
+    if not recorded:
+        return None, []
+    if len(recorded) < len(results):
+        return None, ["no cost rows: only some files are SageMaker results; pass --price-per-hour"]
+    missing = [
+        f"{name}: {server.get('price_note') or 'no price recorded'}"
+        for name, server in recorded
+        if not isinstance(server.get("hourly_usd"), int | float)
+    ]
+    if missing:
+        return None, [f"no cost rows: pass --price-per-hour ({'; '.join(missing)})"]
+    prices = {(float(s["hourly_usd"]), s.get("priced_instance_type")) for _, s in recorded}
+    if len(prices) > 1:
+        shown = ", ".join(f"${usd:g}/h ({kind or '?'})" for usd, kind in sorted(prices, key=str))
+        return None, [f"no cost rows: the results were priced differently ({shown}); pass "
+                      "--price-per-hour"]  # fmt: skip
+    [(usd, kind)] = prices
+    server = recorded[0][1]
+    return usd, [
+        f"cost rows at ${usd:g} per instance-hour, recorded at deploy for {kind or '?'} "
+        f"({server.get('price_note') or 'AWS Price List'}); --price-per-hour overrides it"
+    ]
 
 
 UNTIMED_KEYS = frozenset({"weights_gib", "kv_cache_tokens", PREDICTED_KEY})
