@@ -114,3 +114,35 @@ def _combine_prices_from_the_results(path: Path, tmp_path: Path) -> None:
         and "AWS denied pricing:GetProducts" in w
         for w in unpriced.warnings
     )
+
+
+def test_a_bare_name_finds_where_it_was_placed_and_a_wrong_region_says_where(
+    world: World, runtime: RuntimeFake, tmp_path: Path
+) -> None:
+    import pytest
+
+    from sagemeter.errors import UserError
+    from sagemeter.targets import SageMakerTarget
+
+    spec = sm.make_spec(
+        name="gemma-4-e2b",
+        model_id="google/gemma-4-E2B-it",
+        region="us-east-2",
+        role_arn=world.role,
+    )
+    sm.deploy(spec, poll_s=0.02)
+    runtime.placed["gemma-4-e2b"] = "us-east-2"  # any other region's runtime: not found
+    assert parse_target("gemma-4-e2b") == SageMakerTarget("gemma-4-e2b", "us-east-2")
+    with pytest.raises(UserError, match="no SageMaker endpoint of that name was deployed"):
+        parse_target("other-endpoint")
+    with pytest.raises(UserError, match="placed gemma-4-e2b in us-east-2") as caught:
+        asyncio.run(
+            measure_target(
+                parse_target("gemma-4-e2b@us-west-2"),
+                name="wrong",
+                settings=quick_settings(),
+                out_dir=tmp_path,
+            )
+        )
+    assert "does not answer as a chat API" in str(caught.value)
+    assert not list(tmp_path.glob("measure-*.json"))

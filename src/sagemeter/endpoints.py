@@ -81,6 +81,16 @@ async def open_endpoint(
         raise UserError(f"unsupported target {target}")
 
 
+def placement_hint(target: Target) -> str:
+    """For a SageMaker target this machine placed in another region, where it is; else ""."""
+    if not isinstance(target, SageMakerTarget):
+        return ""
+    from sagemeter.backends.sagemaker import placed_elsewhere
+
+    hint = placed_elsewhere(target.name, target.region)
+    return f" ({hint})" if hint else ""
+
+
 def check_target(target: Target) -> None:
     """Fail fast, before anything starts, on a target that cannot work (e.g. unknown checkpoint)."""
     if isinstance(target, LocalTarget):

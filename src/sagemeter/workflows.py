@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from sagemeter import __version__
-from sagemeter.endpoints import Endpoint, WireOptions, check_target, open_endpoint
+from sagemeter.endpoints import (
+    Endpoint,
+    WireOptions,
+    check_target,
+    open_endpoint,
+    placement_hint,
+)
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
@@ -123,7 +129,10 @@ async def measure_target(
         try:
             await endpoint.client.preflight()
         except Unreachable as exc:
-            raise UserError(f"target {target} does not answer as a chat API: {exc}") from None
+            where = placement_hint(target)
+            raise UserError(
+                f"target {target} does not answer as a chat API: {exc}{where}"
+            ) from None
         described = await endpoint.client.describe()
         on_phase("decode")
         decode = await measure_decode(
