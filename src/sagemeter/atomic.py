@@ -1,12 +1,25 @@
-"""Write files so a reader never sees half of one: a temp file in the same folder, then rename."""
+"""Write files so a reader never sees half of one: a temp file in the same folder, then rename.
+
+Before a command does any work it checks that it will be able to write its output there
+(`check_output_file`, `check_output_folder`), so a finished measurement is never lost to a
+folder that is a file, a name too long for the filesystem, or a folder it may not write in.
+Every text written goes through `redaction.redact`: no credential reaches a file.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from sagemeter import activity
+from sagemeter.errors import UserError
+from sagemeter.redaction import redact
+
+PATH_MAX = 4096
 
 
 def _current_umask() -> int:
@@ -29,11 +42,69 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    activity.kept(path)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, redact(text).encode("utf-8"))
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def _nearest_existing(path: Path) -> Path:
+    current = path
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return current
+
+
+def check_output_folder(folder: Path, label: str) -> Path:
+    """`folder` is a folder sagemeter can write in, or can make; else one UserError line."""
+    text = str(folder)
+    if "\x00" in text:
+        raise UserError(f"{label} {text!r}: a path cannot hold a NUL character")
+    if len(os.fsencode(text)) >= PATH_MAX:
+        raise UserError(f"{label}: the path is longer than this system allows ({PATH_MAX} bytes)")
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{label} {text}: is a file, not a folder")
+    existing = _nearest_existing(folder.absolute())
+    if not existing.is_dir():
+        raise UserError(f"{label} {text}: {existing} is a file, so no folder can be made there")
+    for part in folder.absolute().relative_to(existing).parts:
+        if len(os.fsencode(part)) > _name_max(existing):
+            raise UserError(f"{label} {text}: the name {part[:40]!r}… is too long for this system")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{label} {text}: no permission to write in {existing}")
+    return folder
+
+
+def check_output_file(path: Path, label: str) -> Path:
+    """`path` can be written (or replaced) atomically; else one UserError line, before any work."""
+    text = str(path)
+    if "\x00" in text:
+        raise UserError(f"{label} {text!r}: a path cannot hold a NUL character")
+    if path.is_dir():
+        raise UserError(f"{label} {text}: is a folder; give a file name")
+    check_output_folder(path.parent, label)
+    existing = _nearest_existing(path.parent.absolute())
+    # The temporary file's name is the final name plus a few characters.
+    if len(os.fsencode(path.name)) + 16 > _name_max(existing):
+        raise UserError(f"{label} {text}: the file name is too long for this system")
+    return path
+
+
+def describe_write_error(exc: OSError) -> str:
+    """A failed write in words: the reason the system gave."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.ENOSPC:
+        reason = "the disk is full"
+    return reason

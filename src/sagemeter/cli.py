@@ -442,17 +442,42 @@ def _register_optional_commands(argv: list[str] | None = None) -> None:
         module.register(app)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: UserError → one line on stderr and exit 2; Ctrl-C → exit 130.
+def _redact_output() -> None:
+    """Everything this process prints passes through the one redaction (sagemeter.redaction)."""
+    from sagemeter.redaction import RedactingStream
 
-    Usage errors (unknown command, missing argument) are click's own one-line messages, exit 2.
-    """
+    if not isinstance(sys.stdout, RedactingStream):
+        sys.stdout = RedactingStream(sys.stdout)
+    if not isinstance(sys.stderr, RedactingStream):
+        sys.stderr = RedactingStream(sys.stderr)
+
+
+def _usage_line(exc: Exception) -> str:
+    """click's message for a usage error, on one line, with the help command to run."""
+    format_message = getattr(exc, "format_message", None)
+    message = format_message() if callable(format_message) else str(exc)
+    context = getattr(exc, "ctx", None)
+    path = getattr(context, "command_path", None) or "sagemeter"
+    return f"error: {' '.join(str(message).split())} (see `{path} --help`)"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: UserError → one line on stderr and exit 2; Ctrl-C → what was interrupted
+    and what was kept, exit 130. Usage errors (unknown command, missing argument) are click's
+    own short messages, exit 2; a command may exit 3 (an incomplete measurement)."""
+    from sagemeter.activity import interrupted_message
+
+    _redact_output()
     _register_optional_commands(argv)
     try:
-        app(args=argv)
+        code = app(args=argv, standalone_mode=False)
     except UserError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        err_console.print(f"error: {exc}", style="red", highlight=False, markup=False)
         sys.exit(2)
-    except KeyboardInterrupt:
-        err_console.print("interrupted: nothing half-written was left; engines were stopped")
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print(interrupted_message(), highlight=False, markup=False)
         sys.exit(130)
+    except typer.TyperException as exc:  # a usage error: the same one line, and where to look
+        err_console.print(_usage_line(exc), style="red", highlight=False, markup=False)
+        sys.exit(getattr(exc, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)

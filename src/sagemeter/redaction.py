@@ -1,0 +1,92 @@
+"""One redaction for everything that leaves the process: terminal, files, logs, MCP answers.
+
+A server may echo a request's `Authorization` header in an error body, an AWS error may quote an
+access key id, a traceback may hold an environment value: each of those would otherwise reach a
+result file or the screen. Two nets catch them: the secret values this process knows (the API key
+in use, registered by the face that got it, and the credentials in its environment), and the
+shapes credentials have (bearer tokens, `Authorization` and `x-api-key` values, AWS access key
+ids, Hugging Face and OpenAI-style keys). Both are replaced by `***`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import TextIO
+
+MASK = "***"
+SHORTEST_SECRET = 6  # shorter values would mask ordinary words
+# Environment variables whose values are secrets wherever they show up.
+SECRET_ENV_VARS = (
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "OPENAI_API_KEY",
+)
+_SHAPES = (
+    # `Authorization: Bearer x`, `"authorization": "x"`, `x-api-key: x` (header or JSON echo)
+    re.compile(
+        r"(?i)((?:authorization|x-api-key|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)"
+        r"(?:bearer\s+)?[^\s\"',;}]+"
+    ),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{6,}"),
+    re.compile(r"()\b(?:AKIA|ASIA|AIDA|AROA)[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"()\bhf_[A-Za-z0-9]{16,}\b"),  # Hugging Face user access tokens
+    re.compile(r"()\bsk-[A-Za-z0-9_-]{16,}\b"),
+)
+
+_known: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Never let `value` leave the process (an API key given on the command line, a value of
+    `--env API_KEY=…`)."""
+    if value and len(value) >= SHORTEST_SECRET:
+        with _lock:
+            _known.add(value)
+
+
+def _secret_values() -> list[str]:
+    values = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
+    with _lock:
+        values.extend(_known)
+    # Longest first, so a secret containing another is masked whole.
+    return sorted({v for v in values if len(v) >= SHORTEST_SECRET}, key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    """`text` with every known secret value and every credential-shaped string masked."""
+    for secret in _secret_values():
+        if secret in text:
+            text = text.replace(secret, MASK)
+    for shape in _SHAPES:
+        text = shape.sub(lambda match: match.group(1) + MASK, text)
+    return text
+
+
+class RedactingStream:
+    """A text stream wrapper that redacts every write (for the terminal consoles)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(redact(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return str(getattr(self._stream, "encoding", "utf-8"))
