@@ -172,9 +172,9 @@ class QualityDetail(BaseModel):
 
 
 class StartupFacts(BaseModel):
-    """What the server's start-up log says it allocated (vLLM or llama.cpp wording)."""
+    """What the server's start-up log says it allocated (vLLM, llama.cpp or SGLang wording)."""
 
-    source: str
+    source: str = Field(description="the log's dialect and where it was read (file, container)")
     weights_gib: float | None = None
     load_seconds: float | None = None
     kv_cache_tokens: int | None = None
@@ -182,6 +182,9 @@ class StartupFacts(BaseModel):
     max_concurrency_tokens_per_request: int | None = None
     quantization: str | None = None
     lines: list[str] = Field(default_factory=list, description="the log lines the facts came from")
+    startups_in_log: int | None = Field(
+        None, description="start-ups the log held; the facts are the newest one's"
+    )
 
 
 class Environment(BaseModel):
