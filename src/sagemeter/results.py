@@ -16,6 +16,7 @@ from sagemeter.atomic import write_text_atomic
 from sagemeter.clients.base import RequestRecord
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.server_metrics.crosscheck import ServerMetrics
 
 SCHEMA_VERSION = 1
 
@@ -163,7 +164,12 @@ class QualityDetail(BaseModel):
     seed: int | None = 0
     system_prompt: str | None = None
     chat_template_sha256: str | None = Field(
-        None, description="SHA-256 of the chat template the server reported (llama.cpp /props)"
+        None,
+        description="SHA-256 of the chat template the server reported (llama.cpp /props, "
+        "vLLM /tokenizer_info)",
+    )
+    chat_template_note: str | None = Field(
+        None, description="why the chat template's checksum is missing, when it is"
     )
     correct: int
     total: int
@@ -219,6 +225,9 @@ class Detail(BaseModel):
     quality: QualityDetail | None = None
     fidelity: FidelityRecord | None = Field(
         None, description="top-k logprobs along the answers (this run's own, or a reference's)"
+    )
+    server_metrics: ServerMetrics | None = Field(
+        None, description="the server's own /metrics counts per phase beside the client's"
     )
     failed_requests: int = 0
     warnings: list[str] = Field(default_factory=list)
