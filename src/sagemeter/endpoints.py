@@ -16,7 +16,7 @@ from sagemeter.clients.base import ChatClient
 from sagemeter.clients.openai import OpenAIClient
 from sagemeter.errors import UserError
 from sagemeter.results import StartupFacts
-from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, Target
+from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, Target, VllmTarget
 
 
 @dataclass
@@ -48,6 +48,11 @@ async def open_endpoint(
     elif isinstance(target, LocalTarget):
         async with _local_endpoint(target, concurrency, max_reply_tokens, log_path) as endpoint:
             yield endpoint
+    elif isinstance(target, VllmTarget):
+        from sagemeter.engines.vllm_endpoint import open_vllm_endpoint
+
+        async with open_vllm_endpoint(target, concurrency, max_reply_tokens, log_path) as endpoint:
+            yield endpoint
     elif isinstance(target, SageMakerTarget):
         async with _sagemaker_endpoint(target, concurrency) as endpoint:
             yield endpoint
@@ -61,6 +66,10 @@ def check_target(target: Target) -> None:
         from sagemeter.checkpoints import resolve_checkpoint
 
         resolve_checkpoint(target.checkpoint, derive=False)
+    elif isinstance(target, VllmTarget):
+        from sagemeter.engines.vllm_server import check_vllm_target
+
+        check_vllm_target(target.checkpoint)
 
 
 PROMPT_ALLOWANCE_TOKENS = 512
