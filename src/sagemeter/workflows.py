@@ -16,6 +16,7 @@ import httpx
 
 from sagemeter import __version__
 from sagemeter.endpoints import Endpoint, check_target, open_endpoint
+from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
@@ -35,6 +36,8 @@ from sagemeter.results import (
     result_path,
     save_result,
 )
+from sagemeter.server_metrics.crosscheck import ServerMetrics
+from sagemeter.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
 
@@ -91,11 +94,14 @@ async def measure_target(
     progress: ProgressFn = no_progress,
     on_phase: PhaseFn = _no_phase,
     fidelity_reference: FidelityRecord | None = None,
+    server_log_facts: StartupFacts | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
     With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force along), the
-    top-k logprobs along the answers are recorded too.
+    top-k logprobs along the answers are recorded too. `server_log_facts` (from `--server-log`
+    or `--docker`) stand in for an HTTP target's start-up facts. The server's `/metrics` (vLLM,
+    llama.cpp) are read around each phase and compared with the client's counts.
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -110,7 +116,10 @@ async def measure_target(
         log_path=log_path,
     ) as endpoint:
         described = await endpoint.client.describe()
+        meter = MetricsRecorder(_server_root(endpoint))
+        await meter.open()
         on_phase("decode")
+        await meter.begin()
         decode = await measure_decode(
             endpoint.client,
             short_tokens=settings.short_tokens,
@@ -119,7 +128,13 @@ async def measure_target(
             warmup=settings.decode_warmup,
             progress=progress,
         )
+        await meter.end(
+            "decode",
+            decode.records,
+            unrecorded=(settings.decode_warmup, settings.decode_warmup * settings.short_tokens),
+        )
         on_phase("parallel")
+        await meter.begin()
         load = await measure_load(
             endpoint.client,
             levels=settings.load_levels,
@@ -127,7 +142,9 @@ async def measure_target(
             batches=settings.load_batches,
             progress=progress,
         )
+        await meter.end("parallel", [r for level in load.levels for r in level.records])
         on_phase("quality")
+        await meter.begin()
         quality = await measure_quality(
             endpoint.client,
             question_set,
@@ -135,7 +152,11 @@ async def measure_target(
             system_prompt=settings.system_prompt,
             progress=progress,
         )
+        await meter.end("quality", [], requests=len(quality.items))
         quality.chat_template_sha256 = described.get("chat_template_sha256")
+        if quality.chat_template_sha256 is None and meter.engine == "vllm" and meter.root:
+            sha, why = await vllm_chat_template_sha256(meter.root)
+            quality.chat_template_sha256, quality.chat_template_note = sha, why
         fidelity: FidelityRecord | None = None
         fidelity_warnings: list[str] = []
         if settings.fidelity_prompts or fidelity_reference is not None:
@@ -143,10 +164,22 @@ async def measure_target(
             fidelity, fidelity_warnings = await _fidelity(
                 endpoint, settings, question_set, fidelity_reference
             )
-        startup = await asyncio.to_thread(endpoint.startup_facts)
+        startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
+        startup = startup or meter.startup_facts()
+        use_engine_rate_from_metrics(decode, meter.detail)
+        await meter.close()
         environment = _environment(endpoint, described, started)
     result = assemble_result(
-        name, settings, environment, startup, decode, load, quality, fidelity, fidelity_warnings
+        name,
+        settings,
+        environment,
+        startup,
+        decode,
+        load,
+        quality,
+        fidelity,
+        [*fidelity_warnings, *meter.warnings()],
+        server_metrics=meter.detail,
     )
     path = result_path(out_dir, name)
     save_result(result, path)
@@ -178,6 +211,13 @@ async def _fidelity(
         # Everything else is measured by now: a server without logprobs must not lose it.
         return None, [f"fidelity: not measured: {exc}"]
     return record, []
+
+
+def _server_root(endpoint: Endpoint) -> str | None:
+    """`http://host:port` of the server's own API, where it has one (not SageMaker)."""
+    from sagemeter.fidelity.detect import server_root
+
+    return server_root(endpoint.http_root) if endpoint.http_root else None
 
 
 def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) -> Environment:
@@ -213,6 +253,8 @@ def assemble_result(
     quality: QualityDetail,
     fidelity: FidelityRecord | None = None,
     fidelity_warnings: list[str] | None = None,
+    *,
+    server_metrics: ServerMetrics | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     failed = (
@@ -245,6 +287,7 @@ def assemble_result(
             load=load,
             quality=quality,
             fidelity=fidelity,
+            server_metrics=server_metrics,
             failed_requests=failed,
             warnings=warnings,
         ),
