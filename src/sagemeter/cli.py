@@ -102,19 +102,25 @@ def checkpoints(
 
 @app.command()
 def serve(
-    target: Annotated[str, typer.Argument(help="local:CHECKPOINT")],
+    target: Annotated[str, typer.Argument(help="local:CHECKPOINT or vllm:CHECKPOINT")],
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0 picks a free one)")] = 8080,
-    parallel: Annotated[int, typer.Option(help="parallel slots")] = 16,
+    parallel: Annotated[int, typer.Option(help="parallel slots (embedded engine)")] = 16,
 ) -> None:
-    """Run the embedded engine in the foreground for your own tools, until Ctrl-C."""
+    """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
     from sagemeter.backends.local import LocalEngine
     from sagemeter.checkpoints import resolve_checkpoint
-    from sagemeter.targets import LocalTarget, parse_target
+    from sagemeter.targets import LocalTarget, VllmTarget, parse_target
 
     parsed = parse_target(target)
+    if isinstance(parsed, VllmTarget):
+        from sagemeter.cli_engines import serve_vllm
+
+        serve_vllm(parsed, port)
+        return
     if not isinstance(parsed, LocalTarget):
         raise UserError(
-            f"serve runs the embedded engine only; give local:CHECKPOINT, not {target!r}"
+            f"serve runs a local engine only; give local:CHECKPOINT or vllm:CHECKPOINT, "
+            f"not {target!r}"
         )
     checkpoint = resolve_checkpoint(parsed.checkpoint)
     engine = LocalEngine(checkpoint, parallel=parallel, port=port)
@@ -353,6 +359,7 @@ COMMAND_MODULES = (
     "sagemeter.fidelity.cli",
     "sagemeter.cli_calibrate",
     "sagemeter.cli_load",
+    "sagemeter.cli_engines",
 )
 
 
