@@ -181,6 +181,19 @@ LLAMACPP = _Dialect("llama.cpp", _LLAMA_BANNERS, _llamacpp_line)
 SGLANG = _Dialect("sglang", _SGLANG_BANNERS, _sglang_line)
 
 
+LONG_LINE = 300
+
+
+def _excerpt(line: str) -> str:
+    """A fact's line as kept in the result; vLLM's engine banner (thousands of characters) is
+    cut to its start and its `quantization=` setting."""
+    if len(line) <= LONG_LINE:
+        return line
+    at = line.find("quantization=")
+    tail = f" … {line[at : at + 60].split(', ')[0]} …" if at >= 0 else " …"
+    return line[:160] + tail
+
+
 def _read(dialect: _Dialect, lines: Iterable[str], origin: str | None) -> StartupFacts:
     """The newest start-up's facts: a banner after facts were found begins a new start-up."""
     label = f"{dialect.name} log" + (f" ({origin})" if origin else "")
@@ -196,7 +209,7 @@ def _read(dialect: _Dialect, lines: Iterable[str], origin: str | None) -> Startu
                 startups, counted = startups + 1, True
         if dialect.parse_line(line, reading):
             reading.found = True
-            reading.facts.lines.append(line.strip())
+            reading.facts.lines.append(_excerpt(line.strip()))
     reading.facts.startups_in_log = startups or (1 if reading.found else None)
     return reading.facts
 
