@@ -24,7 +24,7 @@ from sagemeter.errors import UserError
 if TYPE_CHECKING:
     from sagemeter.fidelity.records import FidelityRecord
     from sagemeter.measure import ProgressFn
-    from sagemeter.results import MeasureResult
+    from sagemeter.results import MeasureResult, StartupFacts
     from sagemeter.settings import MeasureSettings
     from sagemeter.targets import Target
     from sagemeter.workflows import PhaseFn
@@ -176,7 +176,8 @@ def _settings(
 def measure(
     out_dir: Annotated[Path, typer.Argument(help="folder for measure-NAME.json")],
     target: Annotated[
-        str, typer.Argument(help="http://HOST:PORT, local:CHECKPOINT or NAME@REGION")
+        str,
+        typer.Argument(help="http://HOST:PORT, local:CHECKPOINT, vllm:CHECKPOINT or NAME@REGION"),
     ],
     name: Annotated[str | None, typer.Option(help="result name (default: from the target)")] = None,
     quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
@@ -208,6 +209,14 @@ def measure(
         Path | None,
         typer.Option(help="A's result (or fidelity record): force along its answer tokens"),
     ] = None,
+    server_log: Annotated[
+        Path | None,
+        typer.Option(help="http:// targets: the server's log file, for its start-up facts"),
+    ] = None,
+    docker: Annotated[
+        str | None,
+        typer.Option(help="http:// targets: the server's container, read with `docker logs`"),
+    ] = None,
 ) -> None:
     """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json."""
     from sagemeter.report.terminal import print_result
@@ -215,6 +224,9 @@ def measure(
     from sagemeter.verbs import check_result_name
 
     parsed = parse_target(target)
+    from sagemeter.server_logs import check_log_options, read_server_log
+
+    check_log_options(parsed, server_log, docker)
     settings = _settings(
         quick,
         short_tokens,
@@ -236,7 +248,10 @@ def measure(
         from sagemeter.workflows import fidelity_reference as read_reference
 
         reference = read_reference(fidelity_reference)
-    result, path = _measure_with_progress(parsed, result_name, settings, out_dir, reference)
+    log_facts = read_server_log(server_log, docker)  # read first: a wrong log fails at once
+    result, path = _measure_with_progress(
+        parsed, result_name, settings, out_dir, reference, log_facts
+    )
     print_result(console, result)
     console.print(f"wrote {path}")
 
@@ -247,6 +262,7 @@ def _measure_with_progress(
     settings: MeasureSettings,
     out_dir: Path,
     fidelity_reference: FidelityRecord | None = None,
+    server_log_facts: StartupFacts | None = None,
 ) -> tuple[MeasureResult, Path]:
     from sagemeter.endpoints import check_target
     from sagemeter.workflows import measure_target, selected_questions, total_requests
@@ -264,6 +280,7 @@ def _measure_with_progress(
                 progress=lambda count: bar.advance(task, count),
                 on_phase=lambda phase: bar.update(task, description=f"{name}: {phase}"),
                 fidelity_reference=fidelity_reference,
+                server_log_facts=server_log_facts,
             )
         )
         bar.update(task, description=f"{name}: done")
