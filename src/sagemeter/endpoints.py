@@ -15,6 +15,7 @@ from typing import Any
 from sagemeter.clients.base import ChatClient
 from sagemeter.clients.openai import OpenAIClient
 from sagemeter.errors import UserError
+from sagemeter.fidelity.records import Vocabulary
 from sagemeter.results import StartupFacts
 from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, Target, VllmTarget
 
@@ -29,6 +30,8 @@ class Endpoint:
     startup_facts: Callable[[], StartupFacts | None] = lambda: None
     environment: dict[str, Any] = field(default_factory=dict)
     http_root: str | None = None  # the server's own HTTP API (logprobs), where it has one
+    # The checkpoint's own vocabulary fingerprint, where sagemeter holds its files (fidelity).
+    vocabulary: Callable[[], Vocabulary | None] = lambda: None
 
 
 @contextlib.asynccontextmanager
@@ -89,6 +92,7 @@ async def _local_endpoint(
 
     from sagemeter.backends.local import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
     from sagemeter.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
+    from sagemeter.fidelity.vocabulary import gguf_vocabulary
 
     checkpoint = await asyncio.to_thread(resolve_checkpoint, target.checkpoint)
     engine = LocalEngine(
@@ -120,6 +124,7 @@ async def _local_endpoint(
                 startup_facts=engine.startup_facts,
                 environment=environment,
                 http_root=engine.base_url,
+                vocabulary=lambda: gguf_vocabulary(checkpoint.path),
             )
     finally:
         engine.stop()
