@@ -210,6 +210,7 @@ async def _fidelity(
     except (UserError, httpx.HTTPError) as exc:
         # Everything else is measured by now: a server without logprobs must not lose it.
         return None, [f"fidelity: not measured: {exc}"]
+    record.vocabulary = await asyncio.to_thread(endpoint.vocabulary)
     return record, []
 
 
