@@ -11,6 +11,7 @@ from sagemeter.clients.openai import OpenAIClient
 from sagemeter.endpoints import Endpoint, slot_context
 from sagemeter.engines.hf_export import export_record
 from sagemeter.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServer, prepare_server
+from sagemeter.fidelity.vocabulary import hf_vocabulary
 from sagemeter.targets import VllmTarget
 
 
@@ -62,6 +63,7 @@ async def open_vllm_endpoint(
                 startup_facts=server.startup_facts,
                 environment=environment_of(server),
                 http_root=server.base_url,
+                vocabulary=lambda: hf_vocabulary(server.model.folder),
             )
     finally:
         await asyncio.to_thread(server.stop)
