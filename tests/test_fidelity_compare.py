@@ -206,5 +206,5 @@ def test_vocabulary_fingerprints_decide_when_both_records_carry_them() -> None:
     assert c.vocabulary_check.startswith("token ids compared; one vocabulary (6 tokens)")
     assert any(line.startswith("vocabulary: token ids compared") for line in summary_lines(c))
     b.vocabulary = Vocabulary(size=7, sha256="cd" * 32, source="tokenizer.json of other")
-    with pytest.raises(UserError, match="do not share a vocabulary: GGUF a.gguf has 6 tokens"):
+    with pytest.raises(UserError, match=r"do not share a vocabulary: GGUF a\.gguf has 6 tokens"):
         compare_fidelity(a, b)

@@ -98,10 +98,10 @@ class PhaseMetrics(BaseModel):
 
 
 class ServerMetrics(BaseModel):
-    """`/metrics` around every phase of one measurement."""
+    """`/metrics` around every phase of one measurement (or, in `notes`, why there are none)."""
 
-    engine: str
-    url: str
+    engine: str | None = Field(None, description="vllm or llama.cpp; None when not read")
+    url: str | None = None
     phases: list[PhaseMetrics] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 

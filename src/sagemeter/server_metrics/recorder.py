@@ -41,21 +41,24 @@ class MetricsRecorder:
 
     async def open(self) -> None:
         """Read once: which engine, and whether there are metrics at all."""
+        url = f"{self.root}/metrics" if self.root else None
         if self.http is None:
+            self.detail = ServerMetrics(url=url, notes=[f"server metrics not read: {self.note}"])
             return
         try:
             snapshot = await scrape(self.http)
         except UserError as exc:
             self.note = f"server metrics not read: {exc}"
-            await self.close()
-            return
-        self.engine = snapshot.engine
+        else:
+            self.engine = snapshot.engine
+            if self.engine is None:
+                self.note = "server metrics not read: /metrics names neither vLLM's nor llama.cpp's"
         if self.engine is None:
-            self.note = "server metrics not read: /metrics names neither vLLM's nor llama.cpp's"
+            self.detail = ServerMetrics(url=url, notes=[str(self.note)])
             await self.close()
             return
         self.first = snapshot
-        self.detail = ServerMetrics(engine=self.engine, url=f"{self.root}/metrics")
+        self.detail = ServerMetrics(engine=self.engine, url=url)
 
     async def close(self) -> None:
         if self.http is not None:
