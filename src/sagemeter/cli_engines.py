@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -92,5 +93,27 @@ def serve_vllm(target: VllmTarget, port: int) -> None:
         raise UserError(f"vLLM stopped unexpectedly; see {server.log_path}")
     except KeyboardInterrupt:
         console.print("stopped")
+    finally:
+        server.stop()
+
+
+def run_on_vllm(target_text: str, max_tokens: int, run: Callable[[str], None]) -> None:
+    """Start vLLM for `target_text`, call `run` with its URL, and stop it whatever happens."""
+    from rich.console import Console
+
+    from sagemeter.engines.vllm_endpoint import max_model_len_for
+    from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
+    from sagemeter.targets import VllmTarget, parse_target
+
+    parsed = parse_target(target_text)
+    assert isinstance(parsed, VllmTarget)
+    check_vllm_target(parsed.checkpoint)
+    status = Console(stderr=True)
+    server = prepare_server(parsed.checkpoint, max_model_len=max_model_len_for(max_tokens))
+    try:
+        with status.status("starting vLLM (it compiles the model first)"):
+            url = server.start()
+        status.print(f"vLLM serves {server.model.name} at {url} (log {server.log_path})")
+        run(url)
     finally:
         server.stop()
