@@ -112,3 +112,21 @@ def test_vllm_targets_are_refused_before_any_work(
     assert not out.exists()
     listed = run_cli(env, "engines", "list")
     assert listed.returncode == 0 and "vllm: not installed" in listed.stdout
+
+
+def test_a_hugging_face_folder_is_served_as_it_is(tmp_path: Path) -> None:
+    from sagemeter.engines.hf_export import check_vllm_checkpoint, served_model
+    from sagemeter.engines.vllm_install import VllmInstall
+
+    folder = tmp_path / "My-Model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    check_vllm_checkpoint(str(folder))
+    install = VllmInstall(Path(sys.executable), Path(sys.executable), "PATH")
+    model = served_model(str(folder), install)  # nothing to export: no vLLM Python is run
+    assert (model.name, model.folder, model.dtype, model.source) == (
+        "My-Model",
+        folder.resolve(),
+        "auto",
+        None,
+    )

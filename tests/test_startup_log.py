@@ -160,3 +160,20 @@ def test_any_log_is_read_in_the_dialect_that_finds_the_most() -> None:
     assert parse_startup_log(llama).source == "llama.cpp log"
     unknown = parse_startup_log("hello\nworld", origin="--server-log x.log")
     assert unknown.weights_gib is None and "no start-up lines" in unknown.source
+
+
+def test_llamacpp_log_of_two_startups_reports_the_second() -> None:
+    first = [
+        "0.00.007.618 I srv          init: loading model",
+        "0.00.750.511 I load_tensors:   CPU_Mapped model buffer size =   513.13 MiB",
+        "0.01.007.618 I srv          init: model loaded",
+    ]
+    second = [
+        "0.00.001.000 I srv          init: loading model",
+        "0.00.300.000 I load_tensors:   CPU_Mapped model buffer size =    92.10 MiB",
+        "0.00.501.000 I srv          init: model loaded",
+    ]
+    facts = parse_llamacpp_log([*first, *second])
+    assert facts.startups_in_log == 2
+    assert facts.weights_gib == round(92.10 / 1024, 4)  # not the sum of both start-ups
+    assert facts.load_seconds == 0.5
