@@ -12,14 +12,14 @@ from typing import Any
 
 from sagemeter.backends.local import LocalEngine
 from sagemeter.checkpoints import resolve_checkpoint
-from sagemeter.clients.openai import OpenAIClient
 from sagemeter.measure.decode import measure_decode
+from sagemeter.transport.openai import OpenAIChat
 
 CHECKPOINTS = ("smollm2-q4_1", "smollm2-f32")
 
 
 async def _measure(url: str, name: str) -> dict[str, Any]:
-    async with OpenAIClient(url, concurrency=1, model=name) as client:
+    async with OpenAIChat(url, model=name) as client:
         detail = await measure_decode(client, short_tokens=16, long_tokens=512, repeats=5)
     assert detail.tokens_per_second is not None and detail.engine_tokens_per_second is not None
     engine = detail.engine_tokens_per_second.median

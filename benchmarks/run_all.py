@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import client_overhead, decode_agreement, load_side_by_side
+from benchmarks import client_overhead, decode_agreement, load_side_by_side, measure_truth
 from sagemeter.atomic import write_text_atomic
 from sagemeter.workflows import host_cpu
 
@@ -19,6 +19,7 @@ BENCHMARKS = {
     "client-overhead": client_overhead,
     "decode-agreement": decode_agreement,
     "load-side-by-side": load_side_by_side,
+    "measure-truth": measure_truth,
 }
 
 

@@ -512,7 +512,9 @@ def _to_tgi_lines(sse: bytes) -> bytes:
 
 
 class RuntimeFake(LoopbackServer):
-    """SageMaker runtime on loopback. `behaviour[name]` picks what an endpoint does."""
+    """SageMaker runtime on loopback. `behaviour[name]` picks what an endpoint does: `engine`
+    (forward to the embedded engine), `throttle-once`, `model-error`, `not-found`, `jsonlines`,
+    `tgi-lines`, `model-stream-error`, `internal-stream-failure`."""
 
     def __init__(self, engine_url: str) -> None:
         self.engine_url = engine_url.rstrip("/")
@@ -550,6 +552,10 @@ class RuntimeFake(LoopbackServer):
             }
         )
         behaviour = self.behaviour.get(name, "engine")
+        if behaviour == "throttle-once":
+            self.behaviour[name] = "engine"  # the next request is served
+            self._json(request, 400, {"message": "Rate exceeded"}, "ThrottlingException")
+            return
         if behaviour == "model-error":
             self._json(
                 request,

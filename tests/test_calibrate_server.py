@@ -85,19 +85,21 @@ def test_streamed_chat_reply_has_every_chunk_usage_and_done_never_early(truth_ur
         arrivals, events, total = _stream(client, "/v1/chat/completions", TOKENS)
     assert events[-1] == "[DONE]"
     chunks = [json.loads(event) for event in events[:-1]]
-    content = [chunk for chunk in chunks if chunk["choices"] and chunk["choices"][0]["delta"]]
+    # As vLLM does: an opening event names the role (no token), then one event per token.
+    opening, *content = [c for c in chunks if c["choices"] and c["choices"][0]["delta"]]
+    assert opening["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert len(content) == TOKENS
-    assert content[0]["choices"][0]["delta"] == {"role": "assistant", "content": TOKEN_TEXT}
-    assert all(c["choices"][0]["delta"] == {"content": TOKEN_TEXT} for c in content[1:])
+    assert all(c["choices"][0]["delta"] == {"content": TOKEN_TEXT} for c in content)
     assert all(c["choices"][0]["finish_reason"] is None for c in content)
     assert all(c["object"] == "chat.completion.chunk" and c["model"] == "m" for c in chunks)
     final = chunks[-1]
     assert final["choices"][0]["finish_reason"] == "length"
     assert final["usage"]["completion_tokens"] == TOKENS
     # chunk k (1-based) leaves at ttft + (k - 1) * itl; the end at ttft + N * itl
-    for k, arrival in enumerate(arrivals[:TOKENS], start=1):
+    assert arrivals[0] >= TIMING.ttft_s  # the opening leaves with the first token
+    for k, arrival in enumerate(arrivals[1 : TOKENS + 1], start=1):
         assert arrival >= TIMING.ttft_s + (k - 1) * TIMING.itl_s
-    assert arrivals[TOKENS] >= TIMING.request_seconds(TOKENS)
+    assert arrivals[TOKENS + 1] >= TIMING.request_seconds(TOKENS)
     assert total >= TIMING.request_seconds(TOKENS)
 
 

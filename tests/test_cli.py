@@ -35,6 +35,7 @@ def run(
             "larger",
         ),
         (["measure", "out", "local:smollm2-q4_1", "--repeats", "0"], "--decode-repeats"),
+        (["measure", "out", "local:smollm2-q4_1", "--method", "bogus"], "--method 'bogus'"),
         (["measure", "out", "local:nope"], "unknown checkpoint"),
         (["measure", "out", "local:smollm2-q4_1", "--questions", "missing.jsonl"], "question set"),
         (["combine", "c.json", "missing-a.json", "missing-b.json"], "missing-a.json: no such file"),

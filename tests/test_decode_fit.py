@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from sagemeter.clients.base import RequestRecord
 from sagemeter.measure.decode import fit_decode
+from sagemeter.transport.record import RequestRecord
+from tests.records import timed_record
 
 
 def _record(
     tokens: int, seconds: float, *, asked: int | None = None, ok: bool = True
 ) -> RequestRecord:
-    return RequestRecord(
-        ok=ok,
-        error=None if ok else "HTTP 500",
-        streamed=True,
-        max_tokens=asked or tokens,
-        sent_at=0.0,
-        first_token_s=0.05 if ok else None,
-        total_s=seconds,
-        completion_tokens=tokens if ok else None,
-        tokens_source="usage" if ok else "none",
-    )
+    return timed_record(tokens, seconds, asked=asked, ok=ok)
 
 
 def test_rate_and_fixed_cost_from_medians() -> None:

@@ -9,11 +9,11 @@ import pytest
 from sagemeter.errors import UserError
 from sagemeter.loadgen.build import build_result
 from sagemeter.loadgen.files import load_result, write_result
-from sagemeter.loadgen.record import RequestRecord
 from sagemeter.loadgen.result import LoadResult, WorkerSummary
-from sagemeter.loadgen.runner import RunOutput
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.loadgen.shards import merge_shards
+from sagemeter.transport.pool import RunOutput
+from sagemeter.transport.record import RequestRecord
 
 TOKENS = 12
 WALL_START = 1_700_000_000.0

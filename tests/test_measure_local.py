@@ -30,7 +30,7 @@ def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
     assert path == tmp_path / "measure-smollm2-q4_1.json"
     assert load_result(path) == result
     assert sum(advanced) == total_requests(settings, len(selected_questions(settings).questions))
-    assert phases == ["starting", "decode", "parallel", "quality"]
+    assert phases == ["starting", "preflight", "decode", "parallel", "quality"]
 
     assert result.decode_tokens_per_second is not None and result.decode_tokens_per_second > 1
     assert result.per_call_fixed_cost_seconds is not None

@@ -6,8 +6,11 @@ from __future__ import annotations
 import ast
 import calendar
 import datetime as dt
+import json
 import operator
 import re
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction
@@ -352,7 +355,7 @@ def test_questions_list_names_every_built_in_set() -> None:
     assert re.search(
         r"│\s+1000\s+│\s+20\s+│ addition \(50\), subtraction \(50\)", rows["bank-1000"]
     )
-    assert re.search(r"│\s+40\s+│\s+3\s+│ multiplication \(15\)", rows["article-40"])
+    assert re.search(r"│\s+40\s+│\s+3\s+│ mul \(15\), add \(15\), cap \(10\)", rows["article-40"])
 
 
 def test_questions_show_filters_by_family_and_limits() -> None:
@@ -385,3 +388,43 @@ def test_questions_show_bad_input_is_a_user_error(args: list[str], needle: str) 
     done = CliRunner().invoke(_cli(), ["questions", "show", *args])
     assert isinstance(done.exception, UserError)
     assert needle in str(done.exception)
+
+
+@pytest.mark.parametrize("name", builtin_sets())
+def test_questions_show_json_prints_every_item_of_every_built_in_set(
+    name: str, sagemeter_env: dict[str, str]
+) -> None:
+    """The real command, as a script would call it: every item, the set's own order and ids."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "questions", "show", name, "--json"],
+        capture_output=True,
+        text=True,
+        env=sagemeter_env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    question_set = load_question_set(name)
+    assert payload["name"] == name and payload["sha256"] == question_set.sha256
+    assert payload["provenance"] == question_set.provenance
+    assert [
+        {key: item[key] for key in ("id", "family", "prompt", "answer")}
+        for item in payload["items"]
+    ] == [
+        {"id": q.id, "family": q.family, "prompt": q.prompt, "answer": q.answer}
+        for q in question_set.questions
+    ]
+    assert [item["scored_as"] for item in payload["items"]] == [
+        answer_kind(q) for q in question_set.questions
+    ]
+
+
+def test_questions_show_json_keeps_a_family_and_limit() -> None:
+    args = ["questions", "show", "article-40", "--family", "cap", "--limit", "2", "--json"]
+    done = CliRunner().invoke(_cli(), args)
+    assert done.exit_code == 0, done.output
+    items = json.loads(done.output)["items"]
+    assert [item["id"] for item in items] == ["cap-Australia", "cap-Canada"]
+    assert items[1]["prompt"] == "What is the capital of Canada? Answer in one word."
+    assert items[1]["scored_as"] == "pattern" and "Ottawa" in items[1]["pattern"]

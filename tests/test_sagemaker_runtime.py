@@ -7,18 +7,20 @@ bytes into PayloadParts of 1, 3, 7, 19 and up to 400 bytes, so SSE lines are spl
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING
 
 import pytest
 
 from sagemeter.backends import sagemaker as sm
-from sagemeter.clients.base import ChatRequest
-from sagemeter.clients.sagemaker import LineAssembler, SageMakerRuntimeClient, open_sagemaker_client
-from sagemeter.clients.stream import StreamState
 from sagemeter.errors import UserError
 from sagemeter.targets import SageMakerTarget
+from sagemeter.transport.chat import ChatRequest
+from sagemeter.transport.events import take_event
+from sagemeter.transport.record import LiveRecord
+from sagemeter.transport.retry import NO_RETRIES
+from sagemeter.transport.sagemaker import SageMakerRuntimeClient, open_sagemaker_client
+from sagemeter.transport.sse import SseSplitter
 
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import RuntimeFake, World
@@ -34,7 +36,7 @@ def _request(stream: bool, max_tokens: int = 24, ignore_eos: bool = True) -> Cha
 
 def _client(name: str = "gemma-4-e2b", concurrency: int = 4) -> SageMakerRuntimeClient:
     return open_sagemaker_client(
-        SageMakerTarget(name, "us-east-2"), concurrency, model="smollm2-q4_1"
+        SageMakerTarget(name, "us-east-2"), concurrency, model="smollm2-q4_1", retry=NO_RETRIES
     )
 
 
@@ -44,10 +46,10 @@ async def test_plain_and_streamed_replies_agree_through_split_parts(runtime: Run
         streamed = await client.chat(_request(stream=True))
     assert plain.ok and streamed.ok, (plain.error, streamed.error)
     assert plain.text and streamed.text == plain.text  # temperature 0, seed 0: the same reply
-    assert plain.completion_tokens == streamed.completion_tokens == 24
+    assert plain.usage_tokens == streamed.usage_tokens == 24
     assert streamed.tokens_source == "usage" and streamed.honoured_length
-    assert len(streamed.chunk_arrivals_s) >= 10
-    assert streamed.chunk_arrivals_s == sorted(streamed.chunk_arrivals_s)
+    assert len(streamed.arrivals_us) == 24  # one token event per token, split parts or not
+    assert streamed.arrivals_us == sorted(streamed.arrivals_us)
     assert streamed.first_token_s is not None and 0 < streamed.first_token_s <= streamed.total_s
     assert len(runtime.connections) == 1  # one kept-alive connection served both calls
     [first, second] = runtime.requests
@@ -62,10 +64,10 @@ async def test_plain_and_streamed_replies_agree_through_split_parts(runtime: Run
 
 async def test_sixteen_at_once_share_one_pool(runtime: RuntimeFake) -> None:
     async with _client(concurrency=16) as client:
-        records = await asyncio.gather(
-            *(client.chat(_request(stream=True, max_tokens=4)) for _ in range(16))
-        )
+        run = await client.batch([_request(stream=True, max_tokens=4) for _ in range(16)])
+    records = run.records
     assert all(r.ok for r in records), [r.error for r in records if not r.ok]
+    assert [r.stream for r in records] == list(range(16)) and run.client_cpu_s > 0
     assert len(runtime.requests) == 16
     # Sixteen at once need more than one connection, and the pool never opens more than 16.
     assert len(runtime.connections) in range(2, 17)  # pooled: more than one, at most 16
@@ -78,8 +80,8 @@ async def test_lmi_plain_json_lines_are_read_too(runtime: RuntimeFake, behaviour
     async with _client() as client:
         record = await client.chat(_request(stream=True, max_tokens=12))
     assert record.ok, record.error
-    assert record.text and len(record.chunk_arrivals_s) >= 3
-    assert record.completion_tokens == 12
+    assert record.text and len(record.arrivals_us) >= 3
+    assert record.tokens == 12
     assert record.finish_reason == "length"
 
 
@@ -104,7 +106,7 @@ async def test_stream_error_events_become_failed_records(
         record = await client.chat(_request(stream=True, max_tokens=64))
         after = await client.chat(_request(stream=True, max_tokens=4))  # the pool still works
     assert not record.ok and record.error is not None and record.error.startswith(expected)
-    assert record.streamed and record.total_s > 0
+    assert record.total_s > 0 and record.retries == 0
     assert not after.ok  # same endpoint, same behaviour: fails again, cleanly
 
 
@@ -148,7 +150,7 @@ async def test_the_served_model_name_comes_from_the_deployment(
     assert described["create_to_inservice_minutes"] is not None
     assert "HF_TOKEN" not in str(described)
     record = sm.invoke("gemma-4-e2b", "us-east-2", "Say hi.", max_tokens=4, stream=True)
-    assert record.ok and record.completion_tokens is not None and 1 <= record.completion_tokens <= 4
+    assert record.ok and record.usage_tokens is not None and 1 <= record.usage_tokens <= 4
 
 
 def test_no_credentials_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
@@ -161,26 +163,27 @@ def test_no_credentials_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: o
         open_sagemaker_client(TARGET, 4)
 
 
-def test_lines_are_reassembled_across_parts_including_split_utf8() -> None:
+def test_events_are_reassembled_across_parts_including_split_utf8() -> None:
     data = 'data: {"choices":[{"delta":{"content":"né"}}]}\n\ndata: [DONE]\n\n'.encode()
     cut = data.index("é".encode()) + 1  # inside the two-byte character
-    assembler = LineAssembler()
-    lines = (
-        assembler.feed(data[:cut])
-        + assembler.feed(data[cut : cut + 3])
-        + assembler.feed(data[cut + 3 :])
-    )
-    lines += assembler.flush()
-    state = StreamState()
-    for line in lines:
-        state.line(line, 0.1)
-    assert state.pieces == ["né"] and state.done and state.error is None
+    splitter = SseSplitter()
+    record = LiveRecord(0, 0)
+    record.pieces = []
+    for part in (data[:cut], data[cut : cut + 3], data[cut + 3 :]):
+        for event in splitter.feed(part):
+            take_event(record, event, 0.1)
+    assert record.pieces == ["né"] and record.done and record.error is None
 
 
-def test_a_malformed_event_is_named() -> None:
-    state = StreamState()
-    state.line("data: {not json", 0.1)
-    assert state.error == "malformed event: '{not json'"
-    state = StreamState()
-    state.line(json.dumps({"error": {"message": "out of memory"}}), 0.1)
-    assert state.error == "server error in stream: {'message': 'out of memory'}"
+def test_a_server_error_line_is_named() -> None:
+    record = LiveRecord(0, 0)
+    take_event(record, json.dumps({"error": {"message": "out of memory"}}).encode(), 0.1)
+    assert record.error == "out of memory"
+
+
+async def test_throttling_is_sent_again_and_kept_on_the_record(runtime: RuntimeFake) -> None:
+    runtime.behaviour["gemma-4-e2b"] = "throttle-once"
+    async with open_sagemaker_client(TARGET, 2, model="smollm2-q4_1") as client:
+        record = await client.chat(_request(stream=True, max_tokens=4))
+    assert record.ok, record.error
+    assert record.retries == 1 and "ThrottlingException" in record.attempts[0].error

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from sagemeter.clients.base import RequestRecord
 from sagemeter.server_metrics.crosscheck import ClientCounts, client_counts, compare_phase
 from sagemeter.server_metrics.recorder import MetricsRecorder
 from sagemeter.server_metrics.scrape import parse_metrics
+from sagemeter.transport.record import RequestRecord
 from tests.wire import WireServer
 
 
@@ -61,18 +61,21 @@ llamacpp:requests_processing 0
 """
 
 
-def record(tokens: int, *, ok: bool = True, source: str = "usage") -> RequestRecord:
+def record(tokens: int, *, ok: bool = True, usage: bool = True) -> RequestRecord:
+    """A finished streamed request: first token at 50 ms, then gaps of 20 and 30 ms."""
     return RequestRecord(
-        ok=ok,
+        stream=0,
+        index=0,
+        scheduled_us=None,
+        send_us=0,
+        end_us=100_000,
+        arrivals_us=[50_000, 70_000, 100_000] if ok else [],
+        usage_tokens=tokens if ok and usage else None,
+        engine_tokens=None,
+        finish_reason="length" if ok else None,
+        done=ok,
         error=None if ok else "HTTP 500",
-        streamed=True,
         max_tokens=tokens,
-        sent_at=0.0,
-        first_token_s=0.05 if ok else None,
-        chunk_arrivals_s=[0.05, 0.07, 0.10] if ok else [],
-        total_s=0.1,
-        completion_tokens=tokens if ok else None,
-        tokens_source=source,  # type: ignore[arg-type]
     )
 
 
@@ -128,8 +131,8 @@ def test_failed_requests_leave_tokens_uncompared_and_warm_up_is_counted() -> Non
     phase = compare_phase("decode", "vllm", before, after, client)
     assert phase.agrees is True  # the request count still agrees
     assert phase.notes == ["decode: tokens not compared, 1 requests failed on the client"]
-    chunks = client_counts([record(48, source="chunks")])
-    assert chunks.generation_tokens is None  # counted by chunks, not by the server's usage
+    events = client_counts([record(48, usage=False)])
+    assert events.generation_tokens is None  # counted by events, not by the server's usage
 
 
 def test_llamacpp_phase_rate_from_generation_seconds() -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sagemeter.clients.base import RequestRecord
 from sagemeter.compare import combine
 from sagemeter.measure.bootstrap import interval, ratio_interval, samples_of
 from sagemeter.measure.decode import fit_decode
@@ -22,19 +21,12 @@ from sagemeter.results import (
     MeasureResult,
     save_result,
 )
+from sagemeter.transport.record import RequestRecord
+from tests.records import timed_record
 
 
 def _record(tokens: int, seconds: float) -> RequestRecord:
-    return RequestRecord(
-        ok=True,
-        streamed=True,
-        max_tokens=tokens,
-        sent_at=0.0,
-        first_token_s=0.05,
-        total_s=seconds,
-        completion_tokens=tokens,
-        tokens_source="usage",
-    )
+    return timed_record(tokens, seconds)
 
 
 def _decode(rate: float, rng: np.random.Generator, repeats: int = 5, noise: float = 0.01):  # type: ignore[no-untyped-def]

@@ -153,7 +153,13 @@ def _settings(
     questions_per_family: int | None = None,
     margin: float | None = None,
     fidelity: int | None = None,
+    timeout: str | None = None,
+    stall: str | None = None,
+    retries: int | None = None,
+    reruns: int | None = None,
+    method: str | None = None,
 ) -> MeasureSettings:
+    from sagemeter.calibrate.timing import parse_duration
     from sagemeter.verbs import measure_settings
 
     overrides = {
@@ -168,8 +174,12 @@ def _settings(
         "questions_per_family": questions_per_family,
         "margin_points": margin,
         "fidelity_prompts": fidelity,
+        "timeout_s": parse_duration(timeout, "--timeout") if timeout is not None else None,
+        "stall_s": parse_duration(stall, "--stall") if stall is not None else None,
+        "retries": retries,
+        "batch_reruns": reruns,
     }
-    return measure_settings(quick, overrides)
+    return measure_settings(quick, overrides, method=method)
 
 
 @app.command()
@@ -181,6 +191,14 @@ def measure(
     ],
     name: Annotated[str | None, typer.Option(help="result name (default: from the target)")] = None,
     quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
+    method: Annotated[
+        str | None,
+        typer.Option(
+            help="sagemeter (ours) or article: the source article's exact method (one prompt, "
+            "64-token answers, no seed, median of batch rates, 12 s pauses, its scoring rule) "
+            "[sagemeter]"
+        ),
+    ] = None,
     short_tokens: Annotated[
         int | None, typer.Option(help="decode: short reply length [16]")
     ] = None,
@@ -194,7 +212,9 @@ def measure(
     questions: Annotated[
         str | None, typer.Option(help="question set name or JSONL file [article-40]")
     ] = None,
-    quality_max_tokens: Annotated[int | None, typer.Option(help="quality: reply cap [48]")] = None,
+    quality_max_tokens: Annotated[
+        int | None, typer.Option(help="quality: reply cap [48; 64 with --method article]")
+    ] = None,
     questions_per_family: Annotated[
         int | None, typer.Option(help="quality: only the first N of each family [all]")
     ] = None,
@@ -217,8 +237,33 @@ def measure(
         str | None,
         typer.Option(help="http:// targets: the server's container, read with `docker logs`"),
     ] = None,
+    timeout: Annotated[
+        str | None, typer.Option(help="the longest one request may take, e.g. 120s [120s]")
+    ] = None,
+    stall: Annotated[
+        str | None,
+        typer.Option(help="once tokens flow, the longest silence before a retry, e.g. 30s [30s]"),
+    ] = None,
+    retries: Annotated[
+        int | None, typer.Option(help="tries sent again after a 429, 5xx or a reset [3]")
+    ] = None,
+    reruns: Annotated[
+        int | None,
+        typer.Option(help="parallel: extra batches per level to replace ones that don't count [2]"),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="OPENAI_API_KEY",
+            show_envvar=True,
+            help="bearer token for a hosted endpoint (never printed or written)",
+        ),
+    ] = None,
 ) -> None:
-    """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json."""
+    """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json.
+
+    Exits 3 (after writing the file, marked `complete: false`) when a figure could not be had.
+    """
     from sagemeter.report.terminal import print_result
     from sagemeter.targets import parse_target
     from sagemeter.verbs import check_result_name
@@ -240,6 +285,11 @@ def measure(
         questions_per_family,
         margin,
         fidelity,
+        timeout,
+        stall,
+        retries,
+        reruns,
+        method,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
@@ -250,10 +300,14 @@ def measure(
         reference = read_reference(fidelity_reference)
     log_facts = read_server_log(server_log, docker)  # read first: a wrong log fails at once
     result, path = _measure_with_progress(
-        parsed, result_name, settings, out_dir, reference, log_facts
+        parsed, result_name, settings, out_dir, reference, api_key or None, log_facts
     )
     print_result(console, result)
     console.print(f"wrote {path}")
+    if result.complete is False:
+        missing = "; ".join(result.incomplete_because)
+        err_console.print(f"[yellow]incomplete:[/] {missing}", highlight=False)
+        raise typer.Exit(3)
 
 
 def _measure_with_progress(
@@ -262,6 +316,7 @@ def _measure_with_progress(
     settings: MeasureSettings,
     out_dir: Path,
     fidelity_reference: FidelityRecord | None = None,
+    api_key: str | None = None,
     server_log_facts: StartupFacts | None = None,
 ) -> tuple[MeasureResult, Path]:
     from sagemeter.endpoints import check_target
@@ -280,6 +335,7 @@ def _measure_with_progress(
                 progress=lambda count: bar.advance(task, count),
                 on_phase=lambda phase: bar.update(task, description=f"{name}: {phase}"),
                 fidelity_reference=fidelity_reference,
+                api_key=api_key,
                 server_log_facts=server_log_facts,
             )
         )

@@ -27,14 +27,64 @@ def calibrate_server_command(
     port_file: Annotated[
         Path | None, typer.Option(help="write the port to this file once listening")
     ] = None,
+    empty_every: Annotated[
+        int, typer.Option(help="fault: tokens 1, 1+N, … of every stream carry empty text")
+    ] = 0,
+    reasoning_tokens: Annotated[
+        int, typer.Option(help="fault: the first N tokens of a chat stream as delta.reasoning")
+    ] = 0,
+    fail_every: Annotated[
+        int, typer.Option(help="fault: every Nth generation request answers an HTTP error")
+    ] = 0,
+    fail_status: Annotated[int, typer.Option(help="fault: the error's status")] = 500,
+    retry_after: Annotated[
+        str | None, typer.Option(help="fault: a Retry-After header on the error, e.g. 1s")
+    ] = None,
+    stall_every: Annotated[
+        int, typer.Option(help="fault: every Nth stream pauses mid-reply (--stall long)")
+    ] = 0,
+    stall: Annotated[str, typer.Option(help="fault: how long a stalled stream pauses")] = "0s",
+    stall_after: Annotated[int, typer.Option(help="fault: tokens before the pause")] = 1,
+    drop_every: Annotated[
+        int, typer.Option(help="fault: every Nth stream is cut after --drop-after tokens")
+    ] = 0,
+    drop_after: Annotated[int, typer.Option(help="fault: tokens before the cut")] = 1,
+    silent: Annotated[bool, typer.Option(help="fault: read requests, never answer")] = False,
+    answer: Annotated[
+        str, typer.Option(help="fault: answer every generation as `html` or `no-choices`")
+    ] = "",
 ) -> None:
-    """Serve an OpenAI-compatible API on 127.0.0.1 with known timing, until Ctrl-C."""
+    """Serve an OpenAI-compatible API on 127.0.0.1 with known timing, until Ctrl-C.
+
+    The fault options make it misbehave the way real servers do (see docs/load.md), so what a
+    client does with empty tokens, reasoning, errors, stalls and cut streams can be checked.
+    """
     from sagemeter.atomic import write_text_atomic
+    from sagemeter.calibrate.faults import Faults
     from sagemeter.calibrate.loops import run_precisely
     from sagemeter.calibrate.server import serve
     from sagemeter.calibrate.timing import TruthTiming, parse_duration
 
     timing = TruthTiming(parse_duration(ttft, "--ttft"), parse_duration(itl, "--itl"))
+    try:
+        faults = Faults(
+            empty_every=empty_every,
+            reasoning_tokens=reasoning_tokens,
+            fail_every=fail_every,
+            fail_status=fail_status,
+            retry_after_s=(
+                parse_duration(retry_after, "--retry-after") if retry_after is not None else None
+            ),
+            stall_every=stall_every,
+            stall_s=parse_duration(stall, "--stall"),
+            stall_after=stall_after,
+            drop_every=drop_every,
+            drop_after=drop_after,
+            silent=silent,
+            answer=answer,  # type: ignore[arg-type]  # checked by Faults
+        )
+    except ValueError as exc:
+        raise UserError(f"calibrate-server: {exc}") from None
     console = Console(highlight=False)
 
     def ready(bound: int) -> None:
@@ -50,7 +100,7 @@ def calibrate_server_command(
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            run_precisely(serve(timing, port, ready))
+            run_precisely(serve(timing, port, ready, faults=faults))
     except OSError as exc:
         raise UserError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     console.print("stopped")

@@ -90,14 +90,14 @@ def register(app: typer.Typer) -> None:
 
         from sagemeter.loadgen.files import write_result
         from sagemeter.loadgen.loadrun import run_once
-        from sagemeter.loadgen.request import DEFAULT_PROMPT
         from sagemeter.loadgen.schedule import parse_shard
         from sagemeter.loadgen.settings import LoadSettings
         from sagemeter.loadgen.sweep import run_sweep
         from sagemeter.loadgen.tables import result_tables
-        from sagemeter.loadgen.target import parse_endpoint
+        from sagemeter.transport.address import parse_address
+        from sagemeter.transport.request import DEFAULT_PROMPT
 
-        parse_endpoint(target)
+        parse_address(target)
         if api not in ("chat", "completions"):
             raise UserError(f"--api {api!r}: give chat or completions")
         shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)

@@ -4,13 +4,17 @@ minutes asking it (thin face over `sagemeter.questions`).
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sagemeter.errors import UserError
 
-DEFAULT_LIMIT = 20
+if TYPE_CHECKING:
+    from sagemeter.questions import Question, QuestionSet
+
+DEFAULT_LIMIT = 20  # rows of the table; --json prints every item unless --limit says otherwise
 
 
 def register(app: typer.Typer) -> None:
@@ -49,43 +53,88 @@ def register(app: typer.Typer) -> None:
         name: Annotated[str, typer.Argument(help="a built-in set name or a JSONL file")],
         family: Annotated[str | None, typer.Option(help="only this family")] = None,
         limit: Annotated[
-            int, typer.Option(help="show at most N items (0 shows all)", metavar="N")
-        ] = DEFAULT_LIMIT,
+            int | None,
+            typer.Option(
+                help=f"show at most N items (0 shows all) [table {DEFAULT_LIMIT}, --json all]",
+                metavar="N",
+            ),
+        ] = None,
+        as_json: Annotated[
+            bool,
+            typer.Option(
+                "--json", help='print {"name", "sha256", "provenance", "items": [...]} as JSON'
+            ),
+        ] = False,
     ) -> None:
         """Print a set's items: id, family, scoring rule, prompt and expected answer."""
-        from rich.console import Console
-        from rich.table import Table
+        from sagemeter.questions import load_question_set
 
-        from sagemeter.questions import family_counts, load_question_set
-        from sagemeter.questions.scoring import answer_kind
-
-        if limit < 0:
+        if limit is not None and limit < 0:
             raise UserError(f"--limit {limit}: give 0 (all) or a positive number")
         question_set = load_question_set(name)
-        questions = question_set.questions
-        if family is not None:
-            counts = family_counts(question_set)
-            if family not in counts:
-                raise UserError(
-                    f"question set {question_set.name} has no family {family!r}; "
-                    f"its families: {', '.join(counts)}"
-                )
-            questions = [q for q in questions if q.family == family]
-        shown = questions if limit == 0 else questions[:limit]
-        table = Table(
-            title=f"{question_set.name}: {len(shown)} of {len(questions)} items"
-            f" (sha256 {question_set.sha256[:12]})"
-        )
-        for column in ("id", "family", "scored as", "prompt", "answer"):
-            table.add_column(column)
-        for question in shown:
-            table.add_row(
-                question.id,
-                question.family,
-                answer_kind(question),
-                question.prompt,
-                question.answer,
-            )
-        Console().print(table)
+        questions = _family_items(question_set, family)
+        count = limit if limit is not None else (0 if as_json else DEFAULT_LIMIT)
+        shown = questions if count == 0 else questions[:count]
+        if as_json:
+            typer.echo(json.dumps(set_payload(question_set, shown), indent=2, ensure_ascii=False))
+        else:
+            _print_table(question_set, shown, len(questions))
 
     app.add_typer(questions_app, name="questions")
+
+
+def _family_items(question_set: QuestionSet, family: str | None) -> list[Question]:
+    """The set's items, or one family's (an unknown family names the set's families)."""
+    from sagemeter.questions import family_counts
+
+    if family is None:
+        return list(question_set.questions)
+    counts = family_counts(question_set)
+    if family not in counts:
+        raise UserError(
+            f"question set {question_set.name} has no family {family!r}; "
+            f"its families: {', '.join(counts)}"
+        )
+    return [q for q in question_set.questions if q.family == family]
+
+
+def set_payload(question_set: QuestionSet, shown: list[Question]) -> dict[str, Any]:
+    """What `show --json` prints: the set's identity, provenance and items, scoring keys last."""
+    from sagemeter.questions.scoring import answer_kind
+
+    items = []
+    for question in shown:
+        item: dict[str, Any] = {
+            "id": question.id,
+            "family": question.family,
+            "prompt": question.prompt,
+            "answer": question.answer,
+            "scored_as": answer_kind(question),
+        }
+        if question.pattern is not None:
+            item["pattern"] = question.pattern
+        items.append(item)
+    return {
+        "name": question_set.name,
+        "sha256": question_set.sha256,
+        "provenance": question_set.provenance,
+        "items": items,
+    }
+
+
+def _print_table(question_set: QuestionSet, shown: list[Question], of: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from sagemeter.questions.scoring import answer_kind
+
+    table = Table(
+        title=f"{question_set.name}: {len(shown)} of {of} items (sha256 {question_set.sha256[:12]})"
+    )
+    for column in ("id", "family", "scored as", "prompt", "answer"):
+        table.add_column(column)
+    for question in shown:
+        table.add_row(
+            question.id, question.family, answer_kind(question), question.prompt, question.answer
+        )
+    Console().print(table)

@@ -494,9 +494,7 @@ def invoke_command(
         out.print()
     else:
         out.print(record.text, markup=False)
-    tokens = (
-        f"{record.completion_tokens} tokens" if record.completion_tokens is not None else "tokens ?"
-    )
+    tokens = f"{record.usage_tokens} tokens" if record.usage_tokens is not None else "tokens ?"
     first = (
         f", first token {record.first_token_s:.2f} s" if record.first_token_s is not None else ""
     )

@@ -3,6 +3,10 @@
 Rows are the article's figures; each later file gets a ratio against the first. With a price per
 hour, cost per million output tokens at each concurrency. When the first and last files measured
 the same checkpoint (A-B-A), the drift between them is reported beside every speed figure.
+
+Each file says which method measured it (ours, `sagemeter`, or the source article's, `article`,
+be it `--method article` or one of the article's own files). A ratio or verdict between files of
+different methods is never shown as a plain difference: it is flagged and the warning says why.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ class Row(BaseModel):
     )
     ratio_flags: list[str | None] = Field(
         default_factory=list,
-        description="why a ratio says nothing: its interval reaches 1 or the A-A' drift band",
+        description="why a ratio says nothing: its interval reaches 1 or the A-A' drift band, "
+        "or the two files were measured by different methods",
     )
 
 
@@ -69,6 +74,11 @@ class QualityCheck(BaseModel):
     candidate: str
     margin_points: float
     verdict: str = Field(description="PASS | FAIL | INCONCLUSIVE")
+    across_methods: str | None = Field(
+        None,
+        description="set when the two files were measured by different methods (e.g. "
+        "'sagemeter vs article'): the verdict is then not about the checkpoints alone",
+    )
     paired: QualityComparison | None = Field(
         None, description="question by question, when both files hold their answers"
     )
@@ -91,6 +101,10 @@ class FidelityCheck(BaseModel):
 class Comparison(BaseModel):
     names: list[str]
     files: list[str]
+    methods: list[str | None] = Field(
+        default_factory=list,
+        description="each file's method (sagemeter | article), None when the file does not say",
+    )
     price_per_hour: float | None = None
     rows: list[Row]
     identical_answers: str | None = Field(
@@ -111,6 +125,18 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     if value is None or base is None or base == 0:
         return None
     return value / base
+
+
+def method_of(result: MeasureResult) -> str | None:
+    """Which method measured a result: its settings say; a file without settings does not."""
+    if result.detail is None:
+        return None
+    return str(result.detail.settings.get("method", "sagemeter"))
+
+
+def methods_differ(a: str | None, b: str | None) -> bool:
+    """Only two known, different methods differ; an unknown one is said elsewhere."""
+    return a is not None and b is not None and a != b
 
 
 def _row(key: str, values: list[float | None], kind: str) -> Row:
@@ -183,15 +209,24 @@ def _check_comparable(paths: list[Path], results: list[MeasureResult]) -> list[s
             f"{other}: asked a different question set than {first}; answers cannot be compared"
         )
     totals = {
-        path: counts[1]
+        path: asked
         for path, result in zip(paths, results, strict=True)
-        if (counts := result.quality_counts())
+        if (asked := result.questions_asked()) is not None
     }
     if len(set(totals.values())) > 1:
         first_path, first_total = next(iter(totals.items()))
         odd = next(path for path, total in totals.items() if total != first_total)
         raise UserError(f"{odd}: quality has a different number of questions than {first_path}")
     warnings = _asked_differently(paths, results)
+    methods = [method_of(result) for result in results]
+    if len({method for method in methods if method is not None}) > 1:
+        listed = ", ".join(
+            f"{path.name} {method}" for path, method in zip(paths, methods, strict=True) if method
+        )
+        warnings.append(
+            f"the files were measured by different methods ({listed}): a difference between "
+            "them may be the method's, not the checkpoint's; such ratios and verdicts are marked"
+        )
     settings = [result.detail.settings for result in results if result.detail]
     if len(settings) == len(results) and any(s != settings[0] for s in settings[1:]):
         warnings.append("the files were measured with different settings; read ratios with care")
@@ -210,7 +245,7 @@ def _asked_differently(paths: list[Path], results: list[MeasureResult]) -> list[
     first_path, first = next(iter(asked.items()))
     warnings = []
     for path, quality in list(asked.items())[1:]:
-        for field in ("max_tokens", "temperature", "seed", "system_prompt"):
+        for field in ("max_tokens", "temperature", "seed", "scoring", "system_prompt"):
             if getattr(quality, field) != getattr(first, field):
                 warnings.append(f"{path.name}: quality {field} differs from {first_path.name}")
         templates = (first.chat_template_sha256, quality.chat_template_sha256)
@@ -267,23 +302,25 @@ def combine(
     drift = None
     if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
         drift = drift_between(results[0], results[-1], rows)
-    _add_intervals(rows, results, drift)
+    methods = [method_of(result) for result in results]
+    _add_intervals(rows, results, drift, methods)
     for result, path in zip(results, paths, strict=True):
         if result.detail:
             warnings.extend(f"{path.name}: {warning}" for warning in result.detail.warnings)
     margin = margin_points if margin_points is not None else _declared_margin(results[0])
     candidates = results[1:-1] if drift is not None else results[1:]
     a_again = results[-1] if drift is not None else None
-    checks = [
-        check
-        for candidate in candidates
-        if (check := quality_check(results[0], candidate, a_again, margin)) is not None
-    ]
+    checks = []
+    for candidate in candidates:
+        check = quality_check(results[0], candidate, a_again, margin)
+        if check is not None:
+            checks.append(across_methods(check, method_of(results[0]), method_of(candidate)))
     fidelity_checks, fidelity_warnings = _fidelity_checks(results, candidates, a_again)
     warnings.extend(fidelity_warnings)
     return Comparison(
         names=[r.name or path.stem for r, path in zip(results, paths, strict=True)],
         files=[str(path) for path in paths],
+        methods=methods,
         price_per_hour=price_per_hour,
         rows=rows,
         identical_answers=identical_answers(results[0], results[1]),
@@ -303,10 +340,15 @@ def _figure_drift(row: Row) -> FigureDrift:
     return FigureDrift(key=row.key, first=first, last=last, change=change)
 
 
-def _add_intervals(rows: list[Row], results: list[MeasureResult], drift: Drift | None) -> None:
+def _add_intervals(
+    rows: list[Row],
+    results: list[MeasureResult],
+    drift: Drift | None,
+    methods: list[str | None],
+) -> None:
     """Intervals for every value and ratio that has raw repeats, and a flag on each ratio that
     cannot be told from no change: its interval (or the ratio itself, without one) reaches 1 or
-    the A-A' drift band of that figure."""
+    the A-A' drift band of that figure, or its two files were measured by different methods."""
     samples = [speed_samples(result) for result in results]
     figures = drift.figures if drift else []
     bands = {figure.key: abs(figure.change) for figure in figures if figure.change is not None}
@@ -327,8 +369,15 @@ def _add_intervals(rows: list[Row], results: list[MeasureResult], drift: Drift |
             None
             if last_is_a_again and index == len(row.ratios) - 1
             else _ratio_flag(ratio, row.ratio_intervals[index], bands.get(row.key))
+            or _method_flag(ratio, methods[0], methods[index + 1])
             for index, ratio in enumerate(row.ratios)
         ]
+
+
+def _method_flag(ratio: float | None, first: str | None, other: str | None) -> str | None:
+    if ratio is None or not methods_differ(first, other):
+        return None
+    return f"measured by different methods ({first} vs {other})"
 
 
 COST_PREFIX = "usd_per_million_tokens_c"
@@ -446,6 +495,26 @@ def quality_check(
         verdict=counts.verdict,
         counts_verdict=counts,
         summary=counts_summary(names, counts_a, counts_b, counts),
+    )
+
+
+def across_methods(
+    check: QualityCheck, reference: str | None, candidate: str | None
+) -> QualityCheck:
+    """A verdict between two methods carries them: asked or scored differently, a flip may be
+    the method's (another reply cap, seed or scoring rule), not the checkpoint's."""
+    if not methods_differ(reference, candidate):
+        return check
+    return check.model_copy(update={"across_methods": f"{reference} vs {candidate}"})
+
+
+def across_methods_note(check: QualityCheck) -> str | None:
+    """The sentence every face prints beside a verdict across methods."""
+    if check.across_methods is None:
+        return None
+    return (
+        f"across methods ({check.across_methods}): {check.verdict} compares answers asked and "
+        "scored by different methods, so it is not about the checkpoints alone"
     )
 
 

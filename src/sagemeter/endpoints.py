@@ -12,12 +12,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagemeter.clients.base import ChatClient
-from sagemeter.clients.openai import OpenAIClient
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import Vocabulary
 from sagemeter.results import StartupFacts
 from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, Target, VllmTarget
+from sagemeter.transport.chat import ChatClient
+from sagemeter.transport.client import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
+from sagemeter.transport.openai import OpenAIChat
+from sagemeter.transport.retry import DEFAULT_RETRIES, RetryPolicy
+
+
+@dataclass(frozen=True)
+class WireOptions:
+    """How every request is sent: its time limits, how often a transient failure is retried,
+    and the API key for hosted endpoints (never written anywhere)."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    stall_s: float = DEFAULT_STALL_S
+    retries: int = DEFAULT_RETRIES
+    api_key: str | None = field(default=None, repr=False)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(retries=self.retries)
 
 
 @dataclass
@@ -30,6 +47,7 @@ class Endpoint:
     startup_facts: Callable[[], StartupFacts | None] = lambda: None
     environment: dict[str, Any] = field(default_factory=dict)
     http_root: str | None = None  # the server's own HTTP API (logprobs), where it has one
+    api_key: str | None = field(default=None, repr=False)
     # The checkpoint's own vocabulary fingerprint, where sagemeter holds its files (fidelity).
     vocabulary: Callable[[], Vocabulary | None] = lambda: None
 
@@ -41,23 +59,31 @@ async def open_endpoint(
     concurrency: int,
     max_reply_tokens: int = 512,
     log_path: Path | None = None,
+    wire: WireOptions | None = None,
 ) -> AsyncIterator[Endpoint]:
     """Yield an open Endpoint for `target`; a local engine started here is stopped on exit."""
+    wire = wire or WireOptions()
     if isinstance(target, OpenAITarget):
-        async with OpenAIClient(target.base_url, concurrency=concurrency) as client:
+        async with _chat_client(target.base_url, wire) as client:
             yield Endpoint(
-                target=target, backend="openai-http", client=client, http_root=target.base_url
+                target=target,
+                backend="openai-http",
+                client=client,
+                http_root=target.base_url,
+                api_key=wire.api_key,
             )
     elif isinstance(target, LocalTarget):
-        async with _local_endpoint(target, concurrency, max_reply_tokens, log_path) as endpoint:
+        async with _local_endpoint(
+            target, concurrency, max_reply_tokens, log_path, wire
+        ) as endpoint:
             yield endpoint
     elif isinstance(target, VllmTarget):
         from sagemeter.engines.vllm_endpoint import open_vllm_endpoint
 
-        async with open_vllm_endpoint(target, concurrency, max_reply_tokens, log_path) as endpoint:
+        async with open_vllm_endpoint(target, max_reply_tokens, log_path, wire) as endpoint:
             yield endpoint
     elif isinstance(target, SageMakerTarget):
-        async with _sagemaker_endpoint(target, concurrency) as endpoint:
+        async with _sagemaker_endpoint(target, concurrency, wire) as endpoint:
             yield endpoint
     else:  # pragma: no cover - the Target union is closed
         raise UserError(f"unsupported target {target}")
@@ -84,9 +110,24 @@ def slot_context(max_reply_tokens: int) -> int:
     return max(1024, -(-needed // 256) * 256)
 
 
+def _chat_client(base_url: str, wire: WireOptions, model: str | None = None) -> OpenAIChat:
+    return OpenAIChat(
+        base_url,
+        model=model,
+        api_key=wire.api_key,
+        timeout_s=wire.timeout_s,
+        stall_s=wire.stall_s,
+        retry=wire.retry,
+    )
+
+
 @contextlib.asynccontextmanager
 async def _local_endpoint(
-    target: LocalTarget, concurrency: int, max_reply_tokens: int, log_path: Path | None
+    target: LocalTarget,
+    concurrency: int,
+    max_reply_tokens: int,
+    log_path: Path | None,
+    wire: WireOptions,
 ) -> AsyncIterator[Endpoint]:
     import asyncio
 
@@ -114,9 +155,7 @@ async def _local_endpoint(
             "checkpoint_bits_per_weight": summary["bits_per_weight"],
         }
         assert engine.base_url is not None
-        async with OpenAIClient(
-            engine.base_url, concurrency=concurrency, model=checkpoint.name
-        ) as client:
+        async with _chat_client(engine.base_url, wire, model=checkpoint.name) as client:
             yield Endpoint(
                 target=target,
                 backend="local",
@@ -131,15 +170,13 @@ async def _local_endpoint(
 
 
 @contextlib.asynccontextmanager
-async def _sagemaker_endpoint(target: SageMakerTarget, concurrency: int) -> AsyncIterator[Endpoint]:
-    try:
-        from sagemeter.backends import sagemaker as backend
-        from sagemeter.clients.sagemaker import open_sagemaker_client
-    except ImportError:
-        raise UserError(
-            f"target {target}: SageMaker endpoints are not supported yet in this version"
-        ) from None
-    client = open_sagemaker_client(target, concurrency)
+async def _sagemaker_endpoint(
+    target: SageMakerTarget, concurrency: int, wire: WireOptions
+) -> AsyncIterator[Endpoint]:
+    from sagemeter.backends import sagemaker as backend
+    from sagemeter.transport.sagemaker import open_sagemaker_client
+
+    client = open_sagemaker_client(target, concurrency, timeout_s=wire.timeout_s, retry=wire.retry)
     try:
         yield Endpoint(
             target=target,

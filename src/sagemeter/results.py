@@ -10,15 +10,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sagemeter.atomic import write_text_atomic
-from sagemeter.clients.base import RequestRecord
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.results_v1 import upgrade_records
 from sagemeter.server_metrics.crosscheck import ServerMetrics
+from sagemeter.transport.record import RequestRecord
 
-SCHEMA_VERSION = 1
+# 2: records are the transport's (µs on the measurement's timeline, retries kept); batches say
+# whether they count; quality items can be unanswered. Files of version 1 are read as well.
+SCHEMA_VERSION = 2
 
 
 class Interval(BaseModel):
@@ -59,6 +62,7 @@ class ClientShare(BaseModel):
     """The tool's own share of what it timed: client CPU against the wall time it measured.
 
     Near 1.0 the client (one event loop) was busy the whole time and may itself be what was timed.
+    For levels sent by worker processes, `workers` and their loop's lag are kept too.
     """
 
     calls: int
@@ -72,6 +76,10 @@ class ClientShare(BaseModel):
     cpu_per_call_ms: float = Field(description="loop-thread CPU per request")
     share: float = Field(description="client_cpu_s / timed_wall_s (an upper bound)")
     loop_share: float | None = Field(None, description="loop_cpu_s / timed_wall_s")
+    workers: int | None = Field(None, description="worker processes that sent the requests")
+    loop_lag_p99_s: float | None = Field(
+        None, description="the workers' event-loop lag, p99 (10 ms sampler)"
+    )
 
 
 class DecodeDetail(BaseModel):
@@ -106,34 +114,63 @@ class DecodeDetail(BaseModel):
     client: ClientShare | None = Field(
         None, description="the measuring client's own CPU while the timed replies ran"
     )
+    reasoning_events: int = Field(
+        0, description="token events of the complete long replies that were reasoning (thinking)"
+    )
     valid: bool = True
     problems: list[str] = Field(default_factory=list)
     records: list[RequestRecord] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def read_version_1_records(cls, data: Any) -> Any:
+        return upgrade_records(data)
+
 
 class LoadBatch(BaseModel):
+    """One batch: every request sent at once. Only complete batches make the level's figure."""
+
     concurrency: int
     wall_s: float
     output_tokens: int
     failed: int
     tokens_per_second: float
+    complete: bool = True
+    reason: str | None = Field(
+        None, description="why the batch does not count (a failed or retried request, the client)"
+    )
+    retries: int = 0
 
 
 class LoadLevel(BaseModel):
     concurrency: int
     tokens_per_second: float | None = Field(
-        None, description="all output tokens of the level's batches / the sum of their wall times"
+        None,
+        description="all output tokens of the level's complete batches / the sum of their walls",
     )
+    problem: str | None = Field(None, description="why the level has no figure")
     batches: list[LoadBatch]
     tokens_per_second_ci95: Interval | None = Field(
         None, description="bootstrap 95% interval of the pooled figure, batches resampled"
     )
     ttft_s: Spread | None = None
     inter_token_latency_s: Spread | None = None
+    reasoning_events: int = Field(
+        0, description="token events of the counted batches that were reasoning (thinking)"
+    )
     client: ClientShare | None = Field(
         None, description="the measuring client's own CPU over the level's batches"
     )
     records: list[RequestRecord] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def read_version_1_records(cls, data: Any) -> Any:
+        return upgrade_records(data)
+
+    @property
+    def complete_batches(self) -> list[LoadBatch]:
+        return [batch for batch in self.batches if batch.complete]
 
 
 class LoadDetail(BaseModel):
@@ -143,6 +180,9 @@ class LoadDetail(BaseModel):
 
 
 class QualityItem(BaseModel):
+    """One question asked. An item whose request failed (`error`) is unanswered: not wrong, and
+    left out of the score and of the paired comparison."""
+
     id: str
     family: str
     prompt: str
@@ -152,6 +192,11 @@ class QualityItem(BaseModel):
     correct: bool
     finish_reason: str | None = None
     error: str | None = None
+    retries: int = 0
+
+    @property
+    def answered(self) -> bool:
+        return self.error is None
 
 
 class QualityDetail(BaseModel):
@@ -162,6 +207,7 @@ class QualityDetail(BaseModel):
     max_tokens: int
     temperature: float = 0.0
     seed: int | None = 0
+    scoring: str = Field("strict", description="the scoring rule: strict (ours) or article")
     system_prompt: str | None = None
     chat_template_sha256: str | None = Field(
         None,
@@ -173,8 +219,13 @@ class QualityDetail(BaseModel):
     )
     correct: int
     total: int
+    answered: int | None = Field(None, description="items with an answer (None: every item)")
     by_family: dict[str, dict[str, int]]
     items: list[QualityItem]
+
+    @property
+    def answered_count(self) -> int:
+        return self.total if self.answered is None else self.answered
 
 
 class StartupFacts(BaseModel):
@@ -230,7 +281,12 @@ class Detail(BaseModel):
         None, description="the server's own /metrics counts per phase beside the client's"
     )
     failed_requests: int = 0
+    retried_requests: int = Field(0, description="requests that needed more than one try")
+    retries: int = Field(0, description="tries sent again after a transient failure, in all")
     warnings: list[str] = Field(default_factory=list)
+    source_format: str = Field(
+        "sagemeter", description="who wrote the file: sagemeter, or the article's compare.py"
+    )
 
 
 class MeasureResult(BaseModel):
@@ -239,21 +295,42 @@ class MeasureResult(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     name: str | None = None
+    complete: bool | None = Field(
+        None, description="False when a figure that was asked for is missing (None: not said)"
+    )
     decode_tokens_per_second: float | None = None
     per_call_fixed_cost_seconds: float | None = None
     load_tokens_per_second: dict[str, float] = Field(default_factory=dict)
-    quality: str | None = Field(None, description='"correct/total", e.g. "37/40"')
+    quality: str | None = Field(
+        None, description='"correct/answered", e.g. "37/40" (unanswered items are left out)'
+    )
+    ttft_median_ms: float | None = Field(
+        None, description="time to first token, median of the decode phase's long replies"
+    )
+    inter_token_latency_median_ms: float | None = Field(
+        None, description="gap between token events, median over the decode phase's long replies"
+    )
     weights_gib: float | None = None
     kv_cache_tokens: int | None = None
     load_seconds: float | None = None
+    incomplete_because: list[str] = Field(
+        default_factory=list, description="each figure asked for and missing, with its reason"
+    )
     intervals: dict[str, FigureSummary] = Field(
         default_factory=dict,
         description="each speed figure above with its repeats' min/median/max and a 95% interval",
     )
     detail: Detail | None = None
 
+    def questions_asked(self) -> int | None:
+        """Questions asked, answered or not (the detail's count, else the string's)."""
+        if self.detail is not None and self.detail.quality is not None:
+            return self.detail.quality.total
+        counts = self.quality_counts()
+        return None if counts is None else counts[1]
+
     def quality_counts(self) -> tuple[int, int] | None:
-        """(correct, total) from the `quality` string, or None when absent."""
+        """(correct, answered) from the `quality` string, or None when absent."""
         if self.quality is None:
             return None
         correct, _, total = self.quality.partition("/")
@@ -271,7 +348,11 @@ def save_result(result: MeasureResult, path: Path) -> None:
 
 
 def load_result(path: Path) -> MeasureResult:
-    """Read and validate one result file; any problem becomes one UserError naming the file."""
+    """Read and validate one result file; any problem becomes one UserError naming the file.
+
+    Reads sagemeter's own files, the article's minimal ones, and the article's own full result
+    shape (`sagemeter.article_results`).
+    """
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -284,6 +365,10 @@ def load_result(path: Path) -> MeasureResult:
         raise UserError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(payload, dict):
         raise UserError(f"{path}: expected a JSON object with measurement keys")
+    from sagemeter.article_results import is_article_shape, read_article_result
+
+    if is_article_shape(payload):
+        return read_article_result(path, payload)
     if "decode_tokens_per_second" not in payload and "load_tokens_per_second" not in payload:
         raise UserError(
             f"{path}: not a sagemeter result (no decode_tokens_per_second or "

@@ -1,26 +1,70 @@
-"""Every knob of a measurement, with the source article's values as defaults.
+"""Every knob of a measurement, with the source article's counts and lengths as defaults.
 
 The settings used are written into each result, so two results can be checked for comparability.
+
+Two methods (`method`): ours (`sagemeter`, the default) and the source article's (`article`),
+which differs from ours in a few named settings (`METHOD_SETTINGS`): one prompt for every
+request, a 64-token cap on answers, no seed, a level's figure the median of its batch rates, a
+12 s pause after every batch, its scoring rule, and no warm-up request. `with_method` sets them;
+explicit settings given after it still win, and the result records what was used.
 """
 
 from __future__ import annotations
 
+from typing import Any, Literal, get_args
+
 from pydantic import BaseModel, Field
+
+from sagemeter.questions.scoring import ScoringRule
+
+Method = Literal["sagemeter", "article"]
+METHODS: tuple[Method, ...] = get_args(Method)
+LoadStatistic = Literal["pooled", "median"]
+
+# The one prompt the article's compare.py sent for every fixed-length request (decode, parallel).
+ARTICLE_STORY = "Write a long, detailed story about a lighthouse keeper on a remote island."
 
 
 class MeasureSettings(BaseModel):
+    method: Method = Field(
+        "sagemeter", description="whose method: ours, or the source article's (see METHOD_SETTINGS)"
+    )
     short_tokens: int = Field(16, gt=0, description="decode: length of the short replies")
     long_tokens: int = Field(512, gt=1, description="decode: length of the long replies")
     decode_repeats: int = Field(5, gt=0, description="decode: replies of each length")
     decode_warmup: int = Field(1, ge=0, description="decode: unmeasured requests sent first")
+    decode_prompt: str | None = Field(
+        None, description="decode: the prompt of every reply (None: the built-in story prompt)"
+    )
     load_levels: list[int] = Field(default_factory=lambda: [1, 4, 16], min_length=1)
     load_max_tokens: int = Field(256, gt=0, description="parallel: tokens per reply")
     load_batches: int = Field(2, gt=0, description="parallel: batches per level")
+    load_prompt: str | None = Field(
+        None,
+        description="parallel: one prompt for every request (None: eight story topics in turn)",
+    )
+    load_statistic: LoadStatistic = Field(
+        "pooled",
+        description="parallel: a level's figure, all tokens / all wall time of its batches "
+        "(pooled) or the median of its batches' own rates (median, the article's)",
+    )
+    batch_pause_s: float = Field(
+        0.0,
+        ge=0,
+        description="parallel: seconds to wait after every batch (the article: 12, so that "
+        "vLLM's stats line, written every 10 s, closes on each batch)",
+    )
     questions: str = Field("article-40", description="built-in question set or a JSONL path")
     questions_per_family: int | None = Field(
         None, gt=0, description="use only the first N questions of each family"
     )
     quality_max_tokens: int = Field(48, gt=0)
+    quality_seed: int | None = Field(
+        0, description="quality: the `seed` sent with every question (None: none sent)"
+    )
+    scoring: ScoringRule = Field(
+        "strict", description="quality: the scoring rule (strict | article)"
+    )
     margin_points: float = Field(
         2.0,
         gt=0,
@@ -33,6 +77,24 @@ class MeasureSettings(BaseModel):
     fidelity_top_k: int = Field(5, gt=0, le=20, description="fidelity: logprobs per position")
     fidelity_max_tokens: int = Field(16, gt=0, description="fidelity: answer tokens per prompt")
     system_prompt: str | None = None
+    timeout_s: float = Field(
+        120.0, gt=0, le=86400, description="the longest one request may take, every try alike"
+    )
+    stall_s: float = Field(
+        30.0,
+        gt=0,
+        le=86400,
+        description="once tokens flow, the longest silence before a reply counts as stalled",
+    )
+    retries: int = Field(
+        3, ge=0, le=20, description="tries sent again after a transient failure (429, 5xx, reset)"
+    )
+    batch_reruns: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="parallel: extra batches run per level to replace ones that do not count",
+    )
     quick: bool = False
 
     @property
@@ -42,6 +104,38 @@ class MeasureSettings(BaseModel):
     @property
     def max_reply_tokens(self) -> int:
         return max(self.long_tokens, self.load_max_tokens, self.quality_max_tokens)
+
+
+# What each method sets; every other setting is the same for both.
+METHOD_SETTINGS: dict[Method, dict[str, Any]] = {
+    "sagemeter": {
+        "decode_warmup": 1,
+        "decode_prompt": None,
+        "load_prompt": None,
+        "load_statistic": "pooled",
+        "batch_pause_s": 0.0,
+        "quality_max_tokens": 48,
+        "quality_seed": 0,
+        "scoring": "strict",
+    },
+    "article": {
+        "decode_warmup": 0,
+        "decode_prompt": ARTICLE_STORY,
+        "load_prompt": ARTICLE_STORY,
+        "load_statistic": "median",
+        "batch_pause_s": 12.0,
+        "quality_max_tokens": 64,
+        "quality_seed": None,
+        "scoring": "article",
+    },
+}
+
+
+def with_method(settings: MeasureSettings, method: Method) -> MeasureSettings:
+    """`settings` measured by `method`: its named settings replaced, every other kept."""
+    return MeasureSettings.model_validate(
+        {**settings.model_dump(), **METHOD_SETTINGS[method], "method": method}
+    )
 
 
 def quick_settings() -> MeasureSettings:

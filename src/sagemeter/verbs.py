@@ -12,12 +12,17 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from sagemeter.errors import UserError
-from sagemeter.settings import MeasureSettings, quick_settings
+from sagemeter.settings import METHODS, MeasureSettings, quick_settings, with_method
 
 Label = Callable[[str], str]
 
 
-CLI_NAMES = {"margin_points": "--margin"}
+CLI_NAMES = {
+    "margin_points": "--margin",
+    "timeout_s": "--timeout",
+    "stall_s": "--stall",
+    "batch_reruns": "--reruns",
+}
 
 
 def cli_flag(field: str) -> str:
@@ -32,13 +37,24 @@ def check_result_name(name: str, *, label: str = "--name") -> None:
 
 
 def measure_settings(
-    quick: bool, overrides: Mapping[str, Any], *, label: Label = cli_flag
+    quick: bool,
+    overrides: Mapping[str, Any],
+    *,
+    method: str | None = None,
+    label: Label = cli_flag,
 ) -> MeasureSettings:
-    """The article's settings (or the quick ones) with the given fields changed, validated.
+    """The default settings (or the quick ones), measured by `method` (ours when None), with the
+    given fields changed, validated.
 
     `overrides` maps MeasureSettings fields to values; None means "keep the default".
     """
-    return settings_with(quick_settings() if quick else MeasureSettings(), overrides, label=label)
+    base = quick_settings() if quick else MeasureSettings()
+    if method is not None and method != base.method:
+        chosen = next((known for known in METHODS if known == method), None)
+        if chosen is None:
+            raise UserError(f"{label('method')} {method!r}: give one of {', '.join(METHODS)}")
+        base = with_method(base, chosen)
+    return settings_with(base, overrides, label=label)
 
 
 def settings_with(

@@ -12,10 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from sagemeter import __version__
-from sagemeter.endpoints import Endpoint, check_target, open_endpoint
+from sagemeter.endpoints import Endpoint, WireOptions, check_target, open_endpoint
 from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
@@ -40,6 +38,8 @@ from sagemeter.server_metrics.crosscheck import ServerMetrics
 from sagemeter.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
+from sagemeter.transport.chat import Unreachable
+from sagemeter.transport.client import TransportError
 
 PhaseFn = Callable[[str], None]
 
@@ -94,14 +94,17 @@ async def measure_target(
     progress: ProgressFn = no_progress,
     on_phase: PhaseFn = _no_phase,
     fidelity_reference: FidelityRecord | None = None,
+    api_key: str | None = None,
     server_log_facts: StartupFacts | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
-    With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force along), the
-    top-k logprobs along the answers are recorded too. `server_log_facts` (from `--server-log`
-    or `--docker`) stand in for an HTTP target's start-up facts. The server's `/metrics` (vLLM,
-    llama.cpp) are read around each phase and compared with the client's counts.
+    One short request first proves the target speaks the chat API (else a UserError, and no
+    file). With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force
+    along), the top-k logprobs along the answers are recorded too. The result says `complete:
+    false` when a figure that was asked for could not be measured. `server_log_facts` (from
+    `--server-log` or `--docker`) stand in for an HTTP target's start-up facts. The server's
+    `/metrics` (vLLM, llama.cpp) are read around each phase and compared with the client's counts.
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -109,12 +112,24 @@ async def measure_target(
     on_phase("starting")
     log_path = out_dir / f"engine-{name}.log"
     out_dir.mkdir(parents=True, exist_ok=True)
+    wire = WireOptions(
+        timeout_s=settings.timeout_s,
+        stall_s=settings.stall_s,
+        retries=settings.retries,
+        api_key=api_key,
+    )
     async with open_endpoint(
         target,
         concurrency=settings.max_concurrency,
         max_reply_tokens=settings.max_reply_tokens,
         log_path=log_path,
+        wire=wire,
     ) as endpoint:
+        on_phase("preflight")
+        try:
+            await endpoint.client.preflight()
+        except Unreachable as exc:
+            raise UserError(f"target {target} does not answer as a chat API: {exc}") from None
         described = await endpoint.client.describe()
         meter = MetricsRecorder(_server_root(endpoint))
         await meter.open()
@@ -126,6 +141,7 @@ async def measure_target(
             long_tokens=settings.long_tokens,
             repeats=settings.decode_repeats,
             warmup=settings.decode_warmup,
+            prompt=settings.decode_prompt,
             progress=progress,
         )
         await meter.end(
@@ -140,6 +156,10 @@ async def measure_target(
             levels=settings.load_levels,
             max_tokens=settings.load_max_tokens,
             batches=settings.load_batches,
+            reruns=settings.batch_reruns,
+            prompt=settings.load_prompt,
+            statistic=settings.load_statistic,
+            pause_s=settings.batch_pause_s,
             progress=progress,
         )
         await meter.end("parallel", [r for level in load.levels for r in level.records])
@@ -150,6 +170,8 @@ async def measure_target(
             question_set,
             max_tokens=settings.quality_max_tokens,
             system_prompt=settings.system_prompt,
+            seed=settings.quality_seed,
+            scoring=settings.scoring,
             progress=progress,
         )
         await meter.end("quality", [], requests=len(quality.items))
@@ -206,8 +228,10 @@ async def _fidelity(
             max_tokens=settings.fidelity_max_tokens,
             reference=reference,
             system_prompt=settings.system_prompt,
+            api_key=endpoint.api_key,
+            timeout_s=settings.timeout_s,
         )
-    except (UserError, httpx.HTTPError) as exc:
+    except (UserError, TransportError) as exc:
         # Everything else is measured by now: a server without logprobs must not lose it.
         return None, [f"fidelity: not measured: {exc}"]
     record.vocabulary = await asyncio.to_thread(endpoint.vocabulary)
@@ -258,16 +282,25 @@ def assemble_result(
     server_metrics: ServerMetrics | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
-    failed = (
-        sum(1 for r in decode.records if not r.ok)
-        + sum(1 for level in load.levels for r in level.records if not r.ok)
-        + sum(1 for item in quality.items if item.error)
-    )
-    warnings = [*decode.problems, *_client_bound_warnings(decode, load), *(fidelity_warnings or [])]
+    records = [*decode.records, *(r for level in load.levels for r in level.records)]
+    failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)
+    retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
+    retries = sum(r.retries for r in records) + sum(i.retries for i in quality.items)
+    missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
+    warnings = [
+        *decode.problems,
+        *(level.problem for level in load.levels if level.problem),
+        *_client_bound_warnings(decode),
+        *(fidelity_warnings or []),
+    ]
     if failed:
-        warnings.append(f"{failed} requests failed; see detail records for reasons")
+        warnings.append(f"{failed} requests failed after their retries; see detail records")
+    if retries:
+        warnings.append(f"{retries} tries were sent again after a transient failure")
+    streaming = decode.ttft_s, decode.inter_token_latency_s
     return MeasureResult(
         name=name,
+        complete=not missing,
         decode_tokens_per_second=_round(decode.tokens_per_second) if decode.valid else None,
         per_call_fixed_cost_seconds=_round(decode.per_call_fixed_cost_s) if decode.valid else None,
         load_tokens_per_second={
@@ -275,11 +308,16 @@ def assemble_result(
             for level in load.levels
             if level.tokens_per_second is not None
         },
-        quality=f"{quality.correct}/{quality.total}",
+        quality=f"{quality.correct}/{quality.answered_count}",
+        ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
+        inter_token_latency_median_ms=(
+            _round(streaming[1].median * 1000.0, 4) if streaming[1] else None
+        ),
         weights_gib=startup.weights_gib if startup else None,
         kv_cache_tokens=startup.kv_cache_tokens if startup else None,
         load_seconds=startup.load_seconds if startup else None,
-        intervals=speed_summaries(decode, load),
+        incomplete_because=missing,
+        intervals=speed_summaries(decode, load, settings.load_statistic),
         detail=Detail(
             settings=settings.model_dump(),
             environment=environment,
@@ -290,29 +328,56 @@ def assemble_result(
             fidelity=fidelity,
             server_metrics=server_metrics,
             failed_requests=failed,
+            retried_requests=retried,
+            retries=retries,
             warnings=warnings,
         ),
     )
 
 
+def missing_figures(
+    settings: MeasureSettings,
+    decode: DecodeDetail,
+    load: LoadDetail,
+    quality: QualityDetail,
+    fidelity: FidelityRecord | None,
+    fidelity_warnings: list[str],
+) -> list[str]:
+    """Each figure the settings asked for that the measurement could not give, with why."""
+    missing = []
+    if not decode.valid or decode.tokens_per_second is None:
+        reason = decode.problems[0] if decode.problems else "no rate"
+        missing.append(f"decode rate: {reason}")
+    for level in load.levels:
+        if level.tokens_per_second is None:
+            missing.append(f"{level.concurrency} at once: {level.problem or 'no figure'}")
+    unanswered = quality.total - quality.answered_count
+    if unanswered:
+        first = next((item.error for item in quality.items if item.error), None)
+        missing.append(f"quality: {unanswered} of {quality.total} questions unanswered ({first})")
+    if fidelity is None and (settings.fidelity_prompts > 0 or fidelity_warnings):
+        missing.append(fidelity_warnings[0] if fidelity_warnings else "fidelity: not measured")
+    return missing
+
+
 CLIENT_SHARE_WARNING = 0.5  # half a core busy in the client: it may be part of what was timed
 
 
-def _client_bound_warnings(decode: DecodeDetail, load: LoadDetail) -> list[str]:
-    """The event loop busy for over half the time it timed: its own overhead may be in it."""
-    phases = [("decode", decode.client)]
-    phases += [(f"{level.concurrency} at once", level.client) for level in load.levels]
-    warnings = []
-    for phase, found in phases:
-        if found is None:
-            continue
-        busy = found.loop_share if found.loop_share is not None else found.share
-        if busy > CLIENT_SHARE_WARNING:
-            warnings.append(
-                f"{phase}: the client's event loop was busy {busy:.0%} of the wall time it "
-                "timed; its own overhead may be part of the figure"
-            )
-    return warnings
+def _client_bound_warnings(decode: DecodeDetail) -> list[str]:
+    """The event loop busy for over half the time it timed: its own overhead may be in it.
+
+    (Levels are judged batch by batch by the worker processes' own rules, see measure/load.py.)
+    """
+    found = decode.client
+    if found is None:
+        return []
+    busy = found.loop_share if found.loop_share is not None else found.share
+    if busy <= CLIENT_SHARE_WARNING:
+        return []
+    return [
+        f"decode: the client's event loop was busy {busy:.0%} of the wall time it timed; its "
+        "own overhead may be part of the figure"
+    ]
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

@@ -15,10 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from types import TracebackType
-
-import httpx
 
 from sagemeter.checkpoints import Checkpoint
 from sagemeter.errors import UserError
@@ -139,14 +139,14 @@ class LocalEngine:
         )
 
     def _wait_healthy(self, address: str, deadline: float) -> None:
-        with httpx.Client(timeout=5.0) as http:
-            while time.perf_counter() < deadline:
-                try:
-                    if http.get(address + "/health").status_code == 200:
+        while time.perf_counter() < deadline:
+            try:
+                with urllib.request.urlopen(address + "/health", timeout=5.0) as answer:
+                    if answer.status == 200:
                         return
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.1)
+            except (urllib.error.URLError, OSError):
+                pass  # still loading (503) or not listening yet
+            time.sleep(0.1)
         raise UserError(f"the embedded engine at {address} never became healthy")
 
     def _log_tail(self, lines: int = 3) -> str:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from sagemeter.calibrate.faults import Faults
 from sagemeter.calibrate.timing import TruthTiming
 
 START_TIMEOUT_S = 30.0
@@ -43,11 +44,13 @@ def _wait_for_port(process: subprocess.Popen[bytes], port_file: Path) -> int:
 
 
 @contextlib.contextmanager
-def running_truth_server(timing: TruthTiming, batch_gap_s: float | None = None) -> Iterator[str]:
+def running_truth_server(
+    timing: TruthTiming, batch_gap_s: float | None = None, faults: Faults | None = None
+) -> Iterator[str]:
     """Start the server on 127.0.0.1, yield its base URL (no /v1), stop it on exit.
 
     `batch_gap_s` overrides how long a token between the first and the end may wait to share a
-    wake-up with others (see `sagemeter.calibrate.scheduler`).
+    wake-up with others (see `sagemeter.calibrate.scheduler`); `faults` make it misbehave.
     """
     with tempfile.TemporaryDirectory(prefix="truth-server-") as folder:
         port_file = Path(folder) / "port"
@@ -62,6 +65,8 @@ def running_truth_server(timing: TruthTiming, batch_gap_s: float | None = None) 
         ]
         if batch_gap_s is not None:
             command.append(f"--batch-gap={batch_gap_s!r}")
+        if faults is not None:
+            command += faults.args()
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=os.environ.copy())
         try:
             port = _wait_for_port(process, port_file)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import resource
@@ -30,10 +31,11 @@ from typing import Any
 from sagemeter.calibrate import wire
 from sagemeter.calibrate.child import die_with_parent, running_truth_server
 from sagemeter.calibrate.connection import Connection, Listener, RequestError
+from sagemeter.calibrate.faults import Faults, nth
 from sagemeter.calibrate.http1 import Request
 from sagemeter.calibrate.loops import run_precisely
 from sagemeter.calibrate.scheduler import DEFAULT_BATCH_GAP_S, Scheduler, grid_period
-from sagemeter.calibrate.streams import Counters, StreamReply, WholeReply
+from sagemeter.calibrate.streams import Counters, StreamFaults, StreamReply, WholeReply
 from sagemeter.calibrate.timing import TruthTiming
 
 __all__ = [
@@ -63,6 +65,11 @@ def _max_tokens(body: dict[str, Any]) -> int:
     return DEFAULT_MAX_TOKENS
 
 
+def _model(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    return model if isinstance(model, str) and len(model) <= 256 else wire.MODEL_ID
+
+
 def _parse_body(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
@@ -76,10 +83,14 @@ def _parse_body(raw: bytes) -> dict[str, Any]:
 class TruthApp:
     """Routes requests and keeps the counters; one per server."""
 
-    def __init__(self, timing: TruthTiming, scheduler: Scheduler) -> None:
+    def __init__(
+        self, timing: TruthTiming, scheduler: Scheduler, faults: Faults | None = None
+    ) -> None:
         self.timing = timing
         self.scheduler = scheduler
+        self.faults = faults or Faults()
         self.counters = Counters()
+        self.generations = 0
         self.started = time.monotonic()
         self.listener: Listener | None = None
 
@@ -110,6 +121,7 @@ class TruthApp:
             "itl_s": self.timing.itl_s,
             "batch_gap_s": scheduler.batch_gap_s,
             "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+            "generation_requests": self.generations,
         }
 
     def respond(self, request: Request, connection: Connection) -> bytes | None:
@@ -118,7 +130,11 @@ class TruthApp:
         if kind is not None:
             if request.method != "POST":
                 raise RequestError(405, f"{request.path} takes POST")
-            self._schedule(kind, _parse_body(request.body), connection)
+            body = _parse_body(request.body)
+            self.generations += 1
+            if self.faults.any:
+                return self._misbehave(kind, body, connection, self.generations)
+            self._schedule(kind, body, connection)
             return None
         if request.method != "GET":
             if request.path in ("/v1/models", "/health", "/stats"):
@@ -132,11 +148,59 @@ class TruthApp:
             return wire.json_response(200, self.stats())
         raise RequestError(404, f"no such path: {request.path}")
 
-    def _schedule(self, kind: wire.Kind, body: dict[str, Any], connection: Connection) -> None:
+    def _misbehave(
+        self, kind: wire.Kind, body: dict[str, Any], connection: Connection, number: int
+    ) -> bytes | None:
+        """Answer the `number`-th generation request as the faults say (calibrate/faults.py)."""
+        faults = self.faults
+        if faults.silent:
+            return None  # the connection stays busy: nothing will ever be written
+        if faults.answer == "html":
+            return wire.NOT_AN_API_PAGE
+        if faults.answer == "no-choices":
+            return wire.NO_CHOICES
+        if nth(faults.fail_every, number):
+            status = faults.fail_status
+            message = "rate limited" if status == 429 else "the server failed on purpose"
+            return wire.error_response(status, message, retry_after_s=faults.retry_after_s)
+        self._schedule(kind, body, connection, self._stream_faults(kind, body, number))
+        return None
+
+    def _stream_faults(
+        self, kind: wire.Kind, body: dict[str, Any], number: int
+    ) -> StreamFaults | None:
+        faults = self.faults
+        model = _model(body)
+        chunk_for = None
+        if faults.empty_every or (faults.reasoning_tokens and kind is wire.Kind.CHAT):
+
+            def chunk_for(index: int) -> bytes:
+                empty = faults.empty_every > 0 and index % faults.empty_every == 0
+                reasoning = kind is wire.Kind.CHAT and index < faults.reasoning_tokens
+                text = "" if empty else wire.TOKEN_TEXT
+                return wire.content_chunk(kind, model, index == 0, text, reasoning)
+
+        stall = nth(faults.stall_every, number)
+        drop = nth(faults.drop_every, number)
+        if chunk_for is None and not stall and not drop:
+            return None
+        return StreamFaults(
+            chunk_for=chunk_for,
+            pause_after=faults.stall_after if stall else None,
+            pause_s=faults.stall_s if stall else 0.0,
+            drop_after=faults.drop_after if drop else None,
+        )
+
+    def _schedule(
+        self,
+        kind: wire.Kind,
+        body: dict[str, Any],
+        connection: Connection,
+        faults: StreamFaults | None = None,
+    ) -> None:
         arrived = time.monotonic()
         tokens = _max_tokens(body)
-        model = body.get("model")
-        model = model if isinstance(model, str) and len(model) <= 256 else wire.MODEL_ID
+        model = _model(body)
         first_at = arrived + self.timing.ttft_s
         itl = self.timing.itl_s
         if body.get("stream") is True:
@@ -146,7 +210,7 @@ class TruthApp:
                 wire.content_chunk(kind, model, False),
                 wire.stream_end(kind, model, tokens),
             )
-            reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks)
+            reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks, faults)
             self.scheduler.add(first_at, reply)
         else:
             data = wire.whole_reply(kind, model, tokens)
@@ -159,10 +223,11 @@ async def serve(
     port: int = 0,
     on_ready: Callable[[int], None] | None = None,
     batch_gap_s: float = DEFAULT_BATCH_GAP_S,
+    faults: Faults | None = None,
 ) -> None:
     """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound."""
     loop = asyncio.get_running_loop()
-    app = TruthApp(timing, Scheduler(loop, grid_period(batch_gap_s, timing.itl_s)))
+    app = TruthApp(timing, Scheduler(loop, grid_period(batch_gap_s, timing.itl_s)), faults)
     listener = Listener(loop, port, app.respond)
     app.listener = listener
     if on_ready is not None:
@@ -184,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port-file", type=Path)
     parser.add_argument("--batch-gap", type=float, default=DEFAULT_BATCH_GAP_S)
     parser.add_argument("--parent-pid", type=int, help="stop when this process ends")
+    add_fault_arguments(parser)
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
         die_with_parent(args.parent_pid)
@@ -192,7 +258,30 @@ def main(argv: list[str] | None = None) -> None:
         if args.port_file is not None:
             write_text_atomic(args.port_file, f"{port}\n")
 
-    run_precisely(serve(TruthTiming(args.ttft, args.itl), args.port, ready, args.batch_gap))
+    faults = faults_from(args)
+    timing = TruthTiming(args.ttft, args.itl)
+    run_precisely(serve(timing, args.port, ready, args.batch_gap, faults))
+
+
+def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per field of `Faults`, spelled as `Faults.args` writes them."""
+    for item in dataclasses.fields(Faults):
+        flag = "--" + item.name.replace("_", "-")
+        if item.type in ("bool", bool):
+            parser.add_argument(flag, action="store_true")
+        elif item.name == "retry_after_s":
+            parser.add_argument(flag, type=float)
+        elif item.name == "answer":
+            parser.add_argument(flag, default="")
+        elif item.name == "stall_s":
+            parser.add_argument(flag, type=float, default=0.0)
+        else:
+            parser.add_argument(flag, type=int, default=item.default)
+
+
+def faults_from(args: argparse.Namespace) -> Faults:
+    values = {item.name: getattr(args, item.name) for item in dataclasses.fields(Faults)}
+    return Faults(**values)
 
 
 if __name__ == "__main__":

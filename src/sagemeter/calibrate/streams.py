@@ -6,6 +6,8 @@ so a late wake-up delays one write, never the ones after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -17,6 +19,19 @@ class Sink(Protocol):
     def write(self, data: bytes) -> None: ...
 
     def finished(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class StreamFaults:
+    """What one faulted stream does (calibrate/faults.py): chunks that differ per token (empty or
+    reasoning text), a pause after some tokens, or a connection cut after some tokens."""
+
+    chunk_for: Callable[[int], bytes] | None = None  # token index (0-based) → its bytes
+    pause_after: int | None = None
+    pause_s: float = 0.0
+    drop_after: int | None = None
 
 
 class Counters:
@@ -36,9 +51,11 @@ class StreamReply:
         "counters",
         "end",
         "exact",
+        "faults",
         "first",
         "first_at",
         "itl",
+        "paused",
         "sent",
         "sink",
         "token",
@@ -53,6 +70,7 @@ class StreamReply:
         itl: float,
         tokens: int,
         chunks: tuple[bytes, bytes, bytes],
+        faults: StreamFaults | None = None,
     ) -> None:
         self.sink = sink
         self.counters = counters
@@ -60,6 +78,8 @@ class StreamReply:
         self.itl = itl
         self.tokens = tokens
         self.first, self.token, self.end = chunks
+        self.faults = faults
+        self.paused = False
         self.sent = 0
         self.exact = True  # the first token: it makes TTFT
 
@@ -78,6 +98,9 @@ class StreamReply:
         elif now - self.first_at >= (sent + 1) * self.itl:
             # Late enough that later chunks are due too: they all go out now, in one write.
             count = min(tokens, int((now - self.first_at) / self.itl) + 1) - sent
+        faults = self.faults
+        if faults is not None:
+            return self._fire_faulted(faults, sent, count)
         if sent == 0:
             self.sink.write(self.first + self.token * (count - 1))
         else:
@@ -85,6 +108,30 @@ class StreamReply:
         self.sent = sent = sent + count
         self.counters.tokens += count
         self.exact = sent >= tokens  # the end makes the request's duration
+        return self.first_at + sent * self.itl
+
+    def _fire_faulted(self, faults: StreamFaults, sent: int, count: int) -> float | None:
+        """The same writes with per-token chunks, a pause or a cut where the faults say."""
+        for limit in (faults.drop_after, None if self.paused else faults.pause_after):
+            if limit is not None and limit > sent:
+                count = min(count, limit - sent)
+        chunk_for = faults.chunk_for
+        if chunk_for is not None:
+            data = b"".join(chunk_for(index) for index in range(sent, sent + count))
+        elif sent == 0:
+            data = self.first + self.token * (count - 1)
+        else:
+            data = self.token * count
+        self.sink.write(data)
+        self.sent = sent = sent + count
+        self.counters.tokens += count
+        if faults.drop_after is not None and sent >= faults.drop_after:
+            self.sink.close()  # mid-body: the client sees the stream cut
+            return None
+        if faults.pause_after is not None and not self.paused and sent >= faults.pause_after:
+            self.paused = True
+            self.first_at += faults.pause_s
+        self.exact = sent >= self.tokens
         return self.first_at + sent * self.itl
 
 

@@ -55,13 +55,24 @@ STREAM_HEAD = (
 
 
 @functools.lru_cache(maxsize=256)
-def content_chunk(kind: Kind, model: str, first: bool) -> bytes:
-    """One token's event, framed as an HTTP chunk; the first chat delta also names the role."""
+def content_chunk(
+    kind: Kind, model: str, first: bool, text: str = TOKEN_TEXT, reasoning: bool = False
+) -> bytes:
+    """One token's event, framed as an HTTP chunk; `reasoning` puts a chat token in the delta's
+    `reasoning` field (a thinking token).
+
+    A chat stream opens as vLLM's does: with the first token comes, just before it, an event
+    whose delta only names the role (`{"role": "assistant", "content": ""}`), which is no token.
+    """
     if kind is Kind.CHAT:
-        delta = {"role": "assistant", "content": TOKEN_TEXT} if first else {"content": TOKEN_TEXT}
+        delta: dict[str, Any] = {"reasoning": text} if reasoning else {"content": text}
         choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
-    else:
-        choice = {"index": 0, "text": TOKEN_TEXT, "finish_reason": None}
+        event = _event(_envelope(kind, model, choice))
+        if first:
+            role = {"index": 0, "delta": {"role": "assistant", "content": ""}}
+            event = _event(_envelope(kind, model, {**role, "finish_reason": None})) + event
+        return _http_chunk(event)
+    choice = {"index": 0, "text": text, "finish_reason": None}
     return _http_chunk(_event(_envelope(kind, model, choice)))
 
 
@@ -76,22 +87,45 @@ def stream_end(kind: Kind, model: str, tokens: int) -> bytes:
     return _http_chunk(_event(final) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
 
-def json_response(status: int, payload: Any, close: bool = False) -> bytes:
+def json_response(status: int, payload: Any, close: bool = False, extra_headers: str = "") -> bytes:
     """A whole HTTP/1.1 response with a JSON body."""
-    body = _dumps(payload).encode()
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+    return raw_response(status, "application/json", _dumps(payload).encode(), close, extra_headers)
+
+
+def raw_response(
+    status: int, content_type: str, body: bytes, close: bool = False, extra_headers: str = ""
+) -> bytes:
+    """A whole HTTP/1.1 response; `extra_headers` are complete lines, CRLF-terminated."""
+    reason = {
+        200: "OK",
+        400: "Bad Request",
+        404: "Not Found",
+        405: "Method Not Allowed",
+        429: "Too Many Requests",
+        500: "Internal Server Error",
+        503: "Service Unavailable",
+    }
     connection = "connection: close\r\n" if close else ""
     head = (
-        f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\n{connection}\r\n"
+        f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\ncontent-type: {content_type}\r\n"
+        f"content-length: {len(body)}\r\n{connection}{extra_headers}\r\n"
     )
     return head.encode() + body
 
 
-def error_response(status: int, message: str, close: bool = False) -> bytes:
-    """OpenAI's error shape, so clients print the reason."""
+def error_response(
+    status: int, message: str, close: bool = False, retry_after_s: float | None = None
+) -> bytes:
+    """OpenAI's error shape, so clients print the reason; `Retry-After` when given."""
     error = {"message": message, "type": "invalid_request_error", "code": status}
-    return json_response(status, {"error": error}, close)
+    extra = f"retry-after: {retry_after_s:g}\r\n" if retry_after_s is not None else ""
+    return json_response(status, {"error": error}, close, extra)
+
+
+NOT_AN_API_PAGE = raw_response(
+    200, "text/html", b"<html><body><h1>Welcome to nginx!</h1></body></html>"
+)
+NO_CHOICES = json_response(200, {"id": "x", "object": "status", "status": "ok"})
 
 
 @functools.lru_cache(maxsize=1024)

@@ -7,8 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from sagemeter.clients.openai import OpenAIClient
-from sagemeter.endpoints import Endpoint, slot_context
+from sagemeter.endpoints import Endpoint, WireOptions, _chat_client, slot_context
 from sagemeter.engines.hf_export import export_record
 from sagemeter.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServer, prepare_server
 from sagemeter.fidelity.vocabulary import hf_vocabulary
@@ -40,7 +39,7 @@ def environment_of(server: VllmServer) -> dict[str, object]:
 
 @contextlib.asynccontextmanager
 async def open_vllm_endpoint(
-    target: VllmTarget, concurrency: int, max_reply_tokens: int, log_path: Path | None
+    target: VllmTarget, max_reply_tokens: int, log_path: Path | None, wire: WireOptions
 ) -> AsyncIterator[Endpoint]:
     """Start vLLM for `target`, yield it as an Endpoint, and stop it whatever happens."""
     server = await asyncio.to_thread(
@@ -53,9 +52,7 @@ async def open_vllm_endpoint(
         # Inside the try: a cancel or Ctrl-C while vLLM compiles must still stop it.
         await asyncio.to_thread(server.start)
         assert server.base_url is not None
-        async with OpenAIClient(
-            server.base_url, concurrency=concurrency, model=server.model.name
-        ) as client:
+        async with _chat_client(server.base_url, wire, model=server.model.name) as client:
             yield Endpoint(
                 target=target,
                 backend="vllm",

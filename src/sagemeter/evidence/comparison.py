@@ -65,11 +65,16 @@ class QualityComparison(BaseModel):
     """B against A on matched questions: accuracies, paired difference, flips, agreement."""
 
     n: int = Field(description="questions both runs answered; every figure below is over these")
+    asked: int | None = Field(None, description="questions both runs asked, answered or not")
     level: float = DEFAULT_LEVEL
     only_in_a: list[str]
     only_in_b: list[str]
-    failed_a: list[str] = Field(description="questions whose request failed in A (scored wrong)")
-    failed_b: list[str] = Field(description="questions whose request failed in B (scored wrong)")
+    failed_a: list[str] = Field(
+        description="questions A could not answer (its request failed): left out, not wrong"
+    )
+    failed_b: list[str] = Field(
+        description="questions B could not answer (its request failed): left out, not wrong"
+    )
     accuracy_a: Accuracy
     accuracy_b: Accuracy
     difference: PairedDifference = Field(description="B − A in points")
@@ -150,11 +155,12 @@ def compare_quality(
     flips = _flips(pairs)
     return QualityComparison(
         n=len(pairs.a),
+        asked=len(pairs.a) + len(pairs.unanswered),
         level=level,
         only_in_a=pairs.only_in_a,
         only_in_b=pairs.only_in_b,
-        failed_a=[item.id for item in pairs.a if item.error is not None],
-        failed_b=[item.id for item in pairs.b if item.error is not None],
+        failed_a=pairs.unanswered_a,
+        failed_b=pairs.unanswered_b,
         accuracy_a=_accuracy(pairs.a, level),
         accuracy_b=_accuracy(pairs.b, level),
         difference=paired_difference(

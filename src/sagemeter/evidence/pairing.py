@@ -2,7 +2,8 @@
 
 Items are matched by id, never by position: a question set reordered or trimmed between runs
 would otherwise pair different questions. Items present in only one run are kept aside and
-reported, not silently dropped.
+reported, not silently dropped; so are items one run could not answer (its request failed):
+an unanswered question is not a wrong answer, and it is left out of every paired figure.
 """
 
 from __future__ import annotations
@@ -33,12 +34,19 @@ def _by_id(items: list[QualityItem], side: str) -> dict[str, QualityItem]:
 
 @dataclass(frozen=True)
 class Pairs:
-    """The items both runs answered, in the first run's order, and those only one answered."""
+    """The items both runs answered, in the first run's order, and those set aside."""
 
     a: list[QualityItem]
     b: list[QualityItem]
     only_in_a: list[str]
     only_in_b: list[str]
+    unanswered_a: list[str]
+    unanswered_b: list[str]
+
+    @property
+    def unanswered(self) -> list[str]:
+        """Questions both runs asked that one of them (or both) could not answer."""
+        return list(dict.fromkeys([*self.unanswered_a, *self.unanswered_b]))
 
     @property
     def ids(self) -> list[str]:
@@ -67,9 +75,17 @@ def pair_items(a: Answers, b: Answers, names: tuple[str, str] = ("A", "B")) -> P
                 f"question {item_id!r} is {family_a!r} in {names[0]} but {family_b!r} in "
                 f"{names[1]}; compare runs of the same question set"
             )
+    answered = [i for i in common if by_id_a[i].answered and by_id_b[i].answered]
+    if not answered:
+        raise UserError(
+            f"no question was answered by both {names[0]} and {names[1]} (every request failed "
+            "on one side); measure again"
+        )
     return Pairs(
-        a=[by_id_a[item_id] for item_id in common],
-        b=[by_id_b[item_id] for item_id in common],
+        a=[by_id_a[item_id] for item_id in answered],
+        b=[by_id_b[item_id] for item_id in answered],
         only_in_a=[item.id for item in items_a if item.id not in by_id_b],
         only_in_b=[item.id for item in items_b if item.id not in by_id_a],
+        unanswered_a=[i for i in common if not by_id_a[i].answered],
+        unanswered_b=[i for i in common if not by_id_b[i].answered],
     )

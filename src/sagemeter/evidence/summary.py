@@ -69,7 +69,10 @@ def render_summary(
         )
     for name, failed in ((a, c.failed_a), (b, c.failed_b)):
         if failed:
-            lines.append(f"  warning: {len(failed)} requests failed in {name}, scored wrong")
+            lines.append(
+                f"  unanswered in {name}: {len(failed)}{_ids(failed)} (requests failed; left "
+                "out of every figure above, not scored wrong)"
+            )
     lines.append(
         f"verdict at a {verdict.margin_points:g}-point margin: {verdict.verdict}: {verdict.reason}"
     )

@@ -33,6 +33,9 @@ from sagemeter.evidence.power import (
 )
 
 DEFAULT_MARGIN_POINTS = 2.0
+# More unanswered questions than this share of those asked: the answered ones may not stand for
+# the set (a server that fails on long prompts fails on one kind of question), so no verdict.
+MAX_UNANSWERED_SHARE = 0.10
 
 Outcome = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 
@@ -115,6 +118,17 @@ def decide(
     alpha = 1 - comparison.level
     difference = comparison.difference
     verdict, reason = judge(difference, comparison.mcnemar_p, margin_points, alpha)
+    missing = len(dict.fromkeys([*comparison.failed_a, *comparison.failed_b]))
+    asked = comparison.asked or comparison.n
+    if missing and missing / asked > MAX_UNANSWERED_SHARE:
+        verdict, reason = (
+            "INCONCLUSIVE",
+            (
+                f"{missing} of {asked} questions went unanswered on one side or both (more than "
+                f"{MAX_UNANSWERED_SHARE:.0%}): the answered ones may not stand for the set; "
+                "measure again"
+            ),
+        )
     psi, source = planning_discordance(
         difference.discordance,
         None if comparison.noise is None else comparison.noise.discordance,

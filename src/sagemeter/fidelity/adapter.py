@@ -10,10 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx
-
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import Engine, Position, TopToken
+from sagemeter.transport.client import HttpClient, JsonReply, TransportError
 
 # The vLLM JSON encoder turns -inf into -9999.0; we do the same so every record is plain JSON.
 LOGPROB_FLOOR = -9999.0
@@ -73,31 +72,26 @@ def ranked(candidates: list[TopToken], top_k: int) -> list[TopToken]:
 
 
 async def request_json(
-    http: httpx.AsyncClient, method: str, path: str, body: dict[str, Any] | None = None
+    http: HttpClient, method: str, path: str, body: dict[str, Any] | None = None
 ) -> Any:
     """Call the server and return its JSON; any failure becomes one UserError line."""
+    where = f"{http.address.base_url}{path}"
     try:
-        response = await http.request(method, path, json=body)
-    except httpx.TimeoutException:
-        raise UserError(f"{http.base_url}{path}: the server did not answer in time") from None
-    except httpx.HTTPError as exc:
-        raise UserError(f"{http.base_url}{path}: {type(exc).__name__}: {exc}") from None
-    if response.status_code != 200:
-        raise UserError(
-            f"{http.base_url}{path} answered HTTP {response.status_code}: {error_text(response)}"
-        )
-    try:
-        return response.json()
-    except ValueError:
-        raise UserError(f"{http.base_url}{path} answered something that is not JSON") from None
+        reply = await http.call_json(method, path, body, timeout_s=http.timeout_s)
+    except TransportError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    if reply.status != 200:
+        raise UserError(f"{where} answered HTTP {reply.status}: {error_text(reply)}")
+    if reply.payload is None:
+        raise UserError(f"{where} answered something that is not JSON")
+    return reply.payload
 
 
-def error_text(response: httpx.Response) -> str:
+def error_text(reply: JsonReply) -> str:
     """The server's own error message, short, whatever shape its error body has."""
-    try:
-        payload = response.json()
-    except ValueError:
-        return response.text.strip()[:200] or "(empty body)"
+    payload = reply.payload
+    if payload is None:
+        return reply.text.strip()[:200] or "(empty body)"
     if isinstance(payload, dict):
         error = payload.get("error", payload)
         if isinstance(error, dict) and "message" in error:

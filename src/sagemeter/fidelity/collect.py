@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import httpx
-
 from sagemeter.errors import UserError
 from sagemeter.fidelity.adapter import FidelityEngine
 from sagemeter.fidelity.detect import check_engine, detect_engine, engine_for, server_root
 from sagemeter.fidelity.records import Engine, FidelityRecord, Position, PromptRecord
+from sagemeter.transport.client import HttpClient
 
 MAX_TOP_K = 20  # vLLM's default --max-logprobs; llama.cpp has no cap, but k beyond 20 adds little
-TIMEOUT = httpx.Timeout(600.0, connect=10.0)  # a long prompt on a busy CPU takes minutes
+TIMEOUT_S = 600.0  # a long prompt on a busy CPU takes minutes
 
 
 def _utc_now() -> str:
@@ -60,6 +59,8 @@ async def collect_fidelity(
     reference: FidelityRecord | None = None,
     engine: str | None = None,
     system_prompt: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float = TIMEOUT_S,
 ) -> FidelityRecord:
     """One endpoint's top-k next-token distributions along greedy (or the reference's) answers.
 
@@ -69,7 +70,8 @@ async def collect_fidelity(
     _check_inputs(prompts, top_k, max_tokens, reference)
     started = _utc_now()
     root = server_root(base_url)
-    async with httpx.AsyncClient(base_url=root, timeout=TIMEOUT) as http:
+    http = HttpClient(root, api_key=api_key, timeout_s=timeout_s)
+    try:
         kind: Engine = check_engine(engine) if engine else await detect_engine(http)
         server = engine_for(kind, http)
         info = await server.describe()
@@ -79,6 +81,8 @@ async def collect_fidelity(
         else:
             system = reference.system_prompt
             records = [await _forced(server, item, system, top_k) for item in reference.prompts]
+    finally:
+        await http.aclose()
     return FidelityRecord(
         engine=kind,
         engine_version=info.version,

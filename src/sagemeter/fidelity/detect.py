@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import cast, get_args
 from urllib.parse import urlsplit
 
-import httpx
-
 from sagemeter.errors import UserError
 from sagemeter.fidelity.adapter import FidelityEngine
 from sagemeter.fidelity.llamacpp import LlamaCppEngine
 from sagemeter.fidelity.records import Engine
 from sagemeter.fidelity.vllm import VllmEngine
+from sagemeter.transport.client import HttpClient, TransportError
 
 ENGINES: tuple[str, ...] = get_args(Engine)
 OWNERS: dict[str, Engine] = {"vllm": "vllm", "llamacpp": "llamacpp"}
@@ -39,37 +38,40 @@ def check_engine(engine: str) -> Engine:
     raise UserError(f"engine {engine!r} is not supported for fidelity; use one of {ENGINES}")
 
 
-async def detect_engine(http: httpx.AsyncClient) -> Engine:
+async def detect_engine(http: HttpClient) -> Engine:
     """The engine behind `http` (based at the server root), or a UserError saying why not."""
     owner = None
+    base_url = http.address.base_url
     try:
-        reply = await http.get("/v1/models")
-        if reply.status_code == 200:
-            owner = reply.json()["data"][0].get("owned_by")
-    except httpx.HTTPError as exc:
-        raise UserError(f"{http.base_url}: cannot reach the server ({exc})") from None
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        reply = await http.call_json("GET", "/v1/models")
+    except TransportError as exc:
+        raise UserError(f"{base_url}: cannot reach the server ({exc})") from None
+    try:
+        if reply.status == 200:
+            owner = reply.payload["data"][0].get("owned_by")
+    except (KeyError, IndexError, TypeError, AttributeError):
         owner = None
     if isinstance(owner, str) and owner in OWNERS:
         return OWNERS[owner]
     if isinstance(owner, str) and owner in UNSUPPORTED_OWNERS:
         raise UserError(
-            f"{http.base_url} is {UNSUPPORTED_OWNERS[owner]}, which token-level fidelity does not "
+            f"{base_url} is {UNSUPPORTED_OWNERS[owner]}, which token-level fidelity does not "
             "support (see docs/fidelity.md)"
         )
     try:
-        props = await http.get("/props")
-        if props.status_code == 200 and "default_generation_settings" in props.json():
+        props = await http.call_json("GET", "/props")
+        facts = props.payload if props.status == 200 else None
+        if isinstance(facts, dict) and "default_generation_settings" in facts:
             return "llamacpp"
-    except (httpx.HTTPError, ValueError, TypeError):
+    except TransportError:
         pass
     raise UserError(
-        f"cannot tell which engine serves {http.base_url} (owned_by: {owner!r}); fidelity supports "
+        f"cannot tell which engine serves {base_url} (owned_by: {owner!r}); fidelity supports "
         f"llama.cpp and vLLM: say which with engine='llamacpp' or engine='vllm'"
     )
 
 
-def engine_for(engine: Engine, http: httpx.AsyncClient) -> FidelityEngine:
+def engine_for(engine: Engine, http: HttpClient) -> FidelityEngine:
     if engine == "vllm":
         return VllmEngine(http)
     return LlamaCppEngine(http)

@@ -17,8 +17,6 @@ import hashlib
 from pathlib import PurePath
 from typing import Any
 
-import httpx
-
 from sagemeter.fidelity.adapter import (
     Answer,
     EngineInfo,
@@ -28,6 +26,7 @@ from sagemeter.fidelity.adapter import (
     shape_error,
 )
 from sagemeter.fidelity.records import Position, TopToken
+from sagemeter.transport.client import HttpClient
 
 # Greedy and unpenalised, stated explicitly: a server's defaults (repeat penalty, DRY) would
 # otherwise change which token is taken.
@@ -44,7 +43,7 @@ GREEDY: dict[str, Any] = {
 class LlamaCppEngine:
     """Talks to `http://host:port` (no /v1) of a llama.cpp server."""
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(self, http: HttpClient) -> None:
         self.http = http
 
     async def describe(self) -> EngineInfo:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from sagemeter.errors import UserError
 from sagemeter.fidelity.adapter import (
     Answer,
@@ -24,6 +22,7 @@ from sagemeter.fidelity.adapter import (
     shape_error,
 )
 from sagemeter.fidelity.records import Position, TopToken
+from sagemeter.transport.client import HttpClient, TransportError
 
 # Greedy and unpenalised, stated explicitly: vLLM applies the model's generation_config.json
 # defaults (often a repetition penalty) to any field a request leaves out.
@@ -38,7 +37,7 @@ GREEDY: dict[str, Any] = {
 class VllmEngine:
     """Talks to `http://host:port` (no /v1) of a vLLM OpenAI-compatible server."""
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(self, http: HttpClient) -> None:
         self.http = http
         self._model: str | None = None
 
@@ -55,10 +54,10 @@ class VllmEngine:
         model = await self.model()
         version = None
         try:
-            reply = await self.http.get("/version")
-            if reply.status_code == 200 and isinstance(reply.json(), dict):
-                version = f"vLLM {reply.json().get('version')}"
-        except (httpx.HTTPError, ValueError):
+            reply = await self.http.call_json("GET", "/version")
+            if reply.status == 200 and isinstance(reply.payload, dict):
+                version = f"vLLM {reply.payload.get('version')}"
+        except TransportError:
             version = None  # the version is a nicety; the record says None
         return EngineInfo(engine="vllm", version=version, model=model, chat_template_sha256=None)
 

@@ -7,6 +7,7 @@ back without losing a microsecond, so a merge recomputes exactly what one run wo
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from datetime import UTC, datetime
@@ -14,7 +15,6 @@ from datetime import UTC, datetime
 from sagemeter import __version__
 from sagemeter.loadgen.health import Evidence, assess
 from sagemeter.loadgen.metrics import summarize
-from sagemeter.loadgen.record import RequestRecord
 from sagemeter.loadgen.result import (
     LoadResult,
     RawRecord,
@@ -23,9 +23,10 @@ from sagemeter.loadgen.result import (
     ShardInfo,
     WorkerFigures,
 )
-from sagemeter.loadgen.runner import RunOutput
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.loadgen.stats import distribution
+from sagemeter.transport.pool import RunOutput
+from sagemeter.transport.record import RequestRecord
 
 
 def utc_text(wall: float) -> str:
@@ -148,6 +149,7 @@ def raw_record(record: RequestRecord) -> RawRecord:
         finish_reason=record.finish_reason,
         done=record.done,
         error=record.error,
+        reasoning_events=record.reasoning_events,
     )
 
 
@@ -171,6 +173,7 @@ def record_from_raw(raw: RawRecord, offset_us: int = 0) -> RequestRecord:
         finish_reason=raw.finish_reason,
         done=raw.done,
         error=raw.error,
+        reasoning_events=raw.reasoning_events,
     )
 
 
@@ -180,7 +183,7 @@ def raw_run(run: RunOutput) -> RawRun:
         startup_s=run.startup_s,
         cores=run.cores,
         parent_cpu_s=run.parent_cpu_s,
-        workers=[worker.model_copy() for worker in run.workers],
+        workers=[dataclasses.replace(worker) for worker in run.workers],
         loop_lag_us=run.loop_lag_us,
         records=[raw_record(record) for record in run.records],
     )
@@ -194,7 +197,7 @@ def run_from_raw(raw: RawRun, offset_us: int = 0, worker_offset: int = 0) -> Run
         records=[record_from_raw(record, offset_us) for record in raw.records],
         loop_lag_us=list(raw.loop_lag_us),
         workers=[
-            worker.model_copy(update={"worker": worker.worker + worker_offset})
+            dataclasses.replace(worker, worker=worker.worker + worker_offset)
             for worker in raw.workers
         ],
         parent_cpu_s=raw.parent_cpu_s,

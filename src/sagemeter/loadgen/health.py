@@ -12,16 +12,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sagemeter.loadgen.result import Distribution, Window
+from sagemeter.transport.health import client_limits
+from sagemeter.transport.health import pct as _pct
 
-# The client's event loop woke up this late (p99) for its 10 ms lag sampler: every timestamp
-# taken on that loop may be as late, a large share of a typical 4–50 ms inter-token gap.
-LOOP_LAG_P99_LIMIT_S = 0.010
 # A closed loop asked for C streams in flight; below this share the server saw less load.
 CONCURRENCY_SHARE_MIN = 0.95
-# One worker process used this share of a core over its run: it was saturated.
-WORKER_CPU_SHARE_MAX = 0.90
-# All client processes together used this share of the cores they could run on.
-CLIENT_CPU_SHARE_MAX = 0.90
 # Closed loop: the mean gap between a request's end and its successor's send, as a share of the
 # mean request time: the throughput lost to the client.
 CLOSED_GAP_SHARE_MAX = 0.01
@@ -49,10 +44,6 @@ class Evidence:
     notes: Sequence[str] = field(default_factory=tuple)
 
 
-def _pct(share: float) -> str:
-    return f"{share * 100:.0f}%"
-
-
 def assess(evidence: Evidence) -> tuple[list[str], list[str]]:
     """(reasons the run is invalid, all problems: those reasons first, then the notes)."""
     invalid: list[str] = []
@@ -60,12 +51,9 @@ def assess(evidence: Evidence) -> tuple[list[str], list[str]]:
         invalid.append("no request completed")
     if not evidence.window.steady:
         invalid.append("no steady window: every stream needs two or more requests (run longer)")
-    lag = evidence.loop_lag_s.p99
-    if lag is not None and lag > LOOP_LAG_P99_LIMIT_S:
-        invalid.append(
-            f"client event-loop lag p99 {lag * 1e3:.1f} ms > {LOOP_LAG_P99_LIMIT_S * 1e3:.0f} ms "
-            "(LOOP_LAG_P99_LIMIT_S): the client could not keep up; add --workers or cores"
-        )
+    invalid += client_limits(
+        evidence.loop_lag_s.p99, evidence.worker_cpu_shares, evidence.client_cpu_share_of_cores
+    )
     asked = evidence.asked_concurrency
     if evidence.mode == "closed" and asked:
         share = evidence.achieved_concurrency / asked
@@ -74,17 +62,6 @@ def assess(evidence: Evidence) -> tuple[list[str], list[str]]:
                 f"achieved concurrency {evidence.achieved_concurrency:.1f} is {_pct(share)} of "
                 f"the {asked} asked (< {_pct(CONCURRENCY_SHARE_MIN)}, CONCURRENCY_SHARE_MIN)"
             )
-    for worker, share in enumerate(evidence.worker_cpu_shares):
-        if share > WORKER_CPU_SHARE_MAX:
-            invalid.append(
-                f"worker {worker} used {_pct(share)} of a core (> {_pct(WORKER_CPU_SHARE_MAX)}, "
-                "WORKER_CPU_SHARE_MAX): it was saturated"
-            )
-    if evidence.client_cpu_share_of_cores > CLIENT_CPU_SHARE_MAX:
-        invalid.append(
-            f"the client used {_pct(evidence.client_cpu_share_of_cores)} of the cores "
-            f"(> {_pct(CLIENT_CPU_SHARE_MAX)}, CLIENT_CPU_SHARE_MAX)"
-        )
     send = evidence.send_lag_s
     if evidence.mode == "closed" and send.mean is not None and evidence.mean_request_s:
         share = send.mean / evidence.mean_request_s

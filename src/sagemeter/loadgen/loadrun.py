@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from sagemeter.errors import UserError
 from sagemeter.loadgen.build import build_result
-from sagemeter.loadgen.request import discover_model, request_body, request_bytes
 from sagemeter.loadgen.result import LoadResult
-from sagemeter.loadgen.runner import WorkerFailure, WorkerPool
 from sagemeter.loadgen.schedule import poisson_schedule, shard_arrivals, split_count
 from sagemeter.loadgen.settings import LoadSettings, available_cores
-from sagemeter.loadgen.target import Endpoint, parse_endpoint
-from sagemeter.loadgen.worker import WorkerPlan
+from sagemeter.transport.address import ServerAddress, parse_address
+from sagemeter.transport.pool import WorkerFailure, WorkerPool
+from sagemeter.transport.request import discover_model, request_body, request_bytes
+from sagemeter.transport.worker import WorkerPlan
 
 # Open loop: connections opened before the start, enough for this many seconds of arrivals, so
 # connecting does not land in the first requests' send lag.
@@ -54,7 +54,7 @@ def shard_share(settings: LoadSettings) -> Share:
 
 
 def worker_plans(
-    settings: LoadSettings, endpoint: Endpoint, payload: bytes, share: Share, workers: int
+    settings: LoadSettings, endpoint: ServerAddress, payload: bytes, share: Share, workers: int
 ) -> list[WorkerPlan]:
     """Split the share across `workers`: stream slices, or every workers-th arrival."""
     plans = []
@@ -91,7 +91,7 @@ def worker_plans(
 def run_once(settings: LoadSettings, started: float, api_key: str | None = None) -> LoadResult:
     """One run of `settings` (one level, one shard); `started` is the command's perf_counter."""
     settings = settings.checked()
-    endpoint = parse_endpoint(settings.target)
+    endpoint = parse_address(settings.target)
     if settings.start_at is not None and settings.start_at < time.time():
         raise UserError(f"--start-at {settings.start_at:.3f} is in the past")
     share = shard_share(settings)

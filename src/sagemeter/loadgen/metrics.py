@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sagemeter.loadgen.record import RequestRecord
 from sagemeter.loadgen.result import Distribution, Goodput, TokenCheck, Window
 from sagemeter.loadgen.stats import distribution
+from sagemeter.transport.record import RequestRecord
 
 US = 1e-6
 

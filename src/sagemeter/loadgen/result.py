@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagemeter.loadgen.settings import LoadSettings
+from sagemeter.transport.pool import WorkerSummary
 
 RESULT_KIND = "sagemeter.load/1"
 
@@ -112,18 +113,7 @@ class RawRecord(BaseModel):
     finish_reason: str | None
     done: bool
     error: str | None
-
-
-class WorkerSummary(BaseModel):
-    """What the parent keeps of each worker besides its records (also its raw JSON form)."""
-
-    worker: int
-    loop: str
-    requests: int
-    run_s: float
-    cpu_run_s: float
-    cpu_total_s: float
-    start_late_s: float
+    reasoning_events: int = 0
 
 
 class RawRun(BaseModel):

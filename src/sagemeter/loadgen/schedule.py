@@ -11,6 +11,9 @@ import random
 from collections.abc import Sequence
 
 from sagemeter.errors import UserError
+from sagemeter.transport.pool import split_count
+
+__all__ = ["parse_shard", "poisson_schedule", "shard_arrivals", "split_count"]
 
 
 def poisson_schedule(rate: float, duration_s: float, seed: int) -> list[float]:
@@ -24,13 +27,6 @@ def poisson_schedule(rate: float, duration_s: float, seed: int) -> list[float]:
         arrivals.append(at)
         at += draw.expovariate(rate)
     return arrivals
-
-
-def split_count(total: int, parts: int, part: int) -> range:
-    """The `part`-th of `parts` contiguous slices of range(total); the remainder goes first."""
-    base, extra = divmod(total, parts)
-    start = part * base + min(part, extra)
-    return range(start, start + base + (1 if part < extra else 0))
 
 
 def shard_arrivals(schedule: Sequence[float], shards: int, shard: int) -> list[tuple[int, float]]:

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import math
-import os
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from sagemeter.errors import UserError
-from sagemeter.loadgen.request import DEFAULT_PROMPT
+from sagemeter.transport.pool import available_cores
+from sagemeter.transport.request import DEFAULT_PROMPT
 
-
-def available_cores() -> int:
-    """Cores this process may run on (the affinity mask where the platform has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+__all__ = ["LoadSettings", "available_cores"]
 
 
 class LoadSettings(BaseModel):

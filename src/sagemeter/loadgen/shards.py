@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from sagemeter.errors import UserError
 from sagemeter.loadgen.build import build_result, run_from_raw, shard_info
 from sagemeter.loadgen.result import LoadResult
-from sagemeter.loadgen.runner import RunOutput
+from sagemeter.transport.pool import RunOutput
 
 # Settings that may differ between the shards of one run.
 _PER_SHARD = {"shard_index", "start_at", "workers", "raw", "model"}

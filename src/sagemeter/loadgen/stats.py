@@ -7,19 +7,12 @@ needs no numpy import; percentiles interpolate linearly, as numpy's default does
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from sagemeter.loadgen.result import Distribution
+from sagemeter.transport.health import percentile
 
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The q-th percentile (0–100) of ascending `ordered`, linear between closest ranks."""
-    if not ordered:
-        raise ValueError("percentile of nothing")
-    rank = (len(ordered) - 1) * q / 100.0
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+__all__ = ["distribution", "percentile"]
 
 
 def distribution(values: Iterable[float]) -> Distribution:

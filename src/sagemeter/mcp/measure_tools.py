@@ -23,6 +23,7 @@ from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
 from sagemeter.mcp.progress import Relay
 from sagemeter.report.terminal import format_value, print_comparison
 from sagemeter.results import MeasureResult, result_path
+from sagemeter.settings import Method
 from sagemeter.targets import parse_target
 from sagemeter.verbs import check_result_name, measure_settings
 from sagemeter.workflows import measure_target, selected_questions, total_requests
@@ -58,6 +59,8 @@ def measure_text(result: MeasureResult, path: Path) -> str:
         parts.append(f"weights {format_value('weights_gib', result.weights_gib)} GiB")
     warnings = result.detail.warnings if result.detail else []
     notes = f"\nwarnings: {'; '.join(warnings)}" if warnings else ""
+    if result.complete is False:
+        notes = f"\nINCOMPLETE: {'; '.join(result.incomplete_because)}" + notes
     return f"{result.name}: " + ", ".join(parts) + f"\nwrote {path}" + notes
 
 
@@ -88,6 +91,14 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         quick: Annotated[
             bool, Field(description="shrink everything: seconds, for a smoke test")
         ] = False,
+        method: Annotated[
+            Method | None,
+            Field(
+                description="sagemeter (ours, the default) or article: the source article's exact "
+                "method (one prompt, 64-token answers, no seed, median of batch rates, 12 s "
+                "pauses, its scoring rule)"
+            ),
+        ] = None,
         short_tokens: Annotated[int | None, Field(gt=0, description="decode: short reply")] = None,
         long_tokens: Annotated[int | None, Field(gt=1, description="decode: long reply")] = None,
         decode_repeats: Annotated[
@@ -115,6 +126,18 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             float | None,
             Field(gt=0, le=100, description="quality verdict: the drop in points that passes (2)"),
         ] = None,
+        timeout_s: Annotated[
+            float | None,
+            Field(gt=0, le=86400, description="the longest one request may take, seconds (120)"),
+        ] = None,
+        stall_s: Annotated[
+            float | None,
+            Field(gt=0, le=86400, description="silence mid-reply that counts as stalled (30)"),
+        ] = None,
+        retries: Annotated[
+            int | None,
+            Field(ge=0, le=20, description="tries sent again after a 429, 5xx or reset (3)"),
+        ] = None,
     ) -> Annotated[CallToolResult, MeasureAnswer]:
         """Measure one endpoint the article's way (decode rate, parallel load, quality).
 
@@ -133,8 +156,11 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "quality_max_tokens": quality_max_tokens,
             "questions_per_family": questions_per_family,
             "margin_points": margin_points,
+            "timeout_s": timeout_s,
+            "stall_s": stall_s,
+            "retries": retries,
         }
-        settings = measure_settings(quick, overrides, label=str)
+        settings = measure_settings(quick, overrides, method=method, label=str)
         result_name = name or parsed.default_name
         check_result_name(result_name, label="name")
         path = result_path(config.results_dir, result_name)
@@ -171,11 +197,16 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             per_call_fixed_cost_seconds=result.per_call_fixed_cost_seconds,
             load_tokens_per_second=result.load_tokens_per_second,
             quality=result.quality,
+            ttft_median_ms=result.ttft_median_ms,
+            inter_token_latency_median_ms=result.inter_token_latency_median_ms,
             weights_gib=result.weights_gib,
             kv_cache_tokens=result.kv_cache_tokens,
             load_seconds=result.load_seconds,
             quick=settings.quick,
+            complete=result.complete is not False,
+            incomplete_because=result.incomplete_because,
             failed_requests=result.detail.failed_requests if result.detail else 0,
+            retries=result.detail.retries if result.detail else 0,
             warnings=result.detail.warnings if result.detail else [],
         )
         return reply(measure_text(result, written), answer)

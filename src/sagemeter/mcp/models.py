@@ -38,12 +38,17 @@ class MeasureAnswer(BaseModel):
     decode_tokens_per_second: float | None
     per_call_fixed_cost_seconds: float | None
     load_tokens_per_second: dict[str, float] = Field(description="keyed by requests at once")
-    quality: str | None = Field(description='"correct/total"')
+    quality: str | None = Field(description='"correct/answered" (unanswered are left out)')
+    ttft_median_ms: float | None = None
+    inter_token_latency_median_ms: float | None = None
     weights_gib: float | None
     kv_cache_tokens: int | None
     load_seconds: float | None
     quick: bool
+    complete: bool = Field(True, description="False when a figure asked for is missing")
+    incomplete_because: list[str] = Field(default_factory=list)
     failed_requests: int
+    retries: int = 0
     warnings: list[str]
 
 

@@ -205,7 +205,7 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
             return InvokeAnswer(
                 endpoint=f"{name}@{where}",
                 text=record.text,
-                completion_tokens=record.completion_tokens,
+                completion_tokens=record.usage_tokens,
                 total_s=record.total_s,
                 first_token_s=record.first_token_s,
                 finish_reason=record.finish_reason,

@@ -1,7 +1,8 @@
 """The raw repeats behind each speed figure of a result, for intervals and ratio intervals.
 
 Decode: the short and long reply times (the rate is the article's ratio of medians). A parallel
-level: its batches, each batch's tokens and wall time kept together (the figure pools them).
+level: its complete batches, each batch's tokens and wall time kept together; the figure pools
+them (ours) or is the median of their rates (the article's method, `load_statistic: median`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemeter.clients.base import RequestRecord
 from sagemeter.measure.bootstrap import FigureSamples, interval, samples_of
 from sagemeter.results import (
     DecodeDetail,
@@ -21,6 +21,7 @@ from sagemeter.results import (
     LoadLevel,
     MeasureResult,
 )
+from sagemeter.transport.record import RequestRecord
 
 
 def decode_samples(detail: DecodeDetail | None) -> FigureSamples | None:
@@ -55,10 +56,13 @@ def pair_rates(detail: DecodeDetail) -> list[float]:
     ]
 
 
-def level_samples(level: LoadLevel | None) -> FigureSamples | None:
-    """All tokens / all wall time of the level's batches, batches resampled whole."""
-    if level is None or not level.batches:
+def level_samples(level: LoadLevel | None, statistic: str = "pooled") -> FigureSamples | None:
+    """The level's figure over its complete batches, batches resampled whole: all tokens / all
+    wall time (`pooled`), or the median of the batches' own rates (`median`)."""
+    if level is None or not level.complete_batches:
         return None
+    if statistic == "median":
+        return samples_of([batch.tokens_per_second for batch in level.complete_batches])
 
     def pooled(groups: Sequence[np.ndarray]) -> np.ndarray:
         batches = groups[0]
@@ -66,7 +70,7 @@ def level_samples(level: LoadLevel | None) -> FigureSamples | None:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(wall > 0, batches[..., 0].sum(axis=1) / wall, np.nan)
 
-    rows = [(batch.output_tokens, batch.wall_s) for batch in level.batches]
+    rows = [(batch.output_tokens, batch.wall_s) for batch in level.complete_batches]
     return FigureSamples(groups=(np.asarray(rows, dtype=float),), statistic=pooled)
 
 
@@ -81,8 +85,10 @@ def speed_samples(result: MeasureResult) -> dict[str, FigureSamples]:
     if detail.decode is not None:
         found.update(_streaming_samples(detail.decode))
     if detail.load is not None:
+        statistic = str(detail.settings.get("load_statistic", "pooled"))
         for level in detail.load.levels:
-            if level.tokens_per_second is not None and (samples := level_samples(level)):
+            samples = level_samples(level, statistic)
+            if level.tokens_per_second is not None and samples:
                 found[f"load_c{level.concurrency}_tokens_per_second"] = samples
     return found
 
@@ -98,24 +104,15 @@ class StreamingValues(NamedTuple):
 def streaming_values(long: list[RequestRecord]) -> StreamingValues:
     """One place that reads them, for the result's spreads and the comparison's intervals."""
     return StreamingValues(
-        engine_rates=[
-            float(rate)
-            for r in long
-            if r.engine_timings
-            and isinstance(rate := r.engine_timings.get("predicted_per_second"), int | float)
-        ],
+        engine_rates=[r.engine_rate for r in long if r.engine_rate is not None],
         ttfts_s=[r.first_token_s for r in long if r.first_token_s is not None],
-        gaps_s=[gap for r in long for gap in r.inter_token_gaps_s()],
+        gaps_s=[gap for r in long for gap in r.gaps_s()],
     )
 
 
 def complete_long_replies(detail: DecodeDetail) -> list[RequestRecord]:
     """The long replies that finished with every token asked: the ones the figures use."""
-    return [
-        r
-        for r in detail.records
-        if r.ok and r.honoured_length and r.max_tokens == detail.long_tokens
-    ]
+    return [r for r in detail.records if r.honoured_length and r.max_tokens == detail.long_tokens]
 
 
 def _streaming_samples(decode: DecodeDetail) -> dict[str, FigureSamples]:
@@ -129,8 +126,19 @@ def _streaming_samples(decode: DecodeDetail) -> dict[str, FigureSamples]:
     return {key: samples_of(found) for key, found in values.items() if found}
 
 
+def level_figure(level: LoadLevel, statistic: str = "pooled") -> float | None:
+    """The level's throughput from its complete batches, by the method's statistic."""
+    complete = level.complete_batches
+    if not complete:
+        return None
+    if statistic == "median":
+        return float(np.median([batch.tokens_per_second for batch in complete]))
+    wall = sum(batch.wall_s for batch in complete)
+    return sum(batch.output_tokens for batch in complete) / wall if wall > 0 else None
+
+
 def speed_summaries(
-    decode: DecodeDetail | None, load: LoadDetail | None
+    decode: DecodeDetail | None, load: LoadDetail | None, statistic: str = "pooled"
 ) -> dict[str, FigureSummary]:
     """The top-level `intervals`: each speed figure, its repeats' spread, its interval."""
     summaries: dict[str, FigureSummary] = {}
@@ -149,14 +157,16 @@ def speed_summaries(
     for level in load.levels if load is not None else []:
         if level.tokens_per_second is None:
             continue
-        rates = [batch.tokens_per_second for batch in level.batches]
+        rates = [batch.tokens_per_second for batch in level.complete_batches]
         summaries[f"load_c{level.concurrency}_tokens_per_second"] = FigureSummary(
             value=round(level.tokens_per_second, 3),
             repeats=len(rates),
             min=_rounded(min(rates)),
             median=_rounded(float(np.median(rates))),
             max=_rounded(max(rates)),
-            ci95=_rounded_interval(level.tokens_per_second_ci95 or interval(level_samples(level))),
+            ci95=_rounded_interval(
+                level.tokens_per_second_ci95 or interval(level_samples(level, statistic))
+            ),
         )
     return summaries
 

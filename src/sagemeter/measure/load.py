@@ -1,7 +1,13 @@
 """Parallel requests: N at once, fixed-length replies, two batches per level.
 
 Throughput of a batch = its output tokens / its wall time (first send to last byte). A level's
-figure pools its batches (all tokens / all wall time); every batch and request is kept.
+figure pools its complete batches (all tokens / all wall time), or with the article's method is
+the median of their rates; every batch and request is kept.
+
+A batch counts only when every request succeeded at its first try and the client kept up: a
+failed request leaves tokens out, a retried one adds its wait to the wall time, and a client that
+fell behind timed itself. Such a batch is kept with its reason and run again, up to `reruns`
+extra batches per level; a level with no complete batch has no figure and says why.
 """
 
 from __future__ import annotations
@@ -9,12 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from sagemeter.clients.base import ChatClient, ChatRequest, RequestRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.bootstrap import interval
-from sagemeter.measure.figure_samples import level_samples
-from sagemeter.measure.stats import CpuClock, client_share, spread
-from sagemeter.results import LoadBatch, LoadDetail, LoadLevel
+from sagemeter.measure.figure_samples import level_figure, level_samples
+from sagemeter.measure.stats import spread
+from sagemeter.results import ClientShare, LoadBatch, LoadDetail, LoadLevel
+from sagemeter.transport.chat import BatchRun, ChatClient, ChatRequest
 
 TOPICS = (
     "a lighthouse keeper",
@@ -32,42 +38,123 @@ def load_request_count(levels: Sequence[int], batches: int) -> int:
     return sum(levels) * batches
 
 
-def _request(index: int, max_tokens: int) -> ChatRequest:
-    topic = TOPICS[index % len(TOPICS)]
-    return ChatRequest(
-        prompt=f"Write a long story about {topic}.",
-        max_tokens=max_tokens,
-        ignore_eos=True,
-        stream=True,
-    )
+def batch_requests(
+    concurrency: int, max_tokens: int, prompt: str | None = None
+) -> list[ChatRequest]:
+    """`concurrency` requests on rotating topics (so no two neighbours share a prompt cache),
+    or all with the one `prompt` given (the article's method)."""
+    return [
+        ChatRequest(
+            prompt=prompt or f"Write a long story about {TOPICS[index % len(TOPICS)]}.",
+            max_tokens=max_tokens,
+            ignore_eos=True,
+            stream=True,
+        )
+        for index in range(concurrency)
+    ]
 
 
-async def _one(client: ChatClient, request: ChatRequest, progress: ProgressFn) -> RequestRecord:
-    record = await client.chat(request)
-    progress(1)
-    return record
-
-
-async def run_batch(
-    client: ChatClient, concurrency: int, max_tokens: int, progress: ProgressFn = no_progress
-) -> list[RequestRecord]:
-    """Send `concurrency` requests at once and wait for all of them."""
-    requests = [_request(index, max_tokens) for index in range(concurrency)]
-    return list(await asyncio.gather(*(_one(client, r, progress) for r in requests)))
-
-
-def summarise_batch(concurrency: int, records: list[RequestRecord]) -> LoadBatch:
-    start = min(record.sent_at for record in records)
-    end = max(record.sent_at + record.total_s for record in records)
-    tokens = sum(record.completion_tokens or 0 for record in records if record.ok)
-    wall = end - start
+def summarise_batch(concurrency: int, run: BatchRun) -> LoadBatch:
+    """The batch's throughput and whether it counts (with the reason when it does not)."""
+    records = run.records
+    failed = [record for record in records if not record.ok]
+    retried = [record for record in records if record.retries]
+    short = [r for r in records if r.ok and r.max_tokens is not None and r.tokens < r.max_tokens]
+    reason = None
+    if run.failure is not None:
+        reason = f"not sent: {run.failure}"
+    elif failed:
+        reason = f"{len(failed)} of {concurrency} requests failed: {failed[0].error}"
+    elif retried:
+        reason = (
+            f"{len(retried)} of {concurrency} requests were sent again after "
+            f"{retried[0].attempts[0].error}: their waits are in the wall time"
+        )
+    elif run.limits:
+        reason = f"the client may have set the pace: {run.limits[0]}"
+    elif short:
+        reason = (
+            f"{len(short)} replies stopped early ({short[0].tokens} of {short[0].max_tokens} "
+            "tokens): the server did not honour ignore_eos"
+        )
+    tokens = sum(record.tokens for record in records if record.ok)
+    wall = run.wall_s
     return LoadBatch(
         concurrency=concurrency,
         wall_s=wall,
         output_tokens=tokens,
-        failed=sum(1 for record in records if not record.ok),
+        failed=len(failed) if run.failure is None else concurrency,
         tokens_per_second=tokens / wall if wall > 0 else 0.0,
+        complete=reason is None,
+        reason=reason,
+        retries=sum(record.retries for record in records),
     )
+
+
+def _client_share(runs: list[BatchRun], walls: float) -> ClientShare | None:
+    calls = sum(len(run.records) for run in runs)
+    if calls == 0 or walls <= 0:
+        return None
+    cpu = sum(run.client_cpu_s for run in runs)
+    lags = [run.loop_lag_p99_s for run in runs if run.loop_lag_p99_s is not None]
+    return ClientShare(
+        calls=calls,
+        client_cpu_s=cpu,
+        timed_wall_s=walls,
+        cpu_per_call_ms=cpu / calls * 1000.0,
+        share=cpu / walls,
+        workers=max(run.workers for run in runs),
+        loop_lag_p99_s=max(lags) if lags else None,
+    )
+
+
+async def measure_level(
+    client: ChatClient,
+    concurrency: int,
+    *,
+    max_tokens: int,
+    batches: int,
+    reruns: int,
+    prompt: str | None = None,
+    statistic: str = "pooled",
+    pause_s: float = 0.0,
+    progress: ProgressFn = no_progress,
+) -> LoadLevel:
+    """`batches` complete batches of `concurrency` at once, running up to `reruns` more; after
+    each batch, `pause_s` of quiet (outside every timed wall)."""
+    runs: list[BatchRun] = []
+    summaries: list[LoadBatch] = []
+    while sum(b.complete for b in summaries) < batches and len(summaries) < batches + reruns:
+        run = await client.batch(batch_requests(concurrency, max_tokens, prompt))
+        progress(concurrency if len(summaries) < batches else 0)
+        runs.append(run)
+        summaries.append(summarise_batch(concurrency, run))
+        if pause_s > 0:
+            await asyncio.sleep(pause_s)
+    counted = [run for run, batch in zip(runs, summaries, strict=True) if batch.complete]
+    good = [record for run in counted for record in run.records]
+    level = LoadLevel(
+        concurrency=concurrency,
+        batches=summaries,
+        ttft_s=spread([r.first_token_s for r in good if r.first_token_s is not None]),
+        inter_token_latency_s=spread([gap for r in good for gap in r.gaps_s()]),
+        reasoning_events=sum(r.reasoning_events for r in good),
+        records=[record for run in runs for record in run.records],
+        client=_client_share(runs, sum(batch.wall_s for batch in summaries)),
+    )
+    complete = level.complete_batches
+    level.tokens_per_second = level_figure(level, statistic)
+    if level.tokens_per_second is not None:
+        level.tokens_per_second_ci95 = interval(level_samples(level, statistic))
+    if len(complete) < batches:
+        reasons = [batch.reason for batch in summaries if batch.reason]
+        level.problem = (
+            f"{len(complete)} of {batches} batches complete after {len(summaries)} tries; "
+            f"last reason: {reasons[-1]}"
+        )
+        if not complete:
+            level.problem = f"no figure: {level.problem}"
+    return level
 
 
 async def measure_load(
@@ -76,31 +163,24 @@ async def measure_load(
     levels: Sequence[int] = (1, 4, 16),
     max_tokens: int = 256,
     batches: int = 2,
+    reruns: int = 2,
+    prompt: str | None = None,
+    statistic: str = "pooled",
+    pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
 ) -> LoadDetail:
-    results = []
-    for concurrency in levels:
-        level_records: list[RequestRecord] = []
-        level_batches = []
-        cpu = CpuClock()
-        for _ in range(batches):
-            records = await run_batch(client, concurrency, max_tokens, progress)
-            level_batches.append(summarise_batch(concurrency, records))
-            level_records.extend(records)
-        used = cpu.elapsed()
-        good = [record for record in level_records if record.ok]
-        wall = sum(batch.wall_s for batch in level_batches)
-        tokens = sum(batch.output_tokens for batch in level_batches)
-        level = LoadLevel(
-            concurrency=concurrency,
-            tokens_per_second=tokens / wall if good and wall > 0 else None,
-            batches=level_batches,
-            ttft_s=spread([r.first_token_s for r in good if r.first_token_s is not None]),
-            inter_token_latency_s=spread([g for r in good for g in r.inter_token_gaps_s()]),
-            records=level_records,
-            client=client_share(len(level_records), used, wall),
+    results = [
+        await measure_level(
+            client,
+            concurrency,
+            max_tokens=max_tokens,
+            batches=batches,
+            reruns=reruns,
+            prompt=prompt,
+            statistic=statistic,
+            pause_s=pause_s,
+            progress=progress,
         )
-        if level.tokens_per_second is not None:
-            level.tokens_per_second_ci95 = interval(level_samples(level))
-        results.append(level)
+        for concurrency in levels
+    ]
     return LoadDetail(max_tokens=max_tokens, batches_per_level=batches, levels=results)

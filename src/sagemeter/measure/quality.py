@@ -1,12 +1,17 @@
-"""Answer quality: each question once, temperature 0, scored by the strict scorer."""
+"""Answer quality: each question once, temperature 0, scored by the strict scorer (or, with the
+article's method, by its rule: the expected answer anywhere in the reply).
+
+A question whose request failed (after the wire's retries) is unanswered, not wrong: it is kept
+with its error and left out of the score, which counts correct answers among answered questions.
+"""
 
 from __future__ import annotations
 
-from sagemeter.clients.base import ChatClient, ChatRequest
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.questions import QuestionSet
-from sagemeter.questions.scoring import score_reply
+from sagemeter.questions.scoring import ScoringRule, score
 from sagemeter.results import QualityDetail, QualityItem
+from sagemeter.transport.chat import ChatClient, ChatRequest
 
 TEMPERATURE = 0.0  # greedy: the same checkpoint gives the same answer
 SEED = 0
@@ -18,6 +23,8 @@ async def measure_quality(
     *,
     max_tokens: int = 48,
     system_prompt: str | None = None,
+    seed: int | None = SEED,
+    scoring: ScoringRule = "strict",
     progress: ProgressFn = no_progress,
 ) -> QualityDetail:
     """Ask one question at a time: batching can change greedy outputs on some engines."""
@@ -28,40 +35,45 @@ async def measure_quality(
                 prompt=question.prompt,
                 max_tokens=max_tokens,
                 temperature=TEMPERATURE,
-                seed=SEED,
+                seed=seed,
                 stream=False,
                 system_prompt=system_prompt,
             )
         )
         progress(1)
-        correct, extracted = score_reply(question, record.text) if record.ok else (False, None)
+        reply = (record.text or "") if record.ok else None
+        correct, extracted = score(question, reply, scoring) if reply is not None else (False, None)
         items.append(
             QualityItem(
                 id=question.id,
                 family=question.family,
                 prompt=question.prompt,
                 expected=question.answer,
-                reply=record.text if record.ok else None,
+                reply=reply,
                 extracted=extracted,
                 correct=correct,
                 finish_reason=record.finish_reason,
                 error=record.error,
+                retries=record.retries,
             )
         )
     by_family: dict[str, dict[str, int]] = {}
     for item in items:
-        counts = by_family.setdefault(item.family, {"correct": 0, "total": 0})
+        counts = by_family.setdefault(item.family, {"correct": 0, "total": 0, "answered": 0})
         counts["total"] += 1
+        counts["answered"] += int(item.answered)
         counts["correct"] += int(item.correct)
     return QualityDetail(
         question_set=question_set.name,
         question_set_sha256=question_set.sha256,
         max_tokens=max_tokens,
         temperature=TEMPERATURE,
-        seed=SEED,
+        seed=seed,
+        scoring=scoring,
         system_prompt=system_prompt,
         correct=sum(item.correct for item in items),
         total=len(items),
+        answered=sum(item.answered for item in items),
         by_family=by_family,
         items=items,
     )

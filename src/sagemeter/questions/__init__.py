@@ -1,8 +1,9 @@
 """Question sets with exact answers, and the one strict scorer used for every checkpoint.
 
-Built-in sets are JSON files beside this module, `{"name", "seed", "questions": [...]}`, each
-regenerated from a fixed seed by its own module: `article-40` (the source article's 40,
-`article40.py`) and `bank-1000` (20 families of 50, `bank.py`).
+Built-in sets are JSON files beside this module, `{"name", "provenance" or "seed", "questions":
+[...]}`, each regenerated from a fixed seed by its own module and checked by a test: `article-40`
+(the source article's own 40, word for word, `article40.py`) and `bank-1000` (20 families of 50,
+`bank.py`).
 
 A user set is a JSONL file, one item per line (blank lines skipped):
 
@@ -23,6 +24,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -43,6 +45,14 @@ class QuestionSet(BaseModel):
     name: str
     sha256: str
     questions: list[Question]
+    provenance: dict[str, Any] | None = None  # where a built-in set comes from
+
+
+def provenance_of(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """A built-in file's own provenance, or its seed when that is all it records."""
+    if isinstance(found := payload.get("provenance"), dict):
+        return found
+    return {"seed": payload["seed"]} if "seed" in payload else None
 
 
 def builtin_sets() -> list[str]:
@@ -63,10 +73,12 @@ def load_question_set(spec: str) -> QuestionSet:
     if builtin.is_file():
         raw = builtin.read_bytes()
         try:
-            items = json.loads(raw)["questions"]
-        except (ValueError, KeyError) as exc:
+            payload = json.loads(raw)
+            items = payload["questions"]
+        except (ValueError, KeyError, TypeError) as exc:
             raise UserError(f"built-in question set {spec!r} is damaged: {exc}") from None
-        return _validated(spec, raw, items)
+        question_set = _validated(spec, raw, items)
+        return question_set.model_copy(update={"provenance": provenance_of(payload)})
     path = Path(spec).expanduser()
     if not path.is_file():
         raise UserError(

@@ -209,7 +209,7 @@ UNITS: tuple[tuple[str, str, int], ...] = (
 )
 
 
-def _class_pattern(answer: str, members: Sequence[str], *, case_sensitive: bool = False) -> str:
+def class_pattern(answer: str, members: Sequence[str], *, case_sensitive: bool = False) -> str:
     """`answer` as a whole word with no other member of its closed class after it."""
 
     def word(body: str) -> str:
@@ -404,7 +404,7 @@ def alphabetical(rng: random.Random) -> Draft:
         f"Put these words in alphabetical order: {', '.join(words)}. Which word comes "
         f"{_nth(position)}? {WORD_ONLY}"
     )
-    return Draft(prompt, answer, _class_pattern(answer, words))
+    return Draft(prompt, answer, class_pattern(answer, words))
 
 
 def _random_date(rng: random.Random, first: dt.date, last: dt.date) -> dt.date:
@@ -417,7 +417,7 @@ def weekday(rng: random.Random) -> Draft:
     prompt = (
         f"What day of the week is {day.day} {MONTH_NAMES[day.month - 1]} {day.year}? {WORD_ONLY}"
     )
-    return Draft(prompt, answer, _class_pattern(answer, WEEKDAYS))
+    return Draft(prompt, answer, class_pattern(answer, WEEKDAYS))
 
 
 def days_between(rng: random.Random) -> Draft:
@@ -472,14 +472,14 @@ def clock_duration(rng: random.Random) -> Draft:
 def capitals(rng: random.Random) -> Draft:
     country, capital, pattern = rng.choice(CAPITALS)
     prompt = f"What is the capital of {country}? Reply with the city name only."
-    return Draft(prompt, capital, _class_pattern(pattern, [p for _, _, p in CAPITALS]))
+    return Draft(prompt, capital, class_pattern(pattern, [p for _, _, p in CAPITALS]))
 
 
 def chemical_symbols(rng: random.Random) -> Draft:
     element, symbol = rng.choice(ELEMENTS)
     prompt = f"What is the chemical symbol of {element}? Reply with the symbol only."
     members = [s for _, s in ELEMENTS]
-    return Draft(prompt, symbol, _class_pattern(symbol, members, case_sensitive=True))
+    return Draft(prompt, symbol, class_pattern(symbol, members, case_sensitive=True))
 
 
 def days_in_month(rng: random.Random) -> Draft:

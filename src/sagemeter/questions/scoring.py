@@ -1,4 +1,9 @@
-"""The strict scorer: one rule per answer kind, the same for every checkpoint.
+r"""Two named scoring rules: our strict one (the default) and the source article's.
+
+Every result records which rule scored it (`detail.quality.scoring`), and `combine` warns when two
+files were scored differently. docs/statistics.md says where the two rules part.
+
+**strict** (`score_reply`): one rule per answer kind, the same for every checkpoint.
 
 The kind comes from the item: a `pattern` makes it a pattern item; otherwise the answer's own form
 decides (`YYYY-MM-DD` a date, `HH:MM` a time, a plain decimal a number, anything else text).
@@ -23,17 +28,27 @@ decides (`YYYY-MM-DD` a date, `HH:MM` a time, a plain decimal a number, anything
   count: the answer must appear with no other member of the class after it.
 - **text**: the whole reply, stripped of spaces and a final full stop, must equal the answer
   (case-insensitive).
+
+**article** (`score_article`): the article's `compare.py` rule, a regular expression searched
+anywhere in the reply: the expected number as a whole word (`\bN\b` for its products; for every
+other number `(?<![\d-])N\b`, so 275 is not read inside -275), or the expected word as a whole
+word, case-insensitively, an accented letter also matching its plain form (`Bras[íi]lia`). Any
+match credits the reply, whatever else it says; an item's strict `pattern` plays no part.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from decimal import Decimal, InvalidOperation
-from typing import Literal
+from typing import Literal, get_args
 
 from sagemeter.questions import Question
 
 AnswerKind = Literal["pattern", "date", "time", "number", "text"]
+ScoringRule = Literal["strict", "article"]
+SCORING_RULES: tuple[ScoringRule, ...] = get_args(ScoringRule)
+ARTICLE_PRODUCT_FAMILY = "mul"  # the article matched its products with \b on both sides
 
 _NUMBER = re.compile(
     r"(?:(?<=^)|(?<=[\s=(:*_`'\"\[]))(?P<sign>[-−])?(?P<body>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
@@ -164,3 +179,34 @@ def score_reply(question: Question, reply: str) -> tuple[bool, str | None]:
         return _score_number(answer, reply)
     stripped = reply.strip().rstrip(".").strip()
     return stripped.casefold() == question.answer.casefold(), stripped or None
+
+
+def score(question: Question, reply: str, rule: ScoringRule = "strict") -> tuple[bool, str | None]:
+    """(correct, what was extracted) by the named rule."""
+    if rule == "article":
+        return score_article(question, reply)
+    return score_reply(question, reply)
+
+
+def article_pattern(question: Question) -> str:
+    """The regular expression the article's rule searches for this item."""
+    answer = question.answer.strip()
+    if is_numeric_answer(answer):
+        before = r"\b" if question.family == ARTICLE_PRODUCT_FAMILY else r"(?<![\d-])"
+        return rf"{before}{re.escape(answer)}\b"
+    return rf"(?i)\b{_accent_tolerant(answer)}\b"
+
+
+def _accent_tolerant(word: str) -> str:
+    """`word` escaped for a pattern, each accented letter also matching its plain letter."""
+    parts = []
+    for char in word:
+        plain = unicodedata.normalize("NFD", char)[0]
+        parts.append(f"[{char}{plain}]" if plain != char else re.escape(char))
+    return "".join(parts)
+
+
+def score_article(question: Question, reply: str) -> tuple[bool, str | None]:
+    """The article's rule: its pattern found anywhere in the reply credits it."""
+    match = re.search(article_pattern(question), reply)
+    return match is not None, match.group(0) if match else None

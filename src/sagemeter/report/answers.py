@@ -23,7 +23,7 @@ from sagemeter.report.figures import (
     quality_counts,
     truncate,
 )
-from sagemeter.report.rows import levels_of, name_of, noise_of
+from sagemeter.report.rows import levels_of, name_of, noise_of, scoring_text
 from sagemeter.report.runs import Run
 from sagemeter.report.verdict import fidelity_blocks, verdict_blocks
 from sagemeter.results import MeasureResult, QualityItem
@@ -55,10 +55,12 @@ def quality_section(run: Run) -> Section:
             else:
                 row.append(cell(NA))
         rows.append(row)
+    rules = sorted({r.detail.quality.scoring for r in contenders if r.detail and r.detail.quality})
+    scored = " and ".join(scoring_text(rule) for rule in rules) or "strictly"
     blocks: list[Block] = [
         Paragraph(
             "Fixed questions with exact answers, asked one at a time at temperature 0 and scored "
-            "strictly; each count with its Wilson 95% interval."
+            f"{scored}; each count with its Wilson 95% interval."
         ),
         Table(header=["Questions", *(name_of(r) for r in contenders)], rows=rows),
     ]

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sagemeter.clients.base import RequestRecord
 from sagemeter.costs import cost_per_million_tokens
 from sagemeter.errors import UserError
 from sagemeter.evidence import wilson_interval
 from sagemeter.report.figures import quality_counts
 from sagemeter.results import DecodeDetail, MeasureResult
+from sagemeter.transport.record import RequestRecord
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -172,7 +172,7 @@ def latency_plot(series: list[Series]) -> bytes | None:
     for s in series:
         records = _records(s.result)
         ttft = [r.first_token_s for r in records if r.first_token_s is not None]
-        gaps = [g for r in records for g in r.inter_token_gaps_s()]
+        gaps = [g for r in records for g in r.gaps_s()]
         if ttft or gaps:
             samples.append((s, ttft, gaps))
     if not samples:

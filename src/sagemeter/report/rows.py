@@ -34,6 +34,22 @@ def name_of(result: MeasureResult) -> str:
     return result.name or "unnamed"
 
 
+def method_label(result: MeasureResult) -> str:
+    """Which method measured a file, said the way a reader checks it: ours, the article's run
+    by sagemeter, or the article's own result file."""
+    if result.detail is None:
+        return f"{NA} (the file does not record its settings)"
+    if result.detail.source_format == "article":
+        return "article (the article's own result file)"
+    method = str(result.detail.settings.get("method", "sagemeter"))
+    return "article (sagemeter --method article)" if method == "article" else method
+
+
+def scoring_text(rule: str) -> str:
+    """How a scoring rule is named in prose."""
+    return "strictly" if rule == "strict" else f"by the {rule}'s rule (a match anywhere)"
+
+
 def levels_of(results: list[MeasureResult]) -> list[str]:
     levels: set[str] = set()
     for result in results:

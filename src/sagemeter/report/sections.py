@@ -30,7 +30,15 @@ from sagemeter.report.figures import (
     region_of,
     short_sha,
 )
-from sagemeter.report.rows import MINIMAL_NOTE, levels_of, name_of, ratio_cells, ratio_header
+from sagemeter.report.rows import (
+    MINIMAL_NOTE,
+    levels_of,
+    method_label,
+    name_of,
+    ratio_cells,
+    ratio_header,
+    scoring_text,
+)
 from sagemeter.report.runs import Run
 from sagemeter.report.speed import aba_section, decode_section, parallel_section, price_section
 from sagemeter.results import MeasureResult
@@ -98,6 +106,7 @@ def compared_section(run: Run) -> Section:
         return [label(title), *values]
 
     rows = [
+        [label("Method"), *(label(method_label(r)) for r in results)],
         env_row("Model", "model"),
         env_row("Target", "target"),
         env_row("Checkpoint file", "checkpoint_file"),
@@ -212,6 +221,16 @@ def scope_section(run: Run) -> Section:
         + "."
     )
     settings = detailed[0].detail.settings if detailed and detailed[0].detail else None
+    methods = sorted({method_label(r) for r in detailed})
+    if methods:
+        items.append(
+            "Method: "
+            + "; ".join(
+                f"{', '.join(name_of(r) for r in detailed if method_label(r) == m)}: {m}"
+                for m in methods
+            )
+            + ("." if len(methods) == 1 else "; figures across methods are marked as such.")
+        )
     if settings:
         items += [
             f"Decode: {settings.get('decode_repeats')} replies of each length "
@@ -228,7 +247,8 @@ def scope_section(run: Run) -> Section:
     if quality:
         items.append(
             f"Answers: {quality.total} questions ({quality.question_set}), one at a time at "
-            f"temperature 0, replies capped at {quality.max_tokens} tokens, scored strictly."
+            f"temperature 0, replies capped at {quality.max_tokens} tokens, scored "
+            f"{scoring_text(quality.scoring)}."
         )
     elif counts:
         items.append(f"Answers: {counts[1]} questions; the answers are not in the files.")

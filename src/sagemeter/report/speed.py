@@ -183,6 +183,27 @@ def _level_note(result: MeasureResult, level: str) -> str:
     return f"{interval}; {batches_note(result, level)}" if interval else batches_note(result, level)
 
 
+LEVEL_RULES = {
+    "pooled": "pools its batches (all tokens over all wall time)",
+    "median": "takes the median of its batches' rates (the article's way)",
+}
+
+
+def _level_rule(results: list[MeasureResult]) -> str:
+    """How each file made a level's figure from its batches, in one clause."""
+    rules = {
+        name_of(r): str(r.detail.settings.get("load_statistic", "pooled"))
+        for r in results
+        if r.detail
+    }
+    if len(set(rules.values())) <= 1:
+        found = next(iter(rules.values()), "pooled")
+        return f"a level {LEVEL_RULES.get(found, found)}"
+    return "a level " + "; ".join(
+        f"{LEVEL_RULES.get(rule, rule)} for {name}" for name, rule in rules.items()
+    )
+
+
 def parallel_section(run: Run) -> Section:
     contenders = run.contenders
     noise = noise_of(run)
@@ -210,7 +231,7 @@ def parallel_section(run: Run) -> Section:
             Paragraph(
                 f"{', '.join(levels)} requests at once, {load.max_tokens} tokens each, "
                 f"{load.batches_per_level} batch(es) per level. A batch's throughput is its output "
-                "tokens over its wall time (first send to last byte); a level pools its batches."
+                f"tokens over its wall time (first send to last byte); {_level_rule(contenders)}."
             )
         )
     blocks.append(Table(header=header, rows=rows))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from sagemeter.compare import Comparison, Row
+from sagemeter.compare import Comparison, Row, across_methods_note
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
 
@@ -42,7 +42,8 @@ def comparison_table(comparison: Comparison) -> Table:
 
 
 def _ratio_text(row: Row, index: int) -> str:
-    """`2.22 [2.06-2.83]`, with `*` when the ratio cannot be told from no change."""
+    """`2.22 [2.06-2.83]`, with `*` when the ratio cannot be told from no change (or its two
+    files were measured by different methods)."""
     ratio = row.ratios[index]
     if ratio is None:
         return ""
@@ -65,13 +66,28 @@ def _flag_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
+def methods_line(comparison: Comparison) -> str | None:
+    """Which method measured each file: one word when they agree, file by file when not."""
+    methods = comparison.methods
+    known = {method for method in methods if method is not None}
+    if not known:
+        return None
+    if len(known) == 1 and None not in methods:
+        return f"method: {known.pop()} (every file)"
+    return "methods: " + ", ".join(
+        f"[{number}] {method or 'not recorded'}" for number, method in enumerate(methods, start=1)
+    )
+
+
 def print_comparison(console: Console, comparison: Comparison) -> None:
     console.print(comparison_table(comparison))
+    if line := methods_line(comparison):
+        console.print(line, highlight=False)
     if any(bounds for row in comparison.rows for bounds in row.ratio_intervals):
         console.print("ratios: [95% bootstrap interval over the repeats, both sides resampled]")
     flags = _flag_lines(comparison)
     if flags:
-        console.print("* = the ratio cannot be told from no change:")
+        console.print("* = the ratio cannot be told from no change, or is across methods:")
     for line in flags:
         console.print(f"  {line}", highlight=False)
     if comparison.identical_answers:
@@ -101,6 +117,8 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
             f"quality verdict, {check.candidate} against {check.reference}: "
             f"[bold {colour}]{check.verdict}[/]"
         )
+        if note := across_methods_note(check):
+            console.print(f"[yellow]{note}[/]", highlight=False)
         for line in check.summary:
             console.print(line, highlight=False, markup=False)
     for fidelity in comparison.fidelity_checks:
@@ -139,9 +157,18 @@ def print_result(console: Console, result: MeasureResult) -> None:
         table.add_row(
             "  time per output token", _spread_text(decode.time_per_output_token_s, 1000, " ms")
         )
-    for level, value in result.load_tokens_per_second.items():
-        table.add_row(f"{level} at once tokens/s", format_value("load", value))
-    table.add_row("quality", result.quality or "-")
+        if decode.reasoning_events:
+            table.add_row("  reasoning token events", str(decode.reasoning_events))
+    if detail and detail.load:
+        for level in detail.load.levels:
+            value = format_value("load", level.tokens_per_second)
+            if level.problem:
+                value += f" ({level.problem})"
+            table.add_row(f"{level.concurrency} at once tokens/s", value)
+    else:
+        for key, figure in result.load_tokens_per_second.items():
+            table.add_row(f"{key} at once tokens/s", format_value("load", figure))
+    table.add_row("quality", _quality_text(result))
     table.add_row("weights GiB", format_value("weights", result.weights_gib))
     table.add_row(
         "KV cache tokens", format_value("kv_cache_tokens", _opt_float(result.kv_cache_tokens))
@@ -150,7 +177,16 @@ def print_result(console: Console, result: MeasureResult) -> None:
     console.print(table)
     if detail:
         for warning in detail.warnings:
-            console.print(f"[yellow]warning:[/] {warning}")
+            console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+def _quality_text(result: MeasureResult) -> str:
+    """`37/40`, or `35/38 of 40 (2 unanswered)` when some questions got no answer."""
+    quality = result.detail.quality if result.detail else None
+    if quality is None or quality.answered_count == quality.total:
+        return result.quality or "-"
+    answered, total = quality.answered_count, quality.total
+    return f"{quality.correct}/{answered} of {total} ({total - answered} unanswered)"
 
 
 def _opt_float(value: int | None) -> float | None:

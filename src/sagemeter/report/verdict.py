@@ -6,10 +6,19 @@ them out, so the report says exactly what `sagemeter combine` prints.
 
 from __future__ import annotations
 
-from sagemeter.compare import QualityCheck
+from sagemeter.compare import QualityCheck, across_methods_note
 from sagemeter.evidence import QualityComparison, QualityVerdict
 from sagemeter.evidence.binomial import p_text
-from sagemeter.report.document import Block, Bullets, Cell, Paragraph, Table, cell, label
+from sagemeter.report.document import (
+    Block,
+    Bullets,
+    Callout,
+    Cell,
+    Paragraph,
+    Table,
+    cell,
+    label,
+)
 from sagemeter.report.runs import Run
 
 
@@ -24,6 +33,8 @@ def verdict_blocks(run: Run) -> list[Block]:
                 f"{check.verdict}. {_reason(check)}"
             )
         )
+        if note := across_methods_note(check):
+            blocks.append(Callout(note[0].upper() + note[1:] + "."))
         if check.paired is not None and check.paired_verdict is not None:
             blocks += _paired_blocks(check, check.paired, check.paired_verdict)
         else:

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from sagemeter.clients.base import RequestRecord
 from sagemeter.server_metrics.scrape import Histogram, Snapshot
+from sagemeter.transport.record import RequestRecord
 
 # Counts may differ by this share (rounded down) before a phase is flagged: a stats tick that
 # lands after the settled read. Below 500 tokens or requests that means exactly.
@@ -116,9 +116,9 @@ def client_counts(
     answered = [r for r in records if r.ok]
     tokens = None
     if answered and all(r.tokens_source == "usage" for r in answered):
-        tokens = sum(r.completion_tokens or 0 for r in answered) + unrecorded[1]
+        tokens = sum(r.tokens for r in answered) + unrecorded[1]
     ttfts = [r.first_token_s for r in answered if r.first_token_s is not None]
-    gaps = [gap for r in answered for gap in r.inter_token_gaps_s()]
+    gaps = [gap for r in answered for gap in r.gaps_s()]
     return ClientCounts(
         requests=(len(records) if requests is None else requests) + unrecorded[0],
         failed=len(records) - len(answered),

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import httpx
 
-from sagemeter.clients.base import RequestRecord
 from sagemeter.errors import UserError
 from sagemeter.measure.stats import spread
 from sagemeter.results import DecodeDetail, StartupFacts
@@ -22,6 +21,7 @@ from sagemeter.server_metrics.crosscheck import (
     compare_phase,
 )
 from sagemeter.server_metrics.scrape import Snapshot, scrape
+from sagemeter.transport.record import RequestRecord
 
 SETTLE_PAUSE_S = 0.2
 SETTLE_READS = 15  # at most 3 s for the counters to stop moving

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from sagemeter.backends.sagemaker.describe import deployment_info
-from sagemeter.clients.base import ChatRequest, RequestRecord
-from sagemeter.clients.sagemaker import SageMakerRuntimeClient, open_sagemaker_client
 from sagemeter.targets import SageMakerTarget
+from sagemeter.transport.chat import ChatRequest
+from sagemeter.transport.record import LiveRecord, RequestRecord
+from sagemeter.transport.sagemaker import SageMakerRuntimeClient, open_sagemaker_client
 
 
 def invoke(
@@ -32,7 +32,7 @@ def invoke(
         request = ChatRequest(
             prompt=prompt, max_tokens=max_tokens, temperature=temperature, stream=stream
         )
-        body = json.dumps(client.body(request)).encode()
-        return client.chat_sync(request, body, on_text=on_text)
+        live = LiveRecord(0, 0, max_tokens=max_tokens)
+        return client.attempt(request, client.body(request), live, on_text).freeze(client.origin)
     finally:
         client.close()

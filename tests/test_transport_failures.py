@@ -1,12 +1,17 @@
-"""The client against a loopback server that misbehaves on purpose: every fault is a record."""
+"""The wire against a loopback server that misbehaves on purpose: every fault is a record.
+
+Retries are off here (each test names the one try it checks), except where sending again is
+what is tested.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
-from sagemeter.clients.base import ChatRequest
-from sagemeter.clients.openai import OpenAIClient
 from sagemeter.measure.decode import measure_decode
+from sagemeter.transport.chat import ChatRequest
+from sagemeter.transport.openai import OpenAIChat
+from sagemeter.transport.retry import NO_RETRIES, RetryPolicy
 from tests.wire import STREAM_HEAD, WireServer, chunk, json_response, sse
 
 CHAT = "/v1/chat/completions"
@@ -16,9 +21,11 @@ def _request(stream: bool = True, max_tokens: int = 3) -> ChatRequest:
     return ChatRequest(prompt="hi", max_tokens=max_tokens, stream=stream, ignore_eos=True)
 
 
-async def _chat(routes: dict, request: ChatRequest, timeout: float = 5.0):  # type: ignore[no-untyped-def]
+async def _chat(  # type: ignore[no-untyped-def]
+    routes: dict, request: ChatRequest, timeout: float = 5.0, retry: RetryPolicy = NO_RETRIES
+):
     with WireServer(routes) as server:
-        async with OpenAIClient(server.url, model="m", request_timeout_s=timeout) as client:
+        async with OpenAIChat(server.url, model="m", timeout_s=timeout, retry=retry) as client:
             return await client.chat(request), server
 
 
@@ -72,7 +79,7 @@ async def test_malformed_plain_response_is_reported() -> None:
     record, _ = await _chat({CHAT: odd}, _request(stream=False))
     assert not record.ok
     assert record.error is not None
-    assert record.error.startswith("malformed response")
+    assert record.error.startswith("answered JSON without chat `choices`")
 
 
 async def test_timeout_becomes_failed_record() -> None:
@@ -87,11 +94,11 @@ async def test_timeout_becomes_failed_record() -> None:
 
 
 async def test_connection_refused_becomes_failed_record() -> None:
-    async with OpenAIClient("http://127.0.0.1:9/v1", model="m") as client:
+    async with OpenAIChat("http://127.0.0.1:9/v1", model="m") as client:
         record = await client.chat(_request())
     assert not record.ok
-    assert record.error is not None
-    assert record.error.startswith("connection")
+    assert record.error == "cannot connect to 127.0.0.1:9: Connection refused"
+    assert record.retries == 0  # refused is not transient: nothing is sent again
 
 
 async def test_without_usage_tokens_are_counted_from_chunks_and_said_so() -> None:
@@ -107,11 +114,10 @@ async def test_without_usage_tokens_are_counted_from_chunks_and_said_so() -> Non
 
     record, server = await _chat({CHAT: no_usage}, _request())
     assert record.ok
-    assert record.completion_tokens == 3
-    assert record.tokens_source == "chunks"
-    assert record.text == "abc"
+    assert record.tokens == 3
+    assert record.tokens_source == "events"
     assert record.finish_reason == "length"
-    assert len(record.chunk_arrivals_s) == 3
+    assert len(record.arrivals_us) == 3
     sent = server.requests[0]
     assert sent["ignore_eos"] is True
     assert sent["stream_options"] == {"include_usage": True}
@@ -131,7 +137,7 @@ async def test_usage_wins_over_chunk_count() -> None:
 
     record, _ = await _chat({CHAT: with_usage}, _request())
     assert record.ok
-    assert record.completion_tokens == 7
+    assert record.tokens == 7
     assert record.tokens_source == "usage"
 
 
@@ -156,15 +162,15 @@ async def test_decode_refuses_a_rate_when_ignore_eos_is_not_honoured() -> None:
         )
 
     with WireServer({CHAT: stops_early}) as server:
-        async with OpenAIClient(server.url, model="m") as client:
+        async with OpenAIChat(server.url, model="m") as client:
             detail = await measure_decode(client, short_tokens=4, long_tokens=32, repeats=2)
     assert not detail.valid
     assert detail.tokens_per_second is None
     assert any("did not honour ignore_eos" in problem for problem in detail.problems)
 
 
-async def test_a_connection_closed_before_any_answer_is_sent_once_more() -> None:
-    """A kept-alive connection the server dropped as we reused it: retried once, then honest."""
+async def test_a_connection_closed_before_any_answer_is_sent_again() -> None:
+    """A kept-alive connection the server dropped as we reused it: sent again, then honest."""
     calls = {"n": 0}
 
     async def drops_first(writer, body):  # type: ignore[no-untyped-def]
@@ -174,15 +180,17 @@ async def test_a_connection_closed_before_any_answer_is_sent_once_more() -> None
             return
         writer.write(STREAM_HEAD + sse(chunk("ok", finish="stop")) + b"data: [DONE]\n\n")
 
-    record, server = await _chat({CHAT: drops_first}, _request())
+    quick = RetryPolicy(retries=1, base_s=0.01)
+    record, server = await _chat({CHAT: drops_first}, _request(), retry=quick)
     assert record.ok, record.error
-    assert record.text == "ok"
+    assert record.tokens == 1
     assert len(server.requests) == 2
+    assert record.retries == 1 and "before any answer" in record.attempts[0].error
 
     async def always_drops(writer, body):  # type: ignore[no-untyped-def]
         writer.transport.abort()
 
-    record, server = await _chat({CHAT: always_drops}, _request())
+    record, server = await _chat({CHAT: always_drops}, _request(), retry=quick)
     assert not record.ok
-    assert record.error is not None and "without sending a response" in record.error
-    assert len(server.requests) == 2  # one retry, not a loop
+    assert record.error is not None and "before any answer" in record.error
+    assert len(server.requests) == 2  # one retry, as asked, not a loop

@@ -1,10 +1,12 @@
 """One worker process: its own event loop, its share of the streams or arrivals, its records.
 
-Run as `python -m sagemeter.loadgen.worker` by the parent (`runner.py`), which writes a pickled
+Run as `python -m sagemeter.transport.worker` by the parent (`pool.py`), which writes a pickled
 `WorkerPlan` to its stdin. The worker opens its connections, answers `ready`, reads the common
-start instant (wall clock), runs until the deadline plus the drain of what is in flight, and
-writes a pickled `WorkerOutput` to its stdout. Only hot-path modules are imported here (no
-pydantic, no numpy), so a worker is up in about a tenth of a second.
+start instant (wall clock), runs until the deadline plus the drain of what is in flight (or, for
+a batch, until each stream has sent its requests), and writes a pickled `WorkerOutput` to its
+stdout; then it waits for the next plan, so one pool serves every batch of a measurement. Only
+hot-path modules are imported here (no pydantic, no numpy), so a worker is up in about a tenth of
+a second.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import ssl
 import struct
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from sagemeter.loadgen.clock import LagSampler, perf_counter_at
-from sagemeter.loadgen.http import StreamConnection, open_connection
-from sagemeter.loadgen.record import LiveRecord, RequestRecord
+from sagemeter.transport.clock import LagSampler, perf_counter_at
+from sagemeter.transport.http1 import Connection, open_connection
+from sagemeter.transport.record import LiveRecord, RequestRecord
+from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries
 
 READY = b"ready\n"
 FAILED = b"failed\n"
@@ -66,7 +70,12 @@ def _read_exactly(channel: IO[bytes], size: int) -> bytes:
 
 @dataclass(frozen=True)
 class WorkerPlan:
-    """What one worker does: closed-loop `streams` (global ids) or open-loop `arrivals`."""
+    """What one worker does: closed-loop `streams` (global ids) or open-loop `arrivals`.
+
+    A batch is closed-loop streams that each send `requests_per_stream` requests (0: until the
+    deadline), each stream its own bytes from `stream_payloads` when given, failed requests sent
+    again by `retry`.
+    """
 
     worker: int
     host: str
@@ -81,6 +90,11 @@ class WorkerPlan:
     preopen: int = 0
     lag_interval_s: float = 0.01
     prefer_uvloop: bool = True
+    stream_payloads: tuple[bytes, ...] = ()
+    requests_per_stream: int = 0
+    max_tokens: int | None = None
+    stall_s: float = 0.0
+    retry: RetryPolicy = NO_RETRIES
 
 
 @dataclass
@@ -118,13 +132,13 @@ class Worker:
         self.loop = loop
         self.output = WorkerOutput(worker=plan.worker, loop=loop_name)
         self.live: list[LiveRecord] = []
-        self.idle: list[StreamConnection] = []
+        self.idle: list[Connection] = []
         self.tls = ssl.create_default_context() if plan.tls else None
         self.start = 0.0
         self.deadline = 0.0
         self.announced = False
 
-    async def connect(self) -> StreamConnection:
+    async def connect(self) -> Connection:
         plan = self.plan
         return await open_connection(self.loop, plan.host, plan.port, self.tls, plan.server_name)
 
@@ -149,10 +163,15 @@ class Worker:
         sampler.start()
         gc.disable()  # a collection pass mid-run would show up as a late token
         try:
-            jobs = [self.closed_stream(s, c) for s, c in zip(plan.streams, streams, strict=True)]
-            if plan.arrivals:
-                jobs.append(self.open_loop())
-            await asyncio.gather(*jobs)
+            if plan.requests_per_stream == 1:
+                await self.batch(streams)
+            else:
+                jobs = [
+                    self.closed_stream(s, c) for s, c in zip(plan.streams, streams, strict=True)
+                ]
+                if plan.arrivals:
+                    jobs.append(self.open_loop())
+                await asyncio.gather(*jobs)
         finally:
             gc.enable()
             sampler.stop()
@@ -164,31 +183,95 @@ class Worker:
         self.output.loop_lag_us = [round(lag * 1e6) for lag in sampler.samples]
         return self.output
 
-    async def connected_or_error(self, record: LiveRecord) -> StreamConnection | None:
-        """A fresh connection, or None with the failure written into `record` (kept)."""
+    async def batch(self, connections: list[Connection]) -> None:
+        """A batch: every stream's request written in one tight loop, so they leave together.
+
+        A coroutine per stream would interleave loop turns between the writes and spread the
+        sends over milliseconds; here the only work between two writes is the next write. A
+        request that then failed transiently goes out again on its own (`send_with_retries`).
+        """
+        plan = self.plan
+        payloads = plan.stream_payloads or (plan.payload,) * len(plan.streams)
+        futures = []
+        for stream, connection, payload in zip(plan.streams, connections, payloads, strict=True):
+            record = LiveRecord(stream, 0, max_tokens=plan.max_tokens)
+            futures.append(connection.send(payload, record, plan.timeout_s, stall_s=plan.stall_s))
+        first_tries = await asyncio.gather(*futures)
+        retried = [
+            self.send_again(record, connection, payloads[position])
+            for position, (record, connection) in enumerate(
+                zip(first_tries, connections, strict=True)
+            )
+        ]
+        self.live.extend(await asyncio.gather(*retried))
+        for connection in connections:
+            connection.close()
+
+    async def send_again(
+        self, first: LiveRecord, connection: Connection, payload: bytes
+    ) -> LiveRecord:
+        """The first try's record if it needs no retry, else the retries' (carrying it)."""
+        plan = self.plan
+        if first.error is None or not first.transient or plan.retry.retries == 0:
+            return first
+        held = [connection]
+        tries = iter([first])
+
+        async def send(record: LiveRecord) -> LiveRecord:
+            done = next(tries, None)
+            if done is not None:
+                return done  # the first try, already sent with the batch
+            current = held[0]
+            if not current.reusable:
+                fresh = await self.connected_or_error(record)
+                if fresh is None:
+                    return record
+                current = held[0] = fresh
+            return await current.send(payload, record, plan.timeout_s, stall_s=plan.stall_s)
+
+        record = await send_with_retries(
+            send, lambda: LiveRecord(first.stream, 0, max_tokens=plan.max_tokens), plan.retry
+        )
+        if held[0] is not connection:
+            held[0].close()
+        return record
+
+    async def connected_or_error(self, record: LiveRecord) -> Connection | None:
+        """A fresh connection, or None with the failure written into `record`."""
         try:
             return await self.connect()
         except OSError as exc:
             record.send = record.end = time.perf_counter()
             record.error = f"cannot connect: {exc}"
-            self.live.append(record)
             await asyncio.sleep(RECONNECT_PAUSE_S)
             return None
 
-    async def closed_stream(self, stream: int, connection: StreamConnection | None) -> None:
+    async def closed_stream(self, stream: int, connection: Connection | None) -> None:
         """Closed loop: the next request leaves as soon as the previous one has ended."""
-        payload, timeout_s = self.plan.payload, self.plan.timeout_s
+        plan = self.plan
+        own = plan.stream_payloads
+        payload = own[plan.streams.index(stream)] if own else plan.payload
+        limit = plan.requests_per_stream
         index = 0
-        while time.perf_counter() < self.deadline:
-            record = LiveRecord(stream, index)
+        held = [connection]
+
+        async def send(record: LiveRecord) -> LiveRecord:
+            current = held[0]
+            if current is None or not current.reusable:
+                current = held[0] = await self.connected_or_error(record)
+                if current is None:
+                    return record
+            return await current.send(payload, record, plan.timeout_s, stall_s=plan.stall_s)
+
+        def fresh(number: int) -> Callable[[], LiveRecord]:
+            return lambda: LiveRecord(stream, number, max_tokens=plan.max_tokens)
+
+        while time.perf_counter() < self.deadline and (limit == 0 or index < limit):
+            record = await send_with_retries(send, fresh(index), plan.retry)
             index += 1
-            if connection is None or not connection.reusable:
-                connection = await self.connected_or_error(record)
-                if connection is None:
-                    continue
-            self.live.append(await connection.send(payload, record, timeout_s))
-        if connection is not None:
-            connection.close()
+            self.live.append(record)
+        if held[0] is not None:
+            held[0].close()
 
     async def open_loop(self) -> None:
         """Open loop: each arrival is sent at its scheduled instant, whatever is in flight."""
@@ -211,19 +294,15 @@ class Worker:
         if connection is None:
             connection = await self.connected_or_error(record)
             if connection is None:
+                self.live.append(record)
                 return
         self.live.append(await connection.send(self.plan.payload, record, self.plan.timeout_s))
         if connection.reusable:
             self.idle.append(connection)
 
 
-def main() -> None:
-    """Entry point: plan on stdin, `ready`, start instant on stdin, output on stdout."""
-    channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing but the protocol may reach the parent's pipe
-    # Ctrl-C reaches the whole process group; the parent stops the workers itself.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    plan: WorkerPlan = receive_message(channel_in)
+def run_plan(plan: WorkerPlan, channel_in: IO[bytes], channel_out: IO[bytes]) -> None:
+    """Run one plan on a fresh loop and send its output (or its failure) to the parent."""
     loop_name, loop = new_loop(plan.prefer_uvloop)
     asyncio.set_event_loop(loop)
     worker = Worker(plan, loop, loop_name)
@@ -241,9 +320,26 @@ def main() -> None:
     send_message(channel_out, output)
 
 
+def main() -> None:
+    """Entry point: for each plan on stdin: `ready`, start instant on stdin, output on stdout.
+
+    The worker serves plans until its stdin closes, so a measurement's batches reuse it.
+    """
+    channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but the protocol may reach the parent's pipe
+    # Ctrl-C reaches the whole process group; the parent stops the workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            plan: WorkerPlan = receive_message(channel_in)
+        except EOFError:
+            return
+        run_plan(plan, channel_in, channel_out)
+
+
 if __name__ == "__main__":
-    # Run the imported module's main, so pickled classes are sagemeter.loadgen.worker's own and
-    # not this file's second copy under the name __main__.
-    from sagemeter.loadgen.worker import main as module_main
+    # Run the imported module's main, so pickled classes are sagemeter.transport.worker's own
+    # and not this file's second copy under the name __main__.
+    from sagemeter.transport.worker import main as module_main
 
     module_main()

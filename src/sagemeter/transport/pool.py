@@ -1,10 +1,11 @@
 """The parent side: start the worker processes, start them together, gather their records.
 
-Workers are fresh interpreters (`python -m sagemeter.loadgen.worker`, the spawn model: nothing
+Workers are fresh interpreters (`python -m sagemeter.transport.worker`, the spawn model: nothing
 inherited but the plan) talking pickles over their stdin and stdout. They are started through
 `subprocess` rather than `multiprocessing`'s spawn, because the latter re-imports the parent's
 main module in every child (the whole CLI), which costs a few tenths of a second per worker.
-The parent only waits while they run, so its CPU stays out of the way.
+The parent only waits while they run, so its CPU stays out of the way. A pool runs as many plans
+as it is given, one after the other (a measurement's batches), until it is closed.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, cast
 
-from sagemeter.loadgen.record import RequestRecord
-from sagemeter.loadgen.result import WorkerSummary
-from sagemeter.loadgen.worker import (
+from sagemeter.transport.record import RequestRecord
+from sagemeter.transport.worker import (
     FAILED,
     READY,
     WorkerOutput,
@@ -31,6 +31,35 @@ from sagemeter.loadgen.worker import (
 
 START_MARGIN_S = 0.05
 READY_TIMEOUT_S = 60.0
+EXIT_TIMEOUT_S = 5.0
+
+
+@dataclass
+class WorkerSummary:
+    """What the parent keeps of each worker besides its records."""
+
+    worker: int
+    loop: str
+    requests: int
+    run_s: float
+    cpu_run_s: float
+    cpu_total_s: float
+    start_late_s: float
+
+
+def available_cores() -> int:
+    """Cores this process may run on (the affinity mask where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def split_count(total: int, parts: int, part: int) -> range:
+    """The `part`-th of `parts` contiguous slices of range(total); the remainder goes first."""
+    base, extra = divmod(total, parts)
+    start = part * base + min(part, extra)
+    return range(start, start + base + (1 if part < extra else 0))
 
 
 class WorkerFailure(RuntimeError):
@@ -72,7 +101,7 @@ class WorkerPool:
         env = _worker_env()
         self.processes = [
             subprocess.Popen(
-                [sys.executable, "-m", "sagemeter.loadgen.worker"],
+                [sys.executable, "-m", "sagemeter.transport.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -87,13 +116,19 @@ class WorkerPool:
         self.close()
 
     def close(self) -> None:
+        """Close every worker's stdin (it exits after its current plan), then make sure."""
         for process in self.processes:
-            if process.poll() is None:
+            if process.stdin is not None and not process.stdin.closed:
+                process.stdin.close()
+        deadline = time.monotonic() + EXIT_TIMEOUT_S
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
                 process.kill()
-            process.wait()
-            for stream in (process.stdin, process.stdout):
-                if stream is not None:
-                    stream.close()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
 
     def run(self, plans: list[WorkerPlan], cores: int, start_at: float | None = None) -> RunOutput:
         """Hand out the plans, start every worker at one wall-clock instant, gather outputs."""
@@ -136,7 +171,6 @@ class WorkerPool:
             raise WorkerFailure(
                 f"a worker died during the run (code {process.returncode}); see the lines above"
             ) from None
-        process.wait()
         return output
 
 

@@ -1,7 +1,8 @@
-"""The request bytes, built once per request shape, and the model name asked of the server.
+"""Request bytes, built once per request shape, and the model name asked of the server.
 
-Every request of a run is the same bytes (the same prompt and length), so the HTTP head and JSON
-body are encoded once and each send is a single `transport.write` of a ready bytes object.
+A load run sends the same bytes again and again (the same prompt and length), so the HTTP head
+and JSON body are encoded once and each send is a single `transport.write` of a ready bytes
+object. The measuring phases build theirs the same way, one shape at a time.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import urllib.request
 from typing import Any
 
 from sagemeter.errors import UserError
-from sagemeter.loadgen.target import Endpoint
+from sagemeter.transport.address import ServerAddress
 
 DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."
 DISCOVERY_TIMEOUT_S = 10.0
 
 
 def request_body(api: str, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
-    """The OpenAI body: streamed, usage on the last chunk, `ignore_eos`, temperature 0."""
+    """The load body: streamed, usage on the last chunk, `ignore_eos`, temperature 0."""
     body: dict[str, Any] = {"model": model}
     if api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
@@ -36,28 +37,41 @@ def request_body(api: str, model: str, prompt: str, max_tokens: int) -> dict[str
     return body
 
 
-def request_bytes(endpoint: Endpoint, api: str, body: dict[str, Any], api_key: str | None) -> bytes:
-    """The whole HTTP/1.1 request, head and body, as one bytes object."""
-    payload = json.dumps(body, separators=(",", ":")).encode()
-    head = [
-        f"POST {endpoint.path(api)} HTTP/1.1",
-        f"Host: {endpoint.host_header}",
-        "Content-Type: application/json",
-        "Accept: text/event-stream",
-        f"Content-Length: {len(payload)}",
-    ]
+def http_request(
+    address: ServerAddress,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    api_key: str | None,
+    *,
+    stream: bool = False,
+) -> bytes:
+    """A whole HTTP/1.1 request, head and body, as one bytes object (keep-alive by default)."""
+    payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+    head = [f"{method} {path} HTTP/1.1", f"Host: {address.host_header}"]
+    if body is not None:
+        head.append("Content-Type: application/json")
+    head.append("Accept: text/event-stream" if stream else "Accept: application/json")
+    head.append(f"Content-Length: {len(payload)}")
     if api_key:
         head.append(f"Authorization: Bearer {api_key}")
     return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
 
 
-def discover_model(endpoint: Endpoint, api_key: str | None) -> str:
+def request_bytes(
+    address: ServerAddress, api: str, body: dict[str, Any], api_key: str | None
+) -> bytes:
+    """A streamed generation request to the `api` ("chat" or "completions") path."""
+    return http_request(address, "POST", address.path(api), body, api_key, stream=True)
+
+
+def discover_model(address: ServerAddress, api_key: str | None) -> str:
     """The first model id of GET /v1/models; a server that cannot be reached is a UserError."""
-    url = f"{endpoint.base_url}/v1/models"
+    url = f"{address.base_url}/v1/models"
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
-    context = ssl.create_default_context() if endpoint.tls else None
+    context = ssl.create_default_context() if address.tls else None
     try:
         with urllib.request.urlopen(
             request, timeout=DISCOVERY_TIMEOUT_S, context=context
@@ -69,9 +83,14 @@ def discover_model(endpoint: Endpoint, api_key: str | None) -> str:
         ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise UserError(f"cannot reach {endpoint.base_url}: {reason}") from None
+        raise UserError(f"cannot reach {address.base_url}: {reason}") from None
     except ValueError:
         raise UserError(f"GET {url} did not answer JSON; name the model with --model") from None
+    return first_model_id(listing, url)
+
+
+def first_model_id(listing: Any, url: str) -> str:
+    """The first `data[].id` of a /v1/models answer, or a UserError saying what was wrong."""
     models = listing.get("data") if isinstance(listing, dict) else None
     if not isinstance(models, list) or not models or not isinstance(models[0], dict):
         raise UserError(f"GET {url} lists no model; name the model with --model")

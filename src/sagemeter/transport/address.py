@@ -1,4 +1,5 @@
-"""The load command's target URL: where to connect and which path to post to."""
+"""An HTTP server's address from its URL: where to connect, TLS or not, the Host header, the
+API's base path."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ API_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class ServerAddress:
     """host and port to connect to, TLS or not, the Host header, and the API's base path."""
 
     host: str
@@ -29,8 +30,8 @@ class Endpoint:
         return self.base_path + API_PATHS[api]
 
 
-def parse_endpoint(url: str) -> Endpoint:
-    """`http(s)://HOST[:PORT][/prefix][/v1]` → Endpoint; anything else is a one-line UserError."""
+def parse_address(url: str) -> ServerAddress:
+    """`http(s)://HOST[:PORT][/prefix][/v1]` → ServerAddress; else a one-line UserError."""
     hint = "give http://HOST:PORT (with /v1 or not), e.g. http://127.0.0.1:8000"
     try:
         parts = urlsplit(url.strip())
@@ -50,4 +51,4 @@ def parse_endpoint(url: str) -> Endpoint:
         host_header = f"{host_header}:{port}"
     base = parts.path.rstrip("/")
     base = base.removesuffix("/v1")
-    return Endpoint(host=host, port=port, tls=tls, host_header=host_header, base_path=base)
+    return ServerAddress(host=host, port=port, tls=tls, host_header=host_header, base_path=base)

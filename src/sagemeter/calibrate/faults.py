@@ -1,0 +1,76 @@
+"""Misbehaviour on purpose, so a client's handling of real servers' habits can be checked.
+
+Every fault is off by default; each one copies something real servers do. "Every Nth" counts the
+server's generation requests in the order they arrive (1-based), so a request sent again after a
+fault is the next one and, for N > 1, is answered normally. A faulted request keeps the truth's
+timing for everything that is not the fault itself, so what a client reports can still be
+checked against `TruthTiming`.
+
+- `empty_every`: tokens 1, 1 + N, 1 + 2N, … of every stream carry empty text (vLLM streams
+  `"content": ""` for special tokens and for bytes held back until a UTF-8 character is whole).
+  They are tokens: the usage count includes them, and the first token's instant is TTFT.
+- `reasoning_tokens`: the first R tokens of every chat stream come as `delta.reasoning` (a
+  reasoning model's thinking, vLLM 0.32's field), the rest as `delta.content`.
+- `fail_every`, `fail_status`, `retry_after_s`: an HTTP error at once instead of a reply, with a
+  `Retry-After` header when given.
+- `stall_every`, `stall_s`, `stall_after`: the stream pauses `stall_s` after its first
+  `stall_after` tokens, then goes on (every later deadline moves by the pause).
+- `drop_every`, `drop_after`: the connection is closed after `drop_after` tokens of the stream.
+- `silent`: requests are read and never answered.
+- `answer`: every generation is answered 200 with an HTML page (`html`) or with JSON that has no
+  `choices` (`no-choices`): the server is not a chat API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+ANSWERS = ("", "html", "no-choices")
+
+
+@dataclass(frozen=True)
+class Faults:
+    empty_every: int = 0
+    reasoning_tokens: int = 0
+    fail_every: int = 0
+    fail_status: int = 500
+    retry_after_s: float | None = None
+    stall_every: int = 0
+    stall_s: float = 0.0
+    stall_after: int = 1
+    drop_every: int = 0
+    drop_after: int = 1
+    silent: bool = False
+    answer: Literal["", "html", "no-choices"] = ""
+
+    def __post_init__(self) -> None:
+        for name in ("empty_every", "reasoning_tokens", "fail_every", "stall_every", "drop_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more")
+        if not 400 <= self.fail_status <= 599:
+            raise ValueError("fail_status must be an HTTP error status (400–599)")
+        if self.stall_s < 0 or self.stall_after < 1 or self.drop_after < 1:
+            raise ValueError("stall_s must be 0 or more; stall_after and drop_after at least 1")
+        if self.answer not in ANSWERS:
+            raise ValueError(f"answer must be one of {ANSWERS}")
+
+    @property
+    def any(self) -> bool:
+        return self != Faults()
+
+    def args(self) -> list[str]:
+        """The faults as command-line flags of `python -m sagemeter.calibrate.server`."""
+        flags = []
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value == item.default:
+                continue
+            flag = "--" + item.name.replace("_", "-")
+            flags.append(flag if value is True else f"{flag}={value}")
+        return flags
+
+
+def nth(every: int, number: int) -> bool:
+    """Whether the `number`-th request (1-based) is one of every `every`-th (0: never)."""
+    return every > 0 and number % every == 0

@@ -1,0 +1,119 @@
+"""N requests at the same instant, sent by the load generator's worker processes.
+
+One Python event loop can time about 25,000 streamed tokens a second before its own delays enter
+the figures; a level of 64 or 128 requests at once against a fast server needs more than that.
+So a batch is split over worker processes (one per `STREAMS_PER_WORKER` requests, at most one per
+core), each with its connections opened before the common start instant, and judged afterwards
+by the same client rules as a load run (`health.client_limits`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+
+from sagemeter.transport.address import ServerAddress
+from sagemeter.transport.chat import BatchRun
+from sagemeter.transport.health import client_limits, percentile
+from sagemeter.transport.pool import (
+    RunOutput,
+    WorkerFailure,
+    WorkerPool,
+    available_cores,
+    split_count,
+)
+from sagemeter.transport.record import RequestRecord
+from sagemeter.transport.retry import RetryPolicy
+from sagemeter.transport.worker import WorkerPlan
+
+STREAMS_PER_WORKER = 32
+# Each stream sends one request; the deadline only has to lie beyond every retry.
+BATCH_DEADLINE_S = 7 * 24 * 3600.0
+
+
+def workers_for(requests: int) -> int:
+    """Worker processes for a batch of `requests`: one per STREAMS_PER_WORKER, one per core."""
+    return max(1, min(available_cores(), math.ceil(requests / STREAMS_PER_WORKER)))
+
+
+@dataclass(frozen=True)
+class BatchWire:
+    """How every request of a batch is sent."""
+
+    address: ServerAddress
+    timeout_s: float
+    stall_s: float
+    retry: RetryPolicy
+    max_tokens: int | None
+
+
+def batch_plans(wire: BatchWire, payloads: list[bytes], workers: int) -> list[WorkerPlan]:
+    """Split the batch's requests (stream i sends payloads[i] once) over `workers`."""
+    plans = []
+    for worker in range(workers):
+        streams = tuple(split_count(len(payloads), workers, worker))
+        plans.append(
+            WorkerPlan(
+                worker=worker,
+                host=wire.address.host,
+                port=wire.address.port,
+                tls=wire.address.tls,
+                server_name=wire.address.host,
+                payload=b"",
+                duration_s=BATCH_DEADLINE_S,
+                timeout_s=wire.timeout_s,
+                streams=streams,
+                stream_payloads=tuple(payloads[i] for i in streams),
+                requests_per_stream=1,
+                max_tokens=wire.max_tokens,
+                stall_s=wire.stall_s,
+                retry=wire.retry,
+            )
+        )
+    return plans
+
+
+def judge(run: RunOutput, records: list[RequestRecord]) -> BatchRun:
+    """The batch's records with the client's own figures and the rules they break."""
+    lags = sorted(lag * 1e-6 for lag in run.loop_lag_us)
+    lag_p99 = percentile(lags, 99) if lags else None
+    run_s = max((w.run_s for w in run.workers), default=0.0)
+    shares = [w.cpu_run_s / w.run_s if w.run_s > 0 else 0.0 for w in run.workers]
+    cores_share = run.client_cpu_s / (run_s * run.cores) if run_s > 0 else 0.0
+    return BatchRun(
+        records=records,
+        workers=len(run.workers),
+        client_cpu_s=run.client_cpu_s,
+        loop_lag_p99_s=lag_p99,
+        limits=client_limits(lag_p99, shares, cores_share),
+    )
+
+
+class BatchSender:
+    """Worker pools kept for a measurement's life, one per size, so batches reuse them."""
+
+    def __init__(self) -> None:
+        self._pools: dict[int, WorkerPool] = {}
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+    async def send(self, wire: BatchWire, payloads: list[bytes], origin_wall: float) -> BatchRun:
+        """Send every payload at one instant; records come back on the `origin_wall` timeline."""
+        workers = workers_for(len(payloads))
+        pool = self._pools.get(workers)
+        if pool is None:
+            pool = self._pools[workers] = WorkerPool(workers)
+        plans = batch_plans(wire, payloads, workers)
+        try:
+            run = await asyncio.to_thread(pool.run, plans, available_cores())
+        except WorkerFailure as exc:
+            self._pools.pop(workers, None)
+            pool.close()
+            return BatchRun(records=[], workers=workers, client_cpu_s=0.0, failure=str(exc))
+        offset_us = round((run.wall_start - origin_wall) * 1e6)
+        records = sorted((r.shifted(offset_us) for r in run.records), key=lambda r: r.stream)
+        return judge(run, records)

@@ -1,0 +1,142 @@
+"""The OpenAI-compatible wire: chat completions over the one HTTP engine.
+
+Single requests go over this process's kept-alive connections (`client.HttpClient`); requests at
+once go to worker processes (`batch.BatchSender`). Both use the same connection code, token-event
+rule and record type, so decode, parallel, quality and the load generator measure alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from sagemeter.transport.batch import BatchSender, BatchWire
+from sagemeter.transport.chat import BatchRun, ChatRequest, Unreachable, chat_body, read_plain_reply
+from sagemeter.transport.client import (
+    DEFAULT_STALL_S,
+    DEFAULT_TIMEOUT_S,
+    HttpClient,
+    TransportError,
+)
+from sagemeter.transport.record import RequestRecord
+from sagemeter.transport.retry import RetryPolicy
+
+CHAT_PATH = "/v1/chat/completions"
+PREFLIGHT_PROMPT = "Say OK."
+PREFLIGHT_TOKENS = 4
+
+
+class OpenAIChat:
+    """Chat completions against one OpenAI-compatible server (`base_url`, /v1 or not)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        stall_s: float = DEFAULT_STALL_S,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.http = HttpClient(
+            base_url,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            stall_s=stall_s,
+            retry=retry or RetryPolicy(),
+        )
+        self.model = model
+        self._model_asked = model is not None
+        self._batches = BatchSender()
+
+    @property
+    def base_url(self) -> str:
+        return self.http.address.base_url + "/v1"
+
+    async def aclose(self) -> None:
+        self._batches.close()
+        await self.http.aclose()
+
+    async def __aenter__(self) -> OpenAIChat:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def resolve_model(self) -> str | None:
+        """The server's first model id (vLLM needs it in every body); None when it lists none."""
+        if not self._model_asked:
+            self._model_asked = True
+            try:
+                reply = await self.http.call_json("GET", "/v1/models")
+            except TransportError:
+                return None
+            models = reply.payload.get("data") if isinstance(reply.payload, dict) else None
+            if reply.status == 200 and isinstance(models, list) and models:
+                first = models[0]
+                if isinstance(first, dict) and first.get("id") is not None:
+                    self.model = str(first["id"])
+        return self.model
+
+    async def describe(self) -> dict[str, Any]:
+        """Engine, version and model as the server says (llama.cpp /props, vLLM /version)."""
+        info: dict[str, Any] = {"base_url": self.base_url, "model": await self.resolve_model()}
+        for path, key in (("/props", "build_info"), ("/version", "version")):
+            try:
+                reply = await self.http.call_json("GET", path, timeout_s=5.0)
+            except TransportError:
+                continue
+            facts = reply.payload
+            if reply.status != 200 or not isinstance(facts, dict):
+                continue
+            template = facts.get("chat_template")
+            if isinstance(template, str) and template:
+                info["chat_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
+            value = facts.get(key)
+            if value:
+                info["engine_version"] = str(value)
+                info["engine"] = "llama.cpp" if key == "build_info" else "vllm"
+                break
+        return info
+
+    def payload(self, request: ChatRequest) -> bytes:
+        body = chat_body(request, self.model)
+        return self.http.request_bytes("POST", CHAT_PATH, body, stream=request.stream)
+
+    async def chat(self, request: ChatRequest) -> RequestRecord:
+        await self.resolve_model()
+        record = await self.http.exchange(
+            self.payload(request), stream=request.stream, max_tokens=request.max_tokens
+        )
+        if not request.stream:
+            read_plain_reply(record)
+        return self.http.freeze(record)
+
+    async def batch(self, requests: list[ChatRequest]) -> BatchRun:
+        await self.resolve_model()
+        wire = BatchWire(
+            address=self.http.address,
+            timeout_s=self.http.timeout_s,
+            stall_s=self.http.stall_s,
+            retry=self.http.retry,
+            max_tokens=requests[0].max_tokens if requests else None,
+        )
+        payloads = [self.payload(request) for request in requests]
+        return await self._batches.send(wire, payloads, self.http.origin_wall)
+
+    async def preflight(self) -> None:
+        """A whole and a streamed short reply, each checked for what a chat API must give."""
+        await self.resolve_model()
+        plain = await self.chat(
+            ChatRequest(prompt=PREFLIGHT_PROMPT, max_tokens=PREFLIGHT_TOKENS, stream=False)
+        )
+        if not plain.ok:
+            raise Unreachable(str(plain.error))
+        streamed = await self.chat(
+            ChatRequest(prompt=PREFLIGHT_PROMPT, max_tokens=PREFLIGHT_TOKENS, stream=True)
+        )
+        if not streamed.ok:
+            raise Unreachable(f"a streamed reply: {streamed.error}")
+        if not streamed.arrivals_us and not streamed.usage_tokens:
+            raise Unreachable("the streamed reply carried no token")
