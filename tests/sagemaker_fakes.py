@@ -1,23 +1,30 @@
 """AWS at the wire, on loopback, for the SageMaker tests (a pytest plugin: `pytest_plugins`).
 
-- moto in server mode for SageMaker's control plane and CloudWatch Logs. moto is the stand-in for
-  AWS, so where it lags AWS the tests drive it (never our code): its endpoint-config check knows
-  no ml.g5/ml.g6 and no InstancePools, so it is widened to botocore's own enum; its endpoints are
-  InService at once, so a test can make new ones start Creating, fail, or refuse to be created;
-  and like SageMaker it refuses to delete an endpoint that is still Creating.
-- `SageMakerProxy`: a loopback SageMaker in front of moto that answers chosen calls with the
-  errors AWS sends on the wire (a 500 after the call took effect, an eventually consistent
-  "Could not find …", an access denial), relaying everything else to moto.
+- moto in server mode for SageMaker's control plane, CloudWatch Logs and IAM. moto is the
+  stand-in for AWS, so where it lags AWS the tests drive it (never our code): its endpoint-config
+  check knows no ml.g5/ml.g6 and no InstancePools, so it is widened to botocore's own enum; its
+  endpoints are InService at once, so a test can make new ones start Creating, fail, or refuse to
+  be created; like SageMaker it refuses to delete an endpoint that is still Creating; its
+  DescribeEndpoint says nothing of DeployedImages or of the InstancePools type placed, so new
+  endpoints get both (the image by digest, the placed type a test chooses); and its log streams'
+  lastEventTimestamp is exact, so a test can make it lag as AWS's does.
+- `SageMakerProxy`: a loopback AWS in front of moto that answers chosen calls with the errors AWS
+  sends on the wire (a 500 after the call took effect, an eventually consistent "Could not find
+  …", an access denial, IAM's NoSuchEntity for a role just made), relaying everything else to
+  moto. It speaks JSON 1.1 (SageMaker) and the query protocol (IAM).
 - `JsonFake`: a JSON-1.1 server for what moto lacks (Service Quotas' ListServiceQuotas, the Price
-  List API), answering from per-test tables and recording every request with its SigV4 scope.
+  List API, the Deep Learning Containers' ECR registry: DescribeImages across accounts),
+  answering from per-test tables and recording every request with its SigV4 scope.
 - `RuntimeFake`: the SageMaker runtime REST protocol (`/endpoints/NAME/invocations` and
   `/invocations-response-stream` with AWS event-stream framing) forwarding to the real embedded
-  engine, cutting its bytes into parts that split and coalesce lines.
+  engine, cutting its bytes into parts that split and coalesce lines; an endpoint placed in one
+  region is "not found" in every other, as the runtime says it.
 """
 
 from __future__ import annotations
 
 import binascii
+import hashlib
 import itertools
 import json
 import re
@@ -28,10 +35,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape as xml_escape
 
 import botocore.session
 import httpx
 import pytest
+from moto.logs import models as moto_logs
 from moto.sagemaker import models as moto_sagemaker
 from moto.sagemaker.exceptions import SagemakerClientError
 from moto.sagemaker.exceptions import ValidationError as MotoValidationError
@@ -57,6 +67,12 @@ class MotoDriver:
     # What DeleteEndpoint does instead of deleting: (status, failure reason), e.g. a delete
     # that fails ("Failed", why) or one that takes longer than the test waits ("Deleting", None).
     delete_outcome: tuple[str, str | None] | None = None
+    # Region -> the InstancePools type SageMaker places (DescribeEndpoint's pool summary).
+    placed_types: dict[str, str] = field(default_factory=dict)
+    # AWS updates a stream's lastEventTimestamp lazily: with this set, a stream reports only the
+    # value it had at the last `settle_log_times()` (none for a stream made since).
+    lazy_log_times: bool = False
+    settled_log_times: dict[str, int | None] = field(default_factory=dict)
 
     def backend(self, region: str) -> Any:
         return moto_sagemaker.sagemaker_backends[ACCOUNT][region]
@@ -72,6 +88,13 @@ class MotoDriver:
     def requests(self, operation: str) -> list[dict[str, Any]]:
         return [params for op, _, params in self.calls if op == operation]
 
+    def settle_log_times(self, region: str) -> None:
+        """Let AWS catch up: every stream's lastEventTimestamp as it is now becomes visible."""
+        for group in moto_logs.logs_backends[ACCOUNT][region].groups.values():
+            for stream in group.streams.values():
+                times = [event.timestamp for event in stream.events]
+                self.settled_log_times[stream.arn] = max(times) if times else None
+
     def reset(self) -> None:
         self.initial_status = "InService"
         self.failure_reason = None
@@ -79,6 +102,9 @@ class MotoDriver:
         self.calls.clear()
         self.on_create = None
         self.delete_outcome = None
+        self.placed_types.clear()
+        self.lazy_log_times = False
+        self.settled_log_times.clear()
 
 
 DRIVER = MotoDriver()
@@ -137,6 +163,7 @@ def _patch_moto(patch: pytest.MonkeyPatch) -> None:
             if operation == "create_endpoint":
                 result.endpoint_status = DRIVER.initial_status
                 result.failure_reason = DRIVER.failure_reason
+                _describe_like_sagemaker(self, result)
             return result
 
         return wrapper
@@ -152,12 +179,52 @@ def _patch_moto(patch: pytest.MonkeyPatch) -> None:
             return
         original_delete(self, endpoint_name)
 
+    original_describe = moto_logs.LogStream.to_describe_dict
+
+    def describe_stream(self: Any) -> dict[str, Any]:
+        described: dict[str, Any] = original_describe(self)
+        if DRIVER.lazy_log_times:
+            settled = DRIVER.settled_log_times.get(self.arn)
+            if settled is None:
+                described.pop("lastEventTimestamp", None)
+            else:
+                described["lastEventTimestamp"] = settled
+        return described
+
+    patch.setattr(moto_logs.LogStream, "to_describe_dict", describe_stream)
     patch.setattr(
         moto_sagemaker.FakeEndpointConfig, "validate_production_variants", validate_variants
     )
     for operation in ("create_model", "create_endpoint_config", "create_endpoint"):
         patch.setattr(backend_cls, operation, recording(operation))
     patch.setattr(backend_cls, "delete_endpoint", delete_endpoint)
+
+
+def image_digest(image: str) -> str:
+    """The digest the fake registry gives an image: the same for the same URI everywhere."""
+    return "sha256:" + hashlib.sha256(image.encode()).hexdigest()
+
+
+def _describe_like_sagemaker(backend: Any, endpoint: Any) -> None:
+    """What DescribeEndpoint says and moto does not: the image resolved to its digest, and with
+    InstancePools the type placed (the test's choice, else the first)."""
+    config = backend.endpoint_configs[endpoint.endpoint_config_name]
+    for summary, variant in zip(
+        endpoint.production_variants, config.production_variants, strict=True
+    ):
+        model = backend._models.get(variant["ModelName"])
+        image = (model.primary_container or {}).get("Image") if model else None
+        if image and "/" in image:
+            repository = image.rsplit(":", 1)[0]
+            summary["DeployedImages"] = [
+                {"SpecifiedImage": image, "ResolvedImage": f"{repository}@{image_digest(image)}"}
+            ]
+        pools = variant.get("InstancePools") or []
+        if pools:
+            placed = DRIVER.placed_types.get(backend.region_name, pools[0]["InstanceType"])
+            summary["InstancePools"] = [
+                {"InstanceType": placed, "CurrentInstanceCount": variant["InitialInstanceCount"]}
+            ]
 
 
 @pytest.fixture(scope="session")
@@ -262,13 +329,23 @@ class SageMakerProxy(LoopbackServer):
 
     def handle(self, request: BaseHTTPRequestHandler) -> None:
         body = request.rfile.read(int(request.headers.get("Content-Length", 0)))
-        operation = request.headers.get("X-Amz-Target", "").rsplit(".", 1)[-1]
+        target = request.headers.get("X-Amz-Target")
+        query = None if target else parse_qs(body.decode())
+        operation = target.rsplit(".", 1)[-1] if target else (query or {}).get("Action", [""])[0]
         rule = self._take(operation, body)
         if rule is None or rule.forward:
             upstream = self._forward(request, body)
             if rule is None:
                 self._send(request, upstream.status_code, upstream.content, upstream.headers)
                 return
+        if query is not None:  # the query protocol (IAM) answers errors in XML
+            data = (
+                "<ErrorResponse><Error><Type>Sender</Type>"
+                f"<Code>{rule.code}</Code><Message>{xml_escape(rule.message)}</Message></Error>"
+                "<RequestId>sagemeter-test</RequestId></ErrorResponse>"
+            ).encode()
+            self._send(request, rule.status, data, {"Content-Type": "text/xml"})
+            return
         data = json.dumps({"__type": rule.code, "message": rule.message}).encode()
         self._send(request, rule.status, data, {"Content-Type": "application/x-amz-json-1.1"})
 
@@ -295,9 +372,10 @@ def _sagemaker_proxy_server(moto_url: str) -> Iterator[SageMakerProxy]:
 def sagemaker_proxy(
     world: World, _sagemaker_proxy_server: SageMakerProxy, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SageMakerProxy]:
-    """SageMaker's control plane through the injecting proxy, for this test only."""
+    """SageMaker's control plane and IAM through the injecting proxy, for this test only."""
     _sagemaker_proxy_server.reset()
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", _sagemaker_proxy_server.url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_IAM", _sagemaker_proxy_server.url)
     yield _sagemaker_proxy_server
     _sagemaker_proxy_server.reset()
 
@@ -405,7 +483,68 @@ def price_item(instance: str, region: str, usage: str, component: str, usd: str)
     )
 
 
-def install_json_handlers(fake: JsonFake, quotas: QuotaTables, prices: list[str]) -> None:
+# The vLLM repository as the article found it on 2026-09-25 (tags from the Deep Learning Containers
+# release data): floating tags move with each rebuild; the pinned ones (`-sagemaker-vA.B`) do not.
+# The 0.27.1 v1.3 rebuild was pushed last: the newest by date is not the newest release.
+ARTICLE_REGISTRY: list[tuple[list[str], str]] = [
+    (["0.26.0-gpu-py312-cu130-ubuntu22.04-sagemaker-v1.0"], "2026-07-01T00:00:00Z"),
+    (["0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker-v1.2"], "2026-08-01T00:00:00Z"),
+    (["0.29.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0"], "2026-08-20T00:00:00Z"),
+    (["0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0"], "2026-09-05T00:00:00Z"),
+    (
+        [
+            "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1",
+            "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker",
+            "0.30-gpu-py312-cu130-ubuntu24.04-sagemaker-v1",
+        ],
+        "2026-09-15T00:00:00Z",
+    ),
+    (["0.30.0-gpu-py312"], "2026-09-15T00:00:00Z"),
+    (
+        [
+            "0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker-v1.3",
+            "0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker",
+        ],
+        "2026-09-20T00:00:00Z",
+    ),
+]
+ARTICLE_IMAGE_TAG = "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1"
+
+
+def registry_images(
+    account: str, region: str, tags: list[tuple[list[str], str]]
+) -> list[dict[str, Any]]:
+    """ECR ImageDetails for a repository holding `tags` (each group one image, pushed then)."""
+    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    images = []
+    for group, pushed in tags:
+        uri = f"{account}.dkr.ecr.{region}.{domain}/vllm:{group[0]}"
+        images.append(
+            {
+                "registryId": account,
+                "repositoryName": "vllm",
+                "imageDigest": image_digest(uri),
+                "imageTags": group,
+                "imagePushedAt": pushed,
+            }
+        )
+    return images
+
+
+@dataclass
+class Registry:
+    """The Deep Learning Containers' ECR, per (account, region): its vllm repository's images."""
+
+    images: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def article(self, *regions: str, account: str = "763104351884") -> None:
+        for region in regions:
+            self.images[(account, region)] = registry_images(account, region, ARTICLE_REGISTRY)
+
+
+def install_json_handlers(
+    fake: JsonFake, quotas: QuotaTables, prices: list[str], registry: Registry | None = None
+) -> None:
     def region_of() -> str:
         return str(fake.requests[-1]["region"])
 
@@ -427,10 +566,29 @@ def install_json_handlers(fake: JsonFake, quotas: QuotaTables, prices: list[str]
         page = paged([p for p in prices if matches(p)], body, "PriceList", size=1)
         return 200, {"FormatVersion": "aws_v1", **page}
 
+    def describe_images(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        key = (str(body.get("registryId")), region_of())
+        if registry is None or key not in registry.images or body.get("repositoryName") != "vllm":
+            return 400, {
+                "__type": "RepositoryNotFoundException",
+                "message": f"The repository with name '{body.get('repositoryName')}' does not "
+                f"exist in the registry with id '{body.get('registryId')}'",
+            }
+        images = registry.images[key]
+        wanted = {i.get("imageTag") for i in body.get("imageIds") or []}
+        if wanted:
+            found = [i for i in images if wanted & set(i["imageTags"])]
+            if not found:
+                return 400, {"__type": "ImageNotFoundException", "message": "image not found"}
+            return 200, {"imageDetails": found}
+        page = paged(images, {"NextToken": body.get("nextToken")}, "imageDetails", size=3)
+        return 200, {"imageDetails": page["imageDetails"], "nextToken": page.get("NextToken")}
+
     fake.handlers = {
         "ServiceQuotasV20190624.ListServiceQuotas": list_applied,
         "ServiceQuotasV20190624.ListAWSDefaultServiceQuotas": list_defaults,
         "AWSPriceListService.GetProducts": get_products,
+        "AmazonEC2ContainerRegistry_V20150921.DescribeImages": describe_images,
     }
 
 
@@ -519,6 +677,7 @@ class RuntimeFake(LoopbackServer):
     def __init__(self, engine_url: str) -> None:
         self.engine_url = engine_url.rstrip("/")
         self.behaviour: dict[str, str] = {}
+        self.placed: dict[str, str] = {}  # endpoint name -> the one region it runs in
         self.part_sizes: list[int] = [1, 3, 7, 19, 400]
         self.requests: list[dict[str, Any]] = []
         self.connections: set[int] = set()
@@ -526,6 +685,7 @@ class RuntimeFake(LoopbackServer):
 
     def reset(self) -> None:
         self.behaviour.clear()
+        self.placed.clear()
         self.part_sizes = [1, 3, 7, 19, 400]
         self.requests.clear()
         self.connections.clear()
@@ -552,6 +712,8 @@ class RuntimeFake(LoopbackServer):
             }
         )
         behaviour = self.behaviour.get(name, "engine")
+        if name in self.placed and scope and scope["region"] != self.placed[name]:
+            behaviour = "not-found"
         if behaviour == "throttle-once":
             self.behaviour[name] = "engine"  # the next request is served
             self._json(request, 400, {"message": "Rate exceeded"}, "ThrottlingException")
@@ -667,6 +829,7 @@ class World:
     moto: MotoDriver
     quotas: QuotaTables
     prices: list[str]
+    registry: Registry
     json_fake: JsonFake
     home: Path
     role: str = ROLE
@@ -689,18 +852,24 @@ def aws_test_environment(
         "AWS_ENDPOINT_URL",
     ):
         monkeypatch.delenv(name, raising=False)
+    # As the issue's trial had it: AWS_REGION names us-east-2, the profile us-west-2, and
+    # AWS_DEFAULT_REGION is unset, so anything that left the region to botocore would go west.
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    config = tmp_path / "aws-config"
+    config.write_text("[default]\nregion = us-west-2\n")
     settings = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing-secret",
-        "AWS_DEFAULT_REGION": "us-east-2",
         "AWS_REGION": "us-east-2",
-        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_CONFIG_FILE": str(config),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
         "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_ENDPOINT_URL_SAGEMAKER": moto_url,
         "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS": moto_url,
         "AWS_ENDPOINT_URL_SERVICE_QUOTAS": json_url,
         "AWS_ENDPOINT_URL_PRICING": json_url,
+        "AWS_ENDPOINT_URL_ECR": json_url,
+        "AWS_ENDPOINT_URL_IAM": moto_url,
         "SAGEMETER_ROLE_ARN": ROLE,
     }
     for name, value in settings.items():
@@ -720,9 +889,18 @@ def world(
     aws_test_environment(monkeypatch, tmp_path, moto_url, json_fake.url)
     quotas = QuotaTables()
     prices: list[str] = []
+    registry = Registry()
+    registry.article("us-east-1", "us-east-2", "us-west-2")
     json_fake.requests.clear()
-    install_json_handlers(json_fake, quotas, prices)
-    yield World(moto=DRIVER, quotas=quotas, prices=prices, json_fake=json_fake, home=isolated_home)
+    install_json_handlers(json_fake, quotas, prices, registry)
+    yield World(
+        moto=DRIVER,
+        quotas=quotas,
+        prices=prices,
+        registry=registry,
+        json_fake=json_fake,
+        home=isolated_home,
+    )
     DRIVER.reset()
 
 

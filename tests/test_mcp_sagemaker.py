@@ -293,3 +293,49 @@ async def test_aws_problems_are_one_actionable_sentence(
         ]:
             answer = await client.call_tool(tool, arguments)
             assert "no AWS credentials found: run `aws configure`" in error_line(answer)
+
+
+async def test_a_fallback_deploy_names_where_it_landed_and_tools_find_it_by_name(
+    world: World, tmp_path: Path
+) -> None:
+    """us-east-2 refuses CreateEndpoint for quota; the endpoint lands in us-east-1. The answer
+    reports the cleaned-up attempt and the image; NAME alone finds the endpoint; NAME@us-east-2
+    is one sentence naming where it is."""
+    world.moto.create_endpoint_errors["us-east-2"] = ("ResourceLimitExceeded", "limit is 1")
+    async with server(tmp_path, allow_write=True) as client:
+        deployed = await client.call_tool(
+            "deploy_endpoint", DEPLOY | {"fallback_regions": ["us-east-1"]}
+        )
+        result = ok(deployed)["result"]
+        assert result["region"] == "us-east-1" and result["status"] == "InService"
+        text = text_of(deployed)
+        assert "us-east-2: capacity: ResourceLimitExceeded" in text
+        assert "gemma-4-e2b in us-east-2:\nendpoint: not found" in text  # the cleanup, step by step
+        assert "model: deleted" in text
+        assert "image 763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.30.0-" in text
+        assert "gemma-4-e2b@us-east-1 InService after" in text
+
+        status = ok(await client.call_tool("endpoint_status", {"endpoint": "gemma-4-e2b"}))
+        assert status["region"] == "us-east-1"
+        wrong = await client.call_tool("endpoint_status", {"endpoint": "gemma-4-e2b@us-east-2"})
+        assert "sagemeter placed gemma-4-e2b in us-east-1" in error_line(wrong)
+
+        everything = await client.call_tool(
+            "list_endpoints", {"regions": ["us-east-1"], "all_endpoints": True}
+        )
+        [info] = ok(everything)["endpoints"]
+        assert info["ours"] and info["name"] == "gemma-4-e2b"
+
+
+async def test_a_dry_run_shows_the_image_the_registry_offers_and_the_article_settings(
+    world: World, tmp_path: Path
+) -> None:
+    async with server(tmp_path) as client:
+        result = await client.call_tool("deploy_endpoint", DEPLOY | {"dry_run": True})
+    [plan] = ok(result)["plans"]
+    assert plan["image_source"] == "registry"
+    assert plan["image"].endswith("/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1")
+    environment = plan["requests"]["CreateModel"]["PrimaryContainer"]["Environment"]
+    assert environment["SM_VLLM_MAX_MODEL_LEN"] == "8192"
+    assert environment["SM_VLLM_GPU_MEMORY_UTILIZATION"] == "0.9"
+    assert world.moto.calls == []

@@ -35,6 +35,7 @@ ANNOTATIONS = {
     "list_checkpoints": (True, False, True, False),
     "start_local": (False, False, True, False),
     "stop_local": (False, True, True, False),
+    "inspect_checkpoint": (True, False, True, True),
 }
 REQUIRED = {
     "check_quota": ["instance_type"],
@@ -46,6 +47,7 @@ REQUIRED = {
     "measure_endpoint": ["target"],
     "compare_results": ["results"],
     "delete_endpoint": ["endpoint", "confirm"],
+    "inspect_checkpoint": ["sources"],
 }
 
 

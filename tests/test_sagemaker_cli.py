@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -19,9 +21,10 @@ from typer.testing import CliRunner, Result
 
 from sagemeter.backends.sagemaker.ledger import Ledger
 from sagemeter.cli_sagemaker import register
+from tests.sagemaker_fakes import Injection
 
 if TYPE_CHECKING:
-    from tests.sagemaker_fakes import RuntimeFake, World
+    from tests.sagemaker_fakes import RuntimeFake, SageMakerProxy, World
 
 
 TOKEN = "hf_CLITOKENCLITOKENCLI123456"
@@ -297,3 +300,165 @@ def test_a_target_that_is_not_a_sagemaker_endpoint_is_one_line(
 def test_invoke_of_an_http_target_is_one_line(world: World) -> None:
     line = _one_error_line(run("invoke", "http://x.com@us-east-1", "hello"))
     assert "is not a SageMaker endpoint" in line
+
+
+# --------------------------------------------------------------------------- regions
+
+
+def test_aws_region_alone_decides_every_command_not_the_profile(world: World) -> None:
+    """The issue's trial: AWS_REGION=us-east-2, AWS_DEFAULT_REGION unset, the profile's region
+    us-west-2 (the world sets exactly that). Every command must use us-east-2."""
+    import os
+
+    assert os.environ["AWS_REGION"] == "us-east-2" and "AWS_DEFAULT_REGION" not in os.environ
+    world.prices.append(
+        world.price_item("ml.g6.xlarge", "us-east-2", "USE2-Host:ml.g6.xlarge", "Hosting", "1.1267")
+    )
+    price = run("price", "ml.g6.xlarge")
+    assert price.exit_code == 0, price.stderr
+    assert price.stdout.startswith("ml.g6.xlarge in us-east-2: $1.1267 per hour")
+    deployed = run("deploy", "gemma-4-e2b", "--model", "google/gemma-4-E2B-it", *FAST)
+    assert deployed.exit_code == 0, deployed.stderr
+    assert "gemma-4-e2b" in world.moto.backend("us-east-2").endpoints
+    assert not world.moto.backend("us-west-2").endpoints
+    assert run("status", "gemma-4-e2b").exit_code == 0
+    logs = run("logs", "gemma-4-e2b")
+    assert logs.exit_code == 0 and "no logs yet for gemma-4-e2b in us-east-2" in logs.stderr
+
+
+def test_aws_default_region_then_the_profile_when_aws_region_is_unset(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.prices.extend(
+        [
+            world.price_item("ml.g6.xlarge", "us-east-1", "USE1-Host:ml.g6.xlarge", "Hosting", "1.0"),
+            world.price_item("ml.g6.xlarge", "us-west-2", "USW2-Host:ml.g6.xlarge", "Hosting", "1.2"),
+        ]
+    )  # fmt: skip
+    monkeypatch.delenv("AWS_REGION")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    assert "in us-east-1:" in run("price", "ml.g6.xlarge").stdout
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    assert "in us-west-2:" in run("price", "ml.g6.xlarge").stdout  # the profile's
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    line = _one_error_line(run("price", "ml.g6.xlarge"))
+    assert "no region given: pass --region or set AWS_REGION" in line
+    monkeypatch.setenv("AWS_REGION", "mars")
+    assert "'mars' (AWS_REGION) is not an AWS region" in _one_error_line(
+        run("price", "ml.g6.xlarge")
+    )
+
+
+def test_the_article_recipe_after_a_capacity_fallback(world: World, runtime: RuntimeFake) -> None:
+    """us-east-2 (first asked) refuses for quota; the endpoint lands in us-east-1. The deploy
+    names the placed target, NAME alone finds it, NAME@us-east-2 says where it is, and the
+    attempt in us-east-2 is reported as cleaned up."""
+    world.moto.create_endpoint_errors["us-east-2"] = ("ResourceLimitExceeded", "limit is 1")
+    deployed = run(
+        "deploy", "gemma-4-e2b", "--model", "google/gemma-4-E2B-it",
+        "--fallback-region", "us-east-1", *FAST,
+    )  # fmt: skip
+    assert deployed.exit_code == 0, deployed.stderr
+    assert "✅ gemma-4-e2b@us-east-1 InService" in deployed.stdout
+    assert "measure: sagemeter measure OUT_DIR gemma-4-e2b@us-east-1" in deployed.stdout
+    assert "us-east-2: capacity: ResourceLimitExceeded" in deployed.stderr
+    assert "🗑️ `gemma-4-e2b` in `us-east-2`" in deployed.stderr
+    assert "- model: deleted" in deployed.stderr
+    assert "image 763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.30.0-" in deployed.stderr
+
+    target = run("status", "gemma-4-e2b", "--print-target")
+    assert target.exit_code == 0 and target.stdout.strip() == "gemma-4-e2b@us-east-1"
+
+    runtime.placed["gemma-4-e2b"] = "us-east-1"
+    wrong = run("invoke", "gemma-4-e2b@us-east-2", "Say hi.", "--max-tokens", "4")
+    assert "sagemeter placed gemma-4-e2b in us-east-1" in _one_error_line(wrong)
+    answered = run("invoke", "gemma-4-e2b", "Say hi.", "--max-tokens", "4")
+    assert answered.exit_code == 0, answered.stderr
+    assert runtime.requests[-1]["region"] == "us-east-1"
+
+    refused = _one_error_line(run("delete", "gemma-4-e2b@us-east-2", *FAST))
+    assert "nothing to delete: no endpoint gemma-4-e2b in us-east-2" in refused
+    assert "use gemma-4-e2b@us-east-1, or gemma-4-e2b alone" in refused
+    deleted = run("delete", "gemma-4-e2b", *FAST)
+    assert deleted.exit_code == 0, deleted.stderr
+    assert "🗑️ `gemma-4-e2b` in `us-east-1`" in deleted.stdout
+    assert not world.moto.backend("us-east-1").endpoints
+
+
+def test_list_all_shows_every_endpoint_and_says_why_a_price_is_missing(world: World) -> None:
+    import boto3
+
+    client = boto3.client("sagemaker", region_name="us-east-2")
+    client.create_model(ModelName="m", ExecutionRoleArn=world.role, PrimaryContainer={"Image": "x"})
+    client.create_endpoint_config(
+        EndpointConfigName="c",
+        ProductionVariants=[
+            {"VariantName": "v", "ModelName": "m", "InstanceType": "ml.m5.large", "InitialInstanceCount": 1}
+        ],
+    )  # fmt: skip
+    client.create_endpoint(EndpointName="someone-elses", EndpointConfigName="c")
+    assert "no sagemeter endpoints in us-east-2" in run("list", "--region", "us-east-2").stdout
+    listed = run("list", "--all", "--region", "us-east-2")
+    assert listed.exit_code == 0, listed.stderr
+    assert "someone-elses@us-east-2" in listed.stdout and "not sagemeter's" in listed.stdout
+    assert "no price: the AWS Price List has no on-demand real-time" in listed.stdout
+    assert "may be billing" not in listed.stdout  # someone else's endpoint is not ours to stop
+    assert "1 endpoint that is not sagemeter's is running" in listed.stdout
+
+
+# --------------------------------------------------------------------------- role
+
+
+def test_role_create_waits_for_iam_and_grants_only_what_the_docs_say(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: IAM answers NoSuchEntity to the first two GetRole calls after creating the role,
+    as an eventually consistent read does; `role create` waits them out."""
+    import boto3
+
+    from sagemeter.backends.sagemaker.role import TRUST_POLICY, permissions_policy
+
+    missing = Injection(
+        404, "NoSuchEntity", "The role with name sagemeter-endpoint cannot be found."
+    )
+    sagemaker_proxy.inject("GetRole", missing, missing)
+    made = run("role", "create", "sagemeter-endpoint", "--poll-seconds", "0.02")
+    assert made.exit_code == 0, made.stderr
+    arn = "arn:aws:iam::123456789012:role/sagemeter-endpoint"
+    assert made.stdout.strip() == f"export SAGEMETER_ROLE_ARN={arn}"
+    assert "waiting for IAM to show role sagemeter-endpoint" in made.stderr
+    assert sagemaker_proxy.operations.count("GetRole") == 3
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.get_role(RoleName="sagemeter-endpoint")["Role"]
+    assert role["AssumeRolePolicyDocument"] == TRUST_POLICY
+    assert iam.list_role_policies(RoleName="sagemeter-endpoint")["PolicyNames"] == [
+        "sagemeter-endpoint"
+    ]
+    granted = iam.get_role_policy(RoleName="sagemeter-endpoint", PolicyName="sagemeter-endpoint")
+    assert granted["PolicyDocument"] == permissions_policy()
+    assert not iam.list_attached_role_policies(RoleName="sagemeter-endpoint")["AttachedPolicies"]
+    # docs/sagemaker.md shows exactly these two documents.
+    docs = _doc_json_blocks()
+    assert TRUST_POLICY in docs and permissions_policy() in docs
+
+    again = run("role", "create", "sagemeter-endpoint")
+    assert again.exit_code == 0 and "exists (sagemeter's)" in again.stderr
+    removed = run("role", "delete", "sagemeter-endpoint")
+    assert removed.exit_code == 0, removed.stderr
+    assert "role sagemeter-endpoint: deleted" in removed.stdout
+
+
+def test_role_create_refuses_a_role_it_did_not_make(world: World) -> None:
+    import boto3
+
+    iam = boto3.client("iam", region_name="us-east-1")
+    iam.create_role(RoleName="theirs", AssumeRolePolicyDocument=json.dumps({"Statement": []}))
+    line = _one_error_line(run("role", "create", "theirs"))
+    assert "already exists and sagemeter did not make it" in line
+    assert "not tagged as sagemeter's" in _one_error_line(run("role", "delete", "theirs"))
+    assert iam.list_role_policies(RoleName="theirs")["PolicyNames"] == []
+
+
+def _doc_json_blocks() -> list[object]:
+    text = (Path(__file__).parent.parent / "docs" / "sagemaker.md").read_text()
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.S)]

@@ -14,15 +14,17 @@ import pytest
 from botocore.config import Config
 
 from sagemeter.backends import sagemaker as sm
+from sagemeter.backends.sagemaker.image import FALLBACK_TAG
 from sagemeter.backends.sagemaker.ledger import Ledger
 from sagemeter.backends.sagemaker.spec import ownership_tags
 from sagemeter.errors import UserError
-from tests.sagemaker_fakes import Injection, not_found
+from tests.sagemaker_fakes import ARTICLE_IMAGE_TAG, Injection, image_digest, not_found
 
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import SageMakerProxy, World
 
 ROLE = "arn:aws:iam::123456789012:role/sagemeter-test-role"
+ARTICLE_IMAGE = f"763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:{ARTICLE_IMAGE_TAG}"
 
 POLL = 0.02
 
@@ -58,7 +60,12 @@ def test_happy_path_creates_three_tagged_resources_and_records_them(
     assert (
         result.create_to_inservice_minutes is not None and result.create_to_inservice_minutes >= 0
     )
-    assert seen[:3] == ["creating model", "creating endpoint config", "creating endpoint"]
+    assert seen[:4] == [
+        "choosing the image",
+        "creating model",
+        "creating endpoint config",
+        "creating endpoint",
+    ]
     assert [op for op, _, _ in world.moto.calls] == [
         "create_model",
         "create_endpoint_config",
@@ -70,8 +77,24 @@ def test_happy_path_creates_three_tagged_resources_and_records_them(
     assert env == {
         "SM_VLLM_MODEL": "google/gemma-4-E2B-it",
         "SM_VLLM_MAX_MODEL_LEN": "8192",
+        "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9",
         "HF_TOKEN": "hf_TESTTOKENTESTTOKEN1234",
     }
+    # The newest pinned tag in the region's registry (by version; a 0.27.1 rebuild was pushed
+    # later), which is the image the article ran; and what runs, by digest.
+    assert model_call["primary_container"]["Image"] == ARTICLE_IMAGE
+    assert (result.image, result.image_source, result.image_note) == (
+        ARTICLE_IMAGE,
+        "registry",
+        None,
+    )
+    resolved = f"763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@{image_digest(ARTICLE_IMAGE)}"
+    assert result.image_digest == resolved
+    listed = [r for r in world.json_fake.requests if r["target"].endswith("DescribeImages")]
+    assert {(r["region"], r["service"], r["body"]["registryId"]) for r in listed} == {
+        ("us-east-2", "ecr", "763104351884")
+    }
+    assert any(r["body"].get("nextToken") for r in listed)  # every page was read
     [variant] = world.moto.requests("create_endpoint_config")[0]["production_variants"]
     assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] >= 900
@@ -85,6 +108,11 @@ def test_happy_path_creates_three_tagged_resources_and_records_them(
         ("endpoint", "created"),
     ]
     assert record.endpoint_status == "InService" and record.create_to_inservice_minutes is not None
+    assert (record.image, record.image_source, record.image_digest) == (
+        ARTICLE_IMAGE,
+        "registry",
+        resolved,
+    )
     for resource in record.resources:
         assert (
             resource.arn and _tags("us-east-2", resource.arn)["sagemeter:managed-by"] == "sagemeter"
@@ -197,6 +225,14 @@ def test_capacity_failure_after_the_wait_falls_back_to_the_next_region(world: Wo
         ("us-east-2", "InService"),
     ]
     assert result.attempts[0].reason == reason
+    # The attempt in us-east-1 was cleaned up, and the result still says so at the end.
+    [cleanup] = result.cleanups
+    assert cleanup.region == "us-east-1"
+    assert [(s.kind, s.outcome) for s in cleanup.steps] == [
+        ("endpoint", "deleted"),
+        ("endpoint-config", "deleted"),
+        ("model", "deleted"),
+    ]
     assert (
         not world.moto.backend("us-east-1").endpoints
         and not world.moto.backend("us-east-1")._models
@@ -220,6 +256,12 @@ def test_quota_refusal_at_create_falls_back_and_cleans_model_and_config(world: W
     assert result.attempts[0].outcome == "capacity" and "ResourceLimitExceeded" in (
         result.attempts[0].reason or ""
     )
+    [cleanup] = result.cleanups
+    assert cleanup.region == "us-east-1"
+    assert [(s.kind, s.outcome) for s in cleanup.steps][1:] == [
+        ("endpoint-config", "deleted"),
+        ("model", "deleted"),
+    ]
     assert (
         not world.moto.backend("us-east-1").endpoint_configs
         and not world.moto.backend("us-east-1")._models
@@ -388,7 +430,7 @@ def test_cleanup_leaves_a_concurrent_deploys_endpoint_of_the_same_name(world: Wo
             return
         world.moto.on_create = None
         other = _spec(model_id="google/gemma-4-E2B-it-qat-w4a16-ct")
-        tags = ownership_tags(other, "us-east-2", "2026-09-25T18:36:00Z", False)
+        tags = ownership_tags(other, "us-east-2", "x", "2026-09-25T18:36:00Z", False)
         client.create_model(
             ModelName="other", ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "x"}, Tags=tags
         )
@@ -470,3 +512,138 @@ def test_a_denied_pass_role_names_iam_pass_role_not_create_model(
     assert "docs/sagemaker.md#iam" in str(caught.value)
     assert not world.moto.backend("us-east-2")._models
     assert Ledger().active() == []
+
+
+# --------------------------------------------------------------------------- the image
+
+
+def test_a_registry_that_cannot_be_listed_gives_the_fallback_image_and_says_why(
+    world: World,
+) -> None:
+    """The ECR fake refuses DescribeImages as AWS words an access denial: the deploy goes on
+    with the tested fallback image (the article's) and records why."""
+    world.json_fake.handlers["AmazonEC2ContainerRegistry_V20150921.DescribeImages"] = lambda b: (
+        400,
+        {
+            "__type": "AccessDeniedException",
+            "message": "User: arn:aws:iam::123456789012:user/u is not authorized to perform: "
+            "ecr:DescribeImages on resource: arn:aws:ecr:us-east-2:763104351884:repository/vllm",
+        },
+    )
+    result = sm.deploy(_spec(), poll_s=POLL)
+    assert result.in_service
+    assert result.image.endswith(f"/vllm:{FALLBACK_TAG}") and result.image_source == "fallback"
+    assert "AWS denied ecr:DescribeImages in us-east-2" in (result.image_note or "")
+    [model_call] = world.moto.requests("create_model")
+    assert model_call["primary_container"]["Image"] == result.image
+
+
+def test_a_pinned_tag_is_sent_as_given_with_its_digest_from_the_registry(world: World) -> None:
+    tag = "0.29.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0"
+    result = sm.deploy(_spec(image_tag=tag), poll_s=POLL)
+    uri = f"763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:{tag}"
+    assert (result.image, result.image_source) == (uri, "--image-tag")
+    assert result.image_digest and result.image_digest.endswith(image_digest(uri))
+    [asked] = [r for r in world.json_fake.requests if r["target"].endswith("DescribeImages")]
+    assert asked["body"]["imageIds"] == [{"imageTag": tag}]
+
+
+def test_a_region_with_another_registry_account_is_asked_there(world: World) -> None:
+    """eu-south-1's images live in account 692866216735 (the repository's region table)."""
+    world.registry.article("eu-south-1", account="692866216735")
+    [plan] = sm.plan_deploy(_spec(region="eu-south-1"), aws=sm.Aws())
+    assert plan.image == f"692866216735.dkr.ecr.eu-south-1.amazonaws.com/vllm:{ARTICLE_IMAGE_TAG}"
+    assert plan.image_source == "registry"
+
+
+# --------------------------------------------------------------------------- placed type, price
+
+
+def test_the_price_is_the_placed_instance_types_not_the_first_asked_for(world: World) -> None:
+    """Driven: with InstancePools SageMaker placed the second type; moto's DescribeEndpoint
+    reports it in the pool summary, as SageMaker's does."""
+    world.prices.extend(
+        [
+            world.price_item("ml.g6.xlarge", "us-east-2", "USE2-Host:ml.g6.xlarge", "Hosting", "1.1267"),
+            world.price_item("ml.g6.4xlarge", "us-east-2", "USE2-Host:ml.g6.4xlarge", "Hosting", "1.654"),
+        ]
+    )  # fmt: skip
+    world.moto.placed_types["us-east-2"] = "ml.g6.4xlarge"
+    result = sm.deploy(_spec(fallback_instance_types=["ml.g6.4xlarge"]), poll_s=POLL)
+    assert result.placed_instance_types == ["ml.g6.4xlarge"]
+    assert (result.hourly_usd, result.priced_instance_type) == (1.654, "ml.g6.4xlarge")
+    record = Ledger().get("us-east-2", "gemma-4-e2b")
+    assert record is not None
+    assert (record.hourly_usd, record.priced_instance_type) == (1.654, "ml.g6.4xlarge")
+    info = sm.endpoint_status("gemma-4-e2b", "us-east-2")
+    assert (info.instance_types, info.hourly_usd) == (["ml.g6.4xlarge"], 1.654)
+    [listed] = sm.list_endpoints(["us-east-2"]).endpoints
+    assert (listed.hourly_usd, listed.priced_instance_type) == (1.654, "ml.g6.4xlarge")
+    described = sm.deployment_info("gemma-4-e2b", "us-east-2")
+    assert described["hourly_usd"] == 1.654 and described["instance_types"] == ["ml.g6.4xlarge"]
+
+
+# --------------------------------------------------------------------------- a new role
+
+
+def test_create_model_is_resent_while_sagemaker_cannot_assume_a_new_role(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """Proxy: the first two CreateModel calls are refused as SageMaker refuses a role IAM has
+    not yet propagated (nothing is created); the third goes through."""
+    refusal = Injection(
+        400,
+        "ValidationException",
+        f"Could not assume role {ROLE}. Please ensure that the role exists and allows principal "
+        "'sagemaker.amazonaws.com' to assume the role.",
+    )
+    sagemaker_proxy.inject("CreateModel", refusal, refusal)
+    phases: list[str] = []
+    result = sm.deploy(_spec(), poll_s=POLL, on_progress=lambda p: phases.append(p.phase))
+    assert result.in_service
+    assert sagemaker_proxy.operations.count("CreateModel") == 3
+    assert "waiting until SageMaker can assume the execution role" in phases
+    assert len(world.moto.backend("us-east-2")._models) == 1
+
+
+def test_a_role_sagemaker_never_can_assume_is_one_line_after_the_wait(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    refusal = Injection(400, "ValidationException", f"Could not assume role {ROLE}.")
+    sagemaker_proxy.inject("CreateModel", *[refusal] * 50)
+    with pytest.raises(UserError, match=r"Could not assume role") as caught:
+        sm.deploy(_spec(), poll_s=POLL, role_wait_s=0.2)
+    assert "\n" not in str(caught.value)
+    assert Ledger().active() == [] and not world.moto.backend("us-east-2")._models
+
+
+def test_a_refusal_in_the_last_region_still_reports_the_earlier_attempts_cleanup(
+    world: World,
+) -> None:
+    """Driven: us-east-1 refuses CreateEndpoint for quota (cleaned up), then us-east-2 too."""
+    for region in ("us-east-1", "us-east-2"):
+        world.moto.create_endpoint_errors[region] = ("ResourceLimitExceeded", "limit is 1")
+    with pytest.raises(UserError, match="quota exceeded in us-east-2") as caught:
+        sm.deploy(_spec(region="us-east-1", fallback_regions=["us-east-2"]), poll_s=POLL)
+    assert "before that: us-east-1: capacity" in str(caught.value)
+    assert "model deleted" in str(caught.value)
+
+
+def test_a_pinned_tag_the_registry_does_not_have_is_refused_before_anything_is_created(
+    world: World,
+) -> None:
+    with pytest.raises(
+        UserError, match=r"--image-tag 0\.99\.0-nope: no such tag in 763104351884/vllm"
+    ):
+        sm.deploy(_spec(image_tag="0.99.0-nope"), poll_s=POLL)
+    assert world.moto.calls == [] and Ledger().active() == []
+
+
+def test_a_name_still_running_in_another_region_is_refused(world: World) -> None:
+    """A-B-A after a fallback: the first A still runs in us-east-1; deploying the name again in
+    us-east-2 alone would make two endpoints bill."""
+    sm.deploy(_spec(region="us-east-1"), poll_s=POLL)
+    calls = len(world.moto.calls)
+    with pytest.raises(UserError, match=r"still deployed in us-east-1 \(recorded\): delete it"):
+        sm.deploy(_spec(), poll_s=POLL)
+    assert len(world.moto.calls) == calls

@@ -39,7 +39,7 @@ def _spec(world: World, name: str = "gemma-4-e2b", **extra: Any) -> sm.DeploySpe
 
 def _foreign_sagemeter_endpoint(world: World, name: str) -> None:
     """An endpoint tagged as sagemeter's but made elsewhere: not in this machine's ledger."""
-    tags = ownership_tags(_spec(world, name), "us-east-2", "2026-09-25T18:36:00Z", False)
+    tags = ownership_tags(_spec(world, name), "us-east-2", "x", "2026-09-25T18:36:00Z", False)
     client = boto3.client("sagemaker", region_name="us-east-2")
     client.create_model(
         ModelName=name, ExecutionRoleArn=world.role, PrimaryContainer={"Image": "x"}, Tags=tags
@@ -91,15 +91,64 @@ def test_list_shows_ours_with_cost_marks_orphans_and_skips_foreign(world: World)
     assert orphan.orphan and orphan.ours and not orphan.recorded
     assert "orphan" in (orphan.note or "")
 
+    # --all: every endpoint in the region, someone else's marked as such, with its price.
+    world.prices.append(
+        world.price_item("ml.m5.large", "us-east-2", "USE2-Host:ml.m5.large", "Hosting", "0.115")
+    )
+    everything = {
+        info.name: info for info in sm.list_endpoints(["us-east-2"], all_endpoints=True).endpoints
+    }
+    assert set(everything) == {"gemma-4-e2b", "made-elsewhere", "not-ours"}
+    theirs = everything["not-ours"]
+    assert (theirs.ours, theirs.recorded, theirs.note) == (False, False, "not sagemeter's")
+    assert theirs.instance_types == ["ml.m5.large"] and theirs.status == "InService"
+    assert theirs.hourly_usd == pytest.approx(0.115)
+    assert everything["gemma-4-e2b"].ours
+
+
+def test_a_missing_price_says_why_in_list_and_status(world: World) -> None:
+    """The Price List fake has no price for the type: the row keeps `?` and the reason."""
+    sm.deploy(_spec(world), poll_s=POLL)
+    [info] = sm.list_endpoints(["us-east-2"]).endpoints
+    assert info.hourly_usd is None and info.cost_so_far_usd is None
+    assert "no on-demand real-time Hosting price for ml.g6.xlarge in us-east-2" in (
+        info.price_note or ""
+    )
+    status = sm.endpoint_status("gemma-4-e2b", "us-east-2")
+    assert status.hourly_usd is None and "pass --price-per-hour" in (status.price_note or "")
+
 
 def test_status_reports_one_endpoint_and_refuses_unknown_names(world: World) -> None:
+    """Driven: moto reports the pool SageMaker placed (ml.g5.xlarge, the second asked for)."""
+    world.moto.placed_types["us-east-2"] = "ml.g5.xlarge"
     sm.deploy(_spec(world, fallback_instance_types=["ml.g5.xlarge"]), poll_s=POLL)
     info = sm.endpoint_status("gemma-4-e2b", "us-east-2", price_per_hour=2.0)
     assert info.status == "InService" and info.ours and info.recorded
-    assert info.instance_types == ["ml.g6.xlarge", "ml.g5.xlarge"]  # from the pools, in order
+    assert info.instance_types == info.placed_instance_types == ["ml.g5.xlarge"]
     assert info.hourly_usd == 2.0
     with pytest.raises(UserError, match="no endpoint nope in us-east-2"):
         sm.endpoint_status("nope", "us-east-2")
+
+
+def test_a_name_asked_for_in_the_wrong_region_says_where_it_was_placed(world: World) -> None:
+    """After a capacity fallback the endpoint runs in us-east-1; asking us-east-2 (the region
+    first tried) gets one line naming where it is, and nothing is deleted."""
+    world.moto.create_endpoint_errors["us-east-2"] = ("ResourceLimitExceeded", "limit is 1")
+    result = sm.deploy(_spec(world, fallback_regions=["us-east-1"]), poll_s=POLL)
+    assert result.region == "us-east-1" and result.in_service
+    expected = (
+        "sagemeter placed gemma-4-e2b in us-east-1 (a capacity fallback region): use "
+        "gemma-4-e2b@us-east-1, or gemma-4-e2b alone"
+    )
+    with pytest.raises(UserError) as status:
+        sm.endpoint_status("gemma-4-e2b", "us-east-2")
+    assert str(status.value) == f"no endpoint gemma-4-e2b in us-east-2: {expected}"
+    with pytest.raises(UserError) as deleted:
+        sm.delete("gemma-4-e2b", "us-east-2", poll_s=POLL)
+    assert str(deleted.value) == (
+        f"nothing to delete: no endpoint gemma-4-e2b in us-east-2; {expected}"
+    )
+    assert "gemma-4-e2b" in world.moto.backend("us-east-1").endpoints
 
 
 def test_a_refused_create_endpoint_is_cleaned_up_and_one_line(world: World) -> None:
@@ -267,6 +316,48 @@ def test_startup_facts_never_raise_when_the_log_cannot_be_read(
         "unavailable: cannot reach AWS in us-east-2"
     )
     assert facts.weights_gib is None
+
+
+def test_logs_are_the_current_deployments_even_when_aws_last_event_times_lag(
+    world: World,
+) -> None:
+    """Driven: moto's lastEventTimestamp made lazy, as AWS's is (updated up to an hour late).
+    A-B-A: the name's first container wrote lines; the endpoint was deleted and deployed again;
+    the new container's stream shows no lastEventTimestamp yet, the old one does. The lines and
+    the progress line must be the new container's."""
+    world.moto.lazy_log_times = True
+    _write_log(
+        "gemma-4-e2b",
+        "AllTraffic/i-0first",
+        ["first container: Model loading took 8.01 GiB memory"],
+        datetime.now(UTC) - timedelta(minutes=30),
+    )
+    world.moto.settle_log_times("us-east-2")  # the old stream's last event time is known
+    sm.deploy(_spec(world), poll_s=POLL)
+    _write_log(
+        "gemma-4-e2b",
+        "AllTraffic/i-0again",
+        ["second container: Model loading took 9.75 GiB memory", "second container: ready"],
+        datetime.now(UTC) + timedelta(seconds=2),
+    )
+    result = sm.recent_logs("gemma-4-e2b", "us-east-2")
+    assert [line.message for line in result.lines] == [
+        "second container: Model loading took 9.75 GiB memory",
+        "second container: ready",
+    ]
+    assert {line.stream for line in result.lines} == {"AllTraffic/i-0again"}
+    from sagemeter.backends.sagemaker.endpoint import describe_endpoint
+    from sagemeter.backends.sagemaker.logs import newest_log_line
+
+    aws = sm.Aws()
+    created = (describe_endpoint(aws, "gemma-4-e2b", "us-east-2") or {})["CreationTime"]
+    line = newest_log_line("gemma-4-e2b", "us-east-2", aws, since=created)
+    assert line == "second container: ready"
+
+    # Deleted: its log still reads as the last deployment's, from the local record.
+    sm.delete("gemma-4-e2b", "us-east-2", poll_s=POLL)
+    after = sm.recent_logs("gemma-4-e2b", "us-east-2")
+    assert {line.stream for line in after.lines} == {"AllTraffic/i-0again"}
 
 
 def test_recent_and_followed_log_lines(world: World, monkeypatch: pytest.MonkeyPatch) -> None:

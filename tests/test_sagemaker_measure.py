@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -43,6 +44,9 @@ def test_measure_a_sagemaker_endpoint_writes_a_full_result(
         region="us-east-2",
         role_arn=world.role,
     )
+    world.prices.append(
+        world.price_item("ml.g6.xlarge", "us-east-2", "USE2-Host:ml.g6.xlarge", "Hosting", "1.1267")
+    )
     sm.deploy(spec, poll_s=0.02)
     _container_log("gemma-4-e2b", VLLM_LINES)
 
@@ -69,6 +73,76 @@ def test_measure_a_sagemaker_endpoint_writes_a_full_result(
     env = detail.environment
     assert env.backend == "sagemaker"
     assert env.target == "gemma-4-e2b@us-east-2"
-    assert env.server.get("image", "").endswith("-sagemaker")
+    # Every result names what ran: the pinned image and its digest, the placed instance type and
+    # its price.
+    assert env.server["image"].endswith("/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1")
+    assert env.server["image_digest"].startswith(
+        "763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:"
+    )
+    assert env.server["instance_types"] == ["ml.g6.xlarge"]
+    assert (env.server["hourly_usd"], env.server["priced_instance_type"]) == (
+        1.1267,
+        "ml.g6.xlarge",
+    )
+    _combine_prices_from_the_results(path, tmp_path)
     operations = {request["op"] for request in runtime.requests}
     assert operations == {"invocations", "invocations-response-stream"}
+
+
+def _combine_prices_from_the_results(path: Path, tmp_path: Path) -> None:
+    """combine without --price-per-hour: the price both results recorded at deploy; and when
+    one recorded none, no cost rows and the reason why."""
+    from sagemeter.compare import combine
+
+    again = tmp_path / "measure-gemma-4-e2b-again.json"
+    again.write_text(path.read_text())
+    priced = combine([path, again])
+    assert priced.price_per_hour == 1.1267
+    assert any(row.key.startswith("usd_per_million_tokens_c") for row in priced.rows)
+    assert any("recorded at deploy for ml.g6.xlarge" in w for w in priced.warnings)
+
+    data = json.loads(path.read_text())
+    server = data["detail"]["environment"]["server"]
+    del server["hourly_usd"]
+    server["price_note"] = "AWS denied pricing:GetProducts in us-east-2"
+    again.write_text(json.dumps(data))
+    unpriced = combine([path, again])
+    assert unpriced.price_per_hour is None
+    assert not any(row.key.startswith("usd_per_million") for row in unpriced.rows)
+    assert any(
+        w.startswith("no cost rows: pass --price-per-hour")
+        and "AWS denied pricing:GetProducts" in w
+        for w in unpriced.warnings
+    )
+
+
+def test_a_bare_name_finds_where_it_was_placed_and_a_wrong_region_says_where(
+    world: World, runtime: RuntimeFake, tmp_path: Path
+) -> None:
+    import pytest
+
+    from sagemeter.errors import UserError
+    from sagemeter.targets import SageMakerTarget
+
+    spec = sm.make_spec(
+        name="gemma-4-e2b",
+        model_id="google/gemma-4-E2B-it",
+        region="us-east-2",
+        role_arn=world.role,
+    )
+    sm.deploy(spec, poll_s=0.02)
+    runtime.placed["gemma-4-e2b"] = "us-east-2"  # any other region's runtime: not found
+    assert parse_target("gemma-4-e2b") == SageMakerTarget("gemma-4-e2b", "us-east-2")
+    with pytest.raises(UserError, match="no SageMaker endpoint of that name was deployed"):
+        parse_target("other-endpoint")
+    with pytest.raises(UserError, match="placed gemma-4-e2b in us-east-2") as caught:
+        asyncio.run(
+            measure_target(
+                parse_target("gemma-4-e2b@us-west-2"),
+                name="wrong",
+                settings=quick_settings(),
+                out_dir=tmp_path,
+            )
+        )
+    assert "does not answer as a chat API" in str(caught.value)
+    assert not list(tmp_path.glob("measure-*.json"))

@@ -64,13 +64,18 @@ def test_quota_pages_applied_values_falls_back_to_defaults_and_counts_usage(worl
     assert {r["region"] for r in sent} == {"us-east-2", "us-east-1", "us-west-2"}
 
 
-def test_quota_access_denied_is_a_row_error_naming_the_permission(world: World) -> None:
+def test_quota_access_denied_is_a_row_error_naming_the_permission_and_keeps_the_count(
+    world: World,
+) -> None:
+    """A refused quota read must not hide how many instances the region's endpoints hold."""
     world.json_fake.handlers["ServiceQuotasV20190624.ListServiceQuotas"] = lambda body: (
         400, {"__type": "AccessDeniedException", "message": "User is not authorized to perform servicequotas:ListServiceQuotas"}
     )  # fmt: skip
+    _endpoint(world, "us-east-2", "plain", {"InstanceType": "ml.g6.xlarge"})
     [row] = sm.quota("ml.g6.xlarge", ["us-east-2"])
-    assert row.quota is None
+    assert row.quota is None and row.free is None
     assert "AWS denied servicequotas:ListServiceQuotas in us-east-2" in (row.error or "")
+    assert row.in_use == 1
 
 
 def _hosting_prices(world: World) -> None:

@@ -146,7 +146,11 @@ async def test_the_served_model_name_comes_from_the_deployment(
     assert record.ok
     assert runtime.requests[-1]["body"]["model"] == "gemma"
     assert described["model"] == "gemma" and described["model_id"] == "google/gemma-4-E2B-it"
-    assert described["engine_version"] == "0.27.1"
+    assert described["engine_version"] == "0.30.0"  # the newest pinned image, as the article's
+    assert described["image_digest"].startswith(
+        "763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:"
+    )
+    assert (described["max_model_len"], described["gpu_memory_utilization"]) == (8192, 0.9)
     assert described["create_to_inservice_minutes"] is not None
     assert "HF_TOKEN" not in str(described)
     record = sm.invoke("gemma-4-e2b", "us-east-2", "Say hi.", max_tokens=4, stream=True)

@@ -53,11 +53,19 @@ def test_single_type_requests_are_valid_and_carry_the_issue_fields() -> None:
     amis = MODEL.shape_for("ProductionVariantInferenceAmiVersion").enum  # type: ignore[attr-defined]
     assert variant["InferenceAmiVersion"] in amis
     container = plan.requests["CreateModel"]["PrimaryContainer"]
-    assert (
-        container["Image"]
-        == f"763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:{image.DEFAULT_VLLM_TAG}"
+    # Without AWS the registry is not asked: the fallback is the article's own image, and the
+    # plan says why it was chosen.
+    assert container["Image"] == (
+        "763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:"
+        "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1"
     )
-    assert container["Environment"] == {"SM_VLLM_MODEL": "google/gemma-4-E2B-it"}
+    assert plan.image_source == "fallback" and "registry was not asked" in (plan.image_note or "")
+    # The article's repository sent both settings with every deploy.
+    assert container["Environment"] == {
+        "SM_VLLM_MODEL": "google/gemma-4-E2B-it",
+        "SM_VLLM_MAX_MODEL_LEN": "8192",
+        "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9",
+    }
     assert plan.requests["CreateEndpoint"]["EndpointName"] == "gemma-4-e2b"
     config_name = plan.requests["CreateEndpointConfig"]["EndpointConfigName"]
     assert plan.requests["CreateEndpoint"]["EndpointConfigName"] == config_name
@@ -106,21 +114,32 @@ def test_every_resource_is_tagged_as_ours_with_the_spec() -> None:
     assert plan.requests["CreateModel"]["PrimaryContainer"]["Environment"]["HF_TOKEN"] == MASK
 
 
-def test_cuda_up_to_12_4_gets_the_driver_550_ami_newer_the_580_one_cpu_none() -> None:
-    """Driver 550 (gpu-3-1) runs CUDA up to 12.4; the vLLM 0.13-0.26 images are cu129 and need
-    gpu-4-1 (driver 580), as do CUDA 13 images. Both AMIs are in botocore's enum."""
+def test_every_cuda_12_image_gets_the_driver_550_ami_every_cuda_13_one_the_580_one() -> None:
+    """The Deep Learning Containers repository pairs AMIs by CUDA major version (its
+    test/test_utils/constants.py): every 12.x container on gpu-3-1 (driver 550), every 13.x one on
+    gpu-4-1 (driver 580); it shows a CUDA 12.8 image on another AMI failing with a zero-log
+    CannotStartContainerError. vLLM 0.13-0.19.1 are cu129, 0.20 and later cu130. An image whose
+    tag names no CUDA gets gpu-4-1, the repository's default. Both AMIs are in botocore's enum."""
     known = set(MODEL.shape_for("ProductionVariantInferenceAmiVersion").enum)  # type: ignore[attr-defined]
     for tag, ami in [
         ("0.8.5-gpu-py312-cu124-ubuntu22.04-sagemaker", "al2-ami-sagemaker-inference-gpu-3-1"),
         ("0.10.2-gpu-py312-cu121-ubuntu22.04-sagemaker", "al2-ami-sagemaker-inference-gpu-3-1"),
-        ("0.14.0-gpu-py312-cu129-ubuntu22.04-sagemaker", "al2023-ami-sagemaker-inference-gpu-4-1"),
-        ("0.11.0-gpu-py312-cu128-ubuntu22.04-sagemaker", "al2023-ami-sagemaker-inference-gpu-4-1"),
-        ("0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker", "al2023-ami-sagemaker-inference-gpu-4-1"),
+        ("0.11.0-gpu-py312-cu128-ubuntu22.04-sagemaker", "al2-ami-sagemaker-inference-gpu-3-1"),
+        ("0.14.0-gpu-py312-cu129-ubuntu22.04-sagemaker", "al2-ami-sagemaker-inference-gpu-3-1"),
+        ("0.19.1-gpu-py312-cu129-ubuntu22.04-sagemaker", "al2-ami-sagemaker-inference-gpu-3-1"),
+        ("0.20.0-gpu-py312-cu130-ubuntu22.04-sagemaker", "al2023-ami-sagemaker-inference-gpu-4-1"),
+        (
+            "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1",
+            "al2023-ami-sagemaker-inference-gpu-4-1",
+        ),
     ]:
         [plan] = plan_deploy(_spec(image_tag=tag), hf_token="")
         variant = plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
         assert variant["InferenceAmiVersion"] == ami, tag
         assert ami in known
+    [plan] = plan_deploy(_spec(image="123456789012.dkr.ecr.us-east-2.amazonaws.com/mine:latest"))
+    variant = plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
     [plan] = plan_deploy(_spec(instance_type="ml.m5.xlarge"), hf_token="")
     assert (
         "InferenceAmiVersion" not in plan.requests["CreateEndpointConfig"]["ProductionVariants"][0]
@@ -136,12 +155,52 @@ def test_fallback_regions_get_their_own_image_account() -> None:
     assert images[1].startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:")
     assert images[2].startswith("692866216735.dkr.ecr.eu-south-1.amazonaws.com/vllm:")
     assert images[3].startswith("727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/vllm:")
-    # docs/reference/region_availability.md: Middle East (Saudi Arabia), me-west-1, 124382933778
-    assert image.vllm_image_uri("me-west-1").startswith(
-        "124382933778.dkr.ecr.me-west-1.amazonaws.com/vllm:"
+    # me-west-1 is neither in the repository's region table nor a region botocore knows.
+    assert "me-west-1" not in botocore.session.get_session().get_available_regions("sagemaker")
+    for unknown in ("me-west-1", "us-gov-west-1"):
+        with pytest.raises(UserError, match="pass --image"):
+            image.vllm_image_uri(unknown)
+
+
+def test_the_image_table_names_only_regions_botocore_knows() -> None:
+    session = botocore.session.get_session()
+    known = set(session.get_available_regions("sagemaker"))
+    known |= set(session.get_available_regions("sagemaker", "aws-cn"))
+    assert set(image.DLC_ACCOUNTS) <= known, set(image.DLC_ACCOUNTS) - known
+
+
+def test_the_newest_pinned_tag_is_chosen_by_version_not_push_date_or_name() -> None:
+    tags = [
+        "0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker-v1.3",  # a patch rebuild, pushed last
+        "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1",
+        "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.0",
+        "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker",  # floating: not pinned
+        "0.31-gpu-py312-cu130-ubuntu24.04-sagemaker-v1",  # floating
+        "0.9.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v9.9",  # 0.9 < 0.30 by version, not text
+        "0.31.0-gpu-py312",  # not a SageMaker tag
+    ]
+    assert image.newest_pinned(tags) == "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1"
+    later = "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.10"
+    assert image.newest_pinned([*tags, later]) == later
+    assert image.newest_pinned(["0.30.0-gpu-py312"]) is None
+    # The fallback is itself a pinned tag, of a release the repository lists as CUDA 13.
+    assert image.PINNED_TAG.match(image.FALLBACK_TAG)
+    assert image.cuda_of(image.FALLBACK_TAG) == (13, 0)
+
+
+def test_the_article_settings_are_the_defaults_and_each_can_be_changed_or_left_to_vllm() -> None:
+    [plan] = plan_deploy(_spec(max_model_len=4096, gpu_memory_utilization=0.85), hf_token="")
+    env = plan.requests["CreateModel"]["PrimaryContainer"]["Environment"]
+    assert (env["SM_VLLM_MAX_MODEL_LEN"], env["SM_VLLM_GPU_MEMORY_UTILIZATION"]) == (
+        "4096",
+        "0.85",
     )
-    with pytest.raises(UserError, match="pass --image"):
-        image.vllm_image_uri("us-gov-west-1")
+    [plan] = plan_deploy(_spec(max_model_len=None, gpu_memory_utilization=None), hf_token="")
+    assert plan.requests["CreateModel"]["PrimaryContainer"]["Environment"] == {
+        "SM_VLLM_MODEL": "google/gemma-4-E2B-it"
+    }
+    same = _spec(env={"SM_VLLM_MAX_MODEL_LEN": "8192"})  # the same value twice is no conflict
+    assert same.max_model_len == 8192
 
 
 def test_provision_timeout_is_sent_only_when_asked() -> None:
@@ -166,6 +225,12 @@ def test_provision_timeout_is_sent_only_when_asked() -> None:
         ({"inference_ami_version": "al2-nope"}, "InferenceAmiVersion"),
         ({"env": {"bad key": "x"}}, "must match"),
         ({"env": {"SM_VLLM_MODEL": "other/model"}}, "disagrees with --model"),
+        (
+            {"env": {"SM_VLLM_MAX_MODEL_LEN": "4096"}},
+            "SM_VLLM_MAX_MODEL_LEN=4096 disagrees with --max-model-len",
+        ),
+        ({"gpu_memory_utilization": 1.5}, "less than or equal to 1"),
+        ({"image": "x/y:z", "image_tag": "t"}, "--image or --image-tag, not both"),
         (
             {
                 "fallback_instance_types": [
@@ -208,27 +273,50 @@ def test_redact_masks_tokens_and_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cleaned.count(MASK) == 3
 
 
-def test_every_env_key_containing_key_secret_token_or_password_is_masked() -> None:
-    """docs/sagemaker.md: any --env key containing TOKEN, SECRET, PASSWORD or KEY is masked in
-    every output, tag and record; the container still gets the value."""
-    env = {
-        "WANDB_KEY": "wandb-value-123456",
-        "MY_SECRET_THING": "secret-value-123456",
-        "DB_PASSWORD": "password-value-123456",
-        "GH_TOKEN": "token-value-123456",
-        "SM_VLLM_MAX_MODEL_LEN": "8192",
-    }
-    spec = _spec(env=env)
-    [plan] = plan_deploy(spec, hf_token="")
+SECRETS = {
+    "WANDB_API_KEY": "wandb-value-123456",
+    "MY_SECRET": "secret-value-123456",
+    "DB_PASSWORD": "password-value-123456",
+    "GH_TOKEN": "token-value-123456",
+    "SM_VLLM_API_KEY": "vllm-key-value-123456",
+    "KEY": "bare-key-value-123456",
+}
+# The article's repository's container variables, and vLLM settings whose names merely contain
+# TOKEN or KEY: settings, shown as they are.
+SETTINGS = {
+    "SM_VLLM_SERVED_MODEL_NAME": "google/gemma-4-E2B-it",
+    "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
+    "SM_VLLM_MAX_NUM_SEQS": "4",
+    "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "8192",
+    "SM_VLLM_TOKENIZER": "google/gemma-4-E2B-it",
+    "SM_VLLM_TOKENIZER_MODE": "auto",
+    "SM_VLLM_KV_CACHE_DTYPE": "auto",
+    "SM_VLLM_KEYS_TO_SKIP": "none",
+}
+
+
+def test_secrets_are_masked_by_the_last_word_of_their_name_and_settings_shown_as_they_are() -> None:
+    """A key is secret when it is a known secret variable or its last word is KEY, SECRET,
+    PASSWORD or TOKEN; the container still gets every value (AWS itself, not our output)."""
+    spec = _spec(env=SECRETS | SETTINGS)
+    [plan] = plan_deploy(spec, hf_token="hf_abcdefghijklmnopqrstuvwxyz")
     shown = json.dumps([plan.model_dump(), spec.recordable()])
-    for key, value in env.items():
-        if key != "SM_VLLM_MAX_MODEL_LEN":
-            assert value not in shown, key
-            assert spec.recordable()["env"][key] == MASK
-    tags = plan.requests["CreateModel"]["Tags"]
-    recorded = spec_from_tags(tags)
-    assert recorded is not None and recorded["env"]["WANDB_KEY"] == MASK
-    assert recorded["env"]["SM_VLLM_MAX_MODEL_LEN"] == "8192"
+    environment = plan.requests["CreateModel"]["PrimaryContainer"]["Environment"]
+    for key, value in SECRETS.items():
+        assert value not in shown, key
+        assert spec.recordable()["env"][key] == MASK and environment[key] == MASK
+    assert environment["HF_TOKEN"] == MASK
+    article = {
+        "SM_VLLM_MODEL": "google/gemma-4-E2B-it",
+        "SM_VLLM_MAX_MODEL_LEN": "8192",
+        "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9",
+    }
+    for key, value in (article | SETTINGS).items():
+        assert environment[key] == value, key
+    recorded = spec_from_tags(plan.requests["CreateModel"]["Tags"])
+    assert recorded is not None and recorded["env"]["WANDB_API_KEY"] == MASK
+    assert recorded["env"]["SM_VLLM_MAX_NUM_BATCHED_TOKENS"] == "8192"
+    assert recorded["env"]["SM_VLLM_TOKENIZER"] == "google/gemma-4-E2B-it"
 
 
 def test_a_spec_too_large_for_the_50_tags_is_one_clear_line() -> None:

@@ -433,6 +433,7 @@ COMMAND_MODULES = (
     "sagemeter.cli_calibrate",
     "sagemeter.cli_load",
     "sagemeter.cli_engines",
+    "sagemeter.cli_inspect",
 )
 
 

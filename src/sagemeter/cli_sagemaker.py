@@ -1,4 +1,5 @@
-"""The SageMaker commands of the CLI: quota, price, deploy, status, list, logs, invoke, delete.
+"""The SageMaker commands of the CLI: quota, price, role, deploy, status, list, logs, invoke,
+delete.
 
 Thin: each command parses its options, calls one function of `sagemeter.backends.sagemaker`, and
 draws the answer with rich. A `UserError` (and any AWS error) is one line on stderr and exit 2;
@@ -26,7 +27,11 @@ from sagemeter.backends import sagemaker as sm
 from sagemeter.backends.sagemaker.aws import explain
 from sagemeter.backends.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.backends.sagemaker.redact import redact
-from sagemeter.backends.sagemaker.spec import DEFAULT_INSTANCE_TYPE
+from sagemeter.backends.sagemaker.spec import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_INSTANCE_TYPE,
+    DEFAULT_MAX_MODEL_LEN,
+)
 from sagemeter.errors import UserError
 from sagemeter.sagemaker_verbs import (
     ROLE_ENV,
@@ -34,6 +39,8 @@ from sagemeter.sagemaker_verbs import (
     deploy_region,
     endpoint_region,
     execution_role,
+    image_line,
+    placed_text,
 )
 
 P = ParamSpec("P")
@@ -190,9 +197,7 @@ def price_command(
 ) -> None:
     """On-demand USD per hour of one real-time Hosting instance (AWS Price List API, cached)."""
     aws = _aws()
-    region = region or aws.default_region
-    if not region:
-        raise UserError("no region given: pass --region or set AWS_REGION")
+    region = deploy_region(region, aws)
     if price_per_hour is None:
         aws.require_credentials()
     quote = sm.hourly_price(
@@ -233,8 +238,16 @@ def deploy_command(
         str | None, typer.Option(help="full image URI (default: AWS vLLM container)")
     ] = None,
     image_tag: Annotated[
-        str, typer.Option(help="tag of the AWS vLLM container")
-    ] = sm.DEFAULT_VLLM_TAG,
+        str | None,
+        typer.Option(help="pin a tag of the AWS vLLM container (default: the newest pinned one)"),
+    ] = None,
+    max_model_len: Annotated[
+        int, typer.Option(min=0, help="SM_VLLM_MAX_MODEL_LEN, tokens; 0 leaves it to vLLM")
+    ] = DEFAULT_MAX_MODEL_LEN,
+    gpu_memory_utilization: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="SM_VLLM_GPU_MEMORY_UTILIZATION; 0 leaves it to vLLM"),
+    ] = DEFAULT_GPU_MEMORY_UTILIZATION,
     count: Annotated[int, typer.Option(help="instances")] = 1,
     inference_ami: Annotated[
         str | None, typer.Option(help="InferenceAmiVersion (default: by CUDA)")
@@ -264,6 +277,8 @@ def deploy_command(
         env=_parse_env(env or []),
         image=image,
         image_tag=image_tag,
+        max_model_len=max_model_len or None,
+        gpu_memory_utilization=gpu_memory_utilization or None,
         count=count,
         inference_ami_version=inference_ami,
         startup_timeout_s=startup_timeout,
@@ -272,14 +287,16 @@ def deploy_command(
     )
     out, err = _out(), _err()
     if dry_run:
-        plans = [plan.model_dump() for plan in sm.plan_deploy(spec)]
+        # The image lookup is a read; without credentials the plan shows the fallback and says so.
+        lookup = aws if aws.session.get_credentials() is not None else None
+        plans = [plan.model_dump() for plan in sm.plan_deploy(spec, aws=lookup)]
         out.print_json(redact(json.dumps(plans)))
         return
     token = "set: passed to the container, never shown" if os.environ.get("HF_TOKEN") else "not set"
     regions = " then ".join(spec.regions)
     err.print(
         f"deploying {spec.name}: {escape(spec.model_id)} on {' / '.join(spec.instance_types)} "
-        f"x{spec.count} in {regions}; image {spec.image_for(spec.region)}; HF_TOKEN {token}"
+        f"x{spec.count} in {regions}; HF_TOKEN {token}"
     )
     progress = ProgressLine(err)
     try:
@@ -308,14 +325,16 @@ def deploy_command(
 def _print_deploy(result: sm.DeployResult, out: Console, err: Console) -> None:
     for attempt in result.attempts[:-1]:
         err.print(f"  {attempt.region}: {attempt.outcome}: {escape(redact(attempt.reason or ''))}")
-    for cleanup in result.cleanups:
+        for cleanup in (c for c in result.cleanups if c.region == attempt.region):
+            _print_delete(cleanup, err)
+    for cleanup in (c for c in result.cleanups if c.region == result.region):
         _print_delete(cleanup, err)
+    err.print(escape(image_line(result)))
     target = f"{result.name}@{result.region}"
     if result.in_service:
-        price = f", {_money(result.hourly_usd, 4)}/h per instance" if result.hourly_usd else ""
         out.print(
             f"✅ {target} InService after {result.create_to_inservice_minutes:.1f} min "
-            f"({' / '.join(result.instance_types)} x{result.count}{price}); it bills until deleted"
+            f"({escape(placed_text(result))}); it bills until deleted"
         )
         out.print(f'   invoke:  sagemeter invoke {target} "Hello"')
         out.print(f"   measure: sagemeter measure OUT_DIR {target}")
@@ -356,6 +375,8 @@ def _info_table(infos: list[sm.EndpointInfo], title: str) -> Table:
             notes.append(info.note)
         if info.failure_reason:
             notes.append(f"reason: {info.failure_reason}")
+        if info.hourly_usd is None and info.price_note:
+            notes.append(f"no price: {info.price_note}")
         if info.leftovers and info.status is None:
             notes.append("left: " + ", ".join(info.leftovers))
         count = f" x{info.instance_count}" if info.instance_count else ""
@@ -376,11 +397,22 @@ def status_command(
     name: Annotated[str, typer.Argument(help="NAME or NAME@REGION")],
     region: Annotated[str | None, typer.Option("--region", "-r")] = None,
     price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
+    print_target: Annotated[
+        bool, typer.Option(help="print only NAME@REGION where it is (for scripts)")
+    ] = False,
 ) -> None:
     """One endpoint: status, instance type, age and cost so far."""
     aws = _aws()
     endpoint, region = endpoint_region(name, region, aws)
     info = sm.endpoint_status(endpoint, region, price_per_hour=price_per_hour, aws=aws)
+    if print_target:
+        if info.status is None:
+            raise UserError(
+                f"no endpoint {endpoint} in {region}, only recorded leftovers "
+                "(see `sagemeter list`)"
+            )
+        _out().print(f"{endpoint}@{region}")
+        return
     _out().print(_info_table([info], f"{endpoint}@{region}"))
 
 
@@ -391,19 +423,22 @@ def list_command(
         typer.Option("--region", "-r", help="repeatable; default: recorded, configured and usual"),
     ] = None,
     price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
+    all_endpoints: Annotated[
+        bool, typer.Option("--all", help="every endpoint in the regions, not only sagemeter's")
+    ] = False,
 ) -> None:
     """sagemeter's endpoints (tagged or recorded), with cost so far; orphans are marked."""
-    inventory = sm.list_endpoints(region or None, price_per_hour=price_per_hour, aws=_aws())
+    inventory = sm.list_endpoints(
+        region or None, price_per_hour=price_per_hour, all_endpoints=all_endpoints, aws=_aws()
+    )
     out = _out()
     if inventory.endpoints:
-        out.print(_info_table(inventory.endpoints, "sagemeter endpoints"))
-        running = [
-            i for i in inventory.endpoints if i.status in {"InService", "Creating", "Updating"}
-        ]
-        if running:
-            out.print(f"{len(running)} may be billing; `sagemeter delete NAME@REGION` stops each")
+        title = "endpoints" if all_endpoints else "sagemeter endpoints"
+        out.print(_info_table(inventory.endpoints, title))
+        out.print("\n".join(sm.billing_lines(inventory)))
     else:
-        out.print(f"no sagemeter endpoints in {', '.join(inventory.regions)}")
+        kind = "" if all_endpoints else "sagemeter "
+        out.print(f"no {kind}endpoints in {', '.join(inventory.regions)}")
     for where, why in inventory.region_errors.items():
         _err().print(f"warning: {where}: {escape(redact(why))}")
 
@@ -427,10 +462,17 @@ def logs_command(
     out = _out()
     result = sm.recent_logs(endpoint, region, limit=lines, aws=aws)
     if not result.exists:
+        elsewhere = sm.placed_elsewhere(endpoint, region)
         _err().print(
             f"no logs yet for {endpoint} in {region} "
-            f"({result.group} appears once the container starts)"
+            + (
+                f"({elsewhere})"
+                if elsewhere
+                else f"({result.group} appears once the container starts)"
+            )
         )
+    elif result.note:
+        _err().print(escape(result.note))
     for line in result.lines:
         out.print(_log_text(line))
     if not follow:
@@ -466,7 +508,7 @@ def _log_text(line: sm.LogLine) -> Text:
 
 @guarded
 def invoke_command(
-    target: Annotated[str, typer.Argument(help="NAME@REGION")],
+    target: Annotated[str, typer.Argument(help="NAME@REGION, or NAME where it was placed")],
     prompt: Annotated[str, typer.Argument(help="the user message")],
     max_tokens: Annotated[int, typer.Option(min=1)] = 256,
     stream: Annotated[bool, typer.Option(help="print tokens as they arrive")] = False,
@@ -489,7 +531,9 @@ def invoke_command(
         on_text=show if stream else None,
     )
     if not record.ok:
-        raise UserError(f"{name}@{region} did not answer: {record.error}")
+        elsewhere = sm.placed_elsewhere(name, region)
+        hint = f" ({elsewhere})" if elsewhere else ""
+        raise UserError(f"{name}@{region} did not answer: {record.error}{hint}")
     if stream:
         out.print()
     else:
@@ -577,6 +621,45 @@ def delete_command(
         raise typer.Exit(EXIT_FAILED)
 
 
+# --------------------------------------------------------------------------- role
+
+role_app = typer.Typer(help="The IAM execution role SageMaker assumes for the endpoints.")
+
+
+@role_app.command("create")
+@guarded
+def role_create_command(
+    name: Annotated[str, typer.Argument(help="role name, e.g. sagemeter-endpoint")],
+    wait_seconds: Annotated[float, typer.Option(help="how long to wait for IAM")] = 120.0,
+    poll_seconds: Annotated[float, typer.Option(hidden=True)] = 2.0,
+) -> None:
+    """Create the execution role: ECR image pull, container log and metrics, nothing else."""
+    err = _err()
+    result = sm.create_role(
+        name,
+        wait_s=wait_seconds,
+        poll_s=poll_seconds,
+        on_wait=lambda elapsed: err.print(
+            f"⏳ waiting for IAM to show role {name} ({elapsed:.0f} s)"
+        ),
+        aws=_aws(),
+    )
+    made = "created" if result.created else "exists (sagemeter's); its policy was rewritten"
+    err.print(
+        f"role {result.name} {made}, visible in IAM after {result.visible_after_s:.1f} s "
+        "(what it grants: docs/sagemaker.md#iam)"
+    )
+    _out().print(f"export {ROLE_ENV}={result.arn}")
+
+
+@role_app.command("delete")
+@guarded
+def role_delete_command(name: Annotated[str, typer.Argument(help="role name")]) -> None:
+    """Delete a role `role create` made (only one tagged as sagemeter's)."""
+    for step in sm.delete_role(name, aws=_aws()).steps:
+        _out().print(f"  - {step}")
+
+
 # --------------------------------------------------------------------------- register
 
 COMMANDS: dict[str, Callable[..., Any]] = {
@@ -595,3 +678,4 @@ def register(app: typer.Typer) -> None:
     """Add the SageMaker commands to the main app."""
     for name, command in COMMANDS.items():
         app.command(name, help=(command.__doc__ or "").strip())(command)
+    app.add_typer(role_app, name="role")

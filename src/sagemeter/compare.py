@@ -24,6 +24,7 @@ from sagemeter.evidence.summary import render_summary
 from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
 from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
 from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, summary_lines
+from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.results import Interval, MeasureResult, load_result
@@ -266,11 +267,15 @@ def combine(
         raise UserError("--price-per-hour must be a positive number of USD")
     results = [load_result(path) for path in paths]
     warnings = _check_comparable(paths, results)
+    if price_per_hour is None:
+        price_per_hour, price_warnings = recorded_price(paths, results)
+        warnings.extend(price_warnings)
     rows = [
         _row("weights_gib", [r.weights_gib for r in results], "figure"),
         _row("kv_cache_tokens", [_float(r.kv_cache_tokens) for r in results], "figure"),
         _row("load_seconds", [r.load_seconds for r in results], "figure"),
         _row("decode_tokens_per_second", [r.decode_tokens_per_second for r in results], "speed"),
+        *_predicted_rows(results),
         _row(
             "per_call_fixed_cost_seconds",
             [r.per_call_fixed_cost_seconds for r in results],
@@ -331,7 +336,53 @@ def combine(
     )
 
 
-UNTIMED_KEYS = frozenset({"weights_gib", "kv_cache_tokens"})
+def recorded_price(
+    paths: list[Path], results: list[MeasureResult]
+) -> tuple[float | None, list[str]]:
+    """Without --price-per-hour: the hourly price SageMaker results recorded at deploy (that of
+    the instance type placed), when they agree; else None and why there are no cost rows.
+
+    Results of other backends record no price; for them nothing is said, as before.
+    """
+    recorded = [
+        (path.name, r.detail.environment.server)
+        for path, r in zip(paths, results, strict=True)
+        if r.detail is not None and r.detail.environment.backend == "sagemaker"
+    ]
+    if not recorded:
+        return None, []
+    if len(recorded) < len(results):
+        return None, ["no cost rows: only some files are SageMaker results; pass --price-per-hour"]
+    missing = [
+        f"{name}: {server.get('price_note') or 'no price recorded'}"
+        for name, server in recorded
+        if not isinstance(server.get("hourly_usd"), int | float)
+    ]
+    if missing:
+        return None, [f"no cost rows: pass --price-per-hour ({'; '.join(missing)})"]
+    prices = {(float(s["hourly_usd"]), s.get("priced_instance_type")) for _, s in recorded}
+    if len(prices) > 1:
+        shown = ", ".join(f"${usd:g}/h ({kind or '?'})" for usd, kind in sorted(prices, key=str))
+        return None, [f"no cost rows: the results were priced differently ({shown}); pass "
+                      "--price-per-hour"]  # fmt: skip
+    [(usd, kind)] = prices
+    server = recorded[0][1]
+    return usd, [
+        f"cost rows at ${usd:g} per instance-hour, recorded at deploy for {kind or '?'} "
+        f"({server.get('price_note') or 'AWS Price List'}); --price-per-hour overrides it"
+    ]
+
+
+UNTIMED_KEYS = frozenset({"weights_gib", "kv_cache_tokens", PREDICTED_KEY})
+
+
+def _predicted_rows(results: list[MeasureResult]) -> list[Row]:
+    """Beside the measured decode: each checkpoint's tokens per GB read, whose ratio is the
+    predicted decode ratio (only when a result carries its checkpoint's facts)."""
+    facts = [r.detail.environment.checkpoint_facts if r.detail else None for r in results]
+    if not any(facts):
+        return []
+    return [_row(PREDICTED_KEY, [tokens_per_gb_read(each) for each in facts], "figure")]
 
 
 def _figure_drift(row: Row) -> FigureDrift:

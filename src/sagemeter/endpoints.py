@@ -89,6 +89,16 @@ async def open_endpoint(
         raise UserError(f"unsupported target {target}")
 
 
+def placement_hint(target: Target) -> str:
+    """For a SageMaker target this machine placed in another region, where it is; else ""."""
+    if not isinstance(target, SageMakerTarget):
+        return ""
+    from sagemeter.backends.sagemaker import placed_elsewhere
+
+    hint = placed_elsewhere(target.name, target.region)
+    return f" ({hint})" if hint else ""
+
+
 def check_target(target: Target) -> None:
     """Fail fast, before anything starts, on a target that cannot work (e.g. unknown checkpoint)."""
     if isinstance(target, LocalTarget):
@@ -134,6 +144,7 @@ async def _local_endpoint(
     from sagemeter.backends.local import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
     from sagemeter.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
     from sagemeter.fidelity.vocabulary import gguf_vocabulary
+    from sagemeter.inspect.predicted import facts_for_environment
 
     checkpoint = await asyncio.to_thread(resolve_checkpoint, target.checkpoint)
     engine = LocalEngine(
@@ -153,6 +164,7 @@ async def _local_endpoint(
             "checkpoint_file": checkpoint.path.name,
             "checkpoint_sha256": await asyncio.to_thread(sha256_of, checkpoint.path),
             "checkpoint_bits_per_weight": summary["bits_per_weight"],
+            "checkpoint_facts": await asyncio.to_thread(facts_for_environment, checkpoint.path),
         }
         assert engine.base_url is not None
         async with _chat_client(engine.base_url, wire, model=checkpoint.name) as client:

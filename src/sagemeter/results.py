@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from sagemeter.atomic import write_text_atomic
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.inspect.facts import CheckpointFacts
 from sagemeter.results_v1 import upgrade_records
 from sagemeter.server_metrics.crosscheck import ServerMetrics
 from sagemeter.transport.record import RequestRecord
@@ -253,6 +254,9 @@ class Environment(BaseModel):
     checkpoint_file: str | None = None
     checkpoint_sha256: str | None = None
     checkpoint_bits_per_weight: float | None = None
+    checkpoint_facts: CheckpointFacts | None = Field(
+        None, description="what the checkpoint stores and the bytes a decoded token reads"
+    )
     host_cpu: str | None = None
     host_cores: int | None = None
     platform: str | None = None

@@ -6,6 +6,7 @@ Accepted forms:
   vllm:CHECKPOINT         a real `vllm serve` started by sagemeter (a checkpoint name, a .gguf
                           path exported to a Hugging Face folder, or a Hugging Face folder)
   NAME@REGION             an Amazon SageMaker real-time endpoint
+  NAME                    a SageMaker endpoint this machine deployed, in the region it was placed
 """
 
 from __future__ import annotations
@@ -119,7 +120,24 @@ def parse_target(text: str) -> Target:
         if not AWS_REGION_NAME.match(region):
             raise UserError(f"target {text!r}: {region!r} is not an AWS region such as us-east-2")
         return SageMakerTarget(name, region)
+    if SAGEMAKER_ENDPOINT_NAME.match(raw):
+        placed = _placed_region(raw)
+        if placed is not None:
+            return SageMakerTarget(raw, placed)
+        raise UserError(
+            f"target {text!r}: no SageMaker endpoint of that name was deployed from here; write "
+            f"{raw}@REGION; accepted forms: {ACCEPTED_FORMS}"
+        )
     raise UserError(f"target {text!r} is not understood; accepted forms: {ACCEPTED_FORMS}")
+
+
+def _placed_region(name: str) -> str | None:
+    """The region where this machine's record says endpoint `name` was placed (a bare name
+    follows a capacity fallback, so the region typed at deploy time need not be repeated)."""
+    from sagemeter.backends.sagemaker.ledger import Ledger
+    from sagemeter.backends.sagemaker.region import recorded_region
+
+    return recorded_region(name, Ledger())
 
 
 def _parse_url(raw: str) -> OpenAITarget:

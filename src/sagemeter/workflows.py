@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from sagemeter import __version__
-from sagemeter.endpoints import Endpoint, WireOptions, check_target, open_endpoint
+from sagemeter.endpoints import (
+    Endpoint,
+    WireOptions,
+    check_target,
+    open_endpoint,
+    placement_hint,
+)
 from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
@@ -129,7 +135,10 @@ async def measure_target(
         try:
             await endpoint.client.preflight()
         except Unreachable as exc:
-            raise UserError(f"target {target} does not answer as a chat API: {exc}") from None
+            where = placement_hint(target)
+            raise UserError(
+                f"target {target} does not answer as a chat API: {exc}{where}"
+            ) from None
         described = await endpoint.client.describe()
         meter = MetricsRecorder(_server_root(endpoint))
         await meter.open()
@@ -257,6 +266,7 @@ def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) ->
         checkpoint_file=known.get("checkpoint_file"),
         checkpoint_sha256=known.get("checkpoint_sha256"),
         checkpoint_bits_per_weight=known.get("checkpoint_bits_per_weight"),
+        checkpoint_facts=known.get("checkpoint_facts"),
         host_cpu=host_cpu(),
         host_cores=os.cpu_count(),
         platform=platform.platform(),

@@ -60,6 +60,8 @@ def info_line(info: sm.EndpointInfo) -> str:
     if info.cost_so_far_usd is not None:
         parts.append(f"{money(info.cost_so_far_usd)} so far")
     notes = [note for note in (info.note, info.failure_reason) if note]
+    if info.hourly_usd is None and info.price_note:
+        notes.append(f"no price: {info.price_note}")
     if info.leftovers and info.status is None:
         notes.append("left: " + ", ".join(info.leftovers))
     return ", ".join(parts) + (f" ({'; '.join(notes)})" if notes else "")
@@ -135,23 +137,30 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
     @server.tool(title="List sagemeter's endpoints", annotations=LOOKS)
     @guarded
     async def list_endpoints(
-        regions: Regions = None, price_per_hour: PricePerHour = None
+        regions: Regions = None,
+        price_per_hour: PricePerHour = None,
+        all_endpoints: Annotated[
+            bool, Field(description="every endpoint in the regions, not only sagemeter's")
+        ] = False,
     ) -> Annotated[CallToolResult, sm.Inventory]:
         """Every endpoint sagemeter made (tagged or recorded), with cost so far; orphans marked.
 
         Also shows what an interrupted or cancelled deploy left, so nothing keeps billing unseen.
+        With all_endpoints, every other endpoint too, marked "not sagemeter's".
         """
         inventory = await blocking(
-            lambda: sm.list_endpoints(regions or None, price_per_hour=price_per_hour, aws=sm.Aws())
+            lambda: sm.list_endpoints(
+                regions or None,
+                price_per_hour=price_per_hour,
+                all_endpoints=all_endpoints,
+                aws=sm.Aws(),
+            )
         )
         lines = [info_line(info) for info in inventory.endpoints]
         if not lines:
-            lines.append(f"no sagemeter endpoints in {', '.join(inventory.regions)}")
-        running = [
-            i for i in inventory.endpoints if i.status in {"InService", "Creating", "Updating"}
-        ]
-        if running:
-            lines.append(f"{len(running)} may be billing; delete_endpoint stops each")
+            kind = "" if all_endpoints else "sagemeter "
+            lines.append(f"no {kind}endpoints in {', '.join(inventory.regions)}")
+        lines.extend(sm.billing_lines(inventory, delete_with="delete_endpoint"))
         lines.extend(f"warning: {where}: {why}" for where, why in inventory.region_errors.items())
         return reply("\n".join(lines), inventory)
 
@@ -176,15 +185,18 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
 
         result = await blocking(read)
         if not result.exists:
-            text = (
-                f"no logs yet for {result.name} in {result.region} "
-                f"({result.group} appears once the container starts)"
+            elsewhere = sm.placed_elsewhere(result.name, result.region)
+            text = f"no logs yet for {result.name} in {result.region} " + (
+                f"({elsewhere})"
+                if elsewhere
+                else f"({result.group} appears once the container starts)"
             )
         else:
             text = "\n".join(
                 time.strftime("%H:%M:%S ", time.gmtime(line.timestamp_ms / 1000)) + line.message
                 for line in result.lines
             )
+            text = "\n".join(part for part in (result.note, text) if part)
         return reply(text or f"{result.group} has no lines yet", result)
 
     @server.tool(title="Send one prompt to an endpoint", annotations=LOOKS)
@@ -201,7 +213,9 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
             name, where = endpoint_region(endpoint, None, label="region")
             record = sm.invoke(name, where, prompt, max_tokens=max_tokens, temperature=temperature)
             if not record.ok:
-                raise UserError(f"{name}@{where} did not answer: {record.error}")
+                elsewhere = sm.placed_elsewhere(name, where)
+                hint = f" ({elsewhere})" if elsewhere else ""
+                raise UserError(f"{name}@{where} did not answer: {record.error}{hint}")
             return InvokeAnswer(
                 endpoint=f"{name}@{where}",
                 text=record.text,

@@ -14,14 +14,25 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from sagemeter.backends import sagemaker as sm
-from sagemeter.backends.sagemaker.spec import DEFAULT_INSTANCE_TYPE
+from sagemeter.backends.sagemaker.spec import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_INSTANCE_TYPE,
+    DEFAULT_MAX_MODEL_LEN,
+)
 from sagemeter.errors import UserError
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.models import DeployAnswer
 from sagemeter.mcp.progress import Relay, in_worker
-from sagemeter.mcp.sagemaker_read import Endpoint, PricePerHour, Region, blocking, money
-from sagemeter.sagemaker_verbs import container_env, deploy_region, endpoint_region, execution_role
+from sagemeter.mcp.sagemaker_read import Endpoint, PricePerHour, Region, blocking
+from sagemeter.sagemaker_verbs import (
+    container_env,
+    deploy_region,
+    endpoint_region,
+    execution_role,
+    image_line,
+    placed_text,
+)
 
 CREATES = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
@@ -54,14 +65,17 @@ class ProgressLines:
 
 
 def deploy_text(result: sm.DeployResult) -> str:
-    lines = [f"{a.region}: {a.outcome}: {a.reason or ''}" for a in result.attempts[:-1]]
-    lines.extend(delete_lines(cleanup) for cleanup in result.cleanups)
+    lines = []
+    for attempt in result.attempts[:-1]:
+        lines.append(f"{attempt.region}: {attempt.outcome}: {attempt.reason or ''}")
+        lines.extend(delete_lines(c) for c in result.cleanups if c.region == attempt.region)
+    lines.extend(delete_lines(c) for c in result.cleanups if c.region == result.region)
+    lines.append(image_line(result))
     target = f"{result.name}@{result.region}"
     if result.in_service:
-        price = f", {money(result.hourly_usd, 4)}/h per instance" if result.hourly_usd else ""
         lines.append(
             f"{target} InService after {result.create_to_inservice_minutes:.1f} min "
-            f"({' / '.join(result.instance_types)} x{result.count}{price}); it bills until "
+            f"({placed_text(result)}); it bills until "
             f"deleted (delete_endpoint endpoint={target} confirm={result.name})"
         )
     elif result.timed_out:
@@ -117,6 +131,18 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
         image: Annotated[
             str | None, Field(description="full image URI (default: the AWS vLLM container)")
         ] = None,
+        image_tag: Annotated[
+            str | None,
+            Field(description="pin a tag of the AWS vLLM container (default: newest pinned)"),
+        ] = None,
+        max_model_len: Annotated[
+            int | None,
+            Field(ge=1, description="SM_VLLM_MAX_MODEL_LEN; null leaves it to vLLM"),
+        ] = DEFAULT_MAX_MODEL_LEN,
+        gpu_memory_utilization: Annotated[
+            float | None,
+            Field(gt=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION; null leaves it to vLLM"),
+        ] = DEFAULT_GPU_MEMORY_UTILIZATION,
         wait_minutes: Annotated[
             float, Field(ge=0, le=240, description="stop waiting for InService after this long")
         ] = 60.0,
@@ -146,10 +172,18 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
                 env=container_env(env or {}),
                 count=count,
                 image=image,
+                image_tag=image_tag,
+                max_model_len=max_model_len,
+                gpu_memory_utilization=gpu_memory_utilization,
             )
 
+        def plan() -> list[sm.PlannedRegion]:
+            aws = sm.Aws()
+            lookup = aws if aws.session.get_credentials() is not None else None
+            return sm.plan_deploy(make_spec(aws), aws=lookup)
+
         if dry_run:
-            plans = await blocking(lambda: sm.plan_deploy(make_spec(None)))
+            plans = await blocking(plan)
             text = "\n".join(
                 f"{plan.region}: would create model, endpoint config and endpoint "
                 f"{name} ({plan.image})"

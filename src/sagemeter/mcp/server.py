@@ -17,6 +17,7 @@ from sagemeter import __version__
 from sagemeter.mcp.config import LOGS_FLAG, WRITE_FLAG, ServerConfig
 from sagemeter.mcp.engines import LocalEngines
 from sagemeter.mcp.guard import failure
+from sagemeter.mcp.inspect_tools import register_inspect_tools
 from sagemeter.mcp.local_tools import register_local_tools
 from sagemeter.mcp.measure_tools import register_measure_tools
 from sagemeter.mcp.sagemaker_read import register_sagemaker_reads
@@ -37,6 +38,8 @@ def instructions(config: ServerConfig) -> str:
         "so nothing keeps billing; list_endpoints shows what still runs and what it costs. "
         "Without a cloud account, list_checkpoints, start_local/stop_local and "
         "measure_endpoint target=local:CHECKPOINT run the embedded engine on this machine. "
+        "inspect_checkpoint reads a checkpoint's header (no deployment) and predicts its decode "
+        "speed from the bytes a token reads. "
         f"Deploying and deleting: {write}. Reading container logs: {logs}. "
         "Ask the user before deploy_endpoint (it bills per hour) and before delete_endpoint "
         "(confirm must be the endpoint's name). Result files are written to "
@@ -88,6 +91,7 @@ def build_server(
     register_sagemaker_writes(server, config)
     register_local_tools(server, engines)
     register_measure_tools(server, config)
+    register_inspect_tools(server)
     return server
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sagemeter.compare import Drift
 from sagemeter.costs import cost_per_million_tokens
+from sagemeter.inspect.predicted import PREDICTED_TITLE, tokens_per_gb_read
 from sagemeter.report.document import (
     Block,
     Callout,
@@ -79,6 +80,7 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
             noise=noise,
             compared=comparison_row(run, "decode_tokens_per_second"),
         ),
+        *_predicted_row(contenders),
         figure_row(f"{n_long}, fastest (s)", stat(long_spreads, "min"), higher=False, noise=noise),
         figure_row(
             f"{n_long}, median (s)",
@@ -115,6 +117,19 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
             )
         )
     return rows
+
+
+def _predicted_row(contenders: list[MeasureResult]) -> list[list[Cell]]:
+    """Beside the measured decode: tokens per GB the checkpoint's decode reads (its ratio is the
+    predicted decode ratio), when the results carry their checkpoints' facts."""
+    facts = [r.detail.environment.checkpoint_facts if r.detail else None for r in contenders]
+    if not any(facts):
+        return []
+    notes = [
+        f"reads {each.decode.bytes_per_token / 1e9:.3g} GB per token" if each else f"facts {NA}"
+        for each in facts
+    ]
+    return [figure_row(PREDICTED_TITLE, [tokens_per_gb_read(each) for each in facts], notes)]
 
 
 def decode_section(run: Run) -> Section:

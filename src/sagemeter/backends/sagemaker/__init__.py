@@ -1,4 +1,4 @@
-"""The SageMaker backend: quota, price, deploy, wait, status, list, logs, invoke, delete.
+"""The SageMaker backend: quota, price, role, deploy, wait, status, list, logs, invoke, delete.
 
 Plain functions with typed parameters that return pydantic models and never print, so the CLI
 and the MCP server call the same code. Every AWS failure surfaces as one `UserError` line.
@@ -16,10 +16,18 @@ from sagemeter.backends.sagemaker.deploy import (
 )
 from sagemeter.backends.sagemaker.describe import deployment_info
 from sagemeter.backends.sagemaker.endpoint import Progress, ProgressCallback
-from sagemeter.backends.sagemaker.image import DEFAULT_VLLM_TAG, IMAGE_TABLE_SOURCE, vllm_image_uri
+from sagemeter.backends.sagemaker.image import (
+    DEFAULT_VLLM_TAG,
+    FALLBACK_TAG,
+    IMAGE_TABLE_SOURCE,
+    ImageChoice,
+    choose_image,
+    vllm_image_uri,
+)
 from sagemeter.backends.sagemaker.inventory import (
     EndpointInfo,
     Inventory,
+    billing_lines,
     endpoint_price,
     endpoint_status,
     list_endpoints,
@@ -36,11 +44,19 @@ from sagemeter.backends.sagemaker.logs import (
 )
 from sagemeter.backends.sagemaker.pricing import PriceQuote, hourly_price
 from sagemeter.backends.sagemaker.quota import DEFAULT_QUOTA_REGIONS, QuotaRow, quota
+from sagemeter.backends.sagemaker.region import (
+    RegionChoice,
+    placed_elsewhere,
+    resolve_endpoint_region,
+    resolve_region,
+)
+from sagemeter.backends.sagemaker.role import RoleDeleted, RoleResult, create_role, delete_role
 from sagemeter.backends.sagemaker.spec import DeploySpec, make_spec
 
 __all__ = [
     "DEFAULT_QUOTA_REGIONS",
     "DEFAULT_VLLM_TAG",
+    "FALLBACK_TAG",
     "IMAGE_TABLE_SOURCE",
     "Attempt",
     "Aws",
@@ -49,6 +65,7 @@ __all__ = [
     "DeployResult",
     "DeploySpec",
     "EndpointInfo",
+    "ImageChoice",
     "Inventory",
     "Ledger",
     "LedgerRecord",
@@ -59,8 +76,15 @@ __all__ = [
     "Progress",
     "ProgressCallback",
     "QuotaRow",
+    "RegionChoice",
+    "RoleDeleted",
+    "RoleResult",
+    "billing_lines",
+    "choose_image",
+    "create_role",
     "delete",
     "delete_all_mine",
+    "delete_role",
     "deploy",
     "deployment_info",
     "endpoint_price",
@@ -72,9 +96,12 @@ __all__ = [
     "list_endpoints",
     "log_group",
     "make_spec",
+    "placed_elsewhere",
     "plan_deploy",
     "quota",
     "recent_logs",
+    "resolve_endpoint_region",
+    "resolve_region",
     "startup_facts",
     "vllm_image_uri",
 ]

@@ -8,6 +8,7 @@ work as the AWS CLI documents them.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -34,12 +35,18 @@ from sagemeter.backends.sagemaker.redact import redact
 from sagemeter.errors import UserError
 
 if TYPE_CHECKING:
+    from mypy_boto3_ecr import ECRClient
+    from mypy_boto3_iam import IAMClient
     from mypy_boto3_logs import CloudWatchLogsClient
     from mypy_boto3_pricing import PricingClient
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_service_quotas import ServiceQuotasClient
 
 PRICING_REGION = "us-east-1"  # the Price List API answers from us-east-1 (and two others)
+IAM_REGION = "us-east-1"  # IAM is global; its requests are signed for us-east-1
+# Where the AWS configuration names a region, in the AWS CLI's order. botocore itself reads only
+# AWS_DEFAULT_REGION and the profile, so AWS_REGION alone would be ignored without this.
+REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 IAM_DOC = "docs/sagemaker.md#iam"
 
 # Control-plane calls are idempotent reads or creates guarded by our own name checks: let botocore
@@ -80,8 +87,18 @@ class Aws:
 
     @property
     def default_region(self) -> str | None:
-        """The region the user's AWS configuration names (AWS_REGION, profile), if any."""
-        return self.session.region_name
+        """The region the AWS configuration names: AWS_REGION, AWS_DEFAULT_REGION, the profile."""
+        found = self.configured_region()
+        return found[0] if found else None
+
+    def configured_region(self) -> tuple[str, str] | None:
+        """(region, where it came from) from the AWS configuration, or None when it names none."""
+        for variable in REGION_VARIABLES:
+            value = os.environ.get(variable, "").strip()
+            if value:
+                return value, variable
+        profile = self.session.region_name  # AWS_DEFAULT_REGION is unset here: the profile's
+        return (profile, f"profile {self.session.profile_name}") if profile else None
 
     def require_credentials(self) -> None:
         """Fail early, with the fix, when no credentials can be found at all."""
@@ -115,6 +132,14 @@ class Aws:
 
     def quotas(self, region: str) -> ServiceQuotasClient:
         client: ServiceQuotasClient = self.client("service-quotas", region)
+        return client
+
+    def ecr(self, region: str) -> ECRClient:
+        client: ECRClient = self.client("ecr", region)
+        return client
+
+    def iam(self) -> IAMClient:
+        client: IAMClient = self.client("iam", IAM_REGION)
         return client
 
     def pricing(self) -> PricingClient:

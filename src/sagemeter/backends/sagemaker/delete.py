@@ -22,6 +22,7 @@ from sagemeter.backends.sagemaker.endpoint import (
     wait_until,
 )
 from sagemeter.backends.sagemaker.ledger import Ledger, LedgerRecord, ResourceKind
+from sagemeter.backends.sagemaker.region import placed_elsewhere
 from sagemeter.backends.sagemaker.spec import is_ours
 from sagemeter.errors import UserError
 
@@ -108,6 +109,9 @@ def delete(
         and not report.deleted_anything
         and all(step.outcome == "not found" for step in report.steps)
     ):
+        elsewhere = placed_elsewhere(name, region, ledger)
+        if elsewhere:
+            raise UserError(f"nothing to delete: no endpoint {name} in {region}; {elsewhere}")
         raise UserError(
             f"nothing to delete: no endpoint {name} in {region} and no sagemeter record of it "
             "(see `sagemeter list`)"

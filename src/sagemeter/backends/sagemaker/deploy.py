@@ -34,9 +34,12 @@ from sagemeter.backends.sagemaker.endpoint import (
     FINAL_STATES,
     Progress,
     ProgressCallback,
+    deployed_image,
     describe_endpoint,
+    placed_instance_types,
     wait_until,
 )
+from sagemeter.backends.sagemaker.image import ImageChoice, choose_image, image_account
 from sagemeter.backends.sagemaker.ledger import Ledger, LedgerRecord, ResourceKind
 from sagemeter.backends.sagemaker.pricing import try_hourly_price
 from sagemeter.backends.sagemaker.redact import redact, redact_env
@@ -55,6 +58,10 @@ from sagemeter.backends.sagemaker.spec import (
 from sagemeter.errors import UserError
 
 DEFAULT_DEADLINE_S = 3600.0  # the article saw capacity failures arrive after ~30 min of Creating
+# IAM is eventually consistent: SageMaker may not be able to assume a role made seconds ago, and
+# says so as a ValidationException to CreateModel (which then created nothing). So long, resend.
+ROLE_PROPAGATION_S = 120.0
+_ROLE_NOT_READY = re.compile(r"could not assume role|unable to assume the role", re.IGNORECASE)
 # SageMaker's reads are eventually consistent: a resource just created may be "not found" for a
 # while. So long, a missing endpoint config or endpoint means "not visible yet", not "gone".
 VISIBILITY_S = 120.0
@@ -86,11 +93,18 @@ class DeployResult(BaseModel):
     instance_types: list[str]
     count: int
     image: str
+    image_source: str | None = Field(None, description="registry, fallback, --image-tag, --image")
+    image_note: str | None = Field(None, description="why the fallback image was used")
+    image_digest: str | None = Field(None, description="repository@sha256:… of what runs")
+    placed_instance_types: list[str] = Field(
+        default_factory=list, description="the types SageMaker placed (of InstancePools)"
+    )
     endpoint_arn: str | None = None
     create_to_inservice_minutes: float | None = None
     failure_reason: str | None = None
     timed_out: bool = False
-    hourly_usd: float | None = None
+    hourly_usd: float | None = Field(None, description="per instance of the placed type")
+    priced_instance_type: str | None = None
     price_note: str | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     cleanups: list[DeleteReport] = Field(default_factory=list)
@@ -106,6 +120,8 @@ class PlannedRegion(BaseModel):
 
     region: str
     image: str
+    image_source: str
+    image_note: str | None = None
     requests: dict[str, dict[str, Any]]
 
 
@@ -119,21 +135,32 @@ def _hf_token(hf_token: str | None) -> str | None:
 def _requests(
     spec: DeploySpec,
     region: str,
+    image: str,
     names: ResourceNames,
     env: dict[str, str],
     created_utc: str,
     token_set: bool,
 ) -> dict[str, dict[str, Any]]:
-    tags = ownership_tags(spec, region, created_utc, token_set)
+    tags = ownership_tags(spec, region, image, created_utc, token_set)
     return {
-        "CreateModel": create_model_request(spec, region, names, env, tags),
-        "CreateEndpointConfig": create_endpoint_config_request(spec, region, names, tags),
+        "CreateModel": create_model_request(spec, image, names, env, tags),
+        "CreateEndpointConfig": create_endpoint_config_request(spec, image, names, tags),
         "CreateEndpoint": create_endpoint_request(names, tags),
     }
 
 
-def plan_deploy(spec: DeploySpec, *, hf_token: str | None = None) -> list[PlannedRegion]:
-    """The create requests for every region deploy may try, without calling AWS."""
+def _choose_image(spec: DeploySpec, region: str, aws: Aws | None) -> ImageChoice:
+    return choose_image(region, image=spec.image, image_tag=spec.image_tag, aws=aws)
+
+
+def plan_deploy(
+    spec: DeploySpec, *, hf_token: str | None = None, aws: Aws | None = None
+) -> list[PlannedRegion]:
+    """The create requests for every region deploy may try; nothing is created.
+
+    With `aws`, the image is looked up in the registry as deploy would (a read); without, the
+    fallback image is shown and the plan says so.
+    """
     token = _hf_token(hf_token)
     now = datetime.now(UTC)
     created = now.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -141,20 +168,37 @@ def plan_deploy(spec: DeploySpec, *, hf_token: str | None = None) -> list[Planne
     for region in spec.regions:
         names = resource_names(spec.name, now)
         env = redact_env(container_environment(spec, token))
+        image = _choose_image(spec, region, aws)
         plans.append(
             PlannedRegion(
                 region=region,
-                image=spec.image_for(region),
-                requests=_requests(spec, region, names, env, created, token is not None),
+                image=image.uri,
+                image_source=image.source,
+                image_note=image.note,
+                requests=_requests(spec, region, image.uri, names, env, created, token is not None),
             )
         )
     return plans
 
 
 def _preflight(spec: DeploySpec, aws: Aws, ledger: Ledger) -> None:
-    """Refuse before creating anything: a name already taken, or left over, in any region."""
+    """Refuse before creating anything: a name already taken, or left over, in any region, or
+    still deployed from this machine in a region not asked for now (two would bill)."""
+    for other in ledger.active():
+        endpoint = other.resource("endpoint")
+        if (
+            other.name == spec.name
+            and other.region not in spec.regions
+            and endpoint is not None
+            and endpoint.may_exist
+        ):
+            raise UserError(
+                f"{spec.name} is still deployed in {other.region} (recorded): delete it first "
+                f"(`sagemeter delete {spec.name}@{other.region}`), or choose another name"
+            )
     for region in spec.regions:
-        spec.image_for(region)  # an unknown region's image is a clear error now, not later
+        if not spec.image:
+            image_account(region)  # an unknown region's image is a clear error now, not later
         existing = describe_endpoint(aws, spec.name, region)
         if existing is not None:
             raise UserError(
@@ -312,6 +356,7 @@ def deploy(
     aws: Aws | None = None,
     ledger: Ledger | None = None,
     visibility_s: float = VISIBILITY_S,
+    role_wait_s: float = ROLE_PROPAGATION_S,
 ) -> DeployResult:
     """Deploy `spec`, trying each of its regions in turn while the failure is one of capacity.
 
@@ -325,24 +370,35 @@ def deploy(
     token = _hf_token(hf_token)
     _preflight(spec, aws, ledger)
     attempts: list[Attempt] = []
+    cleanups: list[DeleteReport] = []
     result: DeployResult | None = None
     for index, region in enumerate(spec.regions):
         last = index == len(spec.regions) - 1
-        result = _attempt(
-            spec,
-            region,
-            token,
-            aws,
-            ledger,
-            on_progress,
-            deadline_s,
-            poll_s,
-            price_per_hour,
-            last,
-            visibility_s,
-        )
+        try:
+            result = _attempt(
+                spec,
+                region,
+                token,
+                aws,
+                ledger,
+                on_progress,
+                deadline_s,
+                poll_s,
+                price_per_hour,
+                last,
+                visibility_s,
+                role_wait_s,
+            )
+        except UserError as exc:
+            if not attempts:
+                raise
+            raise UserError(
+                f"{exc} (before that: {_attempts_summary(attempts, cleanups)})"
+            ) from None
         attempts.append(result.attempts[0])
+        cleanups.extend(result.cleanups)
         result.attempts = list(attempts)
+        result.cleanups = list(cleanups)
         if result.attempts[-1].outcome != "capacity" or last:
             return result
         if on_progress:
@@ -360,6 +416,38 @@ def deploy(
     return result
 
 
+def _attempts_summary(attempts: list[Attempt], cleanups: list[DeleteReport]) -> str:
+    """Earlier attempts in one phrase: "us-east-1: capacity, endpoint deleted, …"."""
+    parts = []
+    for attempt in attempts:
+        removed = [
+            f"{step.kind} {step.outcome}"
+            for report in cleanups
+            if report.region == attempt.region
+            for step in report.steps
+        ]
+        parts.append(", ".join([f"{attempt.region}: {attempt.outcome}", *removed]))
+    return "; ".join(parts)
+
+
+def _price_placed(
+    record: LedgerRecord,
+    result: DeployResult,
+    placed: list[str],
+    price_per_hour: float | None,
+    aws: Aws,
+) -> None:
+    """Price what SageMaker placed: with InstancePools it may not be the first type asked for."""
+    if not placed or price_per_hour is not None or placed[0] == record.priced_instance_type:
+        return
+    quote, why = try_hourly_price(placed[0], record.region, aws=aws)
+    record.hourly_usd = quote.usd_per_hour if quote else None
+    record.priced_instance_type = placed[0]
+    record.price_note = quote.source if quote else why
+    result.hourly_usd, result.priced_instance_type = record.hourly_usd, placed[0]
+    result.price_note = record.price_note
+
+
 def _attempt(
     spec: DeploySpec,
     region: str,
@@ -372,19 +460,33 @@ def _attempt(
     price_per_hour: float | None,
     last: bool,
     visibility_s: float = VISIBILITY_S,
+    role_wait_s: float = ROLE_PROPAGATION_S,
 ) -> DeployResult:
+    if on_progress:
+        on_progress(
+            Progress(
+                name=spec.name,
+                region=region,
+                phase="choosing the image",
+                status=None,
+                elapsed_s=0.0,
+            )
+        )
+    image = _choose_image(spec, region, aws)
     now = datetime.now(UTC)
     created_utc = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     names = resource_names(spec.name, now)
     env = container_environment(spec, token)
-    requests = _requests(spec, region, names, env, created_utc, token is not None)
+    requests = _requests(spec, region, image.uri, names, env, created_utc, token is not None)
     record = LedgerRecord(
         name=spec.name,
         region=region,
         model_id=spec.model_id,
         instance_types=spec.instance_types,
         count=spec.count,
-        image=spec.image_for(region),
+        image=image.uri,
+        image_source=image.source,
+        image_digest=image.pinned_uri,
         spec=spec.recordable(),
         created_utc=created_utc,
     )
@@ -392,6 +494,8 @@ def _attempt(
         spec.instance_type, region, price_per_hour=price_per_hour, aws=aws
     )
     record.hourly_usd = quote.usd_per_hour if quote else None
+    record.priced_instance_type = spec.instance_type
+    record.price_note = quote.source if quote else why
     ledger.save(record)
     result = DeployResult(
         name=spec.name,
@@ -401,8 +505,12 @@ def _attempt(
         instance_types=spec.instance_types,
         count=spec.count,
         image=record.image,
+        image_source=image.source,
+        image_note=image.note,
+        image_digest=record.image_digest,
         hourly_usd=record.hourly_usd,
-        price_note=quote.source if quote else why,
+        priced_instance_type=record.priced_instance_type,
+        price_note=record.price_note,
     )
 
     def progress(phase: str, status: str | None = None, elapsed: float = 0.0) -> None:
@@ -418,6 +526,20 @@ def _attempt(
 
     def adopt(kind: ResourceKind) -> Callable[[], str | None]:
         return lambda: _adopt(aws, region, kind, names, tags)
+
+    def role_not_ready(exc: ClientError) -> bool:
+        waiting = bool(_ROLE_NOT_READY.search(error_message(exc)))
+        if waiting:
+            progress("waiting until SageMaker can assume the execution role")
+        return waiting
+
+    def create_model() -> str:
+        return _once_visible(
+            lambda: str(client.create_model(**requests["CreateModel"])["ModelArn"]),
+            role_not_ready,
+            role_wait_s,
+            poll_s,
+        )
 
     def create_endpoint() -> str:
         # The config just created may not be visible yet: see it first (botocore's CreateEndpoint
@@ -443,7 +565,7 @@ def _attempt(
             ledger,
             "model",
             names.model,
-            lambda: client.create_model(**requests["CreateModel"])["ModelArn"],
+            create_model,
             adopt("model"),
         )
         progress("creating endpoint config")
@@ -548,7 +670,12 @@ def _attempt(
         minutes = _create_to_inservice_minutes(description, time.monotonic() - began)
         record.in_service_utc = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         record.create_to_inservice_minutes = minutes
+        record.image_digest = deployed_image(description) or record.image_digest
+        record.placed_instance_types = placed_instance_types(description)
+        _price_placed(record, result, record.placed_instance_types, price_per_hour, aws)
         ledger.save(record)
+        result.image_digest = record.image_digest
+        result.placed_instance_types = record.placed_instance_types
         result.create_to_inservice_minutes = minutes
         result.attempts = [Attempt(region=region, outcome="InService")]
         return result

@@ -77,7 +77,11 @@ def wait_until(
             return description, True
         elapsed = time.monotonic() - began
         if on_progress:
-            line = newest_log_line(name, region, aws) if with_logs and description else None
+            line = (
+                newest_log_line(name, region, aws, since=description.get("CreationTime"))
+                if with_logs and description
+                else None
+            )
             on_progress(
                 Progress(
                     name=name,
@@ -93,13 +97,29 @@ def wait_until(
         time.sleep(poll_s)
 
 
-def instance_types_of(description: dict[str, Any], config: dict[str, Any] | None) -> list[str]:
-    """The instance types an endpoint runs: the pools' current types, else the config's."""
+def placed_instance_types(description: dict[str, Any]) -> list[str]:
+    """The types SageMaker placed instances of, from DescribeEndpoint's InstancePools summary
+    (empty for a variant of one InstanceType: its summary does not repeat the type)."""
     running: list[str] = []
     for variant in description.get("ProductionVariants", []) or []:
         for pool in variant.get("InstancePools", []) or []:
             if pool.get("CurrentInstanceCount") and pool.get("InstanceType"):
                 running.append(str(pool["InstanceType"]))
+    return running
+
+
+def deployed_image(description: dict[str, Any]) -> str | None:
+    """What runs, by content: the first variant's ResolvedImage (`repository@sha256:…`)."""
+    for variant in description.get("ProductionVariants", []) or []:
+        for image in variant.get("DeployedImages", []) or []:
+            if image.get("ResolvedImage"):
+                return str(image["ResolvedImage"])
+    return None
+
+
+def instance_types_of(description: dict[str, Any], config: dict[str, Any] | None) -> list[str]:
+    """The instance types an endpoint runs: the pools' current types, else the config's."""
+    running = placed_instance_types(description)
     if running:
         return running
     configured: list[str] = []

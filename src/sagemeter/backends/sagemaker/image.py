@@ -1,34 +1,46 @@
 """Which container runs the model: the AWS vLLM Deep Learning Container for SageMaker, per region.
 
-Source of the account table and the tag: the AWS Deep Learning Containers repository
-(github.com/aws/deep-learning-containers), `docs/reference/region_availability.md` ("Private ECR
-account IDs by region") and the vLLM SageMaker release data under `docs/src/data/vllm/`, as of
-its 2026-08-21 state. Most regions serve the images from account 763104351884; the opt-in
-regions below have their own. The tag is overridable (`--image-tag`), and so is the whole
-image (`--image`).
+Sources, all in the AWS Deep Learning Containers repository
+(github.com/aws/deep-learning-containers):
 
-The host AMI must carry an NVIDIA driver new enough for the image's CUDA:
-`al2-ami-sagemaker-inference-gpu-3-1` has driver 550 (CUDA up to 12.4, forward compatibility
-disabled) and `al2023-ami-sagemaker-inference-gpu-4-1` driver 580 (CUDA 12.5 and later, 13.x).
-The vLLM SageMaker images 0.13-0.26 are CUDA 12.9 (`cu129`), and the repository's SageMaker
-example names the gpu-4-1 AMI for CUDA 12.9; so only images up to `cu124` get gpu-3-1. Without an
-`InferenceAmiVersion` the default host AMI cannot start such a container.
+- the ECR account per region: `docs/reference/region_availability.md` ("Private ECR account IDs
+  by region");
+- the releases and their CUDA: `docs/src/data/vllm/*-gpu-sagemaker.yml` (0.13-0.19.1 are
+  `cu129`, 0.20 and later `cu130`; 0.28 and later on Ubuntu 24.04);
+- the host AMI: `test/test_utils/constants.py`, which pairs every CUDA 12.x container with
+  `al2-ami-sagemaker-inference-gpu-3-1` (NVIDIA driver 550) and every CUDA 13.x one with
+  `al2023-ami-sagemaker-inference-gpu-4-1` (driver 580), and
+  `docs/whisperx/deployment/sagemaker.md`, where a CUDA 12.8 image on another AMI fails with a
+  zero-log CannotStartContainerError.
+
+The image itself is found at deploy time, as the source article's repository did: the highest
+*pinned* SageMaker tag (`X.Y.Z-gpu-…-sagemaker-vA.B`, compared by version, never by push date:
+older lines get patch rebuilds) among the registry's tags in that region. `--image-tag` pins a
+tag, `--image` any image; when the registry cannot be listed, `FALLBACK_TAG` is used and the
+deploy says why.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel
+
+from sagemeter.backends.sagemaker.aws import Aws, error_code, explain
 from sagemeter.errors import UserError
 
 IMAGE_TABLE_SOURCE = (
-    "github.com/aws/deep-learning-containers docs/reference/region_availability.md "
-    "and docs/src/data/vllm/ (2026-08-21)"
+    "github.com/aws/deep-learning-containers docs/reference/region_availability.md, "
+    "docs/src/data/vllm/ and test/test_utils/constants.py"
 )
 DEFAULT_ACCOUNT = "763104351884"
 REPOSITORY = "vllm"
-# The newest vLLM SageMaker release in the source above: vLLM 0.27.1, CUDA 13.0, Ubuntu 22.04.
-DEFAULT_VLLM_TAG = "0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker"
+# The image when the registry cannot be listed: the one the source article ran (vLLM 0.30.0,
+# CUDA 13.0, Ubuntu 24.04, SageMaker build v1.1).
+FALLBACK_TAG = "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.1"
+DEFAULT_VLLM_TAG = FALLBACK_TAG  # kept for callers that name the default image
 
 AMI_CUDA12 = "al2-ami-sagemaker-inference-gpu-3-1"
 AMI_CUDA13 = "al2023-ami-sagemaker-inference-gpu-4-1"
@@ -69,7 +81,6 @@ DLC_ACCOUNTS: dict[str, str] = {
     "mx-central-1": "637423239942",
     "me-south-1": "217643126080",
     "me-central-1": "914824155844",
-    "me-west-1": "124382933778",
     "cn-north-1": "727897471807",
     "cn-northwest-1": "727897471807",
 }
@@ -78,43 +89,165 @@ _GPU_FAMILIES = re.compile(
     r"^ml\.(g4dn|g5|g6|g6e|g7|g7e|p3|p4d|p4de|p5|p5e|p5en|p6-[a-z0-9]+|p6e-[a-z0-9]+)\."
 )
 _CUDA = re.compile(r"-cu(?P<major>\d{2})(?P<minor>\d)")
-# The newest CUDA the driver-550 AMI (gpu-3-1) runs: 12.4.
-_DRIVER_550_CUDA = (12, 4)
 _VLLM_VERSION = re.compile(r"/vllm:(?P<version>\d+\.\d+(?:\.\d+)?)")
+# A pinned SageMaker release tag: full vLLM version, SageMaker build vA.B (immutable); the
+# floating tags (`0.30.0-…-sagemaker`, `0.30-…-sagemaker-v1`) move with each rebuild.
+PINNED_TAG = re.compile(
+    r"^(?P<version>\d+\.\d+\.\d+)-gpu-(?P<middle>.+)-sagemaker-v(?P<build>\d+\.\d+)$"
+)
+
+ImageSource = Literal["--image", "--image-tag", "registry", "fallback"]
 
 
-def vllm_image_uri(region: str, tag: str = DEFAULT_VLLM_TAG) -> str:
-    """`<account>.dkr.ecr.<region>.amazonaws.com/vllm:<tag>` for `region`, from the table above."""
+class ImageChoice(BaseModel):
+    """The image a deploy sends, where it came from, and its digest when the registry said."""
+
+    uri: str
+    source: ImageSource
+    digest: str | None = None  # sha256:… of the tag, from the registry
+    note: str | None = None  # why the fallback was used
+
+    @property
+    def pinned_uri(self) -> str | None:
+        """`repository@sha256:…`, the image by content, when the digest is known."""
+        if not self.digest:
+            return None
+        return f"{self.uri.rsplit(':', 1)[0]}@{self.digest}"
+
+
+def image_account(region: str) -> str:
     account = DLC_ACCOUNTS.get(region)
     if account is None:
         raise UserError(
             f"no AWS vLLM container account is known for region {region}: pass --image with the "
             f"full image URI (known regions: {', '.join(sorted(DLC_ACCOUNTS))})"
         )
+    return account
+
+
+def vllm_image_uri(region: str, tag: str = FALLBACK_TAG) -> str:
+    """`<account>.dkr.ecr.<region>.amazonaws.com/vllm:<tag>` for `region`, from the table above."""
+    account = image_account(region)
     domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
     return f"{account}.dkr.ecr.{region}.{domain}/{REPOSITORY}:{tag}"
+
+
+def _pinned_key(tag: str) -> tuple[tuple[int, ...], tuple[int, ...], str] | None:
+    match = PINNED_TAG.match(tag)
+    if match is None:
+        return None
+    version = tuple(int(part) for part in match["version"].split("."))
+    build = tuple(int(part) for part in match["build"].split("."))
+    return version, build, tag
+
+
+def newest_pinned(tags: list[str]) -> str | None:
+    """The highest pinned SageMaker tag by (vLLM version, build), or None when there is none."""
+    keys = [key for tag in tags if (key := _pinned_key(tag)) is not None]
+    return max(keys)[2] if keys else None
+
+
+def _registry_tags(aws: Aws, region: str) -> dict[str, str]:
+    """Every tag of the region's vLLM repository with its digest (DescribeImages, paged)."""
+    tags: dict[str, str] = {}
+    paginator = aws.ecr(region).get_paginator("describe_images")
+    pages = paginator.paginate(
+        registryId=image_account(region),
+        repositoryName=REPOSITORY,
+        filter={"tagStatus": "TAGGED"},
+    )
+    for page in pages:
+        for detail in page.get("imageDetails", []):
+            for tag in detail.get("imageTags", []) or []:
+                tags[tag] = str(detail.get("imageDigest") or "")
+    return tags
+
+
+def _tag_digest(aws: Aws, region: str, tag: str) -> str | None:
+    """The digest of one tag (None when the registry cannot say); a tag the registry says it
+    does not have is refused now, before anything is created."""
+    try:
+        answer = aws.ecr(region).describe_images(
+            registryId=image_account(region),
+            repositoryName=REPOSITORY,
+            imageIds=[{"imageTag": tag}],
+        )
+    except ClientError as exc:
+        if error_code(exc) == "ImageNotFoundException":
+            raise UserError(
+                f"--image-tag {tag}: no such tag in {image_account(region)}/{REPOSITORY} in "
+                f"{region} (the pinned SageMaker tags look like {FALLBACK_TAG})"
+            ) from None
+        return None
+    except BotoCoreError:
+        return None
+    details = answer.get("imageDetails", [])
+    return str(details[0].get("imageDigest")) if details and details[0].get("imageDigest") else None
+
+
+def choose_image(
+    region: str, *, image: str | None = None, image_tag: str | None = None, aws: Aws | None = None
+) -> ImageChoice:
+    """The image for `region`: `image` as given, `image_tag` pinned, else the newest pinned tag
+    in the registry; without `aws` (a dry run offline), or when the registry cannot be listed,
+    the fallback tag with the reason in `note`."""
+    if image:
+        return ImageChoice(uri=image, source="--image")
+    if image_tag:
+        digest = _tag_digest(aws, region, image_tag) if aws else None
+        return ImageChoice(
+            uri=vllm_image_uri(region, image_tag), source="--image-tag", digest=digest
+        )
+    image_account(region)  # an unknown region is a clear error before any call
+    if aws is None:
+        return ImageChoice(
+            uri=vllm_image_uri(region),
+            source="fallback",
+            note="the registry was not asked (no AWS session)",
+        )
+    try:
+        tags = _registry_tags(aws, region)
+    except (ClientError, BotoCoreError) as exc:
+        why = str(explain(exc, f"list the {REPOSITORY} image tags", region, "ecr"))
+        return ImageChoice(uri=vllm_image_uri(region), source="fallback", note=why)
+    newest = newest_pinned(list(tags))
+    if newest is None:
+        return ImageChoice(
+            uri=vllm_image_uri(region),
+            source="fallback",
+            note=f"no pinned SageMaker tag in {image_account(region)}/{REPOSITORY} in {region}",
+        )
+    return ImageChoice(
+        uri=vllm_image_uri(region, newest), source="registry", digest=tags[newest] or None
+    )
 
 
 def is_gpu_instance(instance_type: str) -> bool:
     return bool(_GPU_FAMILIES.match(instance_type))
 
 
+def cuda_of(image: str) -> tuple[int, int] | None:
+    """(major, minor) of the CUDA an image's tag names (`-cu130` -> (13, 0)), or None."""
+    match = _CUDA.search(image)
+    return (int(match["major"]), int(match["minor"])) if match else None
+
+
 def inference_ami_for(image: str, instance_types: list[str]) -> str | None:
     """The host AMI the image's CUDA needs, or None for CPU/Neuron instances.
 
-    CUDA up to 12.4 gets the driver-550 AMI, anything newer (cu125-cu129, cu13x) the driver-580
-    one. An image whose tag names no CUDA version gets the driver-580 AMI: it also runs older
-    CUDA 12 images, and the current vLLM containers are CUDA 13.
+    By CUDA major version, as the Deep Learning Containers repository pairs them: 12.x on the
+    driver-550 AMI, 13.x on the driver-580 one. An image whose tag names no CUDA gets the
+    driver-580 AMI, the repository's own default for its tests.
     """
     if not all(is_gpu_instance(t) for t in instance_types):
         return None
-    match = _CUDA.search(image)
-    if match and (int(match["major"]), int(match["minor"])) <= _DRIVER_550_CUDA:
+    cuda = cuda_of(image)
+    if cuda is not None and cuda[0] <= 12:
         return AMI_CUDA12
     return AMI_CUDA13
 
 
 def vllm_version(image: str) -> str | None:
-    """The vLLM version an AWS vLLM image tag names (`…/vllm:0.27.1-gpu-…` -> 0.27.1)."""
+    """The vLLM version an AWS vLLM image tag names (`…/vllm:0.30.0-gpu-…` -> 0.30.0)."""
     match = _VLLM_VERSION.search(image)
     return match["version"] if match else None

@@ -54,6 +54,10 @@ class LedgerRecord(BaseModel):
     instance_types: list[str]
     count: int
     image: str
+    image_source: str | None = Field(None, description="registry, fallback, --image-tag, --image")
+    image_digest: str | None = Field(
+        None, description="repository@sha256:… of what runs (SageMaker's ResolvedImage)"
+    )
     spec: dict[str, object] = Field(description="the deploy spec, secrets masked")
     created_utc: str = Field(default_factory=utc_now)
     resources: list[LedgerResource] = Field(default_factory=list)
@@ -61,7 +65,12 @@ class LedgerRecord(BaseModel):
     failure_reason: str | None = None
     in_service_utc: str | None = None
     create_to_inservice_minutes: float | None = None
+    placed_instance_types: list[str] = Field(
+        default_factory=list, description="the types SageMaker placed (of InstancePools)"
+    )
     hourly_usd: float | None = Field(None, description="on-demand price per instance-hour")
+    priced_instance_type: str | None = Field(None, description="the type hourly_usd is for")
+    price_note: str | None = Field(None, description="the price's source, or why there is none")
     deleted_utc: str | None = None
     note: str | None = None
 
@@ -126,10 +135,6 @@ class Ledger:
     def regions(self) -> list[str]:
         return sorted({record.region for record in self.records()})
 
-    def regions_of(self, name: str) -> list[str]:
-        """Regions holding an active record for endpoint `name`."""
-        return sorted(r.region for r in self.active() if r.name == name)
-
     def archive(self, record: LedgerRecord) -> Path:
         """Move a finished record to history/, freeing its name for the next deploy."""
         record.deleted_utc = record.deleted_utc or utc_now()
@@ -141,12 +146,13 @@ class Ledger:
         return target
 
     def history(self) -> list[LedgerRecord]:
+        """Every finished deployment, oldest first."""
         found = []
         for path in sorted((self.root / "history").glob("*/*.json")):
             record = self._read(path)
             if record is not None:
                 found.append(record)
-        return found
+        return sorted(found, key=lambda r: r.created_utc)
 
     @staticmethod
     def _read(path: Path) -> LedgerRecord | None:

@@ -3,19 +3,24 @@
 SageMaker writes each instance's container output to `/aws/sagemaker/Endpoints/NAME`, one stream
 per instance (`AllTraffic/i-…`). The group appears only once a container has started, so a missing
 group means "no logs yet", never an error. The group outlives the endpoint: a name deployed again
-(A-B-A) appends new streams, so start-up facts are read from the current endpoint's lifetime.
+(A-B-A) appends new streams, so lines and start-up facts are read from the current endpoint's
+lifetime. A stream belongs to the deployment it started in: its first event (or, before it has
+one, its creation) is after that endpoint's CreationTime. `lastEventTimestamp` is no guide: AWS
+updates it lazily (up to an hour late), so the previous container's stream can look newest.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
 from sagemeter.backends.sagemaker.aws import Aws, aws_errors, error_code
+from sagemeter.backends.sagemaker.ledger import Ledger
 from sagemeter.backends.sagemaker.redact import redact
 from sagemeter.errors import UserError
 from sagemeter.results import StartupFacts
@@ -45,6 +50,7 @@ class LogsResult(BaseModel):
     group: str
     exists: bool
     lines: list[LogLine]
+    note: str | None = None
 
 
 def _missing(exc: ClientError) -> bool:
@@ -60,25 +66,63 @@ def _line(event: dict[str, object], stream: str | None = None) -> LogLine:
     )
 
 
-def _newest_streams(aws: Aws, name: str, region: str, count: int) -> list[str] | None:
-    """Names of the `count` streams with the newest events; None when the group is missing."""
+def _started_ms(stream: dict[str, Any]) -> int:
+    """When a stream started: its first event, or its creation while it has none."""
+    return int(stream.get("firstEventTimestamp") or stream.get("creationTime") or 0)
+
+
+def _all_streams(aws: Aws, name: str, region: str) -> list[dict[str, Any]] | None:
+    """Every stream of the endpoint's group (paged); None when the group is missing."""
+    streams: list[dict[str, Any]] = []
     try:
-        response = aws.logs(region).describe_log_streams(
-            logGroupName=log_group(name), orderBy="LastEventTime", descending=True, limit=count
-        )
+        paginator = aws.logs(region).get_paginator("describe_log_streams")
+        for page in paginator.paginate(logGroupName=log_group(name)):
+            streams.extend(dict(s) for s in page.get("logStreams", []) if "logStreamName" in s)
     except ClientError as exc:
         if _missing(exc):
             return None
         raise
-    return [s["logStreamName"] for s in response.get("logStreams", []) if "logStreamName" in s]
+    return streams
+
+
+def current_streams(
+    aws: Aws, name: str, region: str, since: datetime | None, count: int = 10
+) -> list[str] | None:
+    """The streams of the deployment created at `since`, newest first; None when the group is
+    missing. Without `since`, the `count` streams that started last."""
+    streams = _all_streams(aws, name, region)
+    if streams is None:
+        return None
+    if since is not None:
+        cutoff = int(since.timestamp() * 1000)
+        streams = [s for s in streams if _started_ms(s) >= cutoff]
+    streams.sort(key=_started_ms, reverse=True)
+    return [str(s["logStreamName"]) for s in streams[:count]]
+
+
+def deployment_start(name: str, region: str, aws: Aws) -> datetime | None:
+    """When the endpoint's current (or, once deleted, its last recorded) deployment began."""
+    created = _creation_time(aws, name, region)
+    if created is not None:
+        return created
+    ledger = Ledger()
+    records = [r for r in ledger.history() if r.name == name and r.region == region]
+    record = ledger.get(region, name) or (records[-1] if records else None)
+    if record is None:
+        return None
+    try:
+        return datetime.strptime(record.created_utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def recent_logs(name: str, region: str, *, limit: int = 50, aws: Aws | None = None) -> LogsResult:
-    """The last `limit` lines across the newest streams, oldest first."""
+    """The last `limit` lines of the current deployment's streams, oldest first."""
     aws = aws or Aws()
     group = log_group(name)
     with aws_errors(f"read the log group {group}", region, "logs"):
-        streams = _newest_streams(aws, name, region, 3)
+        since = deployment_start(name, region, aws)
+        streams = current_streams(aws, name, region, since)
         if streams is None:
             return LogsResult(name=name, region=region, group=group, exists=False, lines=[])
         lines: list[LogLine] = []
@@ -93,13 +137,24 @@ def recent_logs(name: str, region: str, *, limit: int = 50, aws: Aws | None = No
                 raise
             lines.extend(_line(dict(e), stream) for e in response.get("events", []))
     lines.sort(key=lambda line: line.timestamp_ms)
-    return LogsResult(name=name, region=region, group=group, exists=True, lines=lines[-limit:])
+    note = None
+    if not streams and since is not None:
+        note = (
+            f"no lines yet from the deployment created {since.astimezone(UTC):%Y-%m-%d %H:%M} "
+            "UTC; older streams in the group belong to earlier deployments of this name"
+        )
+    return LogsResult(
+        name=name, region=region, group=group, exists=True, lines=lines[-limit:], note=note
+    )
 
 
-def newest_log_line(name: str, region: str, aws: Aws) -> str | None:
-    """The newest line of the newest stream, for a progress line; None before the group exists."""
+def newest_log_line(
+    name: str, region: str, aws: Aws, *, since: datetime | None = None
+) -> str | None:
+    """The newest line of the stream that started last after `since` (the endpoint's
+    CreationTime), for a progress line; None before there is one."""
     try:
-        streams = _newest_streams(aws, name, region, 1)
+        streams = current_streams(aws, name, region, since, count=1)
         if not streams:
             return None
         response = aws.logs(region).get_log_events(
@@ -211,7 +266,7 @@ def startup_facts(
     try:
         aws = aws or Aws()
         if since is None:
-            since = _creation_time(aws, name, region)
+            since = deployment_start(name, region, aws)
         start_ms = int(since.timestamp() * 1000) if since else None
         with aws_errors(f"read the start-up log of {name}", region, "logs"):
             lines = _events(aws, name, region, start_ms, STARTUP_FILTER, UNFILTERED_SCAN_LIMIT)

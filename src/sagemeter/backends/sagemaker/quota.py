@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
-from sagemeter.backends.sagemaker.aws import Aws, aws_errors, error_code, explain, is_not_found
+from sagemeter.backends.sagemaker.aws import Aws, aws_errors, error_code, is_not_found
 from sagemeter.errors import UserError
 
 DEFAULT_QUOTA_REGIONS = ("us-east-1", "us-east-2", "us-west-2")
@@ -101,17 +101,22 @@ def quota(
     rows = []
     for region in regions or list(DEFAULT_QUOTA_REGIONS):
         row = QuotaRow(region=region, instance_type=instance_type)
+        errors: list[str] = []
+        # The quota and the count are read apart: a refused quota read must not hide the count.
         try:
             with aws_errors(f"read the quota {name!r}", region, "servicequotas"):
                 found, source = _find_quota(aws, region, name)
             if found is None:
-                row.error = (
+                errors.append(
                     f"no quota named {name!r} (is {instance_type} offered for endpoints here?)"
                 )
             else:
                 row.quota = float(found.get("Value", 0.0))
                 row.quota_source = source  # type: ignore[assignment]
                 row.quota_code = found.get("QuotaCode")
+        except UserError as exc:
+            errors.append(str(exc))
+        try:
             with aws_errors("count the instances endpoints use", region):
                 row.in_use, unread = _held(aws, region, instance_type)
             if unread:
@@ -119,11 +124,10 @@ def quota(
                     f"in use counts only the endpoints sagemeter could read; {len(unread)} "
                     f"could not be: {', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}"
                 )
-            if row.quota is not None:
-                row.free = max(row.quota - row.in_use, 0.0)
         except UserError as exc:
-            row.error = str(exc)
-        except (ClientError, BotoCoreError) as exc:  # pragma: no cover - aws_errors converts these
-            row.error = str(explain(exc, "read the quota", region))
+            errors.append(str(exc))
+        if row.quota is not None and row.in_use is not None:
+            row.free = max(row.quota - row.in_use, 0.0)
+        row.error = "; ".join(errors) or None
         rows.append(row)
     return rows

@@ -23,9 +23,11 @@ SECRET_ENV_VARS = (
     "AWS_ACCESS_KEY_ID",
 )
 
-# Container environment keys whose values are never recorded (user `--env` included): any key
-# containing TOKEN, SECRET, PASSWORD (PASSWD) or KEY, as docs/sagemaker.md promises.
-_SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|KEY)", re.I)
+# Container environment keys whose values are never recorded (user `--env` included): the known
+# secret variables, and any name whose last word is KEY, SECRET, PASSWORD or TOKEN (API_KEY,
+# DB_PASSWORD, GH_TOKEN). A word elsewhere in the name is not a secret: SM_VLLM_TOKENIZER and
+# SM_VLLM_MAX_NUM_BATCHED_TOKENS are settings and are shown as they are.
+_SECRET_KEY = re.compile(r"(?:^|_)(?:KEY|SECRET|PASSWORD|TOKEN)$", re.I)
 
 _PATTERNS = (
     re.compile(r"\bhf_[A-Za-z0-9]{16,}\b"),  # Hugging Face user access tokens
@@ -38,7 +40,7 @@ _lock = threading.Lock()
 
 def is_secret_key(key: str) -> bool:
     """True for environment keys whose values must never be shown or stored."""
-    return bool(_SECRET_KEY.search(key))
+    return key.upper() in SECRET_ENV_VARS or bool(_SECRET_KEY.search(key))
 
 
 def register_secret(value: str | None) -> None:

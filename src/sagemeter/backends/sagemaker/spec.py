@@ -18,11 +18,7 @@ import botocore.session
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from sagemeter import __version__
-from sagemeter.backends.sagemaker.image import (
-    DEFAULT_VLLM_TAG,
-    inference_ami_for,
-    vllm_image_uri,
-)
+from sagemeter.backends.sagemaker.image import inference_ami_for, vllm_image_uri
 from sagemeter.backends.sagemaker.redact import is_secret_key, redact_env, register_secret
 from sagemeter.errors import UserError
 from sagemeter.targets import AWS_REGION_NAME, SAGEMAKER_ENDPOINT_NAME
@@ -35,6 +31,13 @@ DEFAULT_DOWNLOAD_TIMEOUT_S = 1800
 MIN_TIMEOUT_S = 60
 MAX_TIMEOUT_S = 3600
 MAX_INSTANCE_POOLS = 5
+# The source article's vLLM settings (its repository sent both with every deploy): a context of
+# 8,192 tokens, which is what vLLM's "Maximum concurrency for 8,192 tokens" line is computed for,
+# and 90 % of the GPU's memory for weights, activations and KV cache.
+DEFAULT_MAX_MODEL_LEN = 8192
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+MAX_MODEL_LEN_KEY = "SM_VLLM_MAX_MODEL_LEN"
+GPU_MEMORY_KEY = "SM_VLLM_GPU_MEMORY_UTILIZATION"
 VARIANT_NAME = "AllTraffic"  # the CloudWatch log streams are named after it: AllTraffic/i-…
 
 TAG_PREFIX = "sagemeter:"
@@ -81,7 +84,18 @@ class DeploySpec(BaseModel):
     fallback_regions: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     image: str | None = Field(None, description="full image URI; None = the AWS vLLM container")
-    image_tag: str = DEFAULT_VLLM_TAG
+    image_tag: str | None = Field(
+        None, description="tag of the AWS vLLM container; None = the newest pinned one at deploy"
+    )
+    max_model_len: int | None = Field(
+        DEFAULT_MAX_MODEL_LEN, ge=1, description="SM_VLLM_MAX_MODEL_LEN; None = vLLM's own"
+    )
+    gpu_memory_utilization: float | None = Field(
+        DEFAULT_GPU_MEMORY_UTILIZATION,
+        gt=0,
+        le=1,
+        description="SM_VLLM_GPU_MEMORY_UTILIZATION; None = vLLM's own",
+    )
     count: int = Field(1, ge=1, le=100)
     inference_ami_version: str | None = Field(None, description="None = chosen from the image")
     startup_timeout_s: int = Field(DEFAULT_STARTUP_TIMEOUT_S, ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S)
@@ -165,8 +179,21 @@ class DeploySpec(BaseModel):
         given = self.env.get("SM_VLLM_MODEL")
         if given is not None and given != self.model_id:
             raise ValueError("--env SM_VLLM_MODEL disagrees with --model; give the model once")
-        if len(self.env) + 2 > 100:
-            raise ValueError("at most 98 --env entries fit in a SageMaker container environment")
+        for key, value, option in (
+            (MAX_MODEL_LEN_KEY, self.max_model_len, "--max-model-len"),
+            (GPU_MEMORY_KEY, self.gpu_memory_utilization, "--gpu-memory-utilization"),
+        ):
+            given = self.env.get(key)
+            if given is not None and given != _env_value(value):
+                shown = "not sent" if value is None else _env_value(value)
+                raise ValueError(
+                    f"--env {key}={given} disagrees with {option} ({shown}); give it once, "
+                    f"as {option}"
+                )
+        if self.image and self.image_tag:
+            raise ValueError("give --image or --image-tag, not both")
+        if len(self.env) + 4 > 100:
+            raise ValueError("at most 96 --env entries fit in a SageMaker container environment")
         return self
 
     @property
@@ -178,13 +205,9 @@ class DeploySpec(BaseModel):
     def regions(self) -> list[str]:
         return [self.region, *self.fallback_regions]
 
-    def image_for(self, region: str) -> str:
-        return self.image or vllm_image_uri(region, self.image_tag)
-
-    def ami_for(self, region: str) -> str | None:
-        return self.inference_ami_version or inference_ami_for(
-            self.image_for(region), self.instance_types
-        )
+    def ami_for(self, image: str) -> str | None:
+        """InferenceAmiVersion for `image`: the one given, else the one its CUDA needs."""
+        return self.inference_ami_version or inference_ami_for(image, self.instance_types)
 
     def recordable(self) -> dict[str, Any]:
         """The spec as it may be printed, tagged and recorded: secret env values masked."""
@@ -202,8 +225,9 @@ def make_spec(**fields: Any) -> DeploySpec:
         where = ".".join(str(part) for part in first["loc"])
         message = str(first["msg"]).removeprefix("Value error, ")
         raise UserError(f"deploy {where}: {message}" if where else f"deploy: {message}") from None
-    # The count is the same in every region (one image tag); us-east-1's image is always known.
-    count = len(ownership_tags(spec, "us-east-1", "2000-01-01T00:00:00Z", True))
+    # The count is the same in every region (the image is one tag whatever its length).
+    image = spec.image or vllm_image_uri("us-east-1", spec.image_tag or "x")
+    count = len(ownership_tags(spec, "us-east-1", image, "2000-01-01T00:00:00Z", True))
     if count > MAX_TAGS:
         raise UserError(
             f"deploy env: this spec needs {count} tags to record itself, and SageMaker allows "
@@ -227,9 +251,22 @@ def resource_names(name: str, when: datetime) -> ResourceNames:
     return ResourceNames(endpoint=name, endpoint_config=unique, model=unique)
 
 
+def _env_value(value: float | None) -> str | None:
+    """A setting as the container environment spells it: 8192, 0.9 (None: not sent)."""
+    return None if value is None else f"{value:g}"
+
+
 def container_environment(spec: DeploySpec, hf_token: str | None) -> dict[str, str]:
-    """SM_VLLM_MODEL, the user's --env (each SM_VLLM_X becomes --x), and HF_TOKEN when given."""
+    """SM_VLLM_MODEL, the context length and GPU memory share, the user's --env (each SM_VLLM_X
+    becomes vLLM's --x), and HF_TOKEN when given."""
     env = {"SM_VLLM_MODEL": spec.model_id}
+    settings: tuple[tuple[str, float | None], ...] = (
+        (MAX_MODEL_LEN_KEY, spec.max_model_len),
+        (GPU_MEMORY_KEY, spec.gpu_memory_utilization),
+    )
+    for key, setting in settings:
+        if (text := _env_value(setting)) is not None:
+            env[key] = text
     env.update(spec.env)
     for key, value in env.items():
         if is_secret_key(key):
@@ -250,7 +287,7 @@ def spec_digest(spec: DeploySpec) -> str:
 
 
 def ownership_tags(
-    spec: DeploySpec, region: str, created_utc: str, hf_token_set: bool
+    spec: DeploySpec, region: str, image: str, created_utc: str, hf_token_set: bool
 ) -> list[dict[str, str]]:
     """The tags on all three resources: who made them, and the spec that made them."""
     tags = {
@@ -260,7 +297,7 @@ def ownership_tags(
         "sagemeter:model-id": spec.model_id,
         "sagemeter:instance-types": " ".join(spec.instance_types),
         "sagemeter:count": str(spec.count),
-        "sagemeter:image": spec.image_for(region),
+        "sagemeter:image": image,
         CREATED_KEY: created_utc,
         "sagemeter:version": __version__,
         "sagemeter:hf-token": "set" if hf_token_set else "unset",
@@ -297,20 +334,20 @@ def is_ours(tags: list[dict[str, str]]) -> bool:
 
 def create_model_request(
     spec: DeploySpec,
-    region: str,
+    image: str,
     names: ResourceNames,
     env: dict[str, str],
     tags: list[dict[str, str]],
 ) -> dict[str, Any]:
     return {
         "ModelName": names.model,
-        "PrimaryContainer": {"Image": spec.image_for(region), "Environment": env},
+        "PrimaryContainer": {"Image": image, "Environment": env},
         "ExecutionRoleArn": spec.role_arn,
         "Tags": tags,
     }
 
 
-def production_variant(spec: DeploySpec, region: str, names: ResourceNames) -> dict[str, Any]:
+def production_variant(spec: DeploySpec, image: str, names: ResourceNames) -> dict[str, Any]:
     """One variant. With fallback instance types, InstancePools replaces InstanceType."""
     variant: dict[str, Any] = {
         "VariantName": VARIANT_NAME,
@@ -326,7 +363,7 @@ def production_variant(spec: DeploySpec, region: str, names: ResourceNames) -> d
         ]
     else:
         variant["InstanceType"] = spec.instance_type
-    ami = spec.ami_for(region)
+    ami = spec.ami_for(image)
     if ami:
         variant["InferenceAmiVersion"] = ami
     if spec.provision_timeout_s is not None:
@@ -335,11 +372,11 @@ def production_variant(spec: DeploySpec, region: str, names: ResourceNames) -> d
 
 
 def create_endpoint_config_request(
-    spec: DeploySpec, region: str, names: ResourceNames, tags: list[dict[str, str]]
+    spec: DeploySpec, image: str, names: ResourceNames, tags: list[dict[str, str]]
 ) -> dict[str, Any]:
     return {
         "EndpointConfigName": names.endpoint_config,
-        "ProductionVariants": [production_variant(spec, region, names)],
+        "ProductionVariants": [production_variant(spec, image, names)],
         "Tags": tags,
     }
 

@@ -1,0 +1,51 @@
+"""GGUF files (llama.cpp): the tensor table and the file type, read with the `gguf` package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sagemeter.errors import UserError
+from sagemeter.inspect.table import LocalFiles, TensorRecord, TensorTable
+
+
+def read_gguf(source: str, path: Path) -> TensorTable:
+    """Every tensor of a GGUF file with its quant type; shapes put the row count first."""
+    try:
+        from gguf import GGUFReader, LlamaFileType
+    except ImportError:
+        raise UserError(
+            "reading GGUF files needs the `gguf` package: pip install 'sagemeter[local]'"
+        ) from None
+    try:
+        reader = GGUFReader(str(path))
+    except (ValueError, OSError, IndexError) as exc:
+        raise UserError(f"{path}: not a readable GGUF file ({exc})") from None
+    tensors = [
+        TensorRecord(
+            name=tensor.name,
+            dtype=tensor.tensor_type.name,
+            # ggml lists the innermost dimension first; row-major order puts the rows first.
+            shape=tuple(int(size) for size in reversed(tensor.shape)),
+            nbytes=int(tensor.n_bytes),
+            file=path.name,
+            data_start=int(tensor.data_offset),
+        )
+        for tensor in reader.tensors
+    ]
+    config = None
+    field = reader.get_field("general.file_type")
+    if field is not None:
+        try:
+            file_type = LlamaFileType(int(field.contents())).name
+        except ValueError:
+            file_type = str(field.contents())
+        config = {"gguf_file_type": file_type.removeprefix("MOSTLY_").removeprefix("ALL_")}
+    return TensorTable(
+        source=source,
+        format="gguf",
+        location=str(path),
+        files=[path.name],
+        tensors=tensors,
+        reader=LocalFiles({path.name: path}),
+        config=config,
+    )

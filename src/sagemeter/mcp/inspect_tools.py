@@ -1,0 +1,65 @@
+"""inspect_checkpoint: the CLI's `inspect`, what a checkpoint stores and the decode it allows.
+
+Read-only: it reads headers (local files, or a Hub model by range requests), never weights,
+and writes nothing.
+"""
+
+from typing import Annotated
+
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from sagemeter.inspect.build import inspect_sources
+from sagemeter.inspect.facts import InspectReport
+from sagemeter.inspect.text import report_text
+from sagemeter.mcp.guard import guarded, reply
+
+INSPECTS = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+)
+
+
+def register_inspect_tools(server: MCPServer) -> None:
+    """Add inspect_checkpoint to `server`."""
+
+    @server.tool(title="Inspect a checkpoint", annotations=INSPECTS)
+    @guarded
+    async def inspect_checkpoint(
+        sources: Annotated[
+            list[str],
+            Field(
+                min_length=1,
+                description="each a .safetensors file or folder, a .gguf file, local:NAME, "
+                "vllm:NAME or hf:ORG/NAME[@REVISION]; the first is the reference of the ratios",
+            ),
+        ],
+        gpu: Annotated[
+            str | None,
+            Field(
+                description="a GPU (L4, T4, A10G, L40S, A100, H100, H200, MI300X) or a "
+                "SageMaker instance type, for the decode ceiling"
+            ),
+        ] = None,
+        bandwidth_gb_s: Annotated[
+            float | None, Field(gt=0, description="a memory bandwidth in GB/s, instead of gpu")
+        ] = None,
+        grid_check: Annotated[
+            bool,
+            Field(description="check whether 16/32-bit body weights sit on a 4-bit grid (QAT)"),
+        ] = False,
+    ) -> Annotated[CallToolResult, InspectReport]:
+        """What each checkpoint stores, grouped by role (per-layer embedding, vocabulary
+        embedding, transformer body, audio and vision towers), the bytes a decoded token reads,
+        the decode ceiling on a GPU, and each later checkpoint's predicted decode ratio against
+        the first. Reads headers only (Hub models by range requests); deploys nothing.
+        """
+
+        def run() -> InspectReport:
+            return inspect_sources(
+                sources, gpu=gpu, bandwidth_gb_s=bandwidth_gb_s, check_grid=grid_check
+            )
+
+        report = await anyio.to_thread.run_sync(run)
+        return reply(report_text(report), report)
