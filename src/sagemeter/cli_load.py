@@ -35,7 +35,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def load(
-        target: Annotated[str, typer.Argument(help="http://HOST:PORT (with /v1 or not)")],
+        target: Annotated[
+            str, typer.Argument(help="http://HOST:PORT (with /v1 or not) or vllm:CHECKPOINT")
+        ],
         concurrency: Annotated[
             int, typer.Option("--concurrency", "-c", help="streams at once (closed loop)")
         ] = 16,
@@ -73,7 +75,16 @@ def register(app: typer.Typer) -> None:
             typer.Option(envvar="OPENAI_API_KEY", help="bearer token", show_default=False),
         ] = None,
     ) -> None:
-        """Load an OpenAI-compatible server and measure it, checking the client kept up."""
+        """Load an OpenAI-compatible server and measure it, checking the client kept up.
+
+        A vllm:CHECKPOINT target is started first (and stopped after) like measure's.
+        """
+        if target.startswith("vllm:"):
+            from sagemeter.cli_engines import run_on_vllm
+
+            arguments = dict(locals())
+            run_on_vllm(target, max_tokens, lambda url: load(**{**arguments, "target": url}))
+            return
         started = time.perf_counter()
         from rich.console import Console
 

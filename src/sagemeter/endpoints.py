@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from sagemeter.errors import UserError
+from sagemeter.fidelity.records import Vocabulary
 from sagemeter.results import StartupFacts
-from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, Target
+from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, Target, VllmTarget
 from sagemeter.transport.chat import ChatClient
 from sagemeter.transport.client import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 from sagemeter.transport.openai import OpenAIChat
@@ -47,6 +48,8 @@ class Endpoint:
     environment: dict[str, Any] = field(default_factory=dict)
     http_root: str | None = None  # the server's own HTTP API (logprobs), where it has one
     api_key: str | None = field(default=None, repr=False)
+    # The checkpoint's own vocabulary fingerprint, where sagemeter holds its files (fidelity).
+    vocabulary: Callable[[], Vocabulary | None] = lambda: None
 
 
 @contextlib.asynccontextmanager
@@ -74,6 +77,11 @@ async def open_endpoint(
             target, concurrency, max_reply_tokens, log_path, wire
         ) as endpoint:
             yield endpoint
+    elif isinstance(target, VllmTarget):
+        from sagemeter.engines.vllm_endpoint import open_vllm_endpoint
+
+        async with open_vllm_endpoint(target, max_reply_tokens, log_path, wire) as endpoint:
+            yield endpoint
     elif isinstance(target, SageMakerTarget):
         async with _sagemaker_endpoint(target, concurrency, wire) as endpoint:
             yield endpoint
@@ -97,6 +105,10 @@ def check_target(target: Target) -> None:
         from sagemeter.checkpoints import resolve_checkpoint
 
         resolve_checkpoint(target.checkpoint, derive=False)
+    elif isinstance(target, VllmTarget):
+        from sagemeter.engines.vllm_server import check_vllm_target
+
+        check_vllm_target(target.checkpoint)
 
 
 PROMPT_ALLOWANCE_TOKENS = 512
@@ -131,6 +143,7 @@ async def _local_endpoint(
 
     from sagemeter.backends.local import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
     from sagemeter.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
+    from sagemeter.fidelity.vocabulary import gguf_vocabulary
     from sagemeter.inspect.predicted import facts_for_environment
 
     checkpoint = await asyncio.to_thread(resolve_checkpoint, target.checkpoint)
@@ -162,6 +175,7 @@ async def _local_endpoint(
                 startup_facts=engine.startup_facts,
                 environment=environment,
                 http_root=engine.base_url,
+                vocabulary=lambda: gguf_vocabulary(checkpoint.path),
             )
     finally:
         engine.stop()

@@ -17,6 +17,7 @@ from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.inspect.facts import CheckpointFacts
 from sagemeter.results_v1 import upgrade_records
+from sagemeter.server_metrics.crosscheck import ServerMetrics
 from sagemeter.transport.record import RequestRecord
 
 # 2: records are the transport's (µs on the measurement's timeline, retries kept); batches say
@@ -210,7 +211,12 @@ class QualityDetail(BaseModel):
     scoring: str = Field("strict", description="the scoring rule: strict (ours) or article")
     system_prompt: str | None = None
     chat_template_sha256: str | None = Field(
-        None, description="SHA-256 of the chat template the server reported (llama.cpp /props)"
+        None,
+        description="SHA-256 of the chat template the server reported (llama.cpp /props, "
+        "vLLM /tokenizer_info)",
+    )
+    chat_template_note: str | None = Field(
+        None, description="why the chat template's checksum is missing, when it is"
     )
     correct: int
     total: int
@@ -224,9 +230,9 @@ class QualityDetail(BaseModel):
 
 
 class StartupFacts(BaseModel):
-    """What the server's start-up log says it allocated (vLLM or llama.cpp wording)."""
+    """What the server's start-up log says it allocated (vLLM, llama.cpp or SGLang wording)."""
 
-    source: str
+    source: str = Field(description="the log's dialect and where it was read (file, container)")
     weights_gib: float | None = None
     load_seconds: float | None = None
     kv_cache_tokens: int | None = None
@@ -234,6 +240,9 @@ class StartupFacts(BaseModel):
     max_concurrency_tokens_per_request: int | None = None
     quantization: str | None = None
     lines: list[str] = Field(default_factory=list, description="the log lines the facts came from")
+    startups_in_log: int | None = Field(
+        None, description="start-ups the log held; the facts are the newest one's"
+    )
 
 
 class Environment(BaseModel):
@@ -271,6 +280,9 @@ class Detail(BaseModel):
     quality: QualityDetail | None = None
     fidelity: FidelityRecord | None = Field(
         None, description="top-k logprobs along the answers (this run's own, or a reference's)"
+    )
+    server_metrics: ServerMetrics | None = Field(
+        None, description="the server's own /metrics counts per phase beside the client's"
     )
     failed_requests: int = 0
     retried_requests: int = Field(0, description="requests that needed more than one try")

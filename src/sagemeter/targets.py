@@ -3,6 +3,8 @@
 Accepted forms:
   http://HOST:PORT[/v1]   any OpenAI-compatible server (vLLM, llama.cpp, SGLang, Ollama)
   local:CHECKPOINT        the embedded llama.cpp engine (a checkpoint name or a .gguf path)
+  vllm:CHECKPOINT         a real `vllm serve` started by sagemeter (a checkpoint name, a .gguf
+                          path exported to a Hugging Face folder, or a Hugging Face folder)
   NAME@REGION             an Amazon SageMaker real-time endpoint
   NAME                    a SageMaker endpoint this machine deployed, in the region it was placed
 """
@@ -17,7 +19,7 @@ from sagemeter.errors import UserError
 
 ACCEPTED_FORMS = (
     "http://HOST:PORT (OpenAI-compatible server), local:CHECKPOINT (embedded engine), "
-    "NAME@REGION (SageMaker)"
+    "vllm:CHECKPOINT (vLLM started by sagemeter), NAME@REGION (SageMaker)"
 )
 
 # SageMaker endpoint names (botocore's EndpointName pattern): 1-63 alphanumerics and hyphens,
@@ -57,6 +59,21 @@ class LocalTarget:
 
 
 @dataclass(frozen=True)
+class VllmTarget:
+    """A checkpoint served by a real `vllm serve` that sagemeter starts and stops."""
+
+    checkpoint: str
+
+    @property
+    def default_name(self) -> str:
+        name = self.checkpoint.rstrip("/").rsplit("/", 1)[-1]
+        return "vllm-" + name.removesuffix(".gguf")
+
+    def __str__(self) -> str:
+        return f"vllm:{self.checkpoint}"
+
+
+@dataclass(frozen=True)
 class SageMakerTarget:
     """An Amazon SageMaker real-time endpoint in one region."""
 
@@ -71,7 +88,7 @@ class SageMakerTarget:
         return f"{self.name}@{self.region}"
 
 
-Target = OpenAITarget | LocalTarget | SageMakerTarget
+Target = OpenAITarget | LocalTarget | VllmTarget | SageMakerTarget
 
 
 def parse_target(text: str) -> Target:
@@ -86,6 +103,13 @@ def parse_target(text: str) -> Target:
                 f"target {text!r} names no checkpoint; accepted forms: {ACCEPTED_FORMS}"
             )
         return LocalTarget(checkpoint)
+    if raw.startswith("vllm:"):
+        checkpoint = raw.removeprefix("vllm:").strip()
+        if not checkpoint:
+            raise UserError(
+                f"target {text!r} names no checkpoint; accepted forms: {ACCEPTED_FORMS}"
+            )
+        return VllmTarget(checkpoint)
     if "@" in raw:
         name, _, region = raw.partition("@")
         if not SAGEMAKER_ENDPOINT_NAME.match(name):

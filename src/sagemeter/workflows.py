@@ -20,6 +20,7 @@ from sagemeter.endpoints import (
     open_endpoint,
     placement_hint,
 )
+from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
@@ -39,6 +40,8 @@ from sagemeter.results import (
     result_path,
     save_result,
 )
+from sagemeter.server_metrics.crosscheck import ServerMetrics
+from sagemeter.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
 from sagemeter.transport.chat import Unreachable
@@ -98,13 +101,16 @@ async def measure_target(
     on_phase: PhaseFn = _no_phase,
     fidelity_reference: FidelityRecord | None = None,
     api_key: str | None = None,
+    server_log_facts: StartupFacts | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
     One short request first proves the target speaks the chat API (else a UserError, and no
     file). With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force
     along), the top-k logprobs along the answers are recorded too. The result says `complete:
-    false` when a figure that was asked for could not be measured.
+    false` when a figure that was asked for could not be measured. `server_log_facts` (from
+    `--server-log` or `--docker`) stand in for an HTTP target's start-up facts. The server's
+    `/metrics` (vLLM, llama.cpp) are read around each phase and compared with the client's counts.
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -134,7 +140,10 @@ async def measure_target(
                 f"target {target} does not answer as a chat API: {exc}{where}"
             ) from None
         described = await endpoint.client.describe()
+        meter = MetricsRecorder(_server_root(endpoint))
+        await meter.open()
         on_phase("decode")
+        await meter.begin()
         decode = await measure_decode(
             endpoint.client,
             short_tokens=settings.short_tokens,
@@ -144,7 +153,13 @@ async def measure_target(
             prompt=settings.decode_prompt,
             progress=progress,
         )
+        await meter.end(
+            "decode",
+            decode.records,
+            unrecorded=(settings.decode_warmup, settings.decode_warmup * settings.short_tokens),
+        )
         on_phase("parallel")
+        await meter.begin()
         load = await measure_load(
             endpoint.client,
             levels=settings.load_levels,
@@ -156,7 +171,9 @@ async def measure_target(
             pause_s=settings.batch_pause_s,
             progress=progress,
         )
+        await meter.end("parallel", [r for level in load.levels for r in level.records])
         on_phase("quality")
+        await meter.begin()
         quality = await measure_quality(
             endpoint.client,
             question_set,
@@ -166,7 +183,11 @@ async def measure_target(
             scoring=settings.scoring,
             progress=progress,
         )
+        await meter.end("quality", [], requests=len(quality.items))
         quality.chat_template_sha256 = described.get("chat_template_sha256")
+        if quality.chat_template_sha256 is None and meter.engine == "vllm" and meter.root:
+            sha, why = await vllm_chat_template_sha256(meter.root)
+            quality.chat_template_sha256, quality.chat_template_note = sha, why
         fidelity: FidelityRecord | None = None
         fidelity_warnings: list[str] = []
         if settings.fidelity_prompts or fidelity_reference is not None:
@@ -174,10 +195,22 @@ async def measure_target(
             fidelity, fidelity_warnings = await _fidelity(
                 endpoint, settings, question_set, fidelity_reference
             )
-        startup = await asyncio.to_thread(endpoint.startup_facts)
+        startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
+        startup = startup or meter.startup_facts()
+        use_engine_rate_from_metrics(decode, meter.detail)
+        await meter.close()
         environment = _environment(endpoint, described, started)
     result = assemble_result(
-        name, settings, environment, startup, decode, load, quality, fidelity, fidelity_warnings
+        name,
+        settings,
+        environment,
+        startup,
+        decode,
+        load,
+        quality,
+        fidelity,
+        [*fidelity_warnings, *meter.warnings()],
+        server_metrics=meter.detail,
     )
     path = result_path(out_dir, name)
     save_result(result, path)
@@ -210,7 +243,15 @@ async def _fidelity(
     except (UserError, TransportError) as exc:
         # Everything else is measured by now: a server without logprobs must not lose it.
         return None, [f"fidelity: not measured: {exc}"]
+    record.vocabulary = await asyncio.to_thread(endpoint.vocabulary)
     return record, []
+
+
+def _server_root(endpoint: Endpoint) -> str | None:
+    """`http://host:port` of the server's own API, where it has one (not SageMaker)."""
+    from sagemeter.fidelity.detect import server_root
+
+    return server_root(endpoint.http_root) if endpoint.http_root else None
 
 
 def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) -> Environment:
@@ -247,6 +288,8 @@ def assemble_result(
     quality: QualityDetail,
     fidelity: FidelityRecord | None = None,
     fidelity_warnings: list[str] | None = None,
+    *,
+    server_metrics: ServerMetrics | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     records = [*decode.records, *(r for level in load.levels for r in level.records)]
@@ -293,6 +336,7 @@ def assemble_result(
             load=load,
             quality=quality,
             fidelity=fidelity,
+            server_metrics=server_metrics,
             failed_requests=failed,
             retried_requests=retried,
             retries=retries,

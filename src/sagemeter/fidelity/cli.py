@@ -47,7 +47,7 @@ async def _collect_on(
     check_target(target)
     async with open_endpoint(target, concurrency=1, max_reply_tokens=max_tokens) as endpoint:
         assert endpoint.http_root is not None  # every target but SageMaker's has one
-        return await collect_fidelity(
+        record = await collect_fidelity(
             endpoint.http_root,
             prompts,
             top_k=top_k,
@@ -56,13 +56,18 @@ async def _collect_on(
             engine=engine,
             system_prompt=system_prompt,
         )
+        record.vocabulary = await asyncio.to_thread(endpoint.vocabulary)
+        return record
 
 
 @fidelity_app.command("collect")
 def collect_command(
     out: Annotated[Path, typer.Argument(help="the record to write (JSON)", show_default=False)],
     target: Annotated[
-        str, typer.Argument(help="http://HOST:PORT or local:CHECKPOINT", show_default=False)
+        str,
+        typer.Argument(
+            help="http://HOST:PORT, local:CHECKPOINT or vllm:CHECKPOINT", show_default=False
+        ),
     ],
     reference: Annotated[
         Path | None, typer.Option(help="A's record: force along its answers (measuring B or A')")

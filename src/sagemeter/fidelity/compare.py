@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from sagemeter.errors import UserError
 from sagemeter.evidence.binomial import wilson_interval
 from sagemeter.fidelity.divergence import PositionDivergence, position_divergence
-from sagemeter.fidelity.records import FidelityRecord, PromptRecord
+from sagemeter.fidelity.records import FidelityRecord, PromptRecord, Vocabulary
 
 
 class Share(BaseModel):
@@ -65,6 +65,9 @@ class FidelityComparison(BaseModel):
     template_mismatches: int = Field(
         description="prompts whose prompt tokens B's own chat template made differently"
     )
+    vocabulary_check: str = Field(
+        "", description="how a token id was made sure to mean the same token in both records"
+    )
     per_prompt: list[PromptFidelity]
     floor: FidelityComparison | None = None
 
@@ -76,7 +79,9 @@ def _share(count: int, total: int) -> Share:
     )
 
 
-def _check_pair(a: FidelityRecord, b: FidelityRecord, label: str) -> None:
+def _check_pair(a: FidelityRecord, b: FidelityRecord, label: str) -> str:
+    """Refuse records that cannot be compared position by position; say how the vocabulary was
+    checked."""
     if len(a.prompts) != len(b.prompts):
         raise UserError(f"{label} holds {len(b.prompts)} prompts, the reference {len(a.prompts)}")
     for index, (pa, pb) in enumerate(zip(a.prompts, b.prompts, strict=True), start=1):
@@ -87,18 +92,45 @@ def _check_pair(a: FidelityRecord, b: FidelityRecord, label: str) -> None:
                 f"{label}: prompt {index} was not forced along the reference's tokens; "
                 "collect it with the reference record as reference"
             )
-        _check_vocabulary(pa, pb, index, label)
+    if a.vocabulary is not None and b.vocabulary is not None:
+        return _check_fingerprints(a.vocabulary, b.vocabulary, label)
+    for index, (pa, pb) in enumerate(zip(a.prompts, b.prompts, strict=True), start=1):
+        _check_spellings(pa, pb, index, label)
+    return (
+        "token ids compared; the tokenizers' own id → token maps were not both recorded, so ids "
+        "were checked by the text both engines render for them, where both render it whole"
+    )
 
 
-def _check_vocabulary(pa: PromptRecord, pb: PromptRecord, index: int, label: str) -> None:
-    """A token id must spell the same text in both records, or the vocabularies differ."""
+def _check_fingerprints(a: Vocabulary, b: Vocabulary, label: str) -> str:
+    """The tokenizers' own id → token maps, hashed: equal, or the models cannot be compared."""
+    if (a.size, a.sha256) != (b.size, b.sha256):
+        raise UserError(
+            f"{label}: the two models do not share a vocabulary: {a.source} has {a.size:,} tokens "
+            f"(SHA-256 {a.sha256[:12]}…), {b.source} {b.size:,} (SHA-256 {b.sha256[:12]}…)"
+        )
+    return f"token ids compared; one vocabulary ({a.size:,} tokens): {a.source} = {b.source}"
+
+
+def _renders_whole(text: str) -> bool:
+    """Engines drop or replace what they cannot render as text: special tokens (llama.cpp
+    writes nothing for `<|im_end|>`) and incomplete UTF-8 bytes (vLLM writes '' or '�').
+    Such a spelling says nothing about which token an id is."""
+    return bool(text) and "\ufffd" not in text
+
+
+def _check_spellings(pa: PromptRecord, pb: PromptRecord, index: int, label: str) -> None:
+    """A token id both engines render whole must render the same, or the vocabularies differ."""
     for position, (xa, xb) in enumerate(zip(pa.positions, pb.positions, strict=True)):
         spelled = {token.id: token.text for token in xa.top}
         for token in xb.top:
-            if token.id in spelled and spelled[token.id] != token.text:
+            other = spelled.get(token.id)
+            if other is None or other == token.text:
+                continue
+            if _renders_whole(other) and _renders_whole(token.text):
                 raise UserError(
                     f"{label}: prompt {index}, position {position}: token {token.id} is "
-                    f"{spelled[token.id]!r} in the reference but {token.text!r} here; "
+                    f"{other!r} in the reference but {token.text!r} here; "
                     "the two models do not share a vocabulary"
                 )
 
@@ -123,7 +155,7 @@ def compare_fidelity(
     a: FidelityRecord, b: FidelityRecord, floor: FidelityRecord | None = None
 ) -> FidelityComparison:
     """B against reference A over every forced position; with `floor` (A'), A' against A too."""
-    _check_pair(a, b, "B")
+    vocabulary_check = _check_pair(a, b, "B")
     k = min(a.top_k, b.top_k)
     per_prompt = []
     steps: list[PositionDivergence] = []
@@ -155,6 +187,7 @@ def compare_fidelity(
         kl_max=float(kls.max()),
         missing_share=sum(s.missing for s in steps) / sum(s.compared for s in steps),
         template_mismatches=sum(not p.template_agrees for p in b.prompts),
+        vocabulary_check=vocabulary_check,
         per_prompt=per_prompt,
         floor=compare_fidelity(a, floor) if floor is not None else None,
     )
@@ -199,6 +232,8 @@ def summary_lines(comparison: FidelityComparison) -> list[str]:
             f"prompts); earliest: prompt {earliest.index + 1} at position {earliest_position}, "
             f"A {earliest.a_token!r} vs B {earliest.b_token!r}"
         )
+    if c.vocabulary_check:
+        lines.append(f"vocabulary: {c.vocabulary_check}")
     if c.template_mismatches:
         lines.append(
             f"note: B's chat template tokenized {c.template_mismatches} prompt(s) differently "

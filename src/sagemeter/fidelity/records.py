@@ -59,6 +59,14 @@ class PromptRecord(BaseModel):
         return "".join(position.token_text for position in self.positions)
 
 
+class Vocabulary(BaseModel):
+    """The tokenizer's own id → token map as a fingerprint (see fidelity/vocabulary.py)."""
+
+    size: int
+    sha256: str = Field(description="SHA-256 of the id-ordered token list, as JSON")
+    source: str = Field(description="where the token list was read")
+
+
 class FidelityRecord(BaseModel):
     """Everything one endpoint said, token by token, on one prompt set."""
 
@@ -80,6 +88,9 @@ class FidelityRecord(BaseModel):
     started_utc: str
     ended_utc: str
     prompts: list[PromptRecord]
+    vocabulary: Vocabulary | None = Field(
+        None, description="the checkpoint's own vocabulary, where sagemeter could read it"
+    )
 
 
 def save_record(path: Path, record: FidelityRecord) -> None:

@@ -1,0 +1,119 @@
+"""`sagemeter engines install vllm` and `sagemeter engines list`: the engines sagemeter runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from sagemeter.errors import UserError
+
+if TYPE_CHECKING:
+    from sagemeter.targets import VllmTarget
+
+engines_app = typer.Typer(
+    name="engines",
+    help="Engines sagemeter starts itself: install sagemeter's own vLLM, see which one is used.",
+    no_args_is_help=True,
+)
+
+INSTALLABLE = ("vllm",)
+
+
+@engines_app.command("install")
+def install_command(
+    engine: Annotated[str, typer.Argument(help="the engine to install: vllm")],
+    force: Annotated[bool, typer.Option(help="rebuild even when it is already installed")] = False,
+    torch_index: Annotated[
+        str | None,
+        typer.Option(
+            help="an extra package index that carries torch's CPU build "
+            "(e.g. https://download.pytorch.org/whl/cpu) [pip's own configuration]"
+        ),
+    ] = None,
+) -> None:
+    """Install vLLM's CPU build into sagemeter's cache dir (idempotent: quick when present)."""
+    from sagemeter.engines.vllm_install import install_vllm
+
+    if engine not in INSTALLABLE:
+        raise UserError(f"unknown engine {engine!r}; installable: {', '.join(INSTALLABLE)}")
+    outcome = install_vllm(force=force, torch_index=torch_index, echo=typer.echo)
+    where = outcome.install.executable
+    if outcome.already:
+        typer.echo(f"vllm is already installed: {where} (use --force to rebuild)")
+    else:
+        typer.echo(f"installed vllm in {outcome.seconds:.0f} s: {where} (log {outcome.log_path})")
+
+
+@engines_app.command("list")
+def list_command() -> None:
+    """Say which `vllm` a vllm: target would run, and where it was found."""
+    from sagemeter.engines.vllm_install import INSTALL_HINT, find_vllm, managed_dir
+
+    found = find_vllm()
+    if found is None:
+        typer.echo(f"vllm: not installed; {INSTALL_HINT}")
+        return
+    typer.echo(f"vllm: {found.executable} (from {found.origin}; Python {found.python})")
+    typer.echo(f"sagemeter's own environment lives in {managed_dir()}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `sagemeter engines install|list` to the main app."""
+    app.add_typer(engines_app)
+
+
+def serve_vllm(target: VllmTarget, port: int) -> None:
+    """`sagemeter serve vllm:CHECKPOINT`: vLLM in the foreground until Ctrl-C, then stopped."""
+    import time
+
+    from rich.console import Console
+
+    from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
+
+    console = Console()
+    status = Console(stderr=True)
+    check_vllm_target(target.checkpoint)
+    with status.status(f"preparing {target.checkpoint} for vLLM (exported once, then cached)"):
+        server = prepare_server(target.checkpoint, port=port)
+    try:
+        with status.status("") as shown:
+            server.start(
+                on_wait=lambda seconds: shown.update(
+                    f"starting vLLM ({seconds:.0f} s; it compiles the model first)"
+                )
+            )
+        console.print(
+            f"serving {server.model.name} at [bold]{server.base_url}[/] (vLLM, OpenAI-compatible)"
+        )
+        console.print(f"vLLM log: {server.log_path}; Ctrl-C stops it")
+        while server.is_running():
+            time.sleep(0.5)
+        raise UserError(f"vLLM stopped unexpectedly; see {server.log_path}")
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        server.stop()
+
+
+def run_on_vllm(target_text: str, max_tokens: int, run: Callable[[str], None]) -> None:
+    """Start vLLM for `target_text`, call `run` with its URL, and stop it whatever happens."""
+    from rich.console import Console
+
+    from sagemeter.engines.vllm_endpoint import max_model_len_for
+    from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
+    from sagemeter.targets import VllmTarget, parse_target
+
+    parsed = parse_target(target_text)
+    assert isinstance(parsed, VllmTarget)
+    check_vllm_target(parsed.checkpoint)
+    status = Console(stderr=True)
+    server = prepare_server(parsed.checkpoint, max_model_len=max_model_len_for(max_tokens))
+    try:
+        with status.status("starting vLLM (it compiles the model first)"):
+            url = server.start()
+        status.print(f"vLLM serves {server.model.name} at {url} (log {server.log_path})")
+        run(url)
+    finally:
+        server.stop()

@@ -1,0 +1,104 @@
+"""Runs inside the vLLM environment (torch, transformers, gguf): GGUF file → Hugging Face folder.
+
+Usage: `python hf_export_script.py MODEL.gguf OUT_DIR`. It is run by file path with that
+environment's Python, never imported by sagemeter itself (sagemeter's own environment has no
+torch). It prints one JSON line: tensors, parameters, whether every weight is exact, the files.
+
+transformers reads the GGUF (`gguf_file=`), un-permuting llama.cpp's Q/K layout and turning the
+GGUF vocabulary into a tokenizer. Its model then carries a GGUF `quantization_config` that
+`save_pretrained` refuses, so a fresh model is built from the config without it and the tensors
+are copied over unchanged. Exactness is then checked against the file itself: every saved tensor
+must hold bit for bit the values of one GGUF tensor (compared as sorted bit patterns, which is
+blind to the row order llama.cpp permuted, so a wrong un-permutation would show up only in the
+outputs; the fidelity test compares those against llama.cpp).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+
+def _fingerprint(bits: object) -> str:
+    import numpy as np
+
+    array = np.ascontiguousarray(np.sort(np.asarray(bits).ravel()))
+    return hashlib.sha256(array.tobytes()).hexdigest()
+
+
+def gguf_fingerprints(path: Path) -> Counter[str]:
+    import numpy as np
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    reader = GGUFReader(str(path))
+    found: Counter[str] = Counter()
+    for tensor in reader.tensors:
+        values = dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        found[_fingerprint(values.view(np.uint32))] += 1
+    return found
+
+
+def saved_fingerprints(folder: Path) -> tuple[Counter[str], int, int]:
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    found: Counter[str] = Counter()
+    parameters = 0
+    count = 0
+    for shard in sorted(folder.glob("*.safetensors")):
+        for array in load_file(str(shard)).values():
+            if array.dtype != np.float32:
+                raise SystemExit(f"{shard.name}: a tensor saved as {array.dtype}, not float32")
+            found[_fingerprint(array.view(np.uint32))] += 1
+            parameters += int(array.size)
+            count += 1
+    return found, count, parameters
+
+
+def export(source: Path, out: Path) -> dict[str, object]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    loaded = AutoModelForCausalLM.from_pretrained(
+        source.parent, gguf_file=source.name, dtype=torch.float32
+    )
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.dtype = torch.float32
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh.load_state_dict(loaded.state_dict(), strict=True)
+    fresh.generation_config = loaded.generation_config
+    fresh.save_pretrained(out, safe_serialization=True)
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    tokenizer.save_pretrained(out)
+
+    expected = gguf_fingerprints(source)
+    saved, count, parameters = saved_fingerprints(out)
+    missing = saved - expected  # saved tensors whose values no GGUF tensor holds
+    return {
+        "tensors": count,
+        "parameters": parameters,
+        "exact": not missing,
+        "inexact_tensors": sum(missing.values()),
+        "chat_template": bool(tokenizer.chat_template),
+        "files": sorted(path.name for path in out.iterdir() if path.is_file()),
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: hf_export_script.py MODEL.gguf OUT_DIR", file=sys.stderr)
+        return 2
+    source, out = Path(argv[0]), Path(argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    print(json.dumps(export(source, out)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

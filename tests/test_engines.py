@@ -1,0 +1,132 @@
+"""Which vLLM sagemeter runs, the managed install's idempotence, and vllm: targets refused before
+any work (no vLLM, a checkpoint vLLM cannot take). No vLLM is started here."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sagemeter.engines import vllm_install
+from sagemeter.engines.vllm_install import (
+    STAMP_NAME,
+    find_vllm,
+    install_vllm,
+    managed_dir,
+    require_vllm,
+)
+from sagemeter.errors import UserError
+
+
+def fake_vllm(folder: Path) -> Path:
+    """An executable named vllm whose #! line names this Python, as pip writes console scripts."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "vllm"
+    script.write_text(f"#!{sys.executable}\nprint('vllm stand-in')\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def without_vllm_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SAGEMETER_VLLM", raising=False)
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", "/bin"]))
+
+
+def test_lookup_order_override_then_path_then_sagemeters_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without_vllm_on_path(monkeypatch)
+    assert find_vllm() is None
+    with pytest.raises(UserError, match=r"run `sagemeter engines install vllm`"):
+        require_vllm()
+    managed = fake_vllm(managed_dir() / "bin")
+    (managed.parent / "python").symlink_to(sys.executable)
+    (managed_dir() / STAMP_NAME).write_text(json.dumps({"packages": ["other==1"]}))
+    assert find_vllm() is None  # made with other pins: not ours any more
+    (managed_dir() / STAMP_NAME).write_text(json.dumps({"packages": vllm_install._pins()}))
+    found = find_vllm()
+    assert found is not None and found.origin == "sagemeter's environment"
+    assert found.executable == managed
+    on_path = fake_vllm(tmp_path / "user-bin")
+    monkeypatch.setenv("PATH", f"{on_path.parent}{os.pathsep}/usr/bin")
+    found = find_vllm()
+    assert found is not None and (found.executable, found.origin) == (on_path, "PATH")
+    assert found.python == Path(sys.executable)
+    override = fake_vllm(tmp_path / "elsewhere")
+    monkeypatch.setenv("SAGEMETER_VLLM", str(override))
+    found = find_vllm()
+    assert found is not None and (found.executable, found.origin) == (override, "SAGEMETER_VLLM")
+    monkeypatch.setenv("SAGEMETER_VLLM", str(tmp_path / "missing"))
+    with pytest.raises(UserError, match=r"SAGEMETER_VLLM=.*no such file"):
+        find_vllm()
+
+
+def test_install_is_a_no_op_when_the_environment_is_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_vllm_on_path(monkeypatch)
+    managed = fake_vllm(managed_dir() / "bin")
+    (managed.parent / "python").symlink_to(sys.executable)
+    (managed_dir() / STAMP_NAME).write_text(json.dumps({"packages": vllm_install._pins()}))
+    began = time.perf_counter()
+    outcome = install_vllm()
+    assert outcome.already and outcome.install.executable == managed
+    assert time.perf_counter() - began < 5  # nothing was installed
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sagemeter", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "200"},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_vllm_targets_are_refused_before_any_work(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    env = {k: v for k, v in sagemeter_env.items() if k != "SAGEMETER_VLLM"}
+    env["PATH"] = os.pathsep.join(["/usr/bin", "/bin"])
+    out = tmp_path / "out"
+    cases = [
+        (["measure", str(out), "vllm:smollm2-f32"], "vLLM is not installed"),
+        (["measure", str(out), "vllm:smollm2-q4_1"], "vLLM does not run llama.cpp's 4-bit blocks"),
+        (["measure", str(out), f"vllm:{tmp_path}"], "has no config.json"),
+        (["measure", str(out), "vllm:nonesuch"], "vllm:nonesuch: unknown checkpoint"),
+        (["serve", "vllm:smollm2-q4_1"], "vllm:smollm2-f32 serves the same weights"),
+        (["load", "vllm:smollm2-f32"], "vLLM is not installed"),
+        (["engines", "install", "sglang"], "unknown engine 'sglang'; installable: vllm"),
+    ]
+    for args, needle in cases:
+        done = run_cli(env, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert needle in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    assert not out.exists()
+    listed = run_cli(env, "engines", "list")
+    assert listed.returncode == 0 and "vllm: not installed" in listed.stdout
+
+
+def test_a_hugging_face_folder_is_served_as_it_is(tmp_path: Path) -> None:
+    from sagemeter.engines.hf_export import check_vllm_checkpoint, served_model
+    from sagemeter.engines.vllm_install import VllmInstall
+
+    folder = tmp_path / "My-Model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    check_vllm_checkpoint(str(folder))
+    install = VllmInstall(Path(sys.executable), Path(sys.executable), "PATH")
+    model = served_model(str(folder), install)  # nothing to export: no vLLM Python is run
+    assert (model.name, model.folder, model.dtype, model.source) == (
+        "My-Model",
+        folder.resolve(),
+        "auto",
+        None,
+    )

