@@ -29,7 +29,8 @@ async def test_inspect_checkpoint_answers_facts_ceiling_and_ratio(tmp_path: Path
         assert "decode ceiling on T4 (320 GB/s)" in text
 
         for arguments, needle in [
-            ({"sources": ["nope/missing.safetensors"]}, "no such file or folder"),
+            ({"sources": ["nope/missing.safetensors"]}, "other paths are never read"),
+            ({"sources": ["missing.safetensors"]}, "no such file in the results folder"),
             ({"sources": ["local:smollm2-q4_1"], "gpu": "K80"}, "not in the table"),
             ({"sources": []}, "sources"),
             ({"sources": ["local:smollm2-q4_1"], "bandwidth_gb_s": -1}, "bandwidth_gb_s"),

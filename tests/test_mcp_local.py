@@ -113,7 +113,7 @@ async def test_bad_input_is_one_sentence(tmp_path: Path) -> None:
     async with Client(build_server(ServerConfig(results_dir=tmp_path))) as client:
         cases = [
             ({"target": "bogus"}, "accepted forms"),
-            ({"target": "local:nope"}, "unknown checkpoint"),
+            ({"target": "local:nope"}, "give smollm2-q4_1, smollm2-f32 or the name of a .gguf"),
             (
                 {"target": "local:smollm2-q4_1", "short_tokens": 16, "long_tokens": 8},
                 "long_tokens must be larger than short_tokens",
@@ -123,9 +123,9 @@ async def test_bad_input_is_one_sentence(tmp_path: Path) -> None:
         for arguments, needle in cases:
             assert needle in error_line(await client.call_tool("measure_endpoint", arguments))
         missing = await client.call_tool("compare_results", {"results": ["nope-a", "nope-b"]})
-        assert "measure-nope-a.json: no such file" in error_line(missing)
+        assert "no measure-nope-a.json in the results folder" in error_line(missing)
         unknown = await client.call_tool("start_local", {"checkpoint": "nope"})
-        assert "unknown checkpoint 'nope'" in error_line(unknown)
+        assert "checkpoint 'nope': give smollm2-q4_1, smollm2-f32 or" in error_line(unknown)
         schema = await client.call_tool("start_local", {"parallel": 0})
         assert error_line(schema) == (
             "start_local: parallel: Input should be greater than or equal to 1 "

@@ -95,7 +95,7 @@ class WireServer:
             if handler is None:
                 writer.write(json_response(404, {"error": "no route"}))
             else:
-                await handler(writer, body)
+                await handler(writer, {**body, "_headers": headers})
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass

@@ -68,7 +68,11 @@ def _nearest_existing(path: Path) -> Path:
 
 
 def check_output_folder(folder: Path, label: str) -> Path:
-    """`folder` is a folder sagemeter can write in, or can make; else one UserError line."""
+    """Make `folder` if need be and prove a file can be written in it; else one UserError line.
+
+    The proof is a real write (a temporary file, removed at once): permissions, read-only
+    mounts and full disks all show there, whoever runs the command.
+    """
     text = str(folder)
     if "\x00" in text:
         raise UserError(f"{label} {text!r}: a path cannot hold a NUL character")
@@ -82,8 +86,14 @@ def check_output_folder(folder: Path, label: str) -> Path:
     for part in folder.absolute().relative_to(existing).parts:
         if len(os.fsencode(part)) > _name_max(existing):
             raise UserError(f"{label} {text}: the name {part[:40]!r}… is too long for this system")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"{label} {text}: no permission to write in {existing}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(prefix=".sagemeter-check-", dir=folder):
+            pass
+    except OSError as exc:
+        raise UserError(
+            f"{label} {text}: cannot write there ({describe_write_error(exc)})"
+        ) from None
     return folder
 
 

@@ -144,11 +144,26 @@ def resolve_checkpoint(
     if path.suffix == ".gguf":
         if not path.is_file():
             raise UserError(f"checkpoint file {spec!r} does not exist")
+        check_gguf_magic(path)
         return Checkpoint(path.stem, "a GGUF file of your own", path, "GGUF")
     raise UserError(
         f"unknown checkpoint {spec!r}; use one of {', '.join(CHECKPOINT_NAMES)} "
         "or a path to a .gguf file"
     )
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def check_gguf_magic(path: Path) -> None:
+    """A file that does not start as every GGUF file does is refused before any engine starts."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise UserError(f"checkpoint file {path}: cannot be read ({exc.strerror})") from None
+    if head != GGUF_MAGIC:
+        raise UserError(f"checkpoint file {path}: not a GGUF file (it does not start with GGUF)")
 
 
 def gguf_summary(path: Path) -> dict[str, Any]:

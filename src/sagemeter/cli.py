@@ -40,7 +40,8 @@ console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 
 
-def new_progress(unit: str = "requests") -> Progress:
+def new_progress(unit: str = "requests", transient: bool = False) -> Progress:
+    """A progress bar on stderr; `transient` ones vanish when done (the result says the rest)."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -48,7 +49,7 @@ def new_progress(unit: str = "requests") -> Progress:
         TextColumn(unit),
         TimeElapsedColumn(),
         console=err_console,
-        transient=False,
+        transient=transient,
     )
 
 
@@ -103,8 +104,12 @@ def checkpoints(
 @app.command()
 def serve(
     target: Annotated[str, typer.Argument(help="local:CHECKPOINT or vllm:CHECKPOINT")],
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0 picks a free one)")] = 8080,
-    parallel: Annotated[int, typer.Option(help="parallel slots (embedded engine)")] = 16,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0 picks a free one)")
+    ] = 8080,
+    parallel: Annotated[
+        int, typer.Option(min=1, max=512, help="parallel slots (embedded engine)")
+    ] = 16,
 ) -> None:
     """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
     from sagemeter.backends.local import LocalEngine
@@ -299,6 +304,9 @@ def measure(
 
         reference = read_reference(fidelity_reference)
     log_facts = read_server_log(server_log, docker)  # read first: a wrong log fails at once
+    from sagemeter import activity
+
+    activity.doing(f"measuring {parsed} into {out_dir}")
     result, path = _measure_with_progress(
         parsed, result_name, settings, out_dir, reference, api_key or None, log_facts
     )
@@ -319,12 +327,17 @@ def _measure_with_progress(
     api_key: str | None = None,
     server_log_facts: StartupFacts | None = None,
 ) -> tuple[MeasureResult, Path]:
+    from sagemeter.atomic import check_output_file, check_output_folder
     from sagemeter.endpoints import check_target
+    from sagemeter.results import result_path
     from sagemeter.workflows import measure_target, selected_questions, total_requests
 
-    check_target(parsed)  # bad input fails here, before a progress bar is drawn
+    # Bad input fails here, before a progress bar is drawn.
+    check_target(parsed)
+    check_output_folder(out_dir, "OUT_DIR")
+    check_output_file(result_path(out_dir, name), "the result file")
     total = total_requests(settings, len(selected_questions(settings).questions))
-    with new_progress() as bar:
+    with new_progress(transient=True) as bar:
         task = bar.add_task(name, total=total)
         outcome = asyncio.run(
             measure_target(
@@ -357,8 +370,10 @@ def combine(
 
     Given the shard files of `sagemeter load --shard i/n`, it merges them into one load result.
     """
+    from sagemeter.atomic import check_output_file
     from sagemeter.cli_load import is_load_result, merge_shard_files
 
+    check_output_file(out, "OUT")
     if files and is_load_result(files[0]):
         merge_shard_files(out, list(files))
         return
@@ -392,10 +407,11 @@ def demo(
     ] = None,
 ) -> None:
     """A-B-A on the embedded engine: 32-bit, 4-bit, 32-bit again; then the comparison."""
+    from sagemeter.atomic import check_output_folder
     from sagemeter.demo import DEMO_ORDER, default_run_dir, demo_plan_settings, run_demo
     from sagemeter.report.terminal import print_comparison
 
-    run_dir = out or default_run_dir()
+    run_dir = check_output_folder(out or default_run_dir(), "--out")
     settings = demo_plan_settings(
         quick,
         {
@@ -408,6 +424,9 @@ def demo(
     from sagemeter.workflows import selected_questions
 
     selected_questions(settings)  # a bad set fails here, before anything starts
+    from sagemeter import activity
+
+    activity.doing(f"running the demo into {run_dir}")
     console.print(f"demo: {' → '.join(name for name, _ in DEMO_ORDER)} into {run_dir}")
     with new_progress() as bar:
 
@@ -474,6 +493,9 @@ def _redact_output() -> None:
         sys.stderr = RedactingStream(sys.stderr)
 
 
+INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C (128 + SIGINT)
+
+
 def _usage_line(exc: Exception) -> str:
     """click's message for a usage error, on one line, with the help command to run."""
     format_message = getattr(exc, "format_message", None)
@@ -498,8 +520,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err_console.print(interrupted_message(), highlight=False, markup=False)
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     except typer.TyperException as exc:  # a usage error: the same one line, and where to look
         err_console.print(_usage_line(exc), style="red", highlight=False, markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
+    if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code before we see it
+        err_console.print(interrupted_message(), highlight=False, markup=False)
     sys.exit(code if isinstance(code, int) else 0)

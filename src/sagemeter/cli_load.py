@@ -27,6 +27,10 @@ def _levels(text: str) -> list[int]:
         raise UserError(f"--levels {text!r}: give whole numbers separated by commas") from None
     if not levels or any(level < 1 for level in levels):
         raise UserError(f"--levels {text!r}: every level must be a positive whole number")
+    from sagemeter.loadgen.settings import MAX_CONCURRENCY
+
+    if max(levels) > MAX_CONCURRENCY:
+        raise UserError(f"--levels {text!r}: at most {MAX_CONCURRENCY} streams at once")
     return levels
 
 
@@ -98,6 +102,10 @@ def register(app: typer.Typer) -> None:
         from sagemeter.transport.request import DEFAULT_PROMPT
 
         parse_address(target)
+        if out is not None:
+            from sagemeter.atomic import check_output_file
+
+            check_output_file(out, "--out")
         if api not in ("chat", "completions"):
             raise UserError(f"--api {api!r}: give chat or completions")
         shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
@@ -122,6 +130,9 @@ def register(app: typer.Typer) -> None:
             raw=raw,
             prefer_uvloop=uvloop,
         ).checked()
+        from sagemeter import activity
+
+        activity.doing(f"loading {target}")
         if settings.sweep:
             result = run_sweep(
                 settings,
@@ -155,11 +166,13 @@ def register(app: typer.Typer) -> None:
         started = time.perf_counter()
         from rich.console import Console
 
-        from sagemeter.atomic import write_text_atomic
+        from sagemeter.atomic import check_output_file, write_text_atomic
         from sagemeter.loadgen.selfcheck import run_selfcheck
         from sagemeter.loadgen.tables import level_table
 
         asked = _levels(levels)
+        if out is not None:
+            check_output_file(out, "--out")
         if not seconds > 0:
             raise UserError(f"--seconds {seconds!r}: give a positive number")
         if workers is not None and workers < 1:
@@ -191,10 +204,12 @@ def merge_shard_files(out: Path, shards: list[Path]) -> None:
     path when it is given shard files)."""
     from rich.console import Console
 
+    from sagemeter.atomic import check_output_file
     from sagemeter.loadgen.files import load_result, write_result
     from sagemeter.loadgen.shards import merge_shards
     from sagemeter.loadgen.tables import result_tables
 
+    check_output_file(out, "OUT")
     merged = merge_shards([load_result(path) for path in shards])
     console = Console()
     for table in result_tables(merged):

@@ -41,8 +41,13 @@ def register(app: typer.Typer) -> None:
         """Write report.md, report.html and plots/*.png for a run folder (or compare two)."""
         from rich.console import Console
 
+        from sagemeter.atomic import check_output_folder
         from sagemeter.report.writer import write_compare_report, write_report
 
+        if out is not None:
+            check_output_folder(out, "--out")
+        elif run_dirs and run_dirs[0].is_dir():
+            check_output_folder(run_dirs[0], "RUN_DIR")
         if compare:
             if len(run_dirs) != 2:
                 raise UserError(f"--compare takes two run folders, got {len(run_dirs)}")

@@ -42,6 +42,7 @@ from sagemeter.sagemaker_verbs import (
     image_line,
     placed_text,
 )
+from sagemeter.verbs import check_price
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -196,6 +197,7 @@ def price_command(
     price_per_hour: Annotated[float | None, typer.Option(help="use this USD/hour instead")] = None,
 ) -> None:
     """On-demand USD per hour of one real-time Hosting instance (AWS Price List API, cached)."""
+    check_price(price_per_hour)
     aws = _aws()
     region = deploy_region(region, aws)
     if price_per_hour is None:
@@ -263,6 +265,7 @@ def deploy_command(
     poll_seconds: Annotated[float, typer.Option(hidden=True)] = DEFAULT_POLL_S,
 ) -> None:
     """Create model, endpoint config and endpoint (tagged, recorded), and wait for InService."""
+    check_price(price_per_hour)
     aws = _aws()  # no network yet: the session only reads the configuration
     region = deploy_region(region, aws)
     role_arn = execution_role(role)
@@ -402,6 +405,7 @@ def status_command(
     ] = False,
 ) -> None:
     """One endpoint: status, instance type, age and cost so far."""
+    check_price(price_per_hour)
     aws = _aws()
     endpoint, region = endpoint_region(name, region, aws)
     info = sm.endpoint_status(endpoint, region, price_per_hour=price_per_hour, aws=aws)
@@ -428,6 +432,7 @@ def list_command(
     ] = False,
 ) -> None:
     """sagemeter's endpoints (tagged or recorded), with cost so far; orphans are marked."""
+    check_price(price_per_hour)
     inventory = sm.list_endpoints(
         region or None, price_per_hour=price_per_hour, all_endpoints=all_endpoints, aws=_aws()
     )

@@ -28,6 +28,7 @@ from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.results import Interval, MeasureResult, load_result
+from sagemeter.verbs import check_price
 
 
 class Row(BaseModel):
@@ -263,8 +264,7 @@ def combine(
     """Load every file (each problem is one UserError naming the file) and build the table."""
     if len(paths) < 2:
         raise UserError("combine needs at least two result files")
-    if price_per_hour is not None and price_per_hour <= 0:
-        raise UserError("--price-per-hour must be a positive number of USD")
+    check_price(price_per_hour)
     results = [load_result(path) for path in paths]
     warnings = _check_comparable(paths, results)
     if price_per_hour is None:

@@ -90,3 +90,8 @@ class RedactingStream:
     @property
     def encoding(self) -> str:
         return str(getattr(self._stream, "encoding", "utf-8"))
+
+    def __getattr__(self, name: str) -> object:
+        # Anything else (the binary `buffer` the MCP stdio transport writes its redacted
+        # answers to, `errors`, `line_buffering`) is the wrapped stream's.
+        return getattr(self._stream, name)

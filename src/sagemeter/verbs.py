@@ -6,6 +6,8 @@ The CLI and the MCP server differ only in how a parameter is spelled (`--long-to
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,10 +32,33 @@ def cli_flag(field: str) -> str:
     return CLI_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
+RESULT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
+MAX_CONCURRENCY = 1024  # requests at once in one level or one load run (file descriptors, RAM)
+
+
 def check_result_name(name: str, *, label: str = "--name") -> None:
-    """A result name becomes part of a file name: no separators, no hidden files."""
-    if not name or any(ch in name for ch in "/\\") or name.startswith("."):
-        raise UserError(f"{label} {name!r}: use letters, digits, dots, dashes or underscores")
+    """A result name becomes part of a file name: letters, digits, dots, dashes, underscores, at
+    most 100 characters, not starting with a dot (no separators, no hidden files, no control
+    characters, nothing a filesystem refuses)."""
+    if not RESULT_NAME.match(name):
+        shown = name if len(name) <= 40 else name[:40] + "…"
+        raise UserError(
+            f"{label} {shown!r}: use 1–100 letters, digits, dots, dashes or underscores "
+            "(not starting with a dot)"
+        )
+
+
+def check_price(value: float | None, label: str = "--price-per-hour") -> None:
+    """A price is a positive, finite number of USD (inf and nan are refused too)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserError(f"{label} {value!r}: give a positive number of USD, e.g. 1.1267")
+
+
+def check_levels(levels: list[int], label: str = "--levels") -> None:
+    """Requests at once: whole numbers from 1 to MAX_CONCURRENCY."""
+    for level in levels:
+        if not 1 <= level <= MAX_CONCURRENCY:
+            raise UserError(f"{label}: {level} requests at once is outside 1–{MAX_CONCURRENCY}")
 
 
 def measure_settings(
@@ -69,6 +94,7 @@ def settings_with(
         raise UserError(f"{label(str(first['loc'][0]))}: {first['msg']}") from None
     if settings.long_tokens <= settings.short_tokens:
         raise UserError(f"{label('long_tokens')} must be larger than {label('short_tokens')}")
+    check_levels(settings.load_levels, label("load_levels"))
     return settings
 
 

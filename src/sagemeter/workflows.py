@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemeter import __version__
+from sagemeter.atomic import check_output_file, check_output_folder, describe_write_error
 from sagemeter.endpoints import (
     Endpoint,
     WireOptions,
@@ -114,6 +115,8 @@ async def measure_target(
     """
     check_target(target)
     question_set = selected_questions(settings)
+    check_output_folder(out_dir, "OUT_DIR")
+    check_output_file(result_path(out_dir, name), "the result file")
     started = utc_now()
     on_phase("starting")
     log_path = out_dir / f"engine-{name}.log"
@@ -213,8 +216,28 @@ async def measure_target(
         server_metrics=meter.detail,
     )
     path = result_path(out_dir, name)
-    save_result(result, path)
-    return result, path
+    return result, save_or_rescue(result, path)
+
+
+def save_or_rescue(result: MeasureResult, path: Path) -> Path:
+    """Write the result; if that fails after all (disk full, the folder gone), keep it in the
+    state dir and say where, so a finished measurement is never lost."""
+    try:
+        save_result(result, path)
+        return path
+    except OSError as exc:
+        reason = describe_write_error(exc)
+    from sagemeter.paths import state_dir
+
+    rescue = state_dir() / "unsaved" / f"{path.stem}-{utc_now().replace(':', '')}.json"
+    try:
+        save_result(result, rescue)
+    except OSError as again:
+        raise UserError(
+            f"could not write {path} ({reason}) nor a copy in {rescue.parent} "
+            f"({describe_write_error(again)}): the measurement is lost"
+        ) from None
+    raise UserError(f"could not write {path} ({reason}); the result was kept at {rescue}")
 
 
 async def _fidelity(

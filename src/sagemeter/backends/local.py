@@ -26,8 +26,28 @@ from sagemeter.results import StartupFacts
 from sagemeter.startup_log import parse_llamacpp_log
 
 DEFAULT_PARALLEL_SLOTS = 16
+# What llama.cpp writes when it cannot start, and what that means for the user.
+FAILURE_CAUSES = (
+    ("couldn't bind HTTP server socket", "port {port} on 127.0.0.1 is already in use"),
+    ("failed to allocate", "out of memory: the model and its KV cache do not fit"),
+    ("out of memory", "out of memory: the model and its KV cache do not fit"),
+    ("std::bad_alloc", "out of memory: the model and its KV cache do not fit"),
+    ("invalid magic", "{file} is not a GGUF file llama.cpp can read"),
+    ("failed to read magic", "{file} is not a GGUF file llama.cpp can read"),
+    ("failed to load model", "llama.cpp could not load {file} (not a model it can run?)"),
+)
 DEFAULT_CTX_PER_SLOT = 2048
 START_TIMEOUT_S = 180.0
+
+
+def default_log_path(name: str) -> Path:
+    """Where an engine's log goes when no run folder holds it: the state dir's `logs/`."""
+    from sagemeter.paths import state_dir
+
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    folder = state_dir() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkstemp(prefix=f"{name}-{stamp}-", suffix=".log", dir=folder)[1])
 
 
 def engine_version() -> str:
@@ -60,9 +80,7 @@ class LocalEngine:
         self.ctx_per_slot = ctx_per_slot
         self.port = port
         self.threads = threads
-        self.log_path = log_path or Path(
-            tempfile.mkstemp(prefix=f"sagemeter-{checkpoint.name}-", suffix=".log")[1]
-        )
+        self.log_path = log_path or default_log_path(checkpoint.name)
         self.base_url: str | None = None
         self.started_s: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -120,8 +138,8 @@ class LocalEngine:
         while time.perf_counter() < deadline:
             if self._process.poll() is not None:
                 raise UserError(
-                    f"the embedded engine exited with code {self._process.returncode} while "
-                    f"loading {self.checkpoint.path.name}: {self._log_tail()}"
+                    f"the embedded engine could not start {self.checkpoint.path.name}: "
+                    f"{self._failure_cause()} (log: {self.log_path})"
                 )
             ready, _, _ = select.select([stdout], [], [], 0.2)
             if not ready:
@@ -135,7 +153,8 @@ class LocalEngine:
                     except (ValueError, KeyError):
                         continue
         raise UserError(
-            f"the embedded engine did not start within the deadline: {self._log_tail()}"
+            f"the embedded engine did not start within the deadline: {self._failure_cause()} "
+            f"(log: {self.log_path})"
         )
 
     def _wait_healthy(self, address: str, deadline: float) -> None:
@@ -149,12 +168,18 @@ class LocalEngine:
             time.sleep(0.1)
         raise UserError(f"the embedded engine at {address} never became healthy")
 
-    def _log_tail(self, lines: int = 3) -> str:
+    def _failure_cause(self) -> str:
+        """Why the engine did not start, in words, from its own log (else the log's last line)."""
         try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
+            text = self.log_path.read_text(errors="replace")
         except OSError:
-            return "(no log)"
-        return " | ".join(text[-lines:]) or "(empty log)"
+            return "it left no log"
+        for pattern, cause in FAILURE_CAUSES:
+            if pattern in text:
+                return cause.format(port=self.port, file=self.checkpoint.path.name)
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        errors = [line for line in lines if " E " in line or "error" in line.lower()]
+        return (errors or lines or ["its log is empty"])[-1][:300]
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """End the engine: close its stdin, then SIGTERM, then SIGKILL if it lingers."""

@@ -107,6 +107,8 @@ def run_once(settings: LoadSettings, started: float, api_key: str | None = None)
             run = pool.run(plans, available_cores(), settings.start_at)
         except WorkerFailure as exc:
             raise UserError(str(exc)) from None
+    if run.stopped_early and not any(record.ok for record in run.records):
+        raise UserError(f"{settings.target}: {run.stopped_early[0]}")
     return build_result(
         settings,
         run,

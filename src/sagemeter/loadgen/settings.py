@@ -11,7 +11,9 @@ from sagemeter.errors import UserError
 from sagemeter.transport.pool import available_cores
 from sagemeter.transport.request import DEFAULT_PROMPT
 
-__all__ = ["LoadSettings", "available_cores"]
+__all__ = ["MAX_CONCURRENCY", "LoadSettings", "available_cores"]
+
+MAX_CONCURRENCY = 4096  # streams at once from one machine (sharded runs: each shard's part)
 
 
 class LoadSettings(BaseModel):
@@ -49,8 +51,10 @@ class LoadSettings(BaseModel):
 
     def checked(self) -> LoadSettings:
         """Self, or a UserError naming the first bad value."""
-        if self.concurrency < 1:
-            raise UserError(f"--concurrency {self.concurrency}: give at least 1")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise UserError(
+                f"--concurrency {self.concurrency}: give 1 to {MAX_CONCURRENCY} streams at once"
+            )
         if self.max_tokens < 1:
             raise UserError(f"--max-tokens {self.max_tokens}: give at least 1")
         if not (math.isfinite(self.duration_s) and self.duration_s > 0):

@@ -14,6 +14,8 @@ from pydantic import Field
 from sagemeter.inspect.build import inspect_sources
 from sagemeter.inspect.facts import InspectReport
 from sagemeter.inspect.text import report_text
+from sagemeter.mcp import names
+from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 
 INSPECTS = ToolAnnotations(
@@ -21,7 +23,7 @@ INSPECTS = ToolAnnotations(
 )
 
 
-def register_inspect_tools(server: MCPServer) -> None:
+def register_inspect_tools(server: MCPServer, config: ServerConfig) -> None:
     """Add inspect_checkpoint to `server`."""
 
     @server.tool(title="Inspect a checkpoint", annotations=INSPECTS)
@@ -31,8 +33,9 @@ def register_inspect_tools(server: MCPServer) -> None:
             list[str],
             Field(
                 min_length=1,
-                description="each a .safetensors file or folder, a .gguf file, local:NAME, "
-                "vllm:NAME or hf:ORG/NAME[@REVISION]; the first is the reference of the ratios",
+                description="each hf:ORG/NAME[@REVISION], local:NAME, vllm:NAME, or the name of "
+                "a .safetensors/.gguf file or a folder in the server's results folder; the first "
+                "is the reference of the ratios",
             ),
         ],
         gpu: Annotated[
@@ -56,9 +59,11 @@ def register_inspect_tools(server: MCPServer) -> None:
         the first. Reads headers only (Hub models by range requests); deploys nothing.
         """
 
+        allowed = [names.checkpoint_source(config, source) for source in sources]
+
         def run() -> InspectReport:
             return inspect_sources(
-                sources, gpu=gpu, bandwidth_gb_s=bandwidth_gb_s, check_grid=grid_check
+                allowed, gpu=gpu, bandwidth_gb_s=bandwidth_gb_s, check_grid=grid_check
             )
 
         report = await anyio.to_thread.run_sync(run)

@@ -11,6 +11,8 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from sagemeter.mcp import names
+from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.engines import LocalEngines
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CheckpointsAnswer, LocalEngineAnswer, StopAnswer
@@ -29,11 +31,14 @@ STOPS = ToolAnnotations(
 
 Checkpoint = Annotated[
     str,
-    Field(description="a name from list_checkpoints (smollm2-q4_1, smollm2-f32) or a .gguf path"),
+    Field(
+        description="a name from list_checkpoints (smollm2-q4_1, smollm2-f32) or the name of a "
+        ".gguf file in the server's results folder"
+    ),
 ]
 
 
-def register_local_tools(server: MCPServer, engines: LocalEngines) -> None:
+def register_local_tools(server: MCPServer, engines: LocalEngines, config: ServerConfig) -> None:
     """Add list_checkpoints, start_local and stop_local to `server`."""
 
     @server.tool(title="List the embedded engine's checkpoints", annotations=LISTS)
@@ -69,7 +74,8 @@ def register_local_tools(server: MCPServer, engines: LocalEngines) -> None:
 
         Returns its URL, a target for measure_endpoint. A running checkpoint is returned as is.
         """
-        started = await engines.start(checkpoint, parallel=parallel, port=port)
+        named = names.local_checkpoint(config, checkpoint)
+        started = await engines.start(named, parallel=parallel, port=port)
         engine = started.engine
         assert engine.base_url is not None
         answer = LocalEngineAnswer(

@@ -17,6 +17,7 @@ from rich.console import Console
 from sagemeter.compare import combine, save_comparison
 from sagemeter.endpoints import check_target
 from sagemeter.errors import UserError
+from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
@@ -62,13 +63,6 @@ def measure_text(result: MeasureResult, path: Path) -> str:
     if result.complete is False:
         notes = f"\nINCOMPLETE: {'; '.join(result.incomplete_because)}" + notes
     return f"{result.name}: " + ", ".join(parts) + f"\nwrote {path}" + notes
-
-
-def result_file(config: ServerConfig, item: str) -> Path:
-    """A result by name (in the results folder) or by path to a .json file."""
-    if item.endswith(".json") or "/" in item:
-        return Path(item).expanduser()
-    return result_path(config.results_dir, item)
 
 
 def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
@@ -144,7 +138,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         Writes measure-NAME.json in the results folder and returns its figures; unset knobs keep
         the article's values (or the quick ones). Sends progress; cancelling leaves no file.
         """
-        parsed = parse_target(target)
+        parsed = parse_target(names.target(config, target))
         overrides = {
             "short_tokens": short_tokens,
             "long_tokens": long_tokens,
@@ -152,7 +146,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "load_levels": load_levels,
             "load_max_tokens": load_max_tokens,
             "load_batches": load_batches,
-            "questions": questions,
+            "questions": names.question_set(config, questions),
             "quality_max_tokens": quality_max_tokens,
             "questions_per_family": questions_per_family,
             "margin_points": margin_points,
@@ -244,7 +238,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
 
         Writes compare-NAME.json in the results folder.
         """
-        paths = [result_file(config, item) for item in results]
+        paths = [names.result_file(config, item) for item in results]
         comparison = combine(paths, price_per_hour=price_per_hour, margin_points=margin_points)
         out_name = name or "-vs-".join(comparison.names)
         check_result_name(out_name, label="name")

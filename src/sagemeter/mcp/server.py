@@ -89,9 +89,9 @@ def build_server(
     )
     register_sagemaker_reads(server, config)
     register_sagemaker_writes(server, config)
-    register_local_tools(server, engines)
+    register_local_tools(server, engines, config)
     register_measure_tools(server, config)
-    register_inspect_tools(server)
+    register_inspect_tools(server, config)
     return server
 
 

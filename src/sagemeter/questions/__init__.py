@@ -70,7 +70,7 @@ def family_counts(question_set: QuestionSet) -> dict[str, int]:
 def load_question_set(spec: str) -> QuestionSet:
     """A built-in set by name (e.g. `article-40`) or a user JSONL file by path."""
     builtin = BUILTIN_DIR / f"{spec}.json"
-    if builtin.is_file():
+    if spec in builtin_sets():
         raw = builtin.read_bytes()
         try:
             payload = json.loads(raw)

@@ -13,6 +13,7 @@ from pathlib import Path
 from sagemeter.compare import Comparison, combine
 from sagemeter.errors import UserError
 from sagemeter.results import MeasureResult, load_result
+from sagemeter.verbs import check_price
 
 COMPARE_FILE = "compare.json"
 
@@ -51,8 +52,7 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
     found = sorted(folder.glob("measure-*.json"))
     if not found:
         raise UserError(f"{folder}: no result files (measure-*.json) in this folder")
-    if price_per_hour is not None and price_per_hour <= 0:
-        raise UserError("--price-per-hour must be a positive number of USD")
+    check_price(price_per_hour)
     saved_order, saved_price = _read_compare_file(folder / COMPARE_FILE)
     results = {path: load_result(path) for path in found}
     paths, source = _run_order(found, results, saved_order)

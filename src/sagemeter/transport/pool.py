@@ -77,6 +77,7 @@ class RunOutput:
     workers: list[WorkerSummary] = field(default_factory=list)
     parent_cpu_s: float = 0.0
     cores: int = 1
+    stopped_early: list[str] = field(default_factory=list)
 
     @property
     def client_cpu_s(self) -> float:
@@ -198,4 +199,5 @@ def _combine(
         loop_lag_us=[lag for output in outputs for lag in output.loop_lag_us],
         workers=summaries,
         parent_cpu_s=parent_cpu_s,
+        stopped_early=[o.stopped_early for o in outputs if o.stopped_early],
     )

@@ -14,6 +14,7 @@ import urllib.request
 from typing import Any
 
 from sagemeter.errors import UserError
+from sagemeter.redaction import register_secret
 from sagemeter.transport.address import ServerAddress
 
 DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -46,7 +47,11 @@ def http_request(
     *,
     stream: bool = False,
 ) -> bytes:
-    """A whole HTTP/1.1 request, head and body, as one bytes object (keep-alive by default)."""
+    """A whole HTTP/1.1 request, head and body, as one bytes object (keep-alive by default).
+
+    The API key becomes a secret of this process: no output will show it (redaction.py).
+    """
+    register_secret(api_key)
     payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
     head = [f"{method} {path} HTTP/1.1", f"Host: {address.host_header}"]
     if body is not None:

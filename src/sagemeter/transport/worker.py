@@ -33,6 +33,12 @@ from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries
 READY = b"ready\n"
 FAILED = b"failed\n"
 RECONNECT_PAUSE_S = 0.1
+# A server that refuses everything must not be hammered: after a failed request a closed-loop
+# stream waits FAILURE_PAUSE_S, doubling per failure in a row up to FAILURE_PAUSE_MAX_S; and a
+# worker whose first STOP_AFTER_FAILURES requests all failed stops sending and says why.
+FAILURE_PAUSE_S = 0.05
+FAILURE_PAUSE_MAX_S = 2.0
+STOP_AFTER_FAILURES = 32
 _LENGTH = struct.Struct("!Q")
 
 
@@ -110,6 +116,7 @@ class WorkerOutput:
     cpu_run_s: float = 0.0
     cpu_total_s: float = 0.0
     failure: str | None = None
+    stopped_early: str | None = None
 
 
 def new_loop(prefer_uvloop: bool = True) -> tuple[str, asyncio.AbstractEventLoop]:
@@ -137,6 +144,8 @@ class Worker:
         self.start = 0.0
         self.deadline = 0.0
         self.announced = False
+        self.succeeded = 0
+        self.failed = 0
 
     async def connect(self) -> Connection:
         plan = self.plan
@@ -266,17 +275,41 @@ class Worker:
         def fresh(number: int) -> Callable[[], LiveRecord]:
             return lambda: LiveRecord(stream, number, max_tokens=plan.max_tokens)
 
+        failures_in_row = 0
         while time.perf_counter() < self.deadline and (limit == 0 or index < limit):
             record = await send_with_retries(send, fresh(index), plan.retry)
             index += 1
-            self.live.append(record)
+            self.keep(record)
+            if record.error is None:
+                failures_in_row = 0
+            elif limit == 0:  # a load run, not a batch: back off before the next request
+                pause = min(FAILURE_PAUSE_MAX_S, FAILURE_PAUSE_S * 2**failures_in_row)
+                failures_in_row += 1
+                await asyncio.sleep(min(pause, max(0.0, self.deadline - time.perf_counter())))
         if held[0] is not None:
             held[0].close()
+
+    def keep(self, record: LiveRecord) -> None:
+        """Keep a finished request; stop the worker when nothing has succeeded for too long."""
+        self.live.append(record)
+        if record.error is None:
+            self.succeeded += 1
+            return
+        self.failed += 1
+        if self.succeeded == 0 and self.failed >= STOP_AFTER_FAILURES:
+            if self.output.stopped_early is None:
+                self.output.stopped_early = (
+                    f"the first {self.failed} requests all failed ({record.error}); stopped "
+                    "sending rather than hammer a failing server"
+                )
+            self.deadline = min(self.deadline, time.perf_counter())
 
     async def open_loop(self) -> None:
         """Open loop: each arrival is sent at its scheduled instant, whatever is in flight."""
         tasks: list[asyncio.Task[None]] = []
         for index, offset in self.plan.arrivals:
+            if self.output.stopped_early is not None:
+                break
             due = self.start + offset
             delay = due - time.perf_counter()
             if delay > 0:
@@ -291,12 +324,14 @@ class Worker:
         while self.idle and connection is None:
             candidate = self.idle.pop()
             connection = candidate if candidate.reusable else None
+        if self.output.stopped_early is not None:
+            return  # the first requests all failed: the rest of the schedule is not sent
         if connection is None:
             connection = await self.connected_or_error(record)
             if connection is None:
-                self.live.append(record)
+                self.keep(record)
                 return
-        self.live.append(await connection.send(self.plan.payload, record, self.plan.timeout_s))
+        self.keep(await connection.send(self.plan.payload, record, self.plan.timeout_s))
         if connection.reusable:
             self.idle.append(connection)
 

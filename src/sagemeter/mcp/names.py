@@ -1,0 +1,90 @@
+"""What an assistant may name: files of the server's own results folder, by name, and nothing else.
+
+An assistant is not the user: a path it sends could point anywhere the server's user can read,
+and even a "no such file" answer tells it what exists. So result files, question files and
+local checkpoint files are taken only by name from the results folder (and built-in names where
+a tool has them), checked by the same rule as the command line's names, before any work; any
+other string gets the same refusal, whatever exists on the machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sagemeter.errors import UserError
+from sagemeter.mcp.config import ServerConfig
+from sagemeter.questions import builtin_sets
+from sagemeter.verbs import RESULT_NAME
+
+
+def _in_folder(
+    config: ServerConfig, name: str, what: str, suffixes: tuple[str, ...], builtin: str = ""
+) -> Path:
+    """`name` (a file name, no folders) inside the results folder, or the one refusal."""
+    kinds = "/".join(suffix for suffix in suffixes if suffix) + (
+        " file or folder" if "" in suffixes else " file"
+    )
+    refusal = UserError(
+        f"{what} {name[:60]!r}: give {builtin}the name of a {kinds} in this server's "
+        f"results folder ({config.results_dir}); other paths are never read"
+    )
+    if not RESULT_NAME.match(name) or not name.endswith(suffixes):
+        raise refusal
+    path = config.results_dir / name
+    if not path.exists():
+        raise UserError(f"{what} {name!r}: no such file in the results folder")
+    return path
+
+
+def result_file(config: ServerConfig, item: str) -> Path:
+    """A result by its name (`measure_endpoint`'s NAME) or file name, in the results folder."""
+    if RESULT_NAME.match(item) and not item.endswith(".json"):
+        path = config.results_dir / f"measure-{item}.json"
+        if not path.exists():
+            raise UserError(f"result {item!r}: no measure-{item}.json in the results folder")
+        return path
+    return _in_folder(config, item, "result", (".json",))
+
+
+def question_set(config: ServerConfig, spec: str | None) -> str | None:
+    """A built-in question set's name, or the path of a .jsonl file in the results folder."""
+    if spec is None or spec in builtin_sets():
+        return spec
+    try:
+        return str(_in_folder(config, spec, "questions", (".jsonl",)))
+    except UserError:
+        raise UserError(
+            f"questions {spec[:60]!r}: give a built-in set ({', '.join(builtin_sets())}) or the "
+            f"name of a .jsonl file in this server's results folder ({config.results_dir}); "
+            "other paths are never read"
+        ) from None
+
+
+def checkpoint_source(config: ServerConfig, source: str) -> str:
+    """An inspect source: `hf:`, `local:`/`vllm:` names, or a file or folder in the results
+    folder by name."""
+    if source.startswith("hf:"):
+        return source
+    if source.startswith(("local:", "vllm:")):
+        name = source.split(":", 1)[1]
+        if RESULT_NAME.match(name):
+            return source
+    return str(_in_folder(config, source, "source", (".safetensors", ".gguf", "")))
+
+
+def local_checkpoint(config: ServerConfig, spec: str) -> str:
+    """An embedded-engine checkpoint: a built-in name, or a .gguf file in the results folder."""
+    from sagemeter.checkpoints import CHECKPOINT_NAMES
+
+    if spec in CHECKPOINT_NAMES:
+        return spec
+    builtin = f"{', '.join(CHECKPOINT_NAMES)} or "
+    return str(_in_folder(config, spec, "checkpoint", (".gguf",), builtin))
+
+
+def target(config: ServerConfig, text: str) -> str:
+    """A measure target whose local checkpoint, if any, is named by the rules above."""
+    for prefix in ("local:", "vllm:"):
+        if text.startswith(prefix):
+            return prefix + local_checkpoint(config, text.removeprefix(prefix).strip())
+    return text

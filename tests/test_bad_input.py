@@ -1,0 +1,132 @@
+"""Bad input, through the real `sagemeter` command: one clear line, a non-zero exit, no traceback,
+and nothing measured first.
+
+Every case that writes names a target where nothing listens (port 9): a check that came too
+late would show as a connection error instead of the line expected.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+NOTHING = "http://127.0.0.1:9"
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> Path:
+    """A folder with the things bad inputs point at."""
+    (tmp_path / "o" / "measure-x.json").mkdir(parents=True)
+    (tmp_path / "a-file").write_text("not a folder\n")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "garbage.gguf").write_bytes(b"this is no model" * 10)
+    return tmp_path
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+LONG = "n" * 300
+CASES: list[tuple[str, list[str], int, str]] = [
+    ("result file is a folder", ["measure", "{tmp}/o", NOTHING, "--name", "x"], 2, "is a folder"),
+    ("name too long", ["measure", "{tmp}/o", NOTHING, "--name", LONG], 2, "1–100 letters"),
+    ("name with a tab", ["measure", "{tmp}/o", NOTHING, "--name", "a\tb"], 2, "1–100 letters"),
+    ("hidden name", ["measure", "{tmp}/o", NOTHING, "--name", ".x"], 2, "not starting with a dot"),
+    ("OUT_DIR is a file", ["measure", "{tmp}/a-file", NOTHING], 2, "is a file, not a folder"),
+    ("OUT_DIR under a file", ["measure", "{tmp}/a-file/sub", NOTHING], 2, "is a file, so no"),
+    ("OUT_DIR unwritable", ["measure", "/proc/sagemeter-out", NOTHING], 2, "cannot write there"),
+    ("load --out a folder", ["load", NOTHING, "--out", "{tmp}/folder"], 2, "is a folder"),
+    ("selfcheck --out a folder", ["selfcheck", "--out", "{tmp}/folder"], 2, "is a folder"),
+    (
+        "combine into a folder",
+        ["combine", "{tmp}/folder", "{tmp}/a.json", "{tmp}/b.json"],
+        2,
+        "is a folder",
+    ),
+    ("demo --out a file", ["demo", "--out", "{tmp}/a-file"], 2, "is a file, not a folder"),
+    ("report on a file", ["report", "{tmp}/a-file"], 2, "not a folder"),
+    ("serve port too high", ["serve", "local:smollm2-q4_1", "--port", "99999"], 2, "--port"),
+    ("serve no slots", ["serve", "local:smollm2-q4_1", "--parallel", "0"], 2, "--parallel"),
+    ("levels too high", ["measure", "{tmp}/m", NOTHING, "--levels", "100000"], 2, "1–1024"),
+    ("levels not numbers", ["measure", "{tmp}/m", NOTHING, "--levels", "1,x"], 2, "whole numbers"),
+    ("levels zero", ["measure", "{tmp}/m", NOTHING, "--levels", "0"], 2, "positive"),
+    ("load concurrency", ["load", NOTHING, "--concurrency", "100000"], 2, "1 to 4096"),
+    (
+        "price inf",
+        ["combine", "{tmp}/c.json", "{tmp}/a.json", "{tmp}/b.json", "--price-per-hour", "inf"],
+        2,
+        "positive number of USD",
+    ),
+    (
+        "price nan",
+        ["combine", "{tmp}/c.json", "{tmp}/a.json", "{tmp}/b.json", "--price-per-hour", "nan"],
+        2,
+        "positive number of USD",
+    ),
+    ("not a GGUF", ["measure", "{tmp}/m", "local:{tmp}/garbage.gguf"], 2, "not a GGUF file"),
+    ("missing GGUF", ["measure", "{tmp}/m", "local:{tmp}/none.gguf"], 2, "does not exist"),
+    ("timeout zero", ["measure", "{tmp}/m", NOTHING, "--timeout", "0"], 2, "--timeout"),
+    ("timeout words", ["measure", "{tmp}/m", NOTHING, "--timeout", "soon"], 2, "--timeout"),
+    ("retries negative", ["measure", "{tmp}/m", NOTHING, "--retries", "-1"], 2, "--retries"),
+    ("bad target", ["measure", "{tmp}/m", "ftp://x"], 2, "accepted forms"),
+    ("unknown bare name", ["measure", "{tmp}/m", "my-endpoint"], 2, "no SageMaker endpoint"),
+    ("query in URL", ["measure", "{tmp}/m", "http://h:1/v1?x=1"], 2, "query"),
+    ("questions file", ["measure", "{tmp}/m", NOTHING, "--questions", "/none.jsonl"], 2, "neither"),
+    ("method", ["measure", "{tmp}/m", NOTHING, "--method", "mine"], 2, "--method"),
+    ("missing argument", ["measure"], 2, "Missing argument"),
+    ("unknown command", ["measur"], 2, "No such command"),
+    ("unknown option", ["measure", "{tmp}/m", NOTHING, "--levle", "1"], 2, "No such option"),
+    ("truth status", ["calibrate-server", "--fail-status", "200"], 2, "fail_status"),
+    ("truth duration", ["calibrate-server", "--ttft", "-5ms"], 2, "--ttft"),
+    ("load duration", ["load", NOTHING, "--duration", "never"], 2, "--duration"),
+    ("load shard", ["load", NOTHING, "--shard", "3/2"], 2, "--shard"),
+    ("nothing listening", ["load", NOTHING, "--duration", "1s"], 2, "cannot reach"),
+    ("nothing to measure", ["measure", "{tmp}/m", NOTHING], 2, "does not answer as a chat API"),
+    ("inspect nothing", ["inspect", "{tmp}/none.safetensors"], 2, "none.safetensors"),
+]
+
+
+def _run(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SAGEMETER_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "sagemeter", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(("case", "args", "code", "needle"), CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_clear_line(
+    case: str, args: list[str], code: int, needle: str, place: Path
+) -> None:
+    done = _run([arg.replace("{tmp}", str(place)) for arg in args], place / "home")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == code, (case, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    assert needle in lines[0], lines[0]
+    assert not [path for path in place.glob("**/measure-*.json*") if path.is_file()]
+
+
+def test_the_engine_names_a_port_in_use(busy_port: int, tmp_path: Path) -> None:
+    done = _run(["serve", "local:smollm2-q4_1", "--port", str(busy_port)], tmp_path)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"port {busy_port} on 127.0.0.1 is already in use" in lines[-1]
+    # Its log went under the state dir (SAGEMETER_HOME), not into /tmp.
+    assert list((tmp_path / "state" / "logs").glob("smollm2-q4_1-*.log"))
