@@ -54,8 +54,9 @@ def new_progress(unit: str = "requests", transient: bool = False) -> Progress:
 
 
 def _parse_levels(text: str) -> list[int]:
+    parts = [part.strip() for part in text.split(",")]
     try:
-        levels = [int(part) for part in text.split(",") if part.strip()]
+        levels = [int(part) for part in parts]
     except ValueError:
         raise UserError(
             f"--levels {text!r}: give whole numbers separated by commas, e.g. 1,4,16"

@@ -36,13 +36,15 @@ def mcp_command(
     poll_seconds: Annotated[float, typer.Option(hidden=True)] = DEFAULT_POLL_S,
 ) -> None:
     """Serve the deploy → measure → compare → delete loop as MCP tools (logs on stderr)."""
+    from sagemeter.atomic import check_output_folder
     from sagemeter.mcp.config import default_results_dir
     from sagemeter.mcp_server import ServerConfig, serve
 
+    folder = results_dir.expanduser().resolve() if results_dir else default_results_dir()
     config = ServerConfig(
         allow_write=allow_write,
         allow_logs=allow_logs,
-        results_dir=results_dir.expanduser().resolve() if results_dir else default_results_dir(),
+        results_dir=check_output_folder(folder, "--results-dir"),
         poll_s=poll_seconds,
     )
     where = "stdio" if http is None else f"http://127.0.0.1:{http}/mcp"

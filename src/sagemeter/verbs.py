@@ -20,6 +20,11 @@ Label = Callable[[str], str]
 
 
 CLI_NAMES = {
+    "load_levels": "--levels",
+    "decode_repeats": "--repeats",
+    "load_batches": "--batches",
+    "load_max_tokens": "--load-tokens",
+    "fidelity_prompts": "--fidelity",
     "margin_points": "--margin",
     "timeout_s": "--timeout",
     "stall_s": "--stall",

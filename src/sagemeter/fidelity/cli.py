@@ -84,8 +84,10 @@ def collect_command(
     system_prompt: Annotated[str | None, typer.Option(help="system message")] = None,
 ) -> None:
     """Record one endpoint's top-k next-token distributions along greedy (or A's) answers."""
+    from sagemeter.atomic import check_output_file
     from sagemeter.fidelity.records import load_record, save_record
 
+    check_output_file(out, "OUT")
     reference_record = load_record(reference) if reference else None
     if reference_record is not None:
         prompts: list[str] = []
