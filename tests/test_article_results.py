@@ -181,10 +181,14 @@ def test_combine_on_the_command_line(sagemeter_env: dict[str, str], tmp_path: Pa
 
 
 async def test_mcp_compare_results_reads_the_articles_files(tmp_path: Path) -> None:
-    async with Client(build_server(ServerConfig(results_dir=tmp_path / "results"))) as client:
+    results = tmp_path / "results"
+    results.mkdir()
+    for path in _paths():  # the server reads result files only by name from its folder
+        shutil.copy(path, results / path.name)
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
         found = await client.call_tool(
             "compare_results",
-            {"results": [str(path) for path in _paths()], "price_per_hour": PRICE},
+            {"results": [path.name for path in _paths()], "price_per_hour": PRICE},
         )
     answer = ok(found)
     assert answer["identical_answers"] == "35/40" and answer["methods"] == ["article"] * 3

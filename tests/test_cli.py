@@ -34,7 +34,7 @@ def run(
             ["measure", "out", "local:smollm2-q4_1", "--long-tokens", "8", "--short-tokens", "16"],
             "larger",
         ),
-        (["measure", "out", "local:smollm2-q4_1", "--repeats", "0"], "--decode-repeats"),
+        (["measure", "out", "local:smollm2-q4_1", "--repeats", "0"], "--repeats"),
         (["measure", "out", "local:smollm2-q4_1", "--method", "bogus"], "--method 'bogus'"),
         (["measure", "out", "local:nope"], "unknown checkpoint"),
         (["measure", "out", "local:smollm2-q4_1", "--questions", "missing.jsonl"], "question set"),

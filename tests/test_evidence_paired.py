@@ -166,13 +166,14 @@ def test_agreement_counts_replies_and_extracted_answers_separately() -> None:
         item("q4", False, reply="no idea", extracted=None),
     ]
     c = compare_quality(a, b)
-    # Missing replies or answers never count as agreeing.
+    # An unanswered question is left out (n counts answered pairs); a missing answer never agrees.
     assert (c.agreement.n, c.agreement.identical_replies, c.agreement.identical_extracted) == (
-        4,
+        3,
         2,
         2,
     )
     assert c.failed_a == ["q3"] and c.failed_b == ["q3"]
+    assert c.n == 3 and c.asked == 4
 
 
 def test_family_table_and_accuracies() -> None:

@@ -40,6 +40,7 @@ def test_ctrl_c_during_measure_says_so_and_leaves_no_file(tmp_path: Path) -> Non
 
 
 def test_the_message_lists_the_files_kept(tmp_path: Path) -> None:
+    activity.reset()  # other tests of this process wrote files too
     activity.doing("running the demo into runs/x")
     for name in ("measure-a.json", "measure-b.json"):
         write_text_atomic(tmp_path / name, "{}\n")

@@ -15,6 +15,13 @@ _doing: list[str] = []
 _kept: list[Path] = []
 
 
+def reset() -> None:
+    """Forget what earlier commands of this process did (a face starting a new command)."""
+    with _lock:
+        _doing.clear()
+        _kept.clear()
+
+
 def doing(what: str) -> None:
     """Say what the command is doing now (replaces the previous statement)."""
     with _lock:
