@@ -244,6 +244,14 @@ def measure(
             help="bearer token for a hosted endpoint (never printed or written)",
         ),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SAGEMETER_RAY",
+            help="parallel: send the batches from a Ray cluster's nodes (auto, local, "
+            "ray://HOST:PORT or HOST:PORT)",
+        ),
+    ] = None,
 ) -> None:
     """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json.
 
@@ -275,6 +283,10 @@ def measure(
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
+    if ray is not None:
+        from sagemeter.transport.ray_pool import join_for_batches
+
+        join_for_batches(ray)
     reference = None
     if fidelity_reference is not None:
         from sagemeter.workflows import fidelity_reference as read_reference
