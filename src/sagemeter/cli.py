@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -463,7 +464,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv)
     except UserError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        # Escaped: a message may quote brackets (`pip install 'sagemeter[ray]'`) rich would eat.
+        err_console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted: nothing half-written was left; engines were stopped")

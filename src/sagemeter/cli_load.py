@@ -187,7 +187,7 @@ def register(app: typer.Typer) -> None:
 
         from sagemeter.atomic import write_text_atomic
         from sagemeter.loadgen.selfcheck import run_selfcheck
-        from sagemeter.loadgen.tables import level_table
+        from sagemeter.loadgen.tables import level_tables
 
         asked = _levels(levels)
         if not seconds > 0:
@@ -205,7 +205,7 @@ def register(app: typer.Typer) -> None:
             seconds,
             workers,
             started,
-            on_level=lambda c: console.print(level_table(c)),
+            on_level=lambda c: console.print(*level_tables(c)),
             ray=ray,
         )
         if out is not None:

@@ -141,3 +141,11 @@ def level_table(check: LevelCheck) -> Table:
     verdict = "valid" if check.valid else "INVALID: " + "; ".join(check.invalid_because)
     table.caption = verdict
     return table
+
+
+def level_tables(check: LevelCheck) -> list[Table]:
+    """A self-check level's table, and which node saw what when it ran on a Ray cluster."""
+    tables = [level_table(check)]
+    if check.result.cluster is not None:
+        tables.append(cluster_table(check.result))
+    return tables

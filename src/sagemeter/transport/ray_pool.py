@@ -291,27 +291,13 @@ class RayPool:
                 answers.append(_first_line(exc))
         return answers
 
-    def deal(self, plans: list[WorkerPlan]) -> list[list[WorkerPlan]]:
-        """The plans per node: as even a share of each node's workers as the count allows."""
-        if len(plans) > self.capacity:
-            raise ValueError(f"{len(plans)} plans for {self.capacity} workers")
-        counts = [0] * len(self.slots)
-        for _ in plans:
-            free = [k for k, slot in enumerate(self.slots) if counts[k] < slot.workers]
-            chosen = min(free, key=lambda k: (counts[k] / self.slots[k].workers, k))
-            counts[chosen] += 1
-        groups, at = [], 0
-        for count in counts:
-            groups.append(plans[at : at + count])
-            at += count
-        return groups
-
     def run_cluster(self, plans: list[WorkerPlan], start_at: float | None = None) -> ClusterRun:
         """Run the plans over the nodes from one start instant; lost nodes are reported."""
         ray = self.ray
+        groups = deal(plans, [slot.workers for slot in self.slots])
         used = [
             (slot, agent, group)
-            for slot, agent, group in zip(self.slots, self.agents, self.deal(plans), strict=True)
+            for slot, agent, group in zip(self.slots, self.agents, groups, strict=True)
             if group
         ]
         answers = self._gather(
@@ -380,6 +366,23 @@ class RayPool:
             with contextlib.suppress(ray.exceptions.RayError):
                 ray.kill(agent, no_restart=True)
         self.agents = []
+
+
+def deal(plans: list[WorkerPlan], capacities: list[int]) -> list[list[WorkerPlan]]:
+    """The plans per node, in node order: each node as even a share of its workers as the count
+    allows (a node with more workers takes more), contiguous so global worker numbers stay."""
+    if len(plans) > sum(capacities):
+        raise ValueError(f"{len(plans)} plans for {sum(capacities)} workers")
+    counts = [0] * len(capacities)
+    for _ in plans:
+        free = [k for k, capacity in enumerate(capacities) if counts[k] < capacity]
+        chosen = min(free, key=lambda k: (counts[k] / capacities[k], k))
+        counts[chosen] += 1
+    groups, at = [], 0
+    for count in counts:
+        groups.append(plans[at : at + count])
+        at += count
+    return groups
 
 
 def _run_limit_s(plans: list[WorkerPlan]) -> float:
