@@ -74,10 +74,11 @@ class LoopbackCluster:
             "RAY_USAGE_STATS_ENABLED": "0",
         }
 
-    def start_node(self, *args: str) -> subprocess.Popen[bytes]:
+    def start_node(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """`ray start --block ARGS` with `env` added; returns once the node is up."""
         log = open(self.folder / f"node-{len(self.nodes)}.log", "wb")  # noqa: SIM115
         command = [sys.executable, "-m", "tests.ray_nodes", "start", "--block", *args]
-        env = {**os.environ, **self.auth, "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**os.environ, **self.auth, "RAY_USAGE_STATS_ENABLED": "0", **(env or {})}
         env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
         env.pop("RAY_ADDRESS", None)
         repo = Path(__file__).resolve().parents[1]
@@ -116,8 +117,9 @@ class LoopbackCluster:
                 node.wait(timeout=10)
 
 
-def start_loopback_cluster() -> LoopbackCluster:
-    """Head and one worker node, 1 CPU each, every server on 127.0.0.1."""
+def start_loopback_cluster(worker_env: dict[str, str] | None = None) -> LoopbackCluster:
+    """Head and one worker node (its environment plus `worker_env`), 1 CPU each, every server
+    on 127.0.0.1."""
     folder = Path(tempfile.mkdtemp(prefix="smray-", dir="/tmp"))  # socket paths must stay short
     port = free_port()
     cluster = LoopbackCluster(address=f"127.0.0.1:{port}", folder=folder)
@@ -139,7 +141,7 @@ def start_loopback_cluster() -> LoopbackCluster:
             f"--temp-dir={folder / 'ray'}",
             *common,
         )
-        cluster.start_node(f"--address={cluster.address}", *common)
+        cluster.start_node(f"--address={cluster.address}", *common, env=worker_env)
     except BaseException:
         cluster.stop()
         raise

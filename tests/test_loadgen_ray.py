@@ -273,6 +273,54 @@ def test_measure_sends_its_batches_from_the_cluster(
     assert level["client"]["workers"] == 2  # one worker on each node
 
 
+def _truth_requests(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/stats", timeout=5) as answer:
+        return int(json.loads(answer.read())["requests"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
+    truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in sagemeter_env.items() if not k.startswith("RAY_")}
+    env["HOME"] = str(home)
+    before = _truth_requests(truth_url)
+    args = ["load", truth_url, "-c", "16", "--duration", "4s", "--out", "local.json"]
+    process = sagemeter([*args, "--ray", "local"], env, tmp_path)
+    deadline = time.monotonic() + 120
+    while _truth_requests(truth_url) < before + 16 * 2:
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    pids = [process.pid, *descendants(process.pid)]
+    addresses = listening_addresses(pids)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    # Ray's servers (GCS, raylet, its workers) listened on loopback only.
+    assert addresses and addresses <= {"127.0.0.1", "::ffff:127.0.0.1"}, addresses
+    result = json.loads((tmp_path / "local.json").read_text())
+    (node,) = result["cluster"]["nodes"]
+    assert result["cluster"]["address"] == "local" and node["address"] == "127.0.0.1"
+    assert len(node["workers"]) == node["cores"] and node["streams"] == list(range(16))
+    assert result["valid"], result["problems"]
+    assert result["output_tokens_per_second"] == pytest.approx(
+        TRUTH.tokens_per_second(16, TOKENS), rel=0.02
+    )
+    assert not (home / ".ray").exists()  # no token or address left in the user's home
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in pids[1:]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [pid for pid in pids[1:] if _alive(pid)]  # the cluster went with the command
+
+
 def test_bad_ray_input_is_one_line_and_exit_2(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -310,11 +358,6 @@ def test_without_ray_installed_the_flag_says_how_to_install_it(
         assert process.returncode == 2, process.stderr
         assert "pip install 'sagemeter[ray]'" in process.stderr
         assert len(process.stderr.strip().splitlines()) == 1, process.stderr
-
-
-def _truth_requests(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/stats", timeout=5) as answer:
-        return int(json.loads(answer.read())["requests"])
 
 
 def test_a_killed_worker_node_is_reported_not_silently_left_out(

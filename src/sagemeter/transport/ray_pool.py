@@ -18,14 +18,19 @@ Ray is an optional extra, imported only here (`pip install 'sagemeter[ray]'`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import logging
 import os
 import re
+import secrets
+import shutil
 import socket
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sagemeter import __version__
@@ -89,10 +94,7 @@ def connect(address: str) -> Any:
     """Join the cluster at `address` once per process; returns the `ray` module."""
     check_address(address)
     if address == "local":
-        # A throwaway cluster of this machine alone: its servers bind 127.0.0.1 only. (Ray reads
-        # this when it is imported; on Linux it otherwise binds every interface.)
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        _local_cluster_env()
     ray = import_ray()
     if ray.is_initialized():
         return ray
@@ -109,6 +111,27 @@ def connect(address: str) -> Any:
             f"--ray {address}: cannot join the Ray cluster ({_first_line(exc)})"
         ) from None
     return ray
+
+
+def _local_cluster_env() -> None:
+    """Settings for the throwaway cluster of `--ray local`, each unless the user set it.
+
+    Its servers bind 127.0.0.1 only (Ray reads this switch when it is imported; on Linux it
+    otherwise binds every interface). It asks for a token of its own, kept in a private folder
+    that lives as long as this process, rather than the one Ray would otherwise create and
+    leave in ~/.ray (which later turns on token checks for every `ray start` of the user's).
+    """
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if "RAY_AUTH_MODE" in os.environ or "RAY_AUTH_TOKEN_PATH" in os.environ:
+        return
+    folder = tempfile.mkdtemp(prefix="sagemeter-ray-")
+    atexit.register(shutil.rmtree, folder, True)
+    token = Path(folder) / "token"
+    token.touch(mode=0o600)
+    token.write_text(secrets.token_hex(32))
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
 
 
 def join_for_batches(address: str) -> None:
