@@ -111,31 +111,39 @@ def test_both_nodes_listen_on_loopback_only(cluster: LoopbackCluster) -> None:
     assert addresses <= {"127.0.0.1", "::ffff:127.0.0.1"}, addresses
 
 
+# The rules that say the client itself could not keep up (a busy machine, not a wrong figure).
+CLIENT_LIMITS = ("LOOP_LAG_P99_LIMIT_S", "WORKER_CPU_SHARE_MAX", "CLIENT_CPU_SHARE_MAX")
+
+
+def selfcheck_levels(
+    cluster: LoopbackCluster, levels: str, env: dict[str, str], cwd: Path
+) -> tuple[list[dict[str, Any]], str]:
+    out = cwd / f"check-{levels.replace(',', '-')}.json"
+    started = time.monotonic()
+    args = ["selfcheck", "--ray", cluster.address, "--levels", levels, "--seconds", "6"]
+    code, stdout, err = run([*args, "--out", str(out)], cluster.driver_env(env), cwd)
+    print(f"selfcheck --ray at {levels}: {time.monotonic() - started:.1f} s")
+    assert code == 0, err
+    return json.loads(out.read_text())["levels"], stdout
+
+
+def only_client_limits(level: dict[str, Any]) -> bool:
+    reasons = level["invalid_because"]
+    return bool(reasons) and all(any(rule in why for rule in CLIENT_LIMITS) for why in reasons)
+
+
 def test_selfcheck_on_two_nodes_is_within_2_percent_at_64_and_128(
     cluster: LoopbackCluster, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
-    out = tmp_path / "check.json"
-    started = time.monotonic()
-    code, stdout, err = run(
-        [
-            "selfcheck",
-            "--ray",
-            cluster.address,
-            "--levels",
-            "64,128",
-            "--seconds",
-            "6",
-            "--out",
-            str(out),
-        ],
-        cluster.driver_env(sagemeter_env),
-        tmp_path,
-    )
-    print(f"selfcheck --ray at 64 and 128: {time.monotonic() - started:.1f} s")
-    assert code == 0, err
-    check = json.loads(out.read_text())
-    for level in check["levels"]:
+    levels, stdout = selfcheck_levels(cluster, "64,128", sagemeter_env, tmp_path)
+    assert "Ray cluster" in stdout
+    for level in levels:
         concurrency = level["concurrency"]
+        if only_client_limits(level):
+            # The client said honestly that it fell behind (another test hogged the cores):
+            # measure that level once more, as a person would, rather than loosen anything.
+            print(f"{concurrency} at once: again, {level['invalid_because']}")
+            (level,), _ = selfcheck_levels(cluster, str(concurrency), sagemeter_env, tmp_path)
         figures = {figure["name"]: figure for figure in level["figures"]}
         rate = figures["output tok/s"]
         print(f"{concurrency} at once: {rate['measured']:.1f} tok/s, {rate['error_pct']:+.2f}%")
@@ -148,7 +156,6 @@ def test_selfcheck_on_two_nodes_is_within_2_percent_at_64_and_128(
         result = level["result"]
         assert_two_nodes_shared_the_load(result, concurrency)
         assert result["cluster"]["address"] == cluster.address
-    assert "Ray cluster" in stdout
 
 
 def test_load_on_ray_is_one_machine_result_in_shape(
