@@ -337,6 +337,10 @@ def test_bad_ray_input_is_one_line_and_exit_2(
         (["load", url, "--ray", "auto", "--shard", "0/2"], "leave out --shard"),
         (["selfcheck", "--ray", "ray://host:99999"], "--ray 'ray://host:99999'"),
         (["load", url, "--ray", "127.0.0.1:9"], "nothing answers at 127.0.0.1:9"),
+        (
+            ["measure", str(tmp_path), "my-endpoint@us-east-1", "--ray", "auto"],
+            "a SageMaker endpoint's batches go through boto3 on this machine",
+        ),
     ]
     for args, expected in cases:
         code, out, err = run(args, sagemeter_env, tmp_path)

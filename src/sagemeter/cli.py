@@ -285,8 +285,14 @@ def measure(
     result_name = name or parsed.default_name
     check_result_name(result_name)
     if ray is not None:
+        from sagemeter.targets import SageMakerTarget
         from sagemeter.transport.ray_pool import join_for_batches
 
+        if isinstance(parsed, SageMakerTarget):
+            raise UserError(
+                "--ray spreads the batches of an HTTP endpoint over a cluster; a SageMaker "
+                "endpoint's batches go through boto3 on this machine: leave out --ray"
+            )
         join_for_batches(ray)
     reference = None
     if fidelity_reference is not None:
