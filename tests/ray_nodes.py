@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -120,7 +121,12 @@ class LoopbackCluster:
         return pids
 
     def stop(self) -> None:
-        """Stop the worker nodes, then the head: each tree first asked, then killed."""
+        """Stop the worker nodes, then the head (each tree first asked, then killed), and remove
+        the cluster's folder."""
+        self._stop_nodes()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _stop_nodes(self) -> None:
         for node in reversed(self.nodes):
             if node.poll() is not None:
                 continue

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sagemeter.errors import UserError
 from sagemeter.transport.address import ServerAddress
 from sagemeter.transport.chat import BatchRun
 from sagemeter.transport.health import client_limits, percentile
@@ -148,7 +149,7 @@ class BatchSender:
             run = await asyncio.to_thread(
                 pool.run, batch_plans(wire, payloads, workers), pool.cores
             )
-        except WorkerFailure as exc:
+        except (WorkerFailure, UserError) as exc:  # UserError: the cluster cannot be joined
             if self._ray is not None:
                 self._ray.close()  # the next batch places its agents on the nodes alive then
                 self._ray = None

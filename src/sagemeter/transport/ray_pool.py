@@ -352,7 +352,8 @@ class RayPool:
                 node.run = output.run
             else:
                 node.lost = output.failure if isinstance(output, NodeOutput) else str(output)
-                ray.kill(agent, no_restart=True)
+                with contextlib.suppress(ray.exceptions.RayError):
+                    ray.kill(agent, no_restart=True)
                 continue
             with contextlib.suppress(ray.exceptions.RayError):
                 node.clock_after = self._read_clock(agent)
