@@ -28,7 +28,9 @@ from sagemeter.transport.node_clocks import (
     refusal,
     remaining_error_s,
 )
-from sagemeter.transport.ray_pool import deal
+from sagemeter.transport.pool import RunOutput
+from sagemeter.transport.ray_agent import NodeFacts
+from sagemeter.transport.ray_pool import ClusterRun, NodeRun, NodeSlot, deal
 from sagemeter.transport.worker import WorkerPlan
 from tests.ray_nodes import (
     LoopbackCluster,
@@ -89,6 +91,29 @@ def test_clock_problems_weigh_the_error_against_what_it_would_distort() -> None:
     assert invalid == [] and notes == [
         "n: its clock is +2.000 s off the driver's (corrected for; keep the machines on NTP)"
     ]
+
+
+def _cluster_run(*readings: tuple[ClockReading, ClockReading]) -> ClusterRun:
+    """A finished run of one node per (before, after) reading (the clock checks read only that)."""
+    nodes = []
+    for index, (before, after) in enumerate(readings):
+        facts = NodeFacts(hostname="h", sagemeter_version="0", python="3", machine_cores=1)
+        slot = NodeSlot(index, f"{index:056x}", "10.0.0.9", 1, 1, facts)
+        run = RunOutput(wall_start=0.0, startup_s=0.0, records=[], loop_lag_us=[])
+        nodes.append(NodeRun(slot, [], before, after, run=run))
+    return ClusterRun(
+        run=RunOutput(wall_start=0.0, startup_s=0.0, records=[], loop_lag_us=[]), nodes=nodes
+    )
+
+
+def test_clocks_matter_only_between_two_or_more_nodes() -> None:
+    good, drifted = ClockReading(0.0, 0.0005), ClockReading(0.05, 0.0005)
+    # One node alone: its records share its clock, so even a drifting one distorts nothing.
+    alone = _cluster_run((good, drifted))
+    assert alone.clock_checks(2.0, "steady window", open_loop=True) == ([], [])
+    pair = _cluster_run((good, good), (good, drifted))
+    invalid, _ = pair.clock_checks(2.0, "steady window", open_loop=False)
+    assert len(invalid) == 1 and invalid[0].startswith("node 1 (10.0.0.9, 00000000)")
 
 
 def _plans(count: int) -> list[WorkerPlan]:
