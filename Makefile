@@ -21,8 +21,9 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/sagemeter checkpoints --prepare
 	touch $@
 
+# The tests run the load generator on a two-node Ray cluster, so they install the `ray` extra.
 $(TEST_STAMP): $(DEMO_STAMP)
-	$(PIP) -e ".[local,dev]"
+	$(PIP) -e ".[local,dev,ray]"
 	touch $@
 
 demo: $(DEMO_STAMP)

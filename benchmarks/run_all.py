@@ -8,7 +8,13 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import client_overhead, decode_agreement, load_side_by_side, measure_truth
+from benchmarks import (
+    client_overhead,
+    decode_agreement,
+    load_side_by_side,
+    measure_truth,
+    ray_overhead,
+)
 from sagemeter.atomic import write_text_atomic
 from sagemeter.workflows import host_cpu
 
@@ -20,6 +26,7 @@ BENCHMARKS = {
     "decode-agreement": decode_agreement,
     "load-side-by-side": load_side_by_side,
     "measure-truth": measure_truth,
+    "ray-overhead": ray_overhead,
 }
 
 

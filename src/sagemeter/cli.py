@@ -265,6 +265,14 @@ def measure(
             help="bearer token for a hosted endpoint (never printed or written)",
         ),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SAGEMETER_RAY",
+            help="parallel: send the batches from a Ray cluster's nodes (auto, local, "
+            "ray://HOST:PORT or HOST:PORT)",
+        ),
+    ] = None,
 ) -> None:
     """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json.
 
@@ -299,6 +307,16 @@ def measure(
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
+    if ray is not None:
+        from sagemeter.targets import SageMakerTarget
+        from sagemeter.transport.ray_pool import join_for_batches
+
+        if isinstance(parsed, SageMakerTarget):
+            raise UserError(
+                "--ray spreads the batches of an HTTP endpoint over a cluster; a SageMaker "
+                "endpoint's batches go through boto3 on this machine: leave out --ray"
+            )
+        join_for_batches(ray)
     reference = None
     if fidelity_reference is not None:
         from sagemeter.workflows import fidelity_reference as read_reference
@@ -517,6 +535,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=argv, standalone_mode=False)
     except UserError as exc:
+        # No markup: a message may quote brackets (`pip install 'sagemeter[ray]'`) rich would eat.
         err_console.print(f"error: {exc}", style="red", highlight=False, markup=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):

@@ -34,6 +34,14 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
+def _check_ray(address: str) -> None:
+    """A malformed address or a missing Ray install: one line, before any work."""
+    from sagemeter.transport.ray_pool import check_address, require_ray
+
+    check_address(address)
+    require_ray()
+
+
 def register(app: typer.Typer) -> None:
     """Add `load`, `selfcheck` and `load-merge` to the main CLI."""
 
@@ -74,6 +82,14 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[str, typer.Option(help="per-request limit")] = "300s",
         raw: Annotated[bool, typer.Option("--raw", help="keep every request's timing")] = False,
         uvloop: Annotated[bool, typer.Option(help="use uvloop when installed")] = True,
+        ray: Annotated[
+            str | None,
+            typer.Option(
+                help="run the workers on a Ray cluster: auto, local, ray://HOST:PORT or "
+                "HOST:PORT (--workers then counts per node)",
+                show_default=False,
+            ),
+        ] = None,
         api_key: Annotated[
             str | None,
             typer.Option(envvar="OPENAI_API_KEY", help="bearer token", show_default=False),
@@ -94,6 +110,7 @@ def register(app: typer.Typer) -> None:
 
         from sagemeter.loadgen.files import write_result
         from sagemeter.loadgen.loadrun import run_once
+        from sagemeter.loadgen.result import LoadResult
         from sagemeter.loadgen.schedule import parse_shard
         from sagemeter.loadgen.settings import LoadSettings
         from sagemeter.loadgen.sweep import run_sweep
@@ -106,6 +123,12 @@ def register(app: typer.Typer) -> None:
             from sagemeter.atomic import check_output_file
 
             check_output_file(out, "--out")
+        if ray is not None:
+            _check_ray(ray)
+            if shard is not None or start_at is not None:
+                raise UserError(
+                    "--ray spreads one run over the cluster; leave out --shard and --start-at"
+                )
         if api not in ("chat", "completions"):
             raise UserError(f"--api {api!r}: give chat or completions")
         shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
@@ -133,14 +156,22 @@ def register(app: typer.Typer) -> None:
         from sagemeter import activity
 
         activity.doing(f"loading {target}")
+
+        def run_level(level: LoadSettings, level_started: float) -> LoadResult:
+            if ray is None:
+                return run_once(level, level_started, api_key)
+            from sagemeter.loadgen.ray_run import run_on_ray
+
+            return run_on_ray(level, level_started, ray, api_key)
+
         if settings.sweep:
             result = run_sweep(
                 settings,
-                lambda level: run_once(level, time.perf_counter(), api_key),
+                lambda level: run_level(level, time.perf_counter()),
                 lambda: time.perf_counter() - started,
             )
         else:
-            result = run_once(settings, started, api_key)
+            result = run_level(settings, started)
         console = Console()
         for table in result_tables(result):
             console.print(table)
@@ -150,6 +181,8 @@ def register(app: typer.Typer) -> None:
             before = time.perf_counter()
             write_result(out, result)
             console.print(f"wrote {out} ({time.perf_counter() - before:.3f} s)", highlight=False)
+        if result.cluster is not None and result.cluster.lost_nodes:
+            raise typer.Exit(3)  # a node's requests are missing: the figures are not the run asked
 
     @app.command()
     def selfcheck(
@@ -161,6 +194,14 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(help="client processes [cores]", show_default=False)
         ] = None,
         out: Annotated[Path | None, typer.Option(help="write every level's figures here")] = None,
+        ray: Annotated[
+            str | None,
+            typer.Option(
+                help="check the workers on a Ray cluster whose nodes are on this machine: auto, "
+                "local or HOST:PORT (--workers then counts per node)",
+                show_default=False,
+            ),
+        ] = None,
     ) -> None:
         """Measure a server of known timing: where does this machine's client stop being right?"""
         started = time.perf_counter()
@@ -168,7 +209,7 @@ def register(app: typer.Typer) -> None:
 
         from sagemeter.atomic import check_output_file, write_text_atomic
         from sagemeter.loadgen.selfcheck import run_selfcheck
-        from sagemeter.loadgen.tables import level_table
+        from sagemeter.loadgen.tables import level_tables
 
         asked = _levels(levels)
         if out is not None:
@@ -177,12 +218,19 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--seconds {seconds!r}: give a positive number")
         if workers is not None and workers < 1:
             raise UserError(f"--workers {workers}: give at least 1")
+        if ray is not None:
+            _check_ray(ray)
         console = Console()
         console.print(
             "known-truth server: TTFT 50 ms, 4 ms per token, 256-token replies", highlight=False
         )
         check = run_selfcheck(
-            asked, seconds, workers, started, on_level=lambda c: console.print(level_table(c))
+            asked,
+            seconds,
+            workers,
+            started,
+            on_level=lambda c: console.print(*level_tables(c)),
+            ray=ray,
         )
         if out is not None:
             write_text_atomic(out, check.model_dump_json(indent=1) + "\n")

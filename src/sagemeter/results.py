@@ -264,6 +264,9 @@ class Environment(BaseModel):
     sagemeter_version: str
     started_utc: str
     ended_utc: str | None = None
+    ray_cluster: str | None = Field(
+        None, description="the Ray cluster the parallel batches were sent from (measure --ray)"
+    )
     server: dict[str, Any] = Field(
         default_factory=dict,
         description="what the endpoint said about itself (e.g. SageMaker image, instance types)",

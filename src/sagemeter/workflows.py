@@ -297,6 +297,7 @@ def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) ->
         sagemeter_version=__version__,
         started_utc=started,
         ended_utc=utc_now(),
+        ray_cluster=os.environ.get("SAGEMETER_RAY") or None,
         server=described,
     )
 

@@ -128,6 +128,49 @@ class RawRun(BaseModel):
     records: list[RawRecord]
 
 
+class ClockOffset(BaseModel):
+    """A node's wall clock against the driver's (node − driver), corrected for in the run."""
+
+    offset_s: float = Field(description="measured before the run, from the tightest round trip")
+    uncertainty_s: float = Field(description="± half that round trip")
+    offset_after_s: float | None = Field(description="measured again after the run")
+    remaining_error_s: float = Field(description="uncertainty + drift: what may still be off")
+
+
+class NodeFigures(BaseModel):
+    """One node of a Ray run: what it was given, its clock, and what it saw."""
+
+    node: int
+    node_id: str
+    address: str
+    hostname: str
+    cores: int = Field(description="CPUs the node gives Ray")
+    workers: list[int] = Field(description="the worker processes it ran (global numbers)")
+    streams: list[int] = Field(description="closed loop: the stream ids it sent")
+    arrivals: int = Field(description="open loop: how many of the schedule's arrivals it sent")
+    clock: ClockOffset
+    lost: str | None = Field(description="why its records are missing; None when it finished")
+    requests_completed: int
+    requests_failed: int
+    output_tokens: int
+    output_tokens_per_second: float | None = Field(description="over its own steady window")
+    ttft_median_s: float | None
+    tpot_median_s: float | None
+    loop_lag_p99_s: float | None
+    valid: bool | None = Field(description="its own figures judged alone; None when lost")
+    invalid_because: list[str]
+
+
+class ClusterInfo(BaseModel):
+    """The Ray cluster a run was spread over, and which node saw what."""
+
+    address: str
+    ray_version: str
+    nodes: list[NodeFigures]
+    workers_per_node: list[int]
+    lost_nodes: int
+
+
 class LevelSummary(BaseModel):
     """One level of a sweep, in brief (the full figures are in `levels`)."""
 
@@ -176,6 +219,7 @@ class LoadResult(BaseModel):
     started_utc: str
     sagemeter_version: str
     shard: ShardInfo | None = None
+    cluster: ClusterInfo | None = None
     sweep: list[LevelSummary] | None = None
     knee: Knee | None = None
     levels: list[LoadResult] | None = None

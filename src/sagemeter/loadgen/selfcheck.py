@@ -113,14 +113,27 @@ def check_level(
     )
 
 
+def _run_level(settings: LoadSettings, ray: str | None) -> LoadResult:
+    if ray is None:
+        return run_once(settings, time.perf_counter())
+    from sagemeter.loadgen.ray_run import run_on_ray
+
+    return run_on_ray(settings, time.perf_counter(), ray)
+
+
 def run_selfcheck(
     levels: Sequence[int],
     seconds: float,
     workers: int | None,
     started: float,
     on_level: Callable[[LevelCheck], None] | None = None,
+    ray: str | None = None,
 ) -> SelfCheck:
-    """Start the truth server, measure it at each level, return truth against measured."""
+    """Start the truth server, measure it at each level, return truth against measured.
+
+    With `ray`, each level runs on the Ray cluster at that address (`loadgen.ray_run`); the
+    truth server listens on 127.0.0.1, so only nodes on this machine can reach it.
+    """
     checks: list[LevelCheck] = []
     with running_truth_server(TRUTH) as url:
         for level in levels:
@@ -132,7 +145,7 @@ def run_selfcheck(
                 workers=workers,
             )
             before = _server_stats(url)
-            result = run_once(settings, time.perf_counter())
+            result = _run_level(settings, ray)
             after = _server_stats(url)
             # The server's own view: its CPU share, and (where it reports them) how late its
             # timed writes left on average, which bounds how exactly any client can see ITL.

@@ -84,7 +84,33 @@ def result_tables(result: LoadResult) -> list[Table]:
                 "yes" if level.valid else "no",
             )
         tables.append(sweep)
+    if result.cluster is not None:
+        tables.append(cluster_table(result))
     return tables
+
+
+def cluster_table(result: LoadResult) -> Table:
+    """Which node saw what: its workers and load, its clock against the driver's, its figures."""
+    cluster = result.cluster
+    assert cluster is not None
+    table = Table(title=f"Ray cluster {cluster.address} (Ray {cluster.ray_version})")
+    for column in ("node", "workers", "load", "clock ms", "done / failed", "tok/s", "TTFT ms"):
+        table.add_column(column, justify="left" if column == "node" else "right")
+    table.add_column("state")
+    for node in cluster.nodes:
+        load = f"{len(node.streams)} streams" if node.streams else f"{node.arrivals} arrivals"
+        state = "LOST" if node.lost is not None else ("valid" if node.valid else "invalid")
+        table.add_row(
+            f"{node.node} {node.address}",
+            str(len(node.workers)),
+            load,
+            f"{node.clock.offset_s * 1e3:+.2f} ±{node.clock.remaining_error_s * 1e3:.2f}",
+            f"{node.requests_completed} / {node.requests_failed}",
+            _num(node.output_tokens_per_second, 0),
+            _ms(node.ttft_median_s),
+            state,
+        )
+    return table
 
 
 def level_table(check: LevelCheck) -> Table:
@@ -115,3 +141,11 @@ def level_table(check: LevelCheck) -> Table:
     verdict = "valid" if check.valid else "INVALID: " + "; ".join(check.invalid_because)
     table.caption = verdict
     return table
+
+
+def level_tables(check: LevelCheck) -> list[Table]:
+    """A self-check level's table, and which node saw what when it ran on a Ray cluster."""
+    tables = [level_table(check)]
+    if check.result.cluster is not None:
+        tables.append(cluster_table(check.result))
+    return tables

@@ -5,14 +5,21 @@ the figures; a level of 64 or 128 requests at once against a fast server needs m
 So a batch is split over worker processes (one per `STREAMS_PER_WORKER` requests, at most one per
 core), each with its connections opened before the common start instant, and judged afterwards
 by the same client rules as a load run (`health.client_limits`).
+
+With `SAGEMETER_RAY` set (`measure --ray ADDRESS`), the workers run on the nodes of that Ray
+cluster instead (`ray_pool.RayPool`); a batch that lost a node or whose nodes' clocks cannot be
+trusted over its span fails and does not count.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from sagemeter.errors import UserError
 from sagemeter.transport.address import ServerAddress
 from sagemeter.transport.chat import BatchRun
 from sagemeter.transport.health import client_limits, percentile
@@ -27,7 +34,12 @@ from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.retry import RetryPolicy
 from sagemeter.transport.worker import WorkerPlan
 
+if TYPE_CHECKING:
+    from sagemeter.transport.ray_pool import RayPool
+
 STREAMS_PER_WORKER = 32
+# The Ray cluster a measurement's batches run on (`measure --ray` sets it); unset: this machine.
+RAY_ENV = "SAGEMETER_RAY"
 # Each stream sends one request; the deadline only has to lie beyond every retry.
 BATCH_DEADLINE_S = 7 * 24 * 3600.0
 
@@ -95,14 +107,21 @@ class BatchSender:
 
     def __init__(self) -> None:
         self._pools: dict[int, WorkerPool] = {}
+        self._ray_address = os.environ.get(RAY_ENV) or None
+        self._ray: RayPool | None = None
 
     def close(self) -> None:
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
+        if self._ray is not None:
+            self._ray.close()
+            self._ray = None
 
     async def send(self, wire: BatchWire, payloads: list[bytes], origin_wall: float) -> BatchRun:
         """Send every payload at one instant; records come back on the `origin_wall` timeline."""
+        if self._ray_address is not None:
+            return await self._send_on_ray(self._ray_address, wire, payloads, origin_wall)
         workers = workers_for(len(payloads))
         pool = self._pools.get(workers)
         if pool is None:
@@ -114,6 +133,31 @@ class BatchSender:
             self._pools.pop(workers, None)
             pool.close()
             return BatchRun(records=[], workers=workers, client_cpu_s=0.0, failure=str(exc))
-        offset_us = round((run.wall_start - origin_wall) * 1e6)
-        records = sorted((r.shifted(offset_us) for r in run.records), key=lambda r: r.stream)
-        return judge(run, records)
+        return judge(run, _on_timeline(run, origin_wall))
+
+    async def _send_on_ray(
+        self, address: str, wire: BatchWire, payloads: list[bytes], origin_wall: float
+    ) -> BatchRun:
+        """The same batch, its workers spread over the cluster's nodes."""
+        from sagemeter.transport.ray_pool import RayPool
+
+        try:
+            if self._ray is None:
+                self._ray = await asyncio.to_thread(RayPool, address)
+            pool = self._ray
+            workers = max(1, min(pool.capacity, math.ceil(len(payloads) / STREAMS_PER_WORKER)))
+            run = await asyncio.to_thread(
+                pool.run, batch_plans(wire, payloads, workers), pool.cores
+            )
+        except (WorkerFailure, UserError) as exc:  # UserError: the cluster cannot be joined
+            if self._ray is not None:
+                self._ray.close()  # the next batch places its agents on the nodes alive then
+                self._ray = None
+            return BatchRun(records=[], workers=0, client_cpu_s=0.0, failure=str(exc))
+        return judge(run, _on_timeline(run, origin_wall))
+
+
+def _on_timeline(run: RunOutput, origin_wall: float) -> list[RequestRecord]:
+    """The run's records moved onto the `origin_wall` timeline, in stream order."""
+    offset_us = round((run.wall_start - origin_wall) * 1e6)
+    return sorted((r.shifted(offset_us) for r in run.records), key=lambda r: r.stream)

@@ -133,6 +133,15 @@ class WorkerPool:
 
     def run(self, plans: list[WorkerPlan], cores: int, start_at: float | None = None) -> RunOutput:
         """Hand out the plans, start every worker at one wall-clock instant, gather outputs."""
+        self.prepare(plans)
+        return self.start(cores, start_at)
+
+    def prepare(self, plans: list[WorkerPlan]) -> None:
+        """Hand out the plans and wait until every worker has connected and is ready.
+
+        Split from `start` so a caller driving several machines (the Ray pool) can wait for
+        all of them to be ready before it picks the common start instant.
+        """
         if len(plans) != len(self.processes):
             raise ValueError(f"{len(plans)} plans for {len(self.processes)} workers")
         for process, plan in zip(self.processes, plans, strict=True):
@@ -140,6 +149,9 @@ class WorkerPool:
         failures = [self._await_ready(process) for process in self.processes]
         if any(failures):
             raise WorkerFailure(next(f for f in failures if f))
+
+    def start(self, cores: int, start_at: float | None = None) -> RunOutput:
+        """Start the prepared workers at `start_at` (wall clock; default: now) and gather."""
         wall_start = start_at if start_at is not None else time.time() + START_MARGIN_S
         startup_s = time.perf_counter() - self.started + max(0.0, wall_start - time.time())
         for process in self.processes:
