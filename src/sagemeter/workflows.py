@@ -41,7 +41,7 @@ from sagemeter.results import (
 )
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
-from sagemeter.transport.chat import Unreachable
+from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
 
 PhaseFn = Callable[[str], None]
@@ -98,13 +98,15 @@ async def measure_target(
     on_phase: PhaseFn = _no_phase,
     fidelity_reference: FidelityRecord | None = None,
     api_key: str | None = None,
+    wrap_client: Callable[[ChatClient], ChatClient] | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
     One short request first proves the target speaks the chat API (else a UserError, and no
     file). With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force
     along), the top-k logprobs along the answers are recorded too. The result says `complete:
-    false` when a figure that was asked for could not be measured.
+    false` when a figure that was asked for could not be measured. `wrap_client` lets an
+    experiment put its own layer around the endpoint's client (the interleaved order's turns).
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -125,18 +127,19 @@ async def measure_target(
         log_path=log_path,
         wire=wire,
     ) as endpoint:
+        client = wrap_client(endpoint.client) if wrap_client else endpoint.client
         on_phase("preflight")
         try:
-            await endpoint.client.preflight()
+            await client.preflight()
         except Unreachable as exc:
             where = placement_hint(target)
             raise UserError(
                 f"target {target} does not answer as a chat API: {exc}{where}"
             ) from None
-        described = await endpoint.client.describe()
+        described = await client.describe()
         on_phase("decode")
         decode = await measure_decode(
-            endpoint.client,
+            client,
             short_tokens=settings.short_tokens,
             long_tokens=settings.long_tokens,
             repeats=settings.decode_repeats,
@@ -146,7 +149,7 @@ async def measure_target(
         )
         on_phase("parallel")
         load = await measure_load(
-            endpoint.client,
+            client,
             levels=settings.load_levels,
             max_tokens=settings.load_max_tokens,
             batches=settings.load_batches,
@@ -158,7 +161,7 @@ async def measure_target(
         )
         on_phase("quality")
         quality = await measure_quality(
-            endpoint.client,
+            client,
             question_set,
             max_tokens=settings.quality_max_tokens,
             system_prompt=settings.system_prompt,
