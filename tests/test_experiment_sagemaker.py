@@ -196,7 +196,6 @@ def test_sigterm_while_creating_waits_it_out_then_deletes_everything(
     world.moto.set_status("us-east-2", "gemma-bf16", "InService")
     _, rest = process.communicate(timeout=120)
     stderr = "".join(seen) + rest
-    print(stderr)
     assert process.returncode == 143, stderr
     assert "SIGTERM: stopping" in stderr
     assert "deleting gemma-bf16@us-east-2 (still Creating: waiting until SageMaker allows it)" in (
@@ -228,7 +227,6 @@ def test_the_spend_cap_stops_the_run_and_deletes_what_it_made(world: World, tmp_
     world.moto.set_status("us-east-2", "gemma-bf16", "InService")
     _, rest = process.communicate(timeout=120)
     stderr = "".join(seen) + rest
-    print(stderr)
     assert process.returncode == 1, stderr
     assert "stopped: the spend cap: $5." in stderr and "of max_cost_usd $5.00" in stderr
     assert "deleted everything this run created (gemma-bf16@us-east-2)" in stderr
