@@ -9,6 +9,7 @@ and a cap the estimate already exceeds (one line, nothing created).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -363,3 +364,44 @@ def test_a_second_ctrl_c_leaves_the_rest_to_resume_and_says_what_still_runs(
     resumed = sagemeter("run", "--resume", "run", *FAST, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     nothing_left(world)
+
+
+def test_interleaved_sagemaker_arms_are_live_together_and_all_deleted(
+    world: World, runtime: RuntimeFake, tmp_path: Path
+) -> None:
+    price(world, "ml.g6.xlarge", "us-east-2", "1.1267")
+    (tmp_path / "plan.toml").write_text(plan_text(top='order = "interleaved"', regions=""))
+    done = sagemeter("run", "plan.toml", "--out", "run", *FAST, cwd=tmp_path)
+    assert done.returncode in (0, 3), done.stderr  # 3: a figure missing on a busy host
+    journal = journal_of(tmp_path / "run")
+    assert [step["label"] for step in journal["steps"]] == [
+        "deploy bf16",
+        "deploy qat",
+        "measure bf16, qat (interleaved)",
+        "delete bf16",
+        "delete qat",
+        "combine",
+        "report",
+    ]
+    first, second = journal["deployments"]
+    assert second["live_utc"] < first["deleted_utc"]  # both live while measured
+    names = [request["name"] for request in runtime.requests]
+    switches = sum(1 for x, y in itertools.pairwise(names) if x != y)
+    assert set(names) == {"gemma-bf16", "gemma-qat"} and switches >= 10
+    comparison = json.loads((tmp_path / "run" / "compare.json").read_text())
+    assert comparison["order"] == "interleaved" and comparison["price_per_hour"] == 1.1267
+    nothing_left(world)
+
+
+def test_the_documented_plan_dry_runs(world: World, tmp_path: Path) -> None:
+    """docs/experiments.md's plan, as written there, checks out and plans its 11 steps."""
+    docs = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
+    text = docs.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "plan.toml").write_text(text)
+    price(world, "ml.g6.xlarge", "us-east-2", "1.1267")
+    planned = sagemeter("run", "plan.toml", "--dry-run", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "plan gemma-4-e2b-qat-vs-bf16: 2 arms, order ABA, 11 steps" in planned.stdout
+    assert "price of bf16: $1.1267/h (price_per_hour)" in planned.stdout
+    assert "spend cap $25.00" in planned.stdout
+    assert world.moto.calls == []
