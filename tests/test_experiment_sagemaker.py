@@ -405,3 +405,23 @@ def test_the_documented_plan_dry_runs(world: World, tmp_path: Path) -> None:
     assert "price of bf16: $1.1267/h (price_per_hour)" in planned.stdout
     assert "spend cap $25.00" in planned.stdout
     assert world.moto.calls == []
+
+
+def test_a_failed_step_deletes_what_the_run_made(
+    world: World, runtime: RuntimeFake, tmp_path: Path
+) -> None:
+    """The endpoint deploys, then answers every request with a model error: the measure step
+    fails, and the endpoint is deleted before the command exits 1."""
+    runtime.behaviour["gemma-bf16"] = "model-error"
+    (tmp_path / "plan.toml").write_text(plan_text(top="price_per_hour = 1.1267", regions=""))
+    done = sagemeter("run", "plan.toml", "--out", "run", *FAST, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "[2/11] measure bf16 failed" in done.stderr
+    assert "failed: measure bf16 failed: target gemma-bf16@us-east-2 does not answer" in done.stderr
+    assert "deleted everything this run created (gemma-bf16@us-east-2)" in done.stderr
+    assert "Traceback" not in done.stderr
+    journal = journal_of(tmp_path / "run")
+    assert journal["state"] == "failed"
+    assert [step["state"] for step in journal["steps"][:3]] == ["done", "failed", "pending"]
+    assert not (tmp_path / "run" / "measure-bf16.json").exists()
+    nothing_left(world)

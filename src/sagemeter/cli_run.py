@@ -264,8 +264,11 @@ def dry_run(plan: Plan, out: Path | None, resume_dir: Path | None = None) -> Non
     console = _out()
     if resume_dir is not None:
         prepared = resume_run(resume_dir)
-        planned = prepared.estimate
-        assert planned is not None
+        assert prepared.estimate is not None
+        finished = {s.index for s in prepared.journal.steps if s.state in ("done", "skipped")}
+        rows = [row for row in prepared.estimate.steps if row.index not in finished]
+        minutes = round(sum(row.minutes for row in rows), 1)
+        planned = prepared.estimate.model_copy(update={"steps": rows, "minutes": minutes})
         _print_estimate(console, prepared.plan, resume_dir, planned)
         spent, _ = prepared.journal.cost()
         console.print(f"spent so far: {_money(spent)}; steps done are not run again")
@@ -329,7 +332,7 @@ def report_outcome(outcome: RunOutcome, signal_name: str | None, err: Console) -
 
 def run_command(
     plan: Annotated[Path | None, typer.Argument(help="the plan file (TOML)")] = None,
-    out: Annotated[Path | None, typer.Option(help="run folder [runs/DATE-NAME]")] = None,
+    out: Annotated[Path | None, typer.Option(help="run folder (default: runs/DATE-NAME)")] = None,
     dry_run_only: Annotated[
         bool,
         typer.Option(
@@ -347,8 +350,8 @@ def run_command(
     """Run a whole comparison from a plan: deploy, measure, delete each arm in order (A-B-A by
     default), then combine and report; resumable, and nothing is left billing.
 
-    Exits 0 when done (3 when a result is incomplete), 1 when a step failed or the spend cap
-    stopped it, 2 for a bad plan, 130 (Ctrl-C) or 143 (SIGTERM) when interrupted.
+    Exits 0 when done (3 when a result is incomplete), 1 when a step failed or the
+    spend cap stopped it, 2 for a bad plan, 130 (Ctrl-C) or 143 (SIGTERM) when interrupted.
     """
     from sagemeter.cli_sagemaker import guarded
 

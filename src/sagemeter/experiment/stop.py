@@ -9,7 +9,6 @@ second Ctrl-C, skips that deletion; the run then says what still runs and what i
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Literal
 
@@ -95,11 +94,3 @@ class CapWatch:
                 )
                 return
             self._done.wait(self._every_s)
-
-
-def sleep_unless_stopped(stop: StopFlag, seconds: float) -> None:
-    """time.sleep that ends early (raising Stopped) once a stop is requested."""
-    deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        if stop.wait(min(left, 0.2)):
-            stop.check()

@@ -11,6 +11,7 @@ outlasts the call; the journal and `list_endpoints` show what remains until then
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import threading
 from pathlib import Path
@@ -96,7 +97,9 @@ class _Ticks:
 
     def post(self, message: str) -> None:
         self.count += 1
-        self.loop.call_soon_threadsafe(self.relay.post, self.count, None, message)
+        # After a cancelled call the run may go on deleting; nobody listens then.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.relay.post, self.count, None, message)
 
     def events(self) -> RunEvents:
         def finished(record: StepRecord, journal: Journal) -> None:
