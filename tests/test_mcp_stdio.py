@@ -36,6 +36,7 @@ ANNOTATIONS = {
     "start_local": (False, False, True, False),
     "stop_local": (False, True, True, False),
     "inspect_checkpoint": (True, False, True, True),
+    "run_experiment": (False, False, False, True),
 }
 REQUIRED = {
     "check_quota": ["instance_type"],

@@ -23,11 +23,9 @@ from sagemeter.errors import UserError
 
 if TYPE_CHECKING:
     from sagemeter.fidelity.records import FidelityRecord
-    from sagemeter.measure import ProgressFn
     from sagemeter.results import MeasureResult, StartupFacts
     from sagemeter.settings import MeasureSettings
     from sagemeter.targets import Target
-    from sagemeter.workflows import PhaseFn
 
 app = typer.Typer(
     name="sagemeter",
@@ -426,39 +424,6 @@ def demo(
     ] = None,
 ) -> None:
     """A-B-A on the embedded engine: 32-bit, 4-bit, 32-bit again; then the comparison."""
-    from sagemeter.atomic import check_output_folder
-    from sagemeter.demo import DEMO_ORDER, default_run_dir, demo_plan_settings, run_demo
-    from sagemeter.report.terminal import print_comparison
-
-    run_dir = check_output_folder(out or default_run_dir(), "--out")
-    settings = demo_plan_settings(
-        quick,
-        {
-            "questions": questions,
-            "questions_per_family": questions_per_family,
-            "margin_points": margin,
-            "fidelity_prompts": fidelity,
-        },
-    )
-    from sagemeter.workflows import selected_questions
-
-    selected_questions(settings)  # a bad set fails here, before anything starts
-    from sagemeter import activity
-
-    activity.doing(f"running the demo into {run_dir}")
-    console.print(f"demo: {' → '.join(name for name, _ in DEMO_ORDER)} into {run_dir}")
-    with new_progress() as bar:
-
-        def progress_for(name: str, total: int) -> tuple[ProgressFn, PhaseFn]:
-            task = bar.add_task(name, total=total)
-            return (
-                lambda count: bar.advance(task, count),
-                lambda phase: bar.update(task, description=f"{name}: {phase}"),
-            )
-
-        _, comparison = asyncio.run(run_demo(run_dir, settings, progress_for))
-    print_comparison(console, comparison)
-    console.print(f"wrote {run_dir} (report: {run_dir / 'report.html'}, {run_dir / 'report.md'})")
 
 
 # Faces of features that live in their own modules; each module has `register(app)`.
@@ -472,6 +437,7 @@ COMMAND_MODULES = (
     "sagemeter.cli_load",
     "sagemeter.cli_engines",
     "sagemeter.cli_inspect",
+    "sagemeter.cli_run",
 )
 
 

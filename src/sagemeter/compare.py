@@ -121,6 +121,11 @@ class Comparison(BaseModel):
         description="token-level fidelity against the first file, where the files hold records",
     )
     warnings: list[str] = Field(default_factory=list)
+    order: str | None = Field(
+        None,
+        description="the order `sagemeter run` measured the files in: ABA, ABAB, … or "
+        "interleaved (every arm live at once, requests alternated); None from `combine`",
+    )
 
 
 def _ratio(value: float | None, base: float | None) -> float | None:
@@ -611,4 +616,5 @@ def _float(value: int | None) -> float | None:
 
 
 def save_comparison(comparison: Comparison, path: Path) -> None:
-    write_text_atomic(path, comparison.model_dump_json(indent=2) + "\n")
+    unordered = {"order"} if comparison.order is None else None  # `combine` writes no order
+    write_text_atomic(path, comparison.model_dump_json(indent=2, exclude=unordered) + "\n")

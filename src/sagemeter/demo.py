@@ -1,4 +1,5 @@
-"""The demo: the source article's comparison on the embedded engine, in A-B-A order.
+"""The demo: the source article's comparison on the embedded engine, in A-B-A order, as a
+built-in experiment plan run the way `sagemeter run` runs any plan.
 
 A is the 32-bit storage of SmolLM2-135M's weights, B the packed 4-bit file they came from, A'
 the 32-bit file again, so the drift between A and A' shows how much of the A/B gap is noise.
@@ -6,67 +7,58 @@ the 32-bit file again, so the drift between A and A' shows how much of the A/B g
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sagemeter.compare import Comparison, combine, save_comparison
-from sagemeter.measure import ProgressFn
-from sagemeter.report.writer import write_report
-from sagemeter.settings import MeasureSettings, demo_settings, quick_settings
-from sagemeter.targets import parse_target
-from sagemeter.verbs import settings_with
-from sagemeter.workflows import PhaseFn, measure_target, selected_questions, total_requests
+from sagemeter.errors import UserError
+from sagemeter.experiment import Plan, default_run_dir, plan_from_data
+from sagemeter.settings import demo_settings
 
-# Given a run's name and its request count, returns that run's progress and phase callbacks.
-RunProgressFactory = Callable[[str, int], tuple[ProgressFn, PhaseFn]]
-
-DEMO_ORDER: tuple[tuple[str, str], ...] = (
+DEMO_ARMS: tuple[tuple[str, str], ...] = (
     ("smollm2-f32", "local:smollm2-f32"),
     ("smollm2-q4_1", "local:smollm2-q4_1"),
-    ("smollm2-f32-again", "local:smollm2-f32"),
 )
 
+# The [measure] keys the demo's command-line options set.
+DEMO_FLAGS = ("questions_per_family", "questions", "margin", "fidelity")
 
-def default_run_dir(root: Path = Path("runs")) -> Path:
+
+def demo_measure_options() -> dict[str, Any]:
+    """The demo's lengths as a plan's [measure] table (from `demo_settings`, the one source)."""
+    settings = demo_settings()
+    return {
+        "short_tokens": settings.short_tokens,
+        "long_tokens": settings.long_tokens,
+        "repeats": settings.decode_repeats,
+        "levels": settings.load_levels,
+        "load_tokens": settings.load_max_tokens,
+        "batches": settings.load_batches,
+        "quality_max_tokens": settings.quality_max_tokens,
+        "fidelity": settings.fidelity_prompts,
+    }
+
+
+def demo_plan(quick: bool, overrides: Mapping[str, Any] | None = None) -> Plan:
+    """The built-in plan: 32-bit, 4-bit, 32-bit again, at the demo's lengths (or the quick
+    ones); `overrides` are [measure] keys (questions, questions_per_family, margin, fidelity)."""
+    measure: dict[str, Any] = {"quick": True} if quick else demo_measure_options()
+    measure.update({key: value for key, value in (overrides or {}).items() if value is not None})
+    data = {
+        "name": "demo",
+        "order": "ABA",
+        "measure": measure,
+        "arm": [{"name": name, "target": target} for name, target in DEMO_ARMS],
+    }
+    try:
+        return plan_from_data(data, "demo")
+    except UserError as exc:  # the demo's options are flags: name the flag, not the plan key
+        message = str(exc).removeprefix("demo: ")
+        for key in DEMO_FLAGS:
+            message = message.replace(f"measure.{key}", "--" + key.replace("_", "-"))
+        raise UserError(message) from None
+
+
+def demo_run_dir(root: Path = Path("runs")) -> Path:
     """runs/DATE-demo, or runs/DATE-HHMMSS-demo when that folder already holds a run."""
-    now = datetime.now(UTC)
-    candidate = root / f"{now:%Y-%m-%d}-demo"
-    if candidate.exists() and any(candidate.iterdir()):
-        candidate = root / f"{now:%Y-%m-%d-%H%M%S}-demo"
-    return candidate
-
-
-def demo_plan_settings(quick: bool, overrides: Mapping[str, Any] | None = None) -> MeasureSettings:
-    """The demo's lengths (or the quick ones) with the user's question choices applied."""
-    return settings_with(quick_settings() if quick else demo_settings(), overrides or {})
-
-
-async def run_demo(
-    run_dir: Path, settings: MeasureSettings, progress_for: RunProgressFactory
-) -> tuple[list[Path], Comparison]:
-    """Measure A, B, A' one after the other (each engine stopped before the next starts),
-    combine them, and write the report (markdown, HTML, plots) into the run folder."""
-    total = total_requests(settings, len(selected_questions(settings).questions))
-    paths = []
-    reference = None  # with fidelity on, A's record: B and A' are forced along its answers
-    for name, target in DEMO_ORDER:
-        advance, on_phase = progress_for(name, total)
-        result, path = await measure_target(
-            parse_target(target),
-            name=name,
-            settings=settings,
-            out_dir=run_dir,
-            progress=advance,
-            on_phase=on_phase,
-            fidelity_reference=reference,
-        )
-        if reference is None and result.detail is not None:
-            reference = result.detail.fidelity
-        paths.append(path)
-    comparison = combine(paths)
-    save_comparison(comparison, run_dir / "compare.json")
-    await asyncio.to_thread(write_report, run_dir)
-    return paths, comparison
+    return default_run_dir("demo", root)

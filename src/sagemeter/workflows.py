@@ -45,7 +45,7 @@ from sagemeter.server_metrics.crosscheck import ServerMetrics
 from sagemeter.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
-from sagemeter.transport.chat import Unreachable
+from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
 
 PhaseFn = Callable[[str], None]
@@ -103,6 +103,7 @@ async def measure_target(
     fidelity_reference: FidelityRecord | None = None,
     api_key: str | None = None,
     server_log_facts: StartupFacts | None = None,
+    wrap_client: Callable[[ChatClient], ChatClient] | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
@@ -112,6 +113,8 @@ async def measure_target(
     false` when a figure that was asked for could not be measured. `server_log_facts` (from
     `--server-log` or `--docker`) stand in for an HTTP target's start-up facts. The server's
     `/metrics` (vLLM, llama.cpp) are read around each phase and compared with the client's counts.
+    `wrap_client` lets an experiment put its own layer around the endpoint's client (the
+    interleaved order's turns).
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -134,21 +137,22 @@ async def measure_target(
         log_path=log_path,
         wire=wire,
     ) as endpoint:
+        client = wrap_client(endpoint.client) if wrap_client else endpoint.client
         on_phase("preflight")
         try:
-            await endpoint.client.preflight()
+            await client.preflight()
         except Unreachable as exc:
             where = placement_hint(target)
             raise UserError(
                 f"target {target} does not answer as a chat API: {exc}{where}"
             ) from None
-        described = await endpoint.client.describe()
+        described = await client.describe()
         meter = MetricsRecorder(_server_root(endpoint))
         await meter.open()
         on_phase("decode")
         await meter.begin()
         decode = await measure_decode(
-            endpoint.client,
+            client,
             short_tokens=settings.short_tokens,
             long_tokens=settings.long_tokens,
             repeats=settings.decode_repeats,
@@ -164,7 +168,7 @@ async def measure_target(
         on_phase("parallel")
         await meter.begin()
         load = await measure_load(
-            endpoint.client,
+            client,
             levels=settings.load_levels,
             max_tokens=settings.load_max_tokens,
             batches=settings.load_batches,
@@ -178,7 +182,7 @@ async def measure_target(
         on_phase("quality")
         await meter.begin()
         quality = await measure_quality(
-            endpoint.client,
+            client,
             question_set,
             max_tokens=settings.quality_max_tokens,
             system_prompt=settings.system_prompt,

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sagemeter import __version__
 from sagemeter.mcp.config import LOGS_FLAG, WRITE_FLAG, ServerConfig
 from sagemeter.mcp.engines import LocalEngines
+from sagemeter.mcp.experiment_tools import register_experiment_tools
 from sagemeter.mcp.guard import failure
 from sagemeter.mcp.inspect_tools import register_inspect_tools
 from sagemeter.mcp.local_tools import register_local_tools
@@ -39,7 +40,9 @@ def instructions(config: ServerConfig) -> str:
         "Without a cloud account, list_checkpoints, start_local/stop_local and "
         "measure_endpoint target=local:CHECKPOINT run the embedded engine on this machine. "
         "inspect_checkpoint reads a checkpoint's header (no deployment) and predicts its decode "
-        "speed from the bytes a token reads. "
+        "speed from the bytes a token reads. run_experiment runs a whole plan (deploy, measure, "
+        "delete each arm in A-B-A order, compare, report) with a journal: resumable, and it "
+        "deletes what it created on a stop, a failure or its spend cap. "
         f"Deploying and deleting: {write}. Reading container logs: {logs}. "
         "Ask the user before deploy_endpoint (it bills per hour) and before delete_endpoint "
         "(confirm must be the endpoint's name). Result files are written to "
@@ -92,6 +95,7 @@ def build_server(
     register_local_tools(server, engines, config)
     register_measure_tools(server, config)
     register_inspect_tools(server, config)
+    register_experiment_tools(server, config)
     return server
 
 

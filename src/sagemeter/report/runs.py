@@ -28,6 +28,7 @@ class Run:
     comparison: Comparison | None
     price_per_hour: float | None
     order_source: str = field(default="file names")
+    experiment_order: str | None = None  # how `sagemeter run` ordered them (ABA, interleaved…)
 
     @property
     def label(self) -> str:
@@ -53,7 +54,7 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
     if not found:
         raise UserError(f"{folder}: no result files (measure-*.json) in this folder")
     check_price(price_per_hour)
-    saved_order, saved_price = _read_compare_file(folder / COMPARE_FILE)
+    saved_order, saved_price, experiment_order = _read_compare_file(folder / COMPARE_FILE)
     results = {path: load_result(path) for path in found}
     paths, source = _run_order(found, results, saved_order)
     price = price_per_hour if price_per_hour is not None else saved_price
@@ -65,13 +66,14 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
         comparison=comparison,
         price_per_hour=price,
         order_source=source,
+        experiment_order=experiment_order,
     )
 
 
-def _read_compare_file(path: Path) -> tuple[list[str], float | None]:
-    """File names in run order and the price, from compare.json when it is there."""
+def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None]:
+    """File names in run order, the price and the experiment's order, from compare.json."""
     if not path.exists():
-        return [], None
+        return [], None, None
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -86,7 +88,12 @@ def _read_compare_file(path: Path) -> tuple[list[str], float | None]:
         raise UserError(f"{path}: 'files' must be a list of result file names")
     if price is not None and not (isinstance(price, int | float) and price > 0):
         raise UserError(f"{path}: 'price_per_hour' must be a positive number")
-    return [Path(name).name for name in files], None if price is None else float(price)
+    order = payload.get("order")
+    return (
+        [Path(name).name for name in files],
+        None if price is None else float(price),
+        order if isinstance(order, str) else None,
+    )
 
 
 def _run_order(

@@ -145,9 +145,21 @@ def compared_section(run: Run) -> Section:
         "start times": "by start time",
         "file names": "by file name: no compare.json or start times say otherwise",
     }[run.order_source]
-    blocks.append(Paragraph(f"Order of runs ({source}): {order}."))
+    blocks.append(Paragraph(f"Order of runs ({source}): {order}.{_experiment_order(run)}"))
     blocks.append(Table(header=header, rows=rows))
     return Section("What was compared", "compared", blocks)
+
+
+def _experiment_order(run: Run) -> str:
+    """How `sagemeter run` ordered the measurements, when it made the folder."""
+    if run.experiment_order is None:
+        return ""
+    if run.experiment_order == "interleaved":
+        return (
+            " Measured interleaved: every endpoint live at once, their requests sent in turn, "
+            "so drift lands on each alike."
+        )
+    return f" Measured in the order {run.experiment_order}, one endpoint at a time."
 
 
 def startup_section(run: Run) -> Section:

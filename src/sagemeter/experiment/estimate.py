@@ -1,0 +1,232 @@
+"""What a run will take and cost, before it starts: every step's time, the endpoints it creates,
+their price, and (for `--dry-run`) the account's quota for them.
+
+Times follow the plan's `[estimate]` assumptions (tokens per second per stream, minutes to
+deploy and to delete), shown beside the figures. A deployed arm's price is the plan's
+`price_per_hour`, else the highest Price List price among the instance types and regions it may
+be placed in: the spend cap is checked against the most it may cost.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from sagemeter.backends import sagemaker as sm
+from sagemeter.backends.sagemaker.pricing import try_hourly_price
+from sagemeter.errors import UserError
+from sagemeter.experiment.plan import Arm, Plan
+from sagemeter.experiment.steps import StepSpec, Visit, plan_steps
+from sagemeter.settings import MeasureSettings
+from sagemeter.workflows import selected_questions, total_requests
+
+REQUEST_ALLOWANCE_S = 0.1  # time to first token and the call's own cost, per request sent alone
+LOCAL_START_S = 10.0  # loading a checkpoint into the embedded engine
+
+
+class ArmPrice(BaseModel):
+    usd_per_hour: float | None
+    note: str
+
+
+class StepEstimate(BaseModel):
+    index: int
+    label: str
+    creates: str
+    minutes: float
+    usd: float | None = None
+
+
+class QuotaLine(BaseModel):
+    instance_type: str
+    needs: int
+    rows: list[sm.QuotaRow] = Field(default_factory=list)
+    error: str | None = None
+
+
+class Estimate(BaseModel):
+    steps: list[StepEstimate]
+    minutes: float
+    usd: float = Field(description="the deployed arms' cost at the prices below")
+    unpriced: list[str] = Field(default_factory=list, description="arms whose price is unknown")
+    prices: dict[str, ArmPrice] = Field(default_factory=dict)
+    assumptions: str
+    quota: list[QuotaLine] = Field(default_factory=list)
+
+
+def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> float:
+    """One measurement at `tokens_per_second` per stream (parallel streams at the same rate)."""
+    questions = len(selected_questions(settings).questions)
+    rate = tokens_per_second
+    decode_tokens = (settings.decode_warmup + settings.decode_repeats) * settings.short_tokens
+    decode_tokens += settings.decode_repeats * settings.long_tokens
+    batches = len(settings.load_levels) * settings.load_batches
+    seconds = decode_tokens / rate
+    seconds += batches * (settings.load_max_tokens / rate + settings.batch_pause_s)
+    seconds += questions * settings.quality_max_tokens / rate
+    seconds += settings.fidelity_prompts * settings.fidelity_max_tokens / rate
+    sequential = total_requests(settings, questions) - sum(settings.load_levels) * (
+        settings.load_batches
+    )
+    return seconds + (sequential + batches + settings.fidelity_prompts) * REQUEST_ALLOWANCE_S
+
+
+def arm_price(plan: Plan, arm: Arm, spec: sm.DeploySpec | None, aws: sm.Aws | None) -> ArmPrice:
+    """The hourly price a deployed arm is estimated at (the most it may be placed at)."""
+    if plan.price_per_hour is not None:
+        return ArmPrice(usd_per_hour=plan.price_per_hour, note="price_per_hour")
+    if spec is None or aws is None:
+        return ArmPrice(usd_per_hour=None, note="no AWS credentials to look the price up")
+    found: list[tuple[float, str, str]] = []
+    missing: list[str] = []
+    for instance_type in spec.instance_types:
+        for region in spec.regions:
+            quote, why = try_hourly_price(instance_type, region, aws=aws)
+            if quote is None:
+                missing.append(f"{instance_type} in {region}: {why}")
+            else:
+                found.append((quote.usd_per_hour, instance_type, region))
+    if not found:
+        return ArmPrice(usd_per_hour=None, note="; ".join(missing[:2]))
+    usd, instance_type, region = max(found)
+    note = f"{instance_type} in {region}, the highest it may be placed at (Price List)"
+    if missing:
+        note += f"; unknown: {'; '.join(missing[:2])}"
+    return ArmPrice(usd_per_hour=usd, note=note)
+
+
+def _creates(plan: Plan, step: StepSpec, specs: dict[str, sm.DeploySpec]) -> str:
+    if step.kind == "deploy":
+        arm = step.visits[0].arm
+        spec = specs.get(arm.name)
+        if spec is None:
+            return f"endpoint {plan.endpoint_name(arm)}"
+        regions = spec.regions[0] + (
+            f", else {', '.join(spec.regions[1:])}" if len(spec.regions) > 1 else ""
+        )
+        return (
+            f"model, endpoint config and endpoint {spec.name} "
+            f"({' / '.join(spec.instance_types)} x{spec.count}) in {regions}"
+        )
+    if step.kind == "measure":
+        return ", ".join(f"measure-{visit.result_name}.json" for visit in step.visits)
+    if step.kind == "delete":
+        return "deletes them (waits out Creating first)"
+    if step.kind == "combine":
+        return "compare.json"
+    return "report.md, report.html, plots/"
+
+
+def estimate(
+    plan: Plan,
+    specs: dict[str, sm.DeploySpec],
+    aws: sm.Aws | None,
+    *,
+    remaining: set[str] | None = None,
+) -> Estimate:
+    """Every step's minutes and, for deployed arms, dollars; `remaining` (result names not yet
+    measured, when resuming) leaves out the visits already measured."""
+    settings = plan.settings()
+    assume = plan.estimate
+    measure_s = measure_seconds(settings, assume.tokens_per_second)
+    prices = {
+        arm.name: arm_price(plan, arm, specs.get(arm.name), aws)
+        for arm in plan.arms
+        if arm.deployed
+    }
+
+    def wanted(visit: Visit) -> bool:
+        return remaining is None or visit.result_name in remaining
+
+    def visit_s(visit: Visit) -> float:
+        started = LOCAL_START_S if (visit.arm.target or "").startswith("local:") else 0.0
+        return measure_s + started
+
+    def hourly(arm: Arm) -> float | None:
+        price = prices.get(arm.name)
+        count = specs[arm.name].count if arm.name in specs else 1
+        return None if price is None or price.usd_per_hour is None else price.usd_per_hour * count
+
+    rows: list[StepEstimate] = []
+    usd = 0.0
+    unpriced: set[str] = set()
+    steps = plan_steps(plan)
+    deployed = [
+        step.visits[0] for step in steps if step.kind == "deploy" and wanted(step.visits[0])
+    ]
+    end_s = 0.0
+    if plan.interleaved:
+        measuring = next(step for step in steps if step.kind == "measure")
+        end_s = len(deployed) * assume.deploy_minutes * 60
+        end_s += sum(visit_s(v) for v in measuring.visits if wanted(v))
+    for index, step in enumerate(steps, start=1):
+        if step.visits and not any(wanted(v) for v in step.visits):
+            continue
+        seconds = {
+            "deploy": assume.deploy_minutes * 60,
+            "delete": assume.delete_minutes * 60,
+            "measure": sum(visit_s(v) for v in step.visits if wanted(v)),
+        }.get(step.kind, 5.0)
+        cost = None
+        if step.kind == "deploy":
+            arm = step.visits[0].arm
+            rate = hourly(arm)
+            if plan.interleaved:  # live from its deploy until its own delete at the end
+                position = deployed.index(step.visits[0])
+                lives = end_s - position * assume.deploy_minutes * 60
+                lives += (position + 1) * assume.delete_minutes * 60
+            else:
+                lives = assume.deploy_minutes * 60 + visit_s(step.visits[0])
+                lives += assume.delete_minutes * 60
+            if rate is None:
+                unpriced.add(arm.name)
+            else:
+                cost = rate * lives / 3600
+                usd += cost
+        rows.append(
+            StepEstimate(
+                index=index,
+                label=step.label,
+                creates=_creates(plan, step, specs),
+                minutes=round(seconds / 60, 1),
+                usd=None if cost is None else round(cost, 2),
+            )
+        )
+    assumptions = (
+        f"{assume.tokens_per_second:g} tokens/s per stream, {assume.deploy_minutes:g} min per "
+        f"deploy, {assume.delete_minutes:g} min per delete (the plan's [estimate])"
+    )
+    return Estimate(
+        steps=rows,
+        minutes=round(sum(row.minutes for row in rows), 1),
+        usd=round(usd, 2),
+        unpriced=sorted(unpriced),
+        prices=prices,
+        assumptions=assumptions,
+    )
+
+
+def quota_lines(plan: Plan, specs: dict[str, sm.DeploySpec], aws: sm.Aws) -> list[QuotaLine]:
+    """Per instance type: the quota and free instances in each region an arm may use, and how
+    many the run needs at once (one arm at a time in A-B-A order, all of them interleaved)."""
+    needs: dict[str, int] = {}
+    regions: dict[str, list[str]] = {}
+    for arm in plan.arms:
+        spec = specs.get(arm.name)
+        if spec is None:
+            continue
+        for instance_type in spec.instance_types:
+            at_once = needs.get(instance_type, 0)
+            needs[instance_type] = (
+                at_once + spec.count if plan.interleaved else max(at_once, spec.count)
+            )
+            known = regions.setdefault(instance_type, [])
+            known.extend(region for region in spec.regions if region not in known)
+    lines = []
+    for instance_type, count in needs.items():
+        line = QuotaLine(instance_type=instance_type, needs=count)
+        try:
+            line.rows = sm.quota(instance_type, regions[instance_type], aws=aws)
+        except UserError as exc:  # a read for information only: say why, never stop the plan
+            line.error = str(exc)
+        lines.append(line)
+    return lines

@@ -1,0 +1,201 @@
+"""The run's journal: `journal.json` in the run folder, rewritten atomically before and after
+every step that creates, measures or deletes.
+
+It holds the plan, every step with its state, and every endpoint the run deployed (where it was
+placed, its price, when it was created and deleted). A `kill -9` at any moment leaves the last
+whole journal: `sagemeter run --resume DIR` reads it, finds what the run created and either
+uses it or deletes it, and never measures a measured arm again. (The SageMaker resources
+themselves are also in the local record `sagemeter list` reads, written before each create.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from sagemeter.atomic import write_text_atomic
+from sagemeter.errors import UserError
+from sagemeter.experiment.steps import StepKind
+
+JOURNAL_FILE = "journal.json"
+PLAN_FILE = "plan.toml"
+LOCK_FILE = ".journal.lock"
+SCHEMA = "sagemeter-experiment-journal/1"
+
+StepState = Literal["pending", "running", "done", "skipped", "failed", "stopped"]
+RunState = Literal["running", "done", "stopped", "failed"]
+DeploymentState = Literal["deploying", "live", "deleting", "deleted", "failed"]
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class StepRecord(BaseModel):
+    index: int = Field(description="1-based place in the run")
+    kind: StepKind
+    label: str
+    results: list[str] = Field(default_factory=list, description="the visits it is about")
+    state: StepState = "pending"
+    started_utc: str | None = None
+    ended_utc: str | None = None
+    elapsed_s: float | None = None
+    note: str | None = None
+
+
+class Deployment(BaseModel):
+    """One endpoint the run created for one visit of an arm, and what it costs."""
+
+    result: str = Field(description="the visit (result name) it was deployed for")
+    arm: str
+    endpoint: str
+    regions: list[str] = Field(description="the regions deploy may try, in order")
+    region: str | None = Field(None, description="where SageMaker placed it")
+    instance_types: list[str] = Field(description="asked for, in priority order")
+    placed_instance_type: str | None = None
+    count: int = 1
+    hourly_usd: float | None = Field(None, description="per instance of the type placed")
+    price_note: str | None = None
+    state: DeploymentState = "deploying"
+    started_utc: str = Field(default_factory=utc_now, description="deploy began (cost from here)")
+    live_utc: str | None = None
+    deleted_utc: str | None = None
+    attempts: list[str] = Field(default_factory=list, description="earlier regions and why")
+    note: str | None = None
+
+    @property
+    def may_exist(self) -> bool:
+        return self.state in ("deploying", "live", "deleting", "failed")
+
+    @property
+    def target(self) -> str:
+        return f"{self.endpoint}@{self.region or self.regions[0]}"
+
+    def cost_usd(self, now: datetime | None = None) -> float | None:
+        """Price × instances × hours from the start of the deploy to its deletion (or now)."""
+        if self.hourly_usd is None:
+            return None
+        end = parse_utc(self.deleted_utc) if self.deleted_utc else (now or datetime.now(UTC))
+        hours = max((end - parse_utc(self.started_utc)).total_seconds(), 0.0) / 3600.0
+        return self.hourly_usd * self.count * hours
+
+
+class Session(BaseModel):
+    """One process that worked on the run (the first, then each --resume)."""
+
+    pid: int
+    host: str
+    started_utc: str = Field(default_factory=utc_now)
+    ended_utc: str | None = None
+    outcome: str | None = None
+
+
+class Journal(BaseModel):
+    schema_: str = Field(SCHEMA, alias="schema")
+    name: str
+    run_dir: str
+    plan: dict[str, object] = Field(description="the plan as checked (keys canonical)")
+    plan_source: str = Field(description="the plan file it came from, or 'built-in demo'")
+    state: RunState = "running"
+    stopped_because: str | None = None
+    created_utc: str = Field(default_factory=utc_now)
+    updated_utc: str = Field(default_factory=utc_now)
+    cost_usd: float | None = Field(None, description="cost so far at the last write")
+    cost_note: str | None = None
+    max_cost_usd: float | None = None
+    steps: list[StepRecord] = Field(default_factory=list)
+    deployments: list[Deployment] = Field(default_factory=list)
+    sessions: list[Session] = Field(default_factory=list)
+    incomplete: list[str] = Field(default_factory=list, description="results missing a figure")
+
+    model_config = {"populate_by_name": True}
+
+    def step(self, index: int) -> StepRecord:
+        return self.steps[index - 1]
+
+    def deployment(self, result: str) -> Deployment | None:
+        """The newest deployment made for visit `result`."""
+        found = [d for d in self.deployments if d.result == result]
+        return found[-1] if found else None
+
+    def live_deployments(self) -> list[Deployment]:
+        return [d for d in self.deployments if d.may_exist]
+
+    def cost(self, now: datetime | None = None) -> tuple[float, list[str]]:
+        """(cost so far in USD, the endpoints whose price is unknown and so left out)."""
+        total, unpriced = 0.0, []
+        for deployment in self.deployments:
+            cost = deployment.cost_usd(now)
+            if cost is None:
+                unpriced.append(deployment.target)
+            else:
+                total += cost
+        return total, unpriced
+
+    def save(self, run_dir: Path) -> None:
+        cost, unpriced = self.cost()
+        self.cost_usd = round(cost, 4)
+        self.cost_note = f"leaves out {', '.join(unpriced)} (no price known)" if unpriced else None
+        self.updated_utc = utc_now()
+        text = self.model_dump_json(indent=2, by_alias=True)
+        write_text_atomic(run_dir / JOURNAL_FILE, text + "\n")
+
+
+def this_session() -> Session:
+    return Session(pid=os.getpid(), host=socket.gethostname())
+
+
+def read_journal(run_dir: Path) -> Journal:
+    """The journal of a run folder; a missing or damaged one is one UserError."""
+    path = run_dir / JOURNAL_FILE
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run folder")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(
+            f"{run_dir}: holds no {JOURNAL_FILE}; give the folder `sagemeter run` made"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot be read ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise UserError(f"{path}: not a sagemeter run journal ({SCHEMA})")
+    try:
+        return Journal.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UserError(f"{path}: {where}: {first['msg']}") from None
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run folder for this process: a second `run --resume` of it is refused while
+    this one lives. The lock dies with the process, `kill -9` too."""
+    import fcntl
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handle: IO[str] = (run_dir / LOCK_FILE).open("a+")
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(
+                f"{run_dir} is being run by another sagemeter process right now; wait for it, "
+                "or stop it first"
+            ) from None
+        yield
+    finally:
+        handle.close()

@@ -1,0 +1,796 @@
+"""Run a plan's steps in order, with the journal written around each, and nothing left billing.
+
+`start_run` checks the plan against the world (targets, credentials, role, regions, endpoint
+names, the spend cap against the estimate) before it makes the run folder; `resume_run` reads a
+folder's journal instead. `execute` then runs every step that is not done yet:
+
+- deploy: `sagemeter.backends.sagemaker.deploy`, with the arm's fallback regions; the region and
+  instance type SageMaker placed, and their price, go into the journal and are what the arm is
+  measured, priced and deleted by. On resume, an endpoint from before is waited out (Creating),
+  then used when InService, else deleted and deployed again.
+- measure: `sagemeter.workflows.measure_target`; a visit whose result file exists is never
+  measured again. Interleaved, the arms are measured together, taking turns (turns.py).
+- delete: `sagemeter.backends.sagemaker.delete` in every region the deploy left something.
+- combine and report: `sagemeter.compare.combine` and `sagemeter.report.writer.write_report`.
+
+A stop (Ctrl-C, SIGTERM, the spend cap, a cancelled MCP call) or a failed step ends the step in
+progress, then deletes everything the run created that may still exist, waiting out an endpoint
+that is still Creating. `Abandoned` (a second Ctrl-C) skips that, and the outcome lists what
+still runs and what it costs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, Field
+
+from sagemeter.backends import sagemaker as sm
+from sagemeter.backends.sagemaker.endpoint import (
+    BUSY_STATES,
+    DEFAULT_POLL_S,
+    describe_endpoint,
+    placed_instance_types,
+    wait_until,
+)
+from sagemeter.backends.sagemaker.pricing import try_hourly_price
+from sagemeter.compare import Comparison, combine, save_comparison
+from sagemeter.errors import UserError
+from sagemeter.experiment.cloud import check_names_free, deploy_spec
+from sagemeter.experiment.estimate import Estimate, estimate
+from sagemeter.experiment.journal import (
+    JOURNAL_FILE,
+    PLAN_FILE,
+    Deployment,
+    Journal,
+    RunState,
+    StepRecord,
+    parse_utc,
+    read_journal,
+    run_lock,
+    this_session,
+    utc_now,
+)
+from sagemeter.experiment.plan import Plan, plan_from_data
+from sagemeter.experiment.steps import StepSpec, Visit, combine_order, plan_steps, visits
+from sagemeter.experiment.stop import Abandoned, CapWatch, StopFlag, StopKind, Stopped
+from sagemeter.experiment.turns import TakingTurns, Turns
+from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.measure import ProgressFn
+from sagemeter.results import MeasureResult, load_result, result_path
+from sagemeter.targets import OpenAITarget, SageMakerTarget, Target
+from sagemeter.transport.chat import ChatClient
+from sagemeter.workflows import PhaseFn, measure_target, selected_questions, total_requests
+
+COMPARE_FILE = "compare.json"
+STOP_POLL_S = 0.1  # how often a measurement looks for a stop request
+
+
+def _nothing(*_: Any) -> None:
+    """An event nobody listens to."""
+
+
+def _no_bars(_: str, __: int) -> tuple[ProgressFn, PhaseFn]:
+    return _nothing, _nothing
+
+
+@dataclass
+class RunEvents:
+    """What a face hears while a run goes on; every callback is optional."""
+
+    step_started: Callable[[StepRecord, Journal], None] = _nothing
+    step_finished: Callable[[StepRecord, Journal], None] = _nothing
+    # Given a result's name and its request count: that measurement's progress and phase callbacks.
+    measuring: Callable[[str, int], tuple[ProgressFn, PhaseFn]] = _no_bars
+    cloud: Callable[[sm.Progress], None] = _nothing
+    note: Callable[[str], None] = _nothing
+    deleted: Callable[[sm.DeleteReport], None] = _nothing
+
+
+@dataclass
+class Prepared:
+    """A run ready to execute: its plan, folder, journal, and what it checked."""
+
+    plan: Plan
+    run_dir: Path
+    journal: Journal
+    specs: dict[str, sm.DeploySpec] = field(default_factory=dict)
+    aws: sm.Aws | None = None
+    estimate: Estimate | None = None
+
+
+class RunOutcome(BaseModel):
+    run_dir: str
+    state: RunState
+    stop_kind: StopKind | None = None
+    stopped_because: str | None = None
+    comparison: Comparison | None = None
+    cost_usd: float = 0.0
+    cost_note: str | None = None
+    left_running: list[Deployment] = Field(default_factory=list)
+    incomplete: list[str] = Field(default_factory=list)
+    abandoned: bool = False
+    journal: Journal
+
+
+# --------------------------------------------------------------------------- before anything
+
+
+def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
+    """runs/DATE-NAME, or runs/DATE-HHMMSS-NAME when that folder already holds something."""
+    now = datetime.now(UTC)
+    candidate = root / f"{now:%Y-%m-%d}-{name}"
+    if candidate.exists() and any(candidate.iterdir()):
+        candidate = root / f"{now:%Y-%m-%d-%H%M%S}-{name}"
+    return candidate
+
+
+def check_ready(
+    plan: Plan, *, fresh: bool, need_credentials: bool = True
+) -> tuple[dict[str, sm.DeploySpec], sm.Aws | None]:
+    """Everything that can be known before a step runs: the question set, each target, and for
+    deployed arms the credentials, region, role and spec (and, for a new run, free names)."""
+    settings = plan.settings()
+    selected_questions(settings)
+    from sagemeter.endpoints import check_target
+
+    for arm in plan.arms:
+        if arm.target is not None:
+            try:
+                check_target(arm.parsed_target())
+            except UserError as exc:
+                raise UserError(f'arm "{arm.name}".target: {exc}') from None
+    deployed = [arm for arm in plan.arms if arm.deployed]
+    if not deployed:
+        return {}, None
+    aws = sm.Aws()
+    has_credentials = aws.session.get_credentials() is not None
+    if need_credentials or has_credentials:
+        aws.require_credentials()
+    specs = {arm.name: deploy_spec(plan, arm, aws) for arm in deployed}
+    if fresh and has_credentials:
+        check_names_free(specs, aws, sm.Ledger())
+    return specs, aws if has_credentials else None
+
+
+def check_cap(plan: Plan, planned: Estimate, spent: float = 0.0) -> None:
+    """A cap the estimate already exceeds, or that cannot be checked, stops the run here."""
+    cap = plan.max_cost_usd
+    if cap is None:
+        return
+    if planned.unpriced:
+        arms = ", ".join(planned.unpriced)
+        notes = "; ".join(
+            planned.prices[name].note for name in planned.unpriced if name in planned.prices
+        )
+        raise UserError(
+            f"max_cost_usd: cannot be checked, the price of arm {arms} is unknown ({notes}); "
+            "give price_per_hour"
+        )
+    total = spent + planned.usd
+    if total > cap:
+        so_far = f"${spent:,.2f} spent and " if spent else ""
+        raise UserError(
+            f"max_cost_usd: ${cap:,.2f} is below the estimated cost: {so_far}${planned.usd:,.2f} "
+            f"to go, about {planned.minutes:.0f} min ({planned.assumptions}); raise the cap or "
+            "shorten the plan"
+        )
+
+
+def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_source: str) -> Prepared:
+    """Check everything, then make the run folder with the plan and a fresh journal."""
+    specs, aws = check_ready(plan, fresh=True)
+    planned = estimate(plan, specs, aws)
+    check_cap(plan, planned)
+    run_dir = out or default_run_dir(plan.name)
+    if (run_dir / JOURNAL_FILE).exists():
+        raise UserError(
+            f"{run_dir} already holds a run: continue it with `sagemeter run --resume {run_dir}`, "
+            "or choose another --out"
+        )
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"{run_dir}: not a folder")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(f"{run_dir} is not empty: choose another --out (or an empty folder)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if plan_text is not None:
+        from sagemeter.atomic import write_text_atomic
+
+        write_text_atomic(run_dir / PLAN_FILE, plan_text)
+    journal = Journal(
+        name=plan.name,
+        run_dir=str(run_dir),
+        plan=plan.to_data(),
+        plan_source=plan_source,
+        max_cost_usd=plan.max_cost_usd,
+        steps=[
+            StepRecord(
+                index=index,
+                kind=step.kind,
+                label=step.label,
+                results=[visit.result_name for visit in step.visits],
+            )
+            for index, step in enumerate(plan_steps(plan), start=1)
+        ],
+    )
+    journal.save(run_dir)
+    return Prepared(plan=plan, run_dir=run_dir, journal=journal, specs=specs, aws=aws,
+                    estimate=planned)  # fmt: skip
+
+
+def resume_run(run_dir: Path, *, max_cost_usd: float | None = None) -> Prepared:
+    """A run folder's plan and journal, checked again; `max_cost_usd` replaces the cap."""
+    journal = read_journal(run_dir)
+    data = dict(journal.plan)
+    if max_cost_usd is not None:
+        if max_cost_usd <= 0:
+            raise UserError("--max-cost-usd must be a positive number of USD")
+        data["max_cost_usd"] = max_cost_usd
+        journal.max_cost_usd = max_cost_usd
+    plan = plan_from_data(data, str(run_dir / JOURNAL_FILE))
+    if [s.label for s in journal.steps] != [s.label for s in plan_steps(plan)]:
+        raise UserError(f"{run_dir / JOURNAL_FILE}: its steps do not match its plan")
+    specs, aws = check_ready(plan, fresh=False)
+    remaining = {
+        visit.result_name for visit in visits(plan) if not _measured(run_dir, visit.result_name)
+    }
+    planned = estimate(plan, specs, aws, remaining=remaining)
+    spent, _ = journal.cost()
+    if journal.state != "done":
+        check_cap(plan, planned, spent)
+    return Prepared(plan=plan, run_dir=run_dir, journal=journal, specs=specs, aws=aws,
+                    estimate=planned)  # fmt: skip
+
+
+def _measured(run_dir: Path, name: str) -> bool:
+    """A whole result file exists for this visit (files are written atomically)."""
+    path = result_path(run_dir, name)
+    if not path.is_file():
+        return False
+    try:
+        load_result(path)
+    except UserError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def execute(
+    prepared: Prepared,
+    events: RunEvents | None = None,
+    stop: StopFlag | None = None,
+    *,
+    poll_s: float = DEFAULT_POLL_S,
+) -> RunOutcome:
+    """Run every step not yet done; whatever happens, leave nothing the run made billing
+    (unless `Abandoned`, when the outcome says what is left)."""
+    with run_lock(prepared.run_dir):
+        return _Run(prepared, events or RunEvents(), stop or StopFlag(), poll_s).run()
+
+
+class _Run:
+    def __init__(self, prepared: Prepared, events: RunEvents, stop: StopFlag, poll_s: float):
+        self.plan = prepared.plan
+        self.run_dir = prepared.run_dir
+        self.journal = prepared.journal
+        self.specs = prepared.specs
+        self.aws = prepared.aws
+        self.prices = prepared.estimate.prices if prepared.estimate else {}
+        self.events = events
+        self.stop = stop
+        self.poll_s = poll_s
+        self.ledger = sm.Ledger()
+        self.steps = plan_steps(self.plan)
+        self.settings = self.plan.settings()
+        self.requests = total_requests(
+            self.settings, len(selected_questions(self.settings).questions)
+        )
+        self.comparison: Comparison | None = None
+
+    def save(self) -> None:
+        self.journal.save(self.run_dir)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> RunOutcome:
+        journal = self.journal
+        journal.state, journal.stopped_because = "running", None
+        journal.sessions.append(this_session())
+        self.save()
+        kind: StopKind | None = None
+        abandoned = False
+        bug: BaseException | None = None
+        try:
+            try:
+                with self._cap_watch():
+                    for spec, record in zip(self.steps, journal.steps, strict=True):
+                        self.stop.check()
+                        self._step(spec, record)
+                journal.state = "done"
+            except Abandoned:
+                raise
+            except KeyboardInterrupt:  # Stopped, a cancelled MCP call, or a bare Ctrl-C
+                kind = self.stop.kind or "signal"
+                journal.state = "stopped"
+                journal.stopped_because = self.stop.reason or "interrupted"
+                self._end_running_step("stopped", None)
+                if kind != "signal":  # a signal's handler has said so already
+                    self.events.note(f"stopping: {journal.stopped_because}")
+                self._teardown()
+            except Exception as exc:
+                message = _one_line(exc)
+                step = self._end_running_step("failed", message)
+                journal.state = "failed"
+                journal.stopped_because = f"{step.label if step else 'the run'} failed: {message}"
+                self.save()
+                self.events.note(f"stopping: {journal.stopped_because}")
+                self._teardown()
+                if not isinstance(exc, UserError | ClientError | BotoCoreError):
+                    bug = exc
+        except Abandoned as exc:
+            abandoned = True
+            kind = kind or self.stop.kind or "signal"
+            self._end_running_step("stopped", None)
+            journal.state = "stopped"
+            why = journal.stopped_because or self.stop.reason or str(exc) or "interrupted"
+            journal.stopped_because = f"{why}; asked again: the rest is left to --resume"
+        finally:
+            session = journal.sessions[-1]
+            session.ended_utc = utc_now()
+            session.outcome = journal.state
+            self.save()
+        if bug is not None:
+            raise bug
+        cost, _ = journal.cost()
+        return RunOutcome(
+            run_dir=str(self.run_dir),
+            state=journal.state,
+            stop_kind=kind,
+            stopped_because=journal.stopped_because,
+            comparison=self.comparison,
+            cost_usd=round(cost, 4),
+            cost_note=journal.cost_note,
+            left_running=[d for d in journal.deployments if d.may_exist],
+            incomplete=list(journal.incomplete),
+            abandoned=abandoned,
+            journal=journal,
+        )
+
+    def _cap_watch(self) -> CapWatch | _NoWatch:
+        cap = self.plan.max_cost_usd
+        if cap is None:
+            return _NoWatch()
+        return CapWatch(cap, lambda: self.journal.cost()[0], self.stop)
+
+    def _end_running_step(self, state: str, note: str | None) -> StepRecord | None:
+        """Mark the step in progress stopped or failed, save, and tell the face."""
+        for record in self.journal.steps:
+            if record.state == "running":
+                record.state = state  # type: ignore[assignment]
+                record.note = note or record.note
+                self._finish_times(record)
+                self.save()
+                self.events.step_finished(record, self.journal)
+                return record
+        return None
+
+    def _begin(self, record: StepRecord) -> None:
+        record.state, record.note = "running", None
+        record.started_utc, record.ended_utc, record.elapsed_s = utc_now(), None, None
+        self.save()
+        self.events.step_started(record, self.journal)
+
+    def _done(self, record: StepRecord, note: str | None = None) -> None:
+        record.state, record.note = "done", note
+        self._finish_times(record)
+        self.save()
+        self.events.step_finished(record, self.journal)
+
+    def _skip(self, record: StepRecord, note: str) -> None:
+        if record.state != "done":
+            record.state, record.note = "skipped", note
+            self.save()
+        self.events.step_finished(record, self.journal)
+
+    @staticmethod
+    def _finish_times(record: StepRecord) -> None:
+        record.ended_utc = utc_now()
+        if record.started_utc:
+            elapsed = parse_utc(record.ended_utc) - parse_utc(record.started_utc)
+            record.elapsed_s = round(elapsed.total_seconds(), 1)
+
+    def _step(self, spec: StepSpec, record: StepRecord) -> None:
+        if spec.kind == "deploy":
+            visit = spec.visits[0]
+            if _measured(self.run_dir, visit.result_name):
+                self._skip(record, f"not needed: {visit.result_name} is measured")
+                return
+            self._begin(record)
+            self._done(record, _placed_note(self._ensure_live(visit)))
+        elif spec.kind == "measure":
+            todo = [v for v in spec.visits if not _measured(self.run_dir, v.result_name)]
+            if not todo:
+                self._skip(record, "measured before; the result file is kept as it is")
+                return
+            self._begin(record)
+            self._done(record, self._measure(todo))
+        elif spec.kind == "delete":
+            made = self.journal.deployment(spec.visits[0].result_name)
+            if made is None or not made.may_exist:
+                self._skip(record, "nothing to delete")
+                return
+            self._begin(record)
+            self._delete(made)
+            self._done(record, f"deleted {made.target}")
+        elif spec.kind == "combine":
+            saved = self.run_dir / COMPARE_FILE
+            if record.state == "done" and saved.is_file():
+                self.comparison = Comparison.model_validate_json(saved.read_text("utf-8"))
+                self._skip(record, "done before")
+                return
+            self._begin(record)
+            self._done(record, self._combine())
+        else:
+            if record.state == "done" and (self.run_dir / "report.md").is_file():
+                self._skip(record, "done before")
+                return
+            self._begin(record)
+            from sagemeter.report.writer import write_report
+
+            written = write_report(self.run_dir)
+            self._done(record, f"wrote {len(written)} files")
+
+    # ------------------------------------------------------------------ measuring
+
+    def _target(self, visit: Visit) -> Target:
+        if visit.arm.deployed:
+            deployment = self.journal.deployment(visit.result_name)
+            if deployment is None or deployment.state != "live" or deployment.region is None:
+                raise UserError(f"{visit.result_name}: its endpoint is not live")
+            return SageMakerTarget(deployment.endpoint, deployment.region)
+        return visit.arm.parsed_target()
+
+    def _fidelity_reference(self, visit: Visit) -> FidelityRecord | None:
+        """With fidelity on, every visit after the first is forced along the first's answers."""
+        first = visits(self.plan)[0]
+        if self.settings.fidelity_prompts <= 0 or visit.result_name == first.result_name:
+            return None
+        result = load_result(result_path(self.run_dir, first.result_name))
+        return result.detail.fidelity if result.detail else None
+
+    def _measure(self, todo: list[Visit]) -> str:
+        targets = {visit.result_name: self._target(visit) for visit in todo}
+        references = {visit.result_name: self._fidelity_reference(visit) for visit in todo}
+        turns = Turns([visit.result_name for visit in todo]) if len(todo) > 1 else None
+        results = asyncio.run(self._measure_async(todo, targets, references, turns))
+        if results is None:
+            raise Stopped(self.stop.reason or "stopped")
+        for result in results:
+            if result.complete is False:
+                self.journal.incomplete.append(
+                    f"{result.name}: {'; '.join(result.incomplete_because)}"
+                )
+        wrote = ", ".join(f"measure-{result.name}.json" for result in results)
+        if turns is None:
+            return f"wrote {wrote}"
+        return f"wrote {wrote}; {len(turns.log)} requests and batches sent in turn"
+
+    async def _measure_async(
+        self,
+        todo: list[Visit],
+        targets: dict[str, Target],
+        references: dict[str, FidelityRecord | None],
+        turns: Turns | None,
+    ) -> list[MeasureResult] | None:
+        """Every visit measured (at once, taking turns, when several); None when stopped."""
+
+        async def one(visit: Visit) -> MeasureResult:
+            name = visit.result_name
+            advance, on_phase = self.events.measuring(name, self.requests)
+            target = targets[name]
+            wrap: Callable[[ChatClient], ChatClient] | None = None
+            if turns is not None:
+                member = name
+
+                def wrap(client: ChatClient) -> ChatClient:
+                    return TakingTurns(client, turns, member)
+
+            try:
+                result, _ = await measure_target(
+                    target,
+                    name=name,
+                    settings=self.settings,
+                    out_dir=self.run_dir,
+                    progress=advance,
+                    on_phase=on_phase,
+                    fidelity_reference=references[name],
+                    api_key=_api_key(target),
+                    wrap_client=wrap,
+                )
+            finally:
+                if turns is not None:
+                    await turns.leave(name)
+            return result
+
+        tasks = [asyncio.create_task(one(visit)) for visit in todo]
+        watcher = asyncio.create_task(self._cancel_on_stop(tasks))
+        try:
+            return list(await asyncio.gather(*tasks))
+        except asyncio.CancelledError:
+            if self.stop.requested:
+                return None
+            raise
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            watcher.cancel()
+
+    async def _cancel_on_stop(self, tasks: list[asyncio.Task[MeasureResult]]) -> None:
+        while not self.stop.requested:
+            await asyncio.sleep(STOP_POLL_S)
+        for task in tasks:
+            task.cancel()
+
+    def _combine(self) -> str:
+        paths = [result_path(self.run_dir, name) for name in combine_order(self.plan)]
+        comparison = combine(paths, price_per_hour=self.plan.price_per_hour)
+        comparison = comparison.model_copy(update={"order": self.plan.order_text})
+        save_comparison(comparison, self.run_dir / COMPARE_FILE)
+        self.comparison = comparison
+        return f"wrote {COMPARE_FILE} ({' → '.join(comparison.names)})"
+
+    # ------------------------------------------------------------------ the cloud
+
+    def _deploy_progress(self, progress: sm.Progress) -> None:
+        """Deploys and waits stop at their next poll once a stop is asked for."""
+        self.stop.check()
+        self.events.cloud(progress)
+
+    def _recorded(self, deployment: Deployment) -> list[tuple[str, sm.LedgerRecord]]:
+        """This deployment's records in the local ledger that may still exist in AWS."""
+        since = parse_utc(deployment.started_utc).replace(microsecond=0)
+        found = []
+        for region in dict.fromkeys([deployment.region, *deployment.regions]):
+            if region is None:
+                continue
+            record = self.ledger.get(region, deployment.endpoint)
+            if record is not None and record.active and parse_utc(record.created_utc) >= since:
+                found.append((region, record))
+        return found
+
+    def _aws(self) -> sm.Aws:
+        if self.aws is None:
+            self.aws = sm.Aws()
+            self.aws.require_credentials()
+        return self.aws
+
+    def _ensure_live(self, visit: Visit) -> Deployment:
+        """The visit's endpoint InService: one left from before (waited out while Creating),
+        else a new deploy."""
+        deployment = self.journal.deployment(visit.result_name)
+        if deployment is not None and deployment.may_exist:
+            adopted = self._adopt(deployment)
+            if adopted:
+                return deployment
+            self._delete(deployment)
+        return self._deploy(visit)
+
+    def _adopt(self, deployment: Deployment) -> bool:
+        aws = self._aws()
+        for region, record in self._recorded(deployment):
+            description = describe_endpoint(aws, deployment.endpoint, region)
+            if description is None:
+                continue
+            status = description.get("EndpointStatus")
+            if status in BUSY_STATES:
+                self.events.note(
+                    f"{deployment.endpoint}@{region} is still {status} from before: waiting for "
+                    "it to finish"
+                )
+                description, _ = wait_until(
+                    aws,
+                    deployment.endpoint,
+                    region,
+                    done=lambda d: d is None or d.get("EndpointStatus") not in BUSY_STATES,
+                    phase="waiting for the deploy from before",
+                    deadline_s=self._deadline_s(deployment),
+                    poll_s=self.poll_s,
+                    on_progress=self._deploy_progress,
+                )
+            if description is None or description.get("EndpointStatus") != "InService":
+                continue
+            placed = placed_instance_types(description) or record.placed_instance_types
+            placed_type = placed[0] if placed else record.instance_types[0]
+            deployment.region, deployment.placed_instance_type = region, placed_type
+            deployment.state, deployment.live_utc = "live", deployment.live_utc or utc_now()
+            if record.hourly_usd is not None and record.priced_instance_type == placed_type:
+                deployment.hourly_usd = record.hourly_usd
+                deployment.price_note = f"{placed_type} in {region}: {record.price_note}"
+            elif self.plan.price_per_hour is None:
+                quote, why = try_hourly_price(placed_type, region, aws=aws)
+                if quote is not None:
+                    deployment.hourly_usd = quote.usd_per_hour
+                deployment.price_note = (
+                    f"{placed_type} in {region}: {quote.source if quote else why}"
+                )
+            deployment.note = "found InService from before the interruption: used"
+            self.save()
+            self.events.note(f"{deployment.target} is InService from before: measuring it")
+            return True
+        return False
+
+    def _deadline_s(self, deployment: Deployment) -> float:
+        sage = self.plan.arm_named(deployment.arm).sagemaker
+        return (sage.deadline_minutes if sage else 60.0) * 60
+
+    def _deploy(self, visit: Visit) -> Deployment:
+        arm = visit.arm
+        spec = self.specs[arm.name]
+        estimated = self.prices.get(arm.name)
+        deployment = Deployment(
+            result=visit.result_name,
+            arm=arm.name,
+            endpoint=spec.name,
+            regions=spec.regions,
+            instance_types=spec.instance_types,
+            count=spec.count,
+            hourly_usd=estimated.usd_per_hour if estimated else None,
+            price_note=f"the estimate until placed: {estimated.note}" if estimated else None,
+        )
+        self.journal.deployments.append(deployment)
+        self.save()  # before the first create call: a kill now leaves a deployment to look for
+        try:
+            result = sm.deploy(
+                spec,
+                on_progress=self._deploy_progress,
+                deadline_s=self._deadline_s(deployment),
+                poll_s=self.poll_s,
+                price_per_hour=self.plan.price_per_hour,
+                aws=self._aws(),
+                ledger=self.ledger,
+            )
+        except UserError as exc:
+            deployment.state, deployment.note = "failed", str(exc)
+            self.save()
+            raise
+        deployment.region = result.region
+        deployment.attempts = [
+            f"{attempt.region}: {attempt.outcome}"
+            + (f" ({attempt.reason})" if attempt.reason else "")
+            for attempt in result.attempts[:-1]
+        ]
+        if not result.in_service:
+            deployment.state = "failed"
+            deployment.note = result.failure_reason or result.note or result.status
+            self.save()
+            reason = result.note if result.timed_out else result.failure_reason
+            raise UserError(
+                f"{spec.name} in {result.region}: {result.status or 'failed'}: {reason or '?'}"
+            )
+        placed = result.placed_instance_types or [spec.instance_type]
+        deployment.placed_instance_type = placed[0]
+        deployment.state, deployment.live_utc = "live", utc_now()
+        if result.hourly_usd is not None:
+            deployment.hourly_usd = result.hourly_usd
+            deployment.price_note = f"{result.priced_instance_type} in {result.region}: " + (
+                result.price_note or "?"
+            )
+        else:
+            deployment.price_note = (
+                f"no price for {placed[0]} in {result.region} ({result.price_note}); counted at "
+                "the estimate"
+            )
+        self.save()
+        return deployment
+
+    def _delete(self, deployment: Deployment) -> None:
+        """Delete what this deployment left in any region, waiting out Creating first."""
+        deployment.state = "deleting"
+        self.save()
+        aws = self._aws()
+        for region, record in self._recorded(deployment):
+            busy = record.endpoint_status in BUSY_STATES
+            wait = f" (still {record.endpoint_status}: waiting until SageMaker allows it)"
+            self.events.note(f"deleting {deployment.endpoint}@{region}{wait if busy else ''}")
+            report = sm.delete(
+                deployment.endpoint,
+                region,
+                on_progress=self.events.cloud,
+                poll_s=self.poll_s,
+                aws=aws,
+                ledger=self.ledger,
+            )
+            self.events.deleted(report)
+        deployment.state, deployment.deleted_utc = "deleted", utc_now()
+        self.save()
+
+    def _teardown(self) -> None:
+        """Delete every deployment of the run that may still exist; each failure is said and
+        the rest still go."""
+        left = self.journal.live_deployments()
+        if not left:
+            return
+        self.events.note(
+            "deleting everything this run created: " + ", ".join(d.target for d in left)
+        )
+        for deployment in left:
+            try:
+                self._delete(deployment)
+            except (UserError, ClientError, BotoCoreError) as exc:
+                deployment.note = f"could not be deleted: {_one_line(exc)}"
+                self.save()
+                self.events.note(f"could not delete {deployment.target}: {_one_line(exc)}")
+
+
+class _NoWatch:
+    def __enter__(self) -> _NoWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _api_key(target: Target) -> str | None:
+    """A hosted OpenAI-compatible endpoint's key, from the environment as `measure` takes it."""
+    if isinstance(target, OpenAITarget):
+        return os.environ.get("OPENAI_API_KEY") or None
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, ClientError | BotoCoreError):
+        from sagemeter.backends.sagemaker.aws import explain
+
+        return str(explain(exc, "complete the request"))
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+def _placed_note(deployment: Deployment) -> str:
+    price = (
+        f", ${deployment.hourly_usd:,.4f}/h per instance"
+        if deployment.hourly_usd is not None
+        else ", no price"
+    )
+    before = f"; before: {'; '.join(deployment.attempts)}" if deployment.attempts else ""
+    return (
+        f"InService as {deployment.target} ({deployment.placed_instance_type} "
+        f"x{deployment.count}{price}){before}"
+    )
+
+
+def left_running_lines(outcome: RunOutcome) -> list[str]:
+    """What may still run after an abandoned or incomplete teardown, and what it costs."""
+    lines = []
+    for deployment in outcome.left_running:
+        price = (
+            f"${deployment.hourly_usd * deployment.count:,.4f}/h"
+            if deployment.hourly_usd is not None
+            else "price unknown"
+        )
+        cost = deployment.cost_usd()
+        spent = f", ${cost:,.2f} so far" if cost is not None else ""
+        lines.append(
+            f"{deployment.target} ({deployment.state}, "
+            f"{deployment.placed_instance_type or deployment.instance_types[0]} "
+            f"x{deployment.count}, {price}{spent})"
+        )
+    return lines
+
+
+def resume_hint(outcome: RunOutcome) -> str:
+    deletes = " or ".join(f"`sagemeter delete {d.target}`" for d in outcome.left_running)
+    tail = f", or {deletes}" if deletes else ""
+    return f"`sagemeter run --resume {outcome.run_dir}`{tail}"

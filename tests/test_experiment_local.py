@@ -1,0 +1,309 @@
+"""`sagemeter run` on the embedded engine, as a user runs it: a real subprocess, real engines.
+
+A-B-A end to end; a `kill -9` after the first arm, then `--resume` (the first arm's file is kept
+byte for byte); and the interleaved order, checked at the wire by two recording proxies in
+front of the session's real engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+SHORT = """
+[measure]
+short-tokens = 4
+long-tokens = 24
+repeats = 2
+levels = [1, 2]
+load-tokens = 8
+batches = 1
+questions-per-family = 1
+quality-max-tokens = 8
+"""
+
+LOCAL_PLAN = (
+    'name = "smollm2-f32-vs-q4"\n'
+    + SHORT
+    + """
+[[arm]]
+name = "f32"
+target = "local:smollm2-f32"
+
+[[arm]]
+name = "q4"
+target = "local:smollm2-q4_1"
+"""
+)
+
+
+def sagemeter(
+    *args: str, home: Path, cwd: Path, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sagemeter", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "SAGEMETER_HOME": str(home), "COLUMNS": "200"},
+        timeout=timeout,
+        check=False,
+    )
+
+
+def journal_of(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / "journal.json").read_text())
+    return data
+
+
+def test_a_local_plan_runs_a_b_a_end_to_end(shared_home: Path, tmp_path: Path) -> None:
+    (tmp_path / "plan.toml").write_text(LOCAL_PLAN)
+    planned = sagemeter("run", "plan.toml", "--dry-run", home=shared_home, cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    for label in ("measure f32", "measure q4", "measure f32-again", "combine", "report"):
+        assert label in planned.stdout
+    assert "nothing was created" in planned.stdout
+    assert not (tmp_path / "runs").exists()
+
+    began = time.monotonic()
+    done = sagemeter("run", "plan.toml", "--out", "run", home=shared_home, cwd=tmp_path)
+    wall = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "run"
+    for name in ("f32", "q4", "f32-again"):
+        assert (run / f"measure-{name}.json").is_file()
+        assert (run / f"engine-{name}.log").is_file()
+    assert (run / "plan.toml").read_text() == LOCAL_PLAN
+    comparison = json.loads((run / "compare.json").read_text())
+    assert comparison["names"] == ["f32", "q4", "f32-again"]
+    assert comparison["order"] == "ABA"
+    assert comparison["drift"]["first"] == "f32" and comparison["drift"]["last"] == "f32-again"
+    weights = {row["key"]: row for row in comparison["rows"]}["weights_gib"]["ratios"][0]
+    assert 0.15 < weights < 0.2  # the same weights in a sixth of the bytes
+    report = (run / "report.md").read_text()
+    assert "Measured in the order ABA" in report
+    assert (run / "report.html").is_file() and (run / "plots" / "throughput.png").is_file()
+    journal = journal_of(run)
+    assert journal["state"] == "done" and len(journal["sessions"]) == 1
+    assert [step["state"] for step in journal["steps"]] == ["done"] * 5
+    assert all(step["elapsed_s"] is not None for step in journal["steps"])
+    assert "[3/5] measure f32-again done" in done.stderr
+    assert "A-B-A drift (f32 → f32-again)" in done.stdout
+    print(f"\nlocal A-B-A plan: {wall:.1f} s wall")
+
+
+def test_kill_9_after_the_first_arm_then_resume_keeps_its_file(
+    shared_home: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "plan.toml").write_text(LOCAL_PLAN)
+    run = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--out", "run"],
+        cwd=tmp_path,
+        env={**os.environ, "SAGEMETER_HOME": str(shared_home), "COLUMNS": "200"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    first = run / "measure-f32.json"
+    deadline = time.monotonic() + 300
+    while not first.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    assert first.exists(), "the first arm was never measured"
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    kept = first.read_bytes()
+    journal = journal_of(run)
+    assert journal["state"] == "running"  # what a kill -9 leaves: the last whole journal
+    assert not (run / "compare.json").exists()
+
+    resumed = sagemeter("run", "--resume", "run", home=shared_home, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert first.read_bytes() == kept  # never measured again
+    journal = journal_of(run)
+    assert journal["state"] == "done" and len(journal["sessions"]) == 2
+    assert journal["sessions"][0]["outcome"] is None  # the killed one never said how it ended
+    first_step = journal["steps"][0]
+    assert first_step["state"] == "done" and first_step["note"] == "wrote measure-f32.json"
+    assert json.loads((run / "compare.json").read_text())["names"] == ["f32", "q4", "f32-again"]
+    again = sagemeter("run", "--resume", "run", home=shared_home, cwd=tmp_path)
+    assert again.returncode == 0 and "this run is done" in again.stdout
+
+
+class RecordingProxy:
+    """An OpenAI-compatible endpoint on loopback that forwards to the real engine and notes when
+    each chat request began and ended, on one clock shared by every proxy."""
+
+    def __init__(self, upstream: str, label: str, log: list[tuple[str, float, float]]) -> None:
+        owner = self
+        self.upstream = upstream.rstrip("/").removesuffix("/v1")
+        self.label = label
+        self.log = log
+        self.lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                owner.forward(self, "GET")
+
+            def do_POST(self) -> None:
+                owner.forward(self, "POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def forward(self, request: BaseHTTPRequestHandler, method: str) -> None:
+        began = time.monotonic()
+        length = int(request.headers.get("Content-Length", 0))
+        body = request.rfile.read(length) if length else None
+        with httpx.stream(
+            method,
+            self.upstream + request.path,
+            content=body,
+            headers={"Content-Type": "application/json"},
+            timeout=60,
+        ) as upstream:
+            request.send_response(upstream.status_code)
+            request.send_header("Content-Type", upstream.headers.get("content-type", ""))
+            request.send_header("Transfer-Encoding", "chunked")
+            request.end_headers()
+            for data in upstream.iter_raw():
+                request.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                request.wfile.flush()
+        request.wfile.write(b"0\r\n\r\n")
+        if method == "POST":
+            with self.lock:
+                self.log.append((self.label, began, time.monotonic()))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def proxies(engine_url: str) -> Iterator[tuple[list[tuple[str, float, float]], str, str]]:
+    log: list[tuple[str, float, float]] = []
+    a, b = RecordingProxy(engine_url, "a", log), RecordingProxy(engine_url, "b", log)
+    yield log, a.url, b.url
+    a.close()
+    b.close()
+
+
+def test_interleaved_order_alternates_requests_at_the_wire(
+    proxies: tuple[list[tuple[str, float, float]], str, str], tmp_path: Path
+) -> None:
+    log, url_a, url_b = proxies
+    plan = (
+        'name = "interleaved"\norder = "interleaved"\n'
+        + SHORT
+        + f'\n[[arm]]\nname = "a"\ntarget = "{url_a}"\n\n[[arm]]\nname = "b"\ntarget = "{url_b}"\n'
+    )
+    (tmp_path / "plan.toml").write_text(plan)
+    done = sagemeter("run", "plan.toml", "--out", "run", home=tmp_path / "home", cwd=tmp_path)
+    # Exit 3: done, but a figure is missing (on a busy 2-core host the client may be judged to
+    # have set a batch's pace); what this test checks is the order requests were sent in.
+    assert done.returncode in (0, 3), done.stderr
+    assert (done.returncode == 3) == ("incomplete:" in done.stderr)
+    run = tmp_path / "run"
+    comparison = json.loads((run / "compare.json").read_text())
+    assert comparison["order"] == "interleaved" and comparison["names"] == ["a", "b"]
+    assert comparison["drift"] is None  # no A' in this order
+    assert "Measured interleaved" in (run / "report.md").read_text()
+
+    # Consecutive requests to one arm form a run. While the other arm still has requests to
+    # send, every run but an arm's first (its preflight: a plain and a streamed reply) must be
+    # one turn: a single request, or one parallel batch (all sent before the first ended).
+    log.sort(key=lambda entry: entry[1])
+    runs: list[list[tuple[str, float, float]]] = []
+    for entry in log:
+        if runs and runs[-1][0][0] == entry[0]:
+            runs[-1].append(entry)
+        else:
+            runs.append([entry])
+    last_sent = {arm: max(began for label, began, _ in log if label == arm) for arm in "ab"}
+    seen: set[str] = set()
+    for run_of in runs:
+        arm = run_of[0][0]
+        other = "b" if arm == "a" else "a"
+        if arm not in seen:
+            seen.add(arm)
+            assert len(run_of) == 2, run_of  # the preflight
+        elif run_of[0][1] < last_sent[other]:
+            first_end = min(ended for _, _, ended in run_of)
+            assert all(began < first_end for _, began, _ in run_of), run_of
+    assert [run_of[0][0] for run_of in runs[:2]] == ["a", "b"]
+    for before, after in itertools.pairwise(runs):
+        assert after[0][1] >= max(ended for _, _, ended in before) - 0.005  # no overlap
+    assert sum(1 for run_of in runs if run_of[0][0] == "a") >= 10
+    journal = journal_of(run)
+    assert journal["steps"][0]["label"] == "measure a, b (interleaved)"
+    assert "sent in turn" in journal["steps"][0]["note"]
+
+
+def _engine_children(pid: int) -> list[int]:
+    """The embedded-engine processes process `pid` started."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid and b"llamacpp_worker" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_ctrl_c_while_measuring_stops_the_engine_and_resume_finishes(
+    shared_home: Path, tmp_path: Path
+) -> None:
+    from tests.mcp_helpers import alive
+
+    (tmp_path / "plan.toml").write_text(LOCAL_PLAN)
+    run = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--out", "run"],
+        cwd=tmp_path,
+        env={**os.environ, "SAGEMETER_HOME": str(shared_home), "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    engines: list[int] = []
+    deadline = time.monotonic() + 300
+    while not engines and time.monotonic() < deadline and process.poll() is None:
+        engines = _engine_children(process.pid)
+        time.sleep(0.05)
+    assert engines, "no engine was started"
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Ctrl-C: stopping" in stderr and "stopped: Ctrl-C" in stderr
+    assert "[1/5] measure f32 stopped" in stderr
+    assert "Traceback" not in stderr
+    assert not any(alive(pid) for pid in engines)
+    assert not (run / "measure-f32.json").exists()
+    journal = journal_of(run)
+    assert journal["state"] == "stopped" and journal["steps"][0]["state"] == "stopped"
+
+    resumed = sagemeter("run", "--resume", "run", home=shared_home, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert journal_of(run)["state"] == "done"

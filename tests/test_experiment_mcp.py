@@ -1,0 +1,121 @@
+"""run_experiment through the real MCP client against the server, on the session's real engine.
+
+The plan's two arms are the same llama.cpp server by its URL (nothing to start per arm); what is
+checked is the tool: the run folder in the results folder, progress notifications, resume, and
+its guards (--allow-write for a plan that deploys, paths only inside the results folder).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from sagemeter.mcp_server import ServerConfig, build_server
+from tests.mcp_helpers import Progress, error_line, ok, text_of
+
+PLAN = """name = "pair"
+
+[measure]
+short-tokens = 4
+long-tokens = 24
+repeats = 2
+levels = [1, 2]
+load-tokens = 8
+batches = 1
+questions-per-family = 1
+quality-max-tokens = 8
+
+[[arm]]
+name = "a"
+target = "{url}"
+
+[[arm]]
+name = "b"
+target = "{url}"
+"""
+
+SAGEMAKER_PLAN = """name = "cloud"
+max_cost_usd = 10
+
+[[arm]]
+name = "bf16"
+[arm.sagemaker]
+model = "google/gemma-4-E2B-it"
+region = "us-east-2"
+role = "arn:aws:iam::123456789012:role/sagemeter-test-role"
+
+[[arm]]
+name = "local"
+target = "local:smollm2-q4_1"
+"""
+
+
+async def test_run_experiment_runs_a_plan_and_resumes_it(engine_url: str, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
+        progress = Progress()
+        result = await client.call_tool(
+            "run_experiment", {"plan": PLAN.format(url=engine_url)}, progress_callback=progress
+        )
+        answer = ok(result)
+        assert answer["state"] == "done", text_of(result)
+        run_dir = Path(answer["run_dir"])
+        assert run_dir.parent == results / "runs" and run_dir.name.endswith("-pair")
+        expected = {"measure-a.json", "measure-b.json", "measure-a-again.json", "compare.json"}
+        assert expected | {"journal.json", "plan.toml", "report.md"} <= set(answer["files"])
+        assert [step["state"] for step in answer["steps"]] == ["done"] * 5
+        values = [value for value, _, _ in progress.seen]
+        assert values == sorted(set(values))
+        messages = [message or "" for _, _, message in progress.seen]
+        assert "[1/5] measure a …" in messages
+        assert any(m.startswith("a: quality") and m.endswith("requests") for m in messages)
+        assert any(m.startswith("[5/5] report done") for m in messages)
+        assert "A-B-A drift (a → a-again)" in text_of(result)
+
+        kept = (run_dir / "measure-a.json").read_bytes()
+        resumed = ok(await client.call_tool("run_experiment", {"resume": run_dir.name}))
+        assert resumed["state"] == "done"
+        assert (run_dir / "measure-a.json").read_bytes() == kept
+
+
+@pytest.fixture
+def no_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No AWS credentials anywhere (and no metadata service to ask)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+async def test_run_experiment_guards_writes_and_paths(tmp_path: Path, no_aws: None) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "cloud.toml").write_text(SAGEMAKER_PLAN)
+    (tmp_path / "outside.toml").write_text(SAGEMAKER_PLAN)
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
+        refused = await client.call_tool("run_experiment", {"plan": SAGEMAKER_PLAN})
+        assert "--allow-write" in error_line(refused)
+        assert not (results / "runs").exists()
+
+        planned = ok(
+            await client.call_tool("run_experiment", {"plan_file": "cloud.toml", "dry_run": True})
+        )
+        assert planned["state"] == "planned" and planned["dry_run"]
+        labels = [row["label"] for row in planned["estimate"]["steps"]]
+        assert labels[:4] == ["deploy bf16", "measure bf16", "delete bf16", "measure local"]
+        assert planned["estimate"]["unpriced"] == ["bf16"]  # no credentials to look it up
+        assert planned["problem"].startswith("max_cost_usd: cannot be checked")
+
+        outside = await client.call_tool("run_experiment", {"plan_file": "../outside.toml"})
+        assert "inside the results folder" in error_line(outside)
+        both = await client.call_tool(
+            "run_experiment", {"plan": SAGEMAKER_PLAN, "plan_file": "cloud.toml"}
+        )
+        assert "exactly one of plan" in error_line(both)
+        bad = await client.call_tool("run_experiment", {"plan": "nme = 1\n" + SAGEMAKER_PLAN})
+        assert error_line(bad) == "plan: nme: unknown key"
+        missing = await client.call_tool("run_experiment", {"resume": "no-such-run"})
+        assert "no such run folder" in error_line(missing)

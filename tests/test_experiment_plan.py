@@ -1,0 +1,185 @@
+"""Plan files: every problem is one line naming its key, before anything starts; the steps and
+names an order makes; the demo as a built-in plan; what the journal counts as spent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from sagemeter.errors import UserError
+from sagemeter.experiment import combine_order, parse_plan, plan_steps
+from sagemeter.experiment.journal import Deployment, Journal
+
+TWO_ARMS = """name = "pair"
+
+[[arm]]
+name = "a"
+target = "local:smollm2-f32"
+
+[[arm]]
+name = "b"
+target = "local:smollm2-q4_1"
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("nmae = 1\n" + TWO_ARMS, "plan.toml: nmae: unknown key"),
+        (
+            TWO_ARMS + '\n[[arm]]\nname = "c"\ntargte = "local:smollm2-f32"\n',
+            'plan.toml: arm "c".targte: unknown key',
+        ),
+        (
+            TWO_ARMS + '\n[[arm]]\nname = "c"\n[arm.sagemaker]\nmodle = "x"\n',
+            'plan.toml: arm "c".sagemaker.modle: unknown key',
+        ),
+        (
+            TWO_ARMS + '\n[[arm]]\nname = "c"\n',
+            'plan.toml: arm "c": give target = "…" (an endpoint that runs already) or an '
+            "[arm.sagemaker] table",
+        ),
+        (
+            TWO_ARMS + '\n[[arm]]\nname = "a"\ntarget = "http://127.0.0.1:9"\n',
+            'plan.toml: arm[3].name: "a" is already the name of arm[1]; every arm needs its own '
+            "name",
+        ),
+        (
+            TWO_ARMS + "\n[measure]\nlong-tokens = 4\nshort-tokens = 8\n",
+            "plan.toml: measure.long_tokens must be larger than measure.short_tokens",
+        ),
+        (
+            TWO_ARMS + "\n[measure]\nrepeats = 0\n",
+            "plan.toml: measure.repeats: Input should be greater than 0",
+        ),
+        ('order = "ABC"\n' + TWO_ARMS, "plan.toml: order: 'ABC' names arm C, but the plan has "),
+        ('order = "BAB"\n' + TWO_ARMS, "plan.toml: order: 'BAB' must start with A"),
+        ('order = "AAA"\n' + TWO_ARMS, "plan.toml: order: 'AAA' never measures arm B"),
+        (TWO_ARMS.replace('"local:smollm2-q4_1"', '"local:nope"'), 'arm "b".target: '),
+        (TWO_ARMS + "\n[measure]\nquestions = 'no-such-set'\n", "no-such-set"),
+    ],
+)
+def test_a_bad_plan_is_one_line_naming_the_key(
+    text: str, line: str, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "plan.toml").write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "run", "plan.toml"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**sagemeter_env, "COLUMNS": "300"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [each for each in done.stderr.splitlines() if each.strip()]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert line in lines[0]
+    assert not (tmp_path / "runs").exists()  # nothing started, no run folder
+
+
+def test_command_line_misuse_is_one_line(sagemeter_env: dict[str, str], tmp_path: Path) -> None:
+    for args, needle in (
+        ([], "give a PLAN file, or --resume RUN_DIR"),
+        (["plan.toml"], "plan.toml: no such plan file"),
+        (["--resume", "nowhere"], "nowhere: no such run folder"),
+        (["--resume", "."], "holds no journal.json"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "sagemeter", "run", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, **sagemeter_env, "COLUMNS": "300"},
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 2, (args, done.stderr)
+        assert needle in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_orders_make_steps_and_result_names() -> None:
+    plan = parse_plan(TWO_ARMS)
+    assert plan.order_text == "ABA"
+    assert [step.label for step in plan_steps(plan)] == [
+        "measure a",
+        "measure b",
+        "measure a-again",
+        "combine",
+        "report",
+    ]
+    assert combine_order(plan) == ["a", "b", "a-again"]
+
+    abab = parse_plan('order = "ABABA"\n' + TWO_ARMS)
+    # the baseline's last repeat goes last, so the drift spans the whole run
+    assert combine_order(abab) == ["a", "b", "a-again", "b-again", "a-again-2"]
+
+    three = parse_plan(TWO_ARMS + '\n[[arm]]\nname = "c"\ntarget = "http://127.0.0.1:9"\n')
+    assert three.order_text == "ABCA"
+
+    cloud = parse_plan(
+        TWO_ARMS.replace('target = "local:smollm2-f32"', '[arm.sagemaker]\nmodel = "m/x"')
+    )
+    assert [step.label for step in plan_steps(cloud)][:4] == [
+        "deploy a",
+        "measure a",
+        "delete a",
+        "measure b",
+    ]
+    assert cloud.endpoint_name(cloud.arms[0]) == "pair-a"
+
+    interleaved = parse_plan('order = "interleaved"\n' + TWO_ARMS)
+    assert [step.label for step in plan_steps(interleaved)] == [
+        "measure a, b (interleaved)",
+        "combine",
+        "report",
+    ]
+
+
+def test_interleaved_refuses_fidelity_and_toml_errors_say_where() -> None:
+    with pytest.raises(UserError, match=r'measure.fidelity: not with order = "interleaved"'):
+        parse_plan('order = "interleaved"\n' + TWO_ARMS + "\n[measure]\nfidelity = 2\n")
+    with pytest.raises(UserError, match=r"not valid TOML: .*line 3"):
+        parse_plan('name = "x"\n\n[[arm]\n')
+    with pytest.raises(UserError, match="at least two arms"):
+        parse_plan('name = "x"\n[[arm]]\nname = "a"\ntarget = "local:a"\n')
+
+
+def test_the_demo_is_a_built_in_plan_with_the_demo_settings() -> None:
+    from sagemeter.demo import demo_plan
+    from sagemeter.settings import demo_settings, quick_settings
+
+    plan = demo_plan(False)
+    assert plan.settings() == demo_settings()
+    assert combine_order(plan) == ["smollm2-f32", "smollm2-q4_1", "smollm2-f32-again"]
+    quick = demo_plan(True, {"questions_per_family": 1, "fidelity": 2})
+    assert quick.settings() == quick_settings().model_copy(
+        update={"questions_per_family": 1, "fidelity_prompts": 2}
+    )
+    with pytest.raises(UserError, match=r"^--margin: Input should be greater than 0$"):
+        demo_plan(False, {"margin": -1})
+
+
+def test_the_journal_counts_each_endpoint_from_its_deploy_to_its_deletion() -> None:
+    began = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+    def stamp(minutes: float) -> str:
+        return (began + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
+
+    deleted = Deployment(result="a", arm="a", endpoint="e", regions=["us-east-2"],
+                         instance_types=["ml.g6.xlarge"], hourly_usd=1.2, count=2,
+                         started_utc=stamp(0), deleted_utc=stamp(30), state="deleted")  # fmt: skip
+    live = Deployment(result="b", arm="b", endpoint="f", regions=["us-east-2"],
+                      instance_types=["ml.g6.xlarge"], hourly_usd=None,
+                      started_utc=stamp(0), state="live")  # fmt: skip
+    journal = Journal(name="x", run_dir="r", plan={}, plan_source="t", deployments=[deleted, live])
+    spent, unpriced = journal.cost(began + timedelta(hours=5))
+    assert spent == pytest.approx(1.2 * 2 * 0.5)  # the deleted one stopped counting at deletion
+    assert unpriced == ["f@us-east-2"]
+    assert [d.endpoint for d in journal.live_deployments()] == ["f"]
