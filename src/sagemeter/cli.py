@@ -424,6 +424,9 @@ def demo(
     ] = None,
 ) -> None:
     """A-B-A on the embedded engine: 32-bit, 4-bit, 32-bit again; then the comparison."""
+    from sagemeter.cli_run import demo_face  # the built-in plan, run as `sagemeter run` runs one
+
+    demo_face(out, quick, questions, questions_per_family, margin, fidelity)
 
 
 # Faces of features that live in their own modules; each module has `register(app)`.

@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
+from sagemeter import activity
 from sagemeter.backends import sagemaker as sm
 from sagemeter.backends.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.backends.sagemaker.redact import redact
@@ -381,6 +382,7 @@ def _run(
             dry_run(plan, out)
             return
         prepared = start_run(plan, out=out, plan_text=text, plan_source=str(plan_file))
+        activity.doing(f"running {plan_file} into {prepared.run_dir}")
         header = f"run {plan.name}: order {plan.order_text}, {len(prepared.journal.steps)} steps"
     else:
         assert resume is not None
@@ -388,6 +390,7 @@ def _run(
             dry_run(_plan_of(resume), None, resume)
             return
         prepared = resume_run(resume, max_cost_usd=max_cost_usd)
+        activity.doing(f"resuming the run in {resume}")
         if prepared.journal.state == "done":
             _out().print(f"{resume}: this run is done; nothing to resume")
             return
@@ -457,8 +460,11 @@ def demo_face(
             "fidelity": fidelity,
         },
     )
+    from sagemeter import activity
+
     run_dir = out or demo_run_dir()
     prepared = start_run(plan, out=run_dir, plan_text=None, plan_source="built-in demo")
+    activity.doing(f"running the demo into {run_dir}")
     console.print(f"demo: {' → '.join(v.result_name for v in visits(plan))} into {run_dir}")
     outcome, code = run_prepared(prepared, poll_s=DEFAULT_POLL_S, quiet=True)
     if outcome.state == "done" and outcome.comparison is not None:

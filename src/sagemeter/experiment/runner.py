@@ -32,6 +32,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, Field
 
+from sagemeter.atomic import check_output_folder
 from sagemeter.backends import sagemaker as sm
 from sagemeter.backends.sagemaker.endpoint import (
     BUSY_STATES,
@@ -196,10 +197,10 @@ def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_sourc
             "or choose another --out"
         )
     if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"{run_dir}: not a folder")
+        raise UserError(f"--out {run_dir}: is a file, not a folder")
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty: choose another --out (or an empty folder)")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    check_output_folder(run_dir, "--out")  # made here, and proved writable
     if plan_text is not None:
         from sagemeter.atomic import write_text_atomic
 
