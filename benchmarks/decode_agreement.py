@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sagemeter.backends.local import LocalEngine
-from sagemeter.checkpoints import resolve_checkpoint
+from sagemeter.engines.checkpoints import resolve_checkpoint
+from sagemeter.engines.llamacpp import LocalEngine
 from sagemeter.measure.decode import measure_decode
 from sagemeter.transport.openai import OpenAIChat
 

@@ -20,9 +20,9 @@ from typing import Any
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.loadgen.loadrun import run_once
 from sagemeter.loadgen.settings import LoadSettings
+from sagemeter.measure.workflow import measure_target
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
-from sagemeter.workflows import measure_target
 
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.004)
 LEVELS = (1, 16, 64, 128)

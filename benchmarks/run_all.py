@@ -16,7 +16,7 @@ from benchmarks import (
     ray_overhead,
 )
 from sagemeter.atomic import write_text_atomic
-from sagemeter.workflows import host_cpu
+from sagemeter.measure.workflow import host_cpu
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 

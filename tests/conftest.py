@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sagemeter.backends.local import LocalEngine
-from sagemeter.checkpoints import resolve_checkpoint
+from sagemeter.engines.checkpoints import resolve_checkpoint
+from sagemeter.engines.llamacpp import LocalEngine
 
 # The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures.
 pytest_plugins = ("tests.sagemaker_fakes",)

@@ -15,7 +15,7 @@ from mcp import Client
 
 from sagemeter.compare import Comparison, combine
 from sagemeter.errors import UserError
-from sagemeter.mcp_server import ServerConfig, build_server
+from sagemeter.mcp import ServerConfig, build_server
 from sagemeter.report.writer import write_report
 from sagemeter.results import MeasureResult, load_result, save_result
 from tests.conftest import reference_file

@@ -9,7 +9,7 @@ import pytest
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
-from sagemeter.checkpoints import ensure_f32, gguf_summary, resolve_checkpoint, sha256_of
+from sagemeter.engines.checkpoints import ensure_f32, gguf_summary, resolve_checkpoint, sha256_of
 from sagemeter.errors import UserError
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from sagemeter.mcp_server import ServerConfig, build_server
+from sagemeter.mcp import ServerConfig, build_server
 from tests.mcp_helpers import Progress, error_line, ok, text_of
 
 PLAN = """name = "pair"

@@ -152,7 +152,7 @@ def test_interleaved_refuses_fidelity_and_toml_errors_say_where() -> None:
 
 
 def test_the_demo_is_a_built_in_plan_with_the_demo_settings() -> None:
-    from sagemeter.demo import demo_plan
+    from sagemeter.experiment.demo import demo_plan
     from sagemeter.settings import demo_settings, quick_settings
 
     plan = demo_plan(False)

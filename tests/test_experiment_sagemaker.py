@@ -3,7 +3,7 @@ server and the loopback runtime that forwards to the real embedded engine.
 
 A capacity failure that falls back to another region (measured, priced and deleted where it was
 placed), SIGTERM while an endpoint is Creating (waited out, then deleted: nothing left in moto),
-the spend cap stopping the run, a `kill -9` that `sagemeter list` sees and `--resume` finishes,
+the spend cap stopping the run, a `kill -9` that `sagemeter sagemaker list` sees and `--resume` finishes,
 and a cap the estimate already exceeds (one line, nothing created).
 """
 
@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import pytest
 
-from sagemeter.backends.sagemaker.ledger import Ledger
+from sagemeter.sagemaker.ledger import Ledger
 from tests.sagemaker_fakes import RuntimeFake, World
 
 REGIONS = ("us-east-1", "us-east-2", "us-west-2")
@@ -270,7 +270,7 @@ def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
     assert journal["state"] == "running"
     assert journal["deployments"][0]["state"] == "deploying"
 
-    listed = sagemeter("list", "--region", "us-east-2", cwd=tmp_path)
+    listed = sagemeter("sagemaker", "list", "--region", "us-east-2", cwd=tmp_path)
     assert "gemma-bf16@us-east-2" in listed.stdout and "Creating" in listed.stdout
 
     world.moto.set_status("us-east-2", "gemma-bf16", "InService")
@@ -352,12 +352,12 @@ def test_a_second_ctrl_c_leaves_the_rest_to_resume_and_says_what_still_runs(
     assert "still running (it bills until deleted): gemma-bf16@us-east-2 (deleting, " in stderr
     assert "ml.g6.xlarge x1, $1.1267/h" in stderr
     assert (
-        "finish with `sagemeter run --resume run`, or `sagemeter delete gemma-bf16@us-east-2`"
+        "finish with `sagemeter run --resume run`, or `sagemeter sagemaker delete gemma-bf16@us-east-2`"
         in stderr
     )
     journal = journal_of(tmp_path / "run")
     assert journal["state"] == "stopped" and "left to --resume" in journal["stopped_because"]
-    assert Ledger().active()  # recorded, so `sagemeter list` shows it
+    assert Ledger().active()  # recorded, so `sagemeter sagemaker list` shows it
 
     world.moto.set_status("us-east-2", "gemma-bf16", "InService")
     world.moto.initial_status = "InService"

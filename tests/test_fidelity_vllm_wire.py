@@ -20,8 +20,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from sagemeter.cli.fidelity import register
 from sagemeter.errors import UserError
-from sagemeter.fidelity.cli import register
 from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.compare import compare_fidelity
 from sagemeter.fidelity.records import load_record

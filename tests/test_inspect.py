@@ -17,7 +17,7 @@ from gguf import GGUFReader
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from sagemeter.checkpoints import resolve_checkpoint
+from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.errors import UserError
 from sagemeter.inspect.build import inspect_sources
 from sagemeter.inspect.facts import CheckpointFacts

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sagemeter.checkpoints import resolve_checkpoint
 from sagemeter.compare import combine, save_comparison
+from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.inspect.build import inspect_sources
 from sagemeter.inspect.facts import CheckpointFacts
 from sagemeter.inspect.predicted import PREDICTED_KEY, PREDICTED_TITLE

@@ -16,7 +16,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from sagemeter.checkpoints import resolve_checkpoint
+from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.errors import UserError
 from sagemeter.inspect.build import inspect_sources
 from tests.article_header import QAT_CONFIG, qat_entries, write_checkpoint

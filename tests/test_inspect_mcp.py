@@ -7,7 +7,7 @@ from pathlib import Path
 from mcp import Client
 
 from sagemeter.inspect.build import inspect_sources
-from sagemeter.mcp_server import ServerConfig, build_server
+from sagemeter.mcp import ServerConfig, build_server
 from tests.mcp_helpers import error_line, ok, text_of
 
 

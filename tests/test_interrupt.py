@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from sagemeter import activity
 from sagemeter.atomic import write_text_atomic
 from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.cli import interrupt as activity
 
 
 def test_ctrl_c_during_measure_says_so_and_leaves_no_file(tmp_path: Path) -> None:

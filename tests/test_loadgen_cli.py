@@ -1,4 +1,5 @@
-"""`sagemeter load`, `selfcheck` and `load-merge` as a user runs them: real subprocesses."""
+"""`sagemeter load`, `selfcheck` and `combine` of shard files as a user runs them: real
+subprocesses."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def test_load_writes_the_shared_interface_keys(
         (["load", "http://127.0.0.1:9", "--api", "embeddings"], "--api"),
         (["load", "http://127.0.0.1:1", "--duration", "1s"], "cannot reach"),
         (["selfcheck", "--levels", "1,0"], "--levels"),
-        (["load-merge", "m.json", "missing.json"], "missing.json: cannot read it"),
+        (["combine", "m.json", "missing.json", "other.json"], "missing.json: no such file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -144,7 +145,7 @@ def test_two_shards_started_together_merge_into_one_run(
         assert part["shard"]["index"] == i and part["shard"]["count"] == 2
         assert part["shard"]["wall_start"] == pytest.approx(start_at, abs=1e-6)
         assert len(part["raw"]["records"]) == part["requests_completed"]
-    code, _out, err = run(["load-merge", "m.json", "s1.json", "s0.json"], sagemeter_env, tmp_path)
+    code, _out, err = run(["combine", "m.json", "s1.json", "s0.json"], sagemeter_env, tmp_path)
     assert code == 0, err
     merged = json.loads((tmp_path / "m.json").read_text())
     assert merged["requests_completed"] == sum(p["requests_completed"] for p in parts)

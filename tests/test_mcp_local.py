@@ -13,7 +13,7 @@ import anyio
 import httpx
 from mcp import Client
 
-from sagemeter.mcp_server import ServerConfig, build_server
+from sagemeter.mcp import ServerConfig, build_server
 from tests.mcp_helpers import Progress, alive, error_line, ok, text_of
 
 

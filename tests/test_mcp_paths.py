@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from sagemeter.mcp_server import ServerConfig, build_server
+from sagemeter.mcp import ServerConfig, build_server
 from tests.conftest import reference_file
 from tests.mcp_helpers import error_line, ok
 

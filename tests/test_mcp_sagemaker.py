@@ -16,9 +16,9 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
-from sagemeter.backends import sagemaker as sm
-from sagemeter.backends.sagemaker.ledger import Ledger
-from sagemeter.mcp_server import ServerConfig, build_server
+from sagemeter import sagemaker as sm
+from sagemeter.mcp import ServerConfig, build_server
+from sagemeter.sagemaker.ledger import Ledger
 from tests.mcp_helpers import Progress, error_line, ok, text_of
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp import Client, StdioServerParameters
 
-from sagemeter.backends import sagemaker as sm
+from sagemeter import sagemaker as sm
 from tests.mcp_helpers import alive, error_line, ok
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from sagemeter.compare import combine
+from sagemeter.measure.workflow import fidelity_reference, measure_target
 from sagemeter.settings import quick_settings
 from sagemeter.targets import parse_target
-from sagemeter.workflows import fidelity_reference, measure_target
 
 
 def test_a_again_forced_along_a_agrees_everywhere(engine_url: str, tmp_path: Path) -> None:

@@ -22,10 +22,10 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
 from sagemeter.errors import UserError
+from sagemeter.measure.workflow import measure_target
 from sagemeter.results import MeasureResult
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
-from sagemeter.workflows import measure_target
 
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.01)
 LOAD_TOKENS = 16

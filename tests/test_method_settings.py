@@ -10,15 +10,15 @@ import pytest
 from mcp import Client
 
 from sagemeter.errors import UserError
-from sagemeter.mcp_server import ServerConfig, build_server
+from sagemeter.mcp import ServerConfig, build_server
 from sagemeter.settings import (
     ARTICLE_STORY,
     METHOD_SETTINGS,
     MeasureSettings,
+    measure_settings,
     quick_settings,
     with_method,
 )
-from sagemeter.verbs import measure_settings
 from tests.mcp_helpers import error_line
 
 

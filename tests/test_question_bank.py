@@ -20,7 +20,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sagemeter.cli_questions import register
+from sagemeter.cli.questions import register
 from sagemeter.errors import UserError
 from sagemeter.questions import BUILTIN_DIR, Question, builtin_sets, load_question_set
 from sagemeter.questions.bank import SEED, render

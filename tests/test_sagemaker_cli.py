@@ -19,8 +19,8 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from sagemeter.backends.sagemaker.ledger import Ledger
-from sagemeter.cli_sagemaker import register
+from sagemeter.cli.sagemaker import register
+from sagemeter.sagemaker.ledger import Ledger
 from tests.sagemaker_fakes import Injection
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ def _app() -> typer.Typer:
 
 
 def run(*args: str) -> Result:
-    return CliRunner().invoke(_app(), list(args))
+    """`sagemeter sagemaker ARGS…` (the SageMaker verbs are one group)."""
+    return CliRunner().invoke(_app(), ["sagemaker", *args])
 
 
 def _one_error_line(result: Result) -> str:
@@ -78,7 +79,7 @@ def test_deploy_list_status_delete_round_trip(
     assert "✅ gemma-4-e2b@us-east-2 InService after" in deployed.stdout
     assert "$1.1267/h per instance" in deployed.stdout
     assert "HF_TOKEN set: passed to the container, never shown" in deployed.stderr
-    assert "sagemeter delete gemma-4-e2b@us-east-2" in deployed.stdout
+    assert "sagemeter sagemaker delete gemma-4-e2b@us-east-2" in deployed.stdout
     assert (
         world.moto.requests("create_model")[0]["primary_container"]["Environment"]["HF_TOKEN"]
         == TOKEN
@@ -119,7 +120,7 @@ def test_a_failed_deploy_prints_the_reason_and_exits_1(world: World) -> None:
     result = run("deploy", "gemma-4-e2b", "--model", "google/gemma-4-E2B-it", *FAST)
     assert result.exit_code == 1
     assert "❌ gemma-4-e2b@us-east-2 Failed: CannotStartContainerError" in result.stderr
-    assert "sagemeter logs gemma-4-e2b@us-east-2" in result.stderr
+    assert "sagemeter sagemaker logs gemma-4-e2b@us-east-2" in result.stderr
     assert "- endpoint: deleted" in result.stderr  # cleaned up, and said so
 
 
@@ -235,9 +236,9 @@ def test_unreachable_aws_is_one_line(world: World, monkeypatch: pytest.MonkeyPat
 def test_ctrl_c_during_deploy_exits_130_and_list_shows_the_endpoint(world: World) -> None:
     """A real process and a real SIGINT; moto is driven to keep the endpoint Creating."""
     world.moto.initial_status = "Creating"
-    code = "import typer; from sagemeter.cli_sagemaker import register; app = typer.Typer(); register(app); app()"
+    code = "import typer; from sagemeter.cli.sagemaker import register; app = typer.Typer(); register(app); app()"
     process = subprocess.Popen(
-        [sys.executable, "-c", code, "deploy", "gemma-4-e2b", "--model", "google/gemma-4-E2B-it", *FAST],
+        [sys.executable, "-c", code, "sagemaker", "deploy", "gemma-4-e2b", "--model", "google/gemma-4-E2B-it", *FAST],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ), text=True,
     )  # fmt: skip
     assert process.stderr is not None
@@ -253,7 +254,9 @@ def test_ctrl_c_during_deploy_exits_130_and_list_shows_the_endpoint(world: World
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, (stdout, stderr)
     assert "interrupted: gemma-4-e2b in us-east-2 may still be creating" in stderr
-    assert "sagemeter delete gemma-4-e2b@us-east-2" in stderr and "Traceback" not in stderr
+    assert (
+        "sagemeter sagemaker delete gemma-4-e2b@us-east-2" in stderr and "Traceback" not in stderr
+    )
     record = Ledger().get("us-east-2", "gemma-4-e2b")
     assert record is not None and record.active
     listed = run("list", "--region", "us-east-2")
@@ -266,8 +269,8 @@ def test_progress_line_on_a_terminal_ticks_and_fits_the_width() -> None:
 
     from rich.console import Console
 
-    from sagemeter.backends.sagemaker import Progress
-    from sagemeter.cli_sagemaker import ProgressLine
+    from sagemeter.cli.sagemaker import ProgressLine
+    from sagemeter.sagemaker import Progress
 
     console = Console(file=io.StringIO(), force_terminal=True, width=100)
     line = ProgressLine(console)
@@ -416,7 +419,7 @@ def test_role_create_waits_for_iam_and_grants_only_what_the_docs_say(
     as an eventually consistent read does; `role create` waits them out."""
     import boto3
 
-    from sagemeter.backends.sagemaker.role import TRUST_POLICY, permissions_policy
+    from sagemeter.sagemaker.role import TRUST_POLICY, permissions_policy
 
     missing = Injection(
         404, "NoSuchEntity", "The role with name sagemeter-endpoint cannot be found."

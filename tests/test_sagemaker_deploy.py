@@ -13,11 +13,11 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from sagemeter.backends import sagemaker as sm
-from sagemeter.backends.sagemaker.image import FALLBACK_TAG
-from sagemeter.backends.sagemaker.ledger import Ledger
-from sagemeter.backends.sagemaker.spec import ownership_tags
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
+from sagemeter.sagemaker.image import FALLBACK_TAG
+from sagemeter.sagemaker.ledger import Ledger
+from sagemeter.sagemaker.spec import ownership_tags
 from tests.sagemaker_fakes import ARTICLE_IMAGE_TAG, Injection, image_digest, not_found
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def test_a_name_that_exists_is_refused_before_anything_is_created(world: World) 
     calls = len(world.moto.calls)
     with pytest.raises(UserError, match=r"already (exists|still recorded)") as caught:
         sm.deploy(_spec(model_id="google/gemma-4-E2B-it-qat-w4a16-ct"), poll_s=POLL)
-    assert "sagemeter delete gemma-4-e2b@us-east-2" in str(caught.value)
+    assert "sagemeter sagemaker delete gemma-4-e2b@us-east-2" in str(caught.value)
     assert len(world.moto.calls) == calls
 
 
@@ -276,7 +276,7 @@ def test_quota_refusal_in_the_last_region_is_one_actionable_line(world: World) -
     )
     with pytest.raises(UserError, match="quota exceeded in us-east-2") as caught:
         sm.deploy(_spec(), poll_s=POLL)
-    assert "sagemeter quota" in str(caught.value)
+    assert "sagemeter sagemaker quota" in str(caught.value)
     assert not world.moto.backend("us-east-2")._models  # cleaned up before the error
     assert Ledger().active() == []
 
@@ -286,7 +286,7 @@ def test_deadline_leaves_a_recorded_creating_endpoint(world: World) -> None:
     world.moto.initial_status = "Creating"
     result = sm.deploy(_spec(), deadline_s=0.1, poll_s=POLL)
     assert result.timed_out and result.status == "Creating"
-    assert "sagemeter delete gemma-4-e2b@us-east-2" in (result.note or "")
+    assert "sagemeter sagemaker delete gemma-4-e2b@us-east-2" in (result.note or "")
     record = Ledger().get("us-east-2", "gemma-4-e2b")
     assert record is not None and record.active and record.endpoint_status == "Creating"
 
@@ -411,7 +411,7 @@ def test_a_delete_past_the_deadline_is_one_line_and_keeps_the_record(world: Worl
     world.moto.delete_outcome = ("Deleting", None)
     with pytest.raises(UserError, match="still Deleting") as e:
         sm.delete("gemma-4-e2b", "us-east-2", poll_s=POLL, deadline_s=0.1)
-    assert "sagemeter delete gemma-4-e2b@us-east-2" in str(e.value)
+    assert "sagemeter sagemaker delete gemma-4-e2b@us-east-2" in str(e.value)
     assert world.moto.backend("us-east-2").endpoint_configs
     record = Ledger().get("us-east-2", "gemma-4-e2b")
     assert record is not None and record.active
@@ -421,7 +421,7 @@ def test_a_delete_past_the_deadline_is_one_line_and_keeps_the_record(world: Worl
 
 
 def test_cleanup_leaves_a_concurrent_deploys_endpoint_of_the_same_name(world: World) -> None:
-    """Driven: while our CreateEndpoint is served, another sagemeter deploy creates an endpoint
+    """Driven: while our CreateEndpoint is served, another sagemeter sagemaker deploy creates an endpoint
     of the same name; moto (like SageMaker) then refuses ours as already existing."""
     client = boto3.client("sagemaker", region_name="us-east-2")
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from sagemeter.backends import sagemaker as sm
-from sagemeter.backends.sagemaker.ledger import Ledger
-from sagemeter.backends.sagemaker.spec import ownership_tags
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
+from sagemeter.sagemaker.ledger import Ledger
+from sagemeter.sagemaker.spec import ownership_tags
 from tests.conftest import reference_file
 from tests.sagemaker_fakes import not_found
 
@@ -346,8 +346,8 @@ def test_logs_are_the_current_deployments_even_when_aws_last_event_times_lag(
         "second container: ready",
     ]
     assert {line.stream for line in result.lines} == {"AllTraffic/i-0again"}
-    from sagemeter.backends.sagemaker.endpoint import describe_endpoint
-    from sagemeter.backends.sagemaker.logs import newest_log_line
+    from sagemeter.sagemaker.endpoint import describe_endpoint
+    from sagemeter.sagemaker.logs import newest_log_line
 
     aws = sm.Aws()
     created = (describe_endpoint(aws, "gemma-4-e2b", "us-east-2") or {})["CreationTime"]

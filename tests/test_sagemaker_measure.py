@@ -10,11 +10,11 @@ from pathlib import Path
 
 import boto3
 
-from sagemeter.backends import sagemaker as sm
+from sagemeter import sagemaker as sm
+from sagemeter.measure.workflow import measure_target
 from sagemeter.results import load_result
 from sagemeter.settings import quick_settings
 from sagemeter.targets import parse_target
-from sagemeter.workflows import measure_target
 from tests.sagemaker_fakes import RuntimeFake, World
 
 VLLM_LINES = [

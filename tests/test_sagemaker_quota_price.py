@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import boto3
 import pytest
 
-from sagemeter.backends import sagemaker as sm
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
 from tests.sagemaker_fakes import Injection
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sagemeter.backends import sagemaker as sm
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
 from sagemeter.targets import SageMakerTarget
 from sagemeter.transport.chat import ChatRequest

@@ -12,11 +12,11 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
-from sagemeter.backends.sagemaker import image, make_spec, plan_deploy
-from sagemeter.backends.sagemaker.deploy import is_capacity_failure
-from sagemeter.backends.sagemaker.redact import MASK, redact
-from sagemeter.backends.sagemaker.spec import spec_from_tags
 from sagemeter.errors import UserError
+from sagemeter.sagemaker import image, make_spec, plan_deploy
+from sagemeter.sagemaker.deploy import is_capacity_failure
+from sagemeter.sagemaker.redact import MASK, redact
+from sagemeter.sagemaker.spec import spec_from_tags
 
 ROLE = "arn:aws:iam::123456789012:role/sagemeter-test-role"
 MODEL = botocore.session.get_session().get_service_model("sagemaker")

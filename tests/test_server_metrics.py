@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from sagemeter.server_metrics.crosscheck import ClientCounts, client_counts, compare_phase
-from sagemeter.server_metrics.recorder import MetricsRecorder
-from sagemeter.server_metrics.scrape import parse_metrics
+from sagemeter.measure.server_metrics.crosscheck import ClientCounts, client_counts, compare_phase
+from sagemeter.measure.server_metrics.recorder import MetricsRecorder
+from sagemeter.measure.server_metrics.scrape import parse_metrics
 from sagemeter.transport.record import RequestRecord
 from tests.wire import WireServer
 

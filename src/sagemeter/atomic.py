@@ -12,14 +12,29 @@ import errno
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
-from sagemeter import activity
 from sagemeter.errors import UserError
 from sagemeter.redaction import redact
 
 PATH_MAX = 4096
+
+# Every file this process finished, in order (what a Ctrl-C message can say was kept).
+_written: list[Path] = []
+_written_lock = threading.Lock()
+
+
+def written_files() -> list[Path]:
+    """The files written whole by this process since the last `forget_written`."""
+    with _written_lock:
+        return list(dict.fromkeys(_written))
+
+
+def forget_written() -> None:
+    with _written_lock:
+        _written.clear()
 
 
 def _current_umask() -> int:
@@ -42,7 +57,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    activity.kept(path)
+    with _written_lock:
+        _written.append(path)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -11,10 +11,12 @@ explicit settings given after it still win, and the result records what was used
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from sagemeter.errors import UserError
 from sagemeter.questions.scoring import ScoringRule
 
 Method = Literal["sagemeter", "article"]
@@ -170,3 +172,75 @@ def demo_settings() -> MeasureSettings:
         quality_max_tokens=16,
         fidelity_prompts=8,  # B and A' forced along A's answers to the first 8 questions
     )
+
+
+# How both faces take settings: the CLI and the MCP server differ only in how a parameter is
+# spelled (`--long-tokens` against `long_tokens`), so messages take a `label` that turns a
+# settings field into the face's spelling.
+
+Label = Callable[[str], str]
+
+
+CLI_NAMES = {
+    "load_levels": "--levels",
+    "decode_repeats": "--repeats",
+    "load_batches": "--batches",
+    "load_max_tokens": "--load-tokens",
+    "fidelity_prompts": "--fidelity",
+    "margin_points": "--margin",
+    "timeout_s": "--timeout",
+    "stall_s": "--stall",
+    "batch_reruns": "--reruns",
+}
+
+
+def cli_flag(field: str) -> str:
+    """A settings field as the CLI spells it: `long_tokens` → `--long-tokens`."""
+    return CLI_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
+MAX_CONCURRENCY = 1024  # requests at once in one level or one load run (file descriptors, RAM)
+
+
+def check_levels(levels: list[int], label: str = "--levels") -> None:
+    """Requests at once: whole numbers from 1 to MAX_CONCURRENCY."""
+    for level in levels:
+        if not 1 <= level <= MAX_CONCURRENCY:
+            raise UserError(f"{label}: {level} requests at once is outside 1–{MAX_CONCURRENCY}")
+
+
+def measure_settings(
+    quick: bool,
+    overrides: Mapping[str, Any],
+    *,
+    method: str | None = None,
+    label: Label = cli_flag,
+) -> MeasureSettings:
+    """The default settings (or the quick ones), measured by `method` (ours when None), with the
+    given fields changed, validated.
+
+    `overrides` maps MeasureSettings fields to values; None means "keep the default".
+    """
+    base = quick_settings() if quick else MeasureSettings()
+    if method is not None and method != base.method:
+        chosen = next((known for known in METHODS if known == method), None)
+        if chosen is None:
+            raise UserError(f"{label('method')} {method!r}: give one of {', '.join(METHODS)}")
+        base = with_method(base, chosen)
+    return settings_with(base, overrides, label=label)
+
+
+def settings_with(
+    base: MeasureSettings, overrides: Mapping[str, Any], *, label: Label = cli_flag
+) -> MeasureSettings:
+    """`base` with the given fields changed (None keeps the base value), validated."""
+    changes = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        settings = MeasureSettings.model_validate({**base.model_dump(), **changes})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"{label(str(first['loc'][0]))}: {first['msg']}") from None
+    if settings.long_tokens <= settings.short_tokens:
+        raise UserError(f"{label('long_tokens')} must be larger than {label('short_tokens')}")
+    check_levels(settings.load_levels, label("load_levels"))
+    return settings

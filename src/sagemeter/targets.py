@@ -134,8 +134,8 @@ def parse_target(text: str) -> Target:
 def _placed_region(name: str) -> str | None:
     """The region where this machine's record says endpoint `name` was placed (a bare name
     follows a capacity fallback, so the region typed at deploy time need not be repeated)."""
-    from sagemeter.backends.sagemaker.ledger import Ledger
-    from sagemeter.backends.sagemaker.region import recorded_region
+    from sagemeter.sagemaker.ledger import Ledger
+    from sagemeter.sagemaker.region import recorded_region
 
     return recorded_region(name, Ledger())
 

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from sagemeter.endpoints import Endpoint, WireOptions, _chat_client, slot_context
+from sagemeter.engines.endpoints import Endpoint, WireOptions, _chat_client, slot_context
 from sagemeter.engines.hf_export import export_record
 from sagemeter.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServer, prepare_server
 from sagemeter.fidelity.vocabulary import hf_vocabulary

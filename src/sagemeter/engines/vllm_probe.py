@@ -9,26 +9,26 @@ from __future__ import annotations
 
 import hashlib
 
-import httpx
+from sagemeter.transport.client import HttpClient, TransportError
 
 ENABLE_HINT = "start vLLM with --enable-tokenizer-info-endpoint to record it"
 
 
 async def vllm_chat_template_sha256(root: str) -> tuple[str | None, str | None]:
     """(SHA-256 of the chat template, None) or (None, why not), from `root`'s /tokenizer_info."""
+    http = HttpClient(root, timeout_s=10.0)
     try:
-        async with httpx.AsyncClient(base_url=root, timeout=10.0) as http:
-            response = await http.get("/tokenizer_info")
-    except httpx.HTTPError as exc:
-        return None, f"chat template not read: GET /tokenizer_info failed ({type(exc).__name__})"
-    if response.status_code == 404:
+        response = await http.call_json("GET", "/tokenizer_info", timeout_s=10.0)
+    except TransportError as exc:
+        return None, f"chat template not read: GET /tokenizer_info failed ({exc})"
+    finally:
+        await http.aclose()
+    if response.status == 404:
         return None, f"chat template not read: the server has no /tokenizer_info; {ENABLE_HINT}"
-    if response.status_code != 200:
-        return None, f"chat template not read: /tokenizer_info answered HTTP {response.status_code}"
-    try:
-        template = response.json().get("chat_template")
-    except (ValueError, AttributeError):
-        template = None
+    if response.status != 200:
+        return None, f"chat template not read: /tokenizer_info answered HTTP {response.status}"
+    payload = response.payload
+    template = payload.get("chat_template") if isinstance(payload, dict) else None
     if not isinstance(template, str) or not template:
         return None, "chat template not read: /tokenizer_info names none"
     return hashlib.sha256(template.encode()).hexdigest(), None

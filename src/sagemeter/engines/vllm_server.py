@@ -13,24 +13,25 @@ environment), so the next start of the same model is quicker.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-import httpx
-
 from sagemeter.engines.hf_export import ServedModel
+from sagemeter.engines.startup_log import parse_vllm_log
 from sagemeter.engines.vllm_install import MANAGED_ORIGIN, VllmInstall
 from sagemeter.errors import UserError
 from sagemeter.paths import cache_dir
 from sagemeter.results import StartupFacts
-from sagemeter.startup_log import parse_vllm_log
 
 START_TIMEOUT_S = 900.0  # two busy cores compile for minutes
 DEFAULT_MAX_MODEL_LEN = 2048
@@ -131,24 +132,33 @@ class VllmServer:
         self.base_url = self.root_url + "/v1"
         return self.base_url
 
+    def _serves_model(self) -> bool:
+        """vLLM answers /health and lists the model (it is still loading until then)."""
+        try:
+            with urllib.request.urlopen(self.root_url + "/health", timeout=5.0) as health:
+                if health.status != 200:
+                    return False
+            with urllib.request.urlopen(self.root_url + "/v1/models", timeout=5.0) as answer:
+                listed = json.loads(answer.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+        models = listed.get("data") if isinstance(listed, dict) else None
+        return isinstance(models, list) and any(
+            isinstance(m, dict) and m.get("id") == self.model.name for m in models
+        )
+
     def _wait_ready(self, deadline: float, began: float, on_wait: WaitFn) -> None:
         assert self._process is not None
-        with httpx.Client(base_url=self.root_url, timeout=5.0) as http:
-            while time.perf_counter() < deadline:
-                if self._process.poll() is not None:
-                    raise UserError(
-                        f"vLLM exited while starting {self.model.name}: {self._log_tail()} "
-                        f"(log {self.log_path})"
-                    )
-                try:
-                    if http.get("/health").status_code == 200:
-                        listed = http.get("/v1/models").json()
-                        if any(m.get("id") == self.model.name for m in listed.get("data", [])):
-                            return
-                except (httpx.HTTPError, ValueError, AttributeError):
-                    pass
-                on_wait(time.perf_counter() - began)
-                time.sleep(0.5)
+        while time.perf_counter() < deadline:
+            if self._process.poll() is not None:
+                raise UserError(
+                    f"vLLM exited while starting {self.model.name}: {self._log_tail()} "
+                    f"(log {self.log_path})"
+                )
+            if self._serves_model():
+                return
+            on_wait(time.perf_counter() - began)
+            time.sleep(0.5)
         raise UserError(
             f"vLLM did not answer within {deadline - began:.0f} s; log {self.log_path}: "
             f"{self._log_tail()}"

@@ -1,8 +1,8 @@
 """The SageMaker side of an experiment: each deployed arm's deploy spec, checked before anything
 starts, and the checks that its endpoint name is free.
 
-The deploy, wait, fallback, price and delete themselves are `sagemeter.backends.sagemaker`'s,
-the same calls `sagemeter deploy` and `sagemeter delete` make.
+The deploy, wait, fallback, price and delete themselves are `sagemeter.sagemaker`'s,
+the same calls `sagemeter sagemaker deploy` and `sagemeter sagemaker delete` make.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sagemeter.backends import sagemaker as sm
-from sagemeter.backends.sagemaker.endpoint import describe_endpoint
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
 from sagemeter.experiment.plan import Arm, Plan
-from sagemeter.sagemaker_verbs import container_env, execution_role
+from sagemeter.sagemaker.endpoint import describe_endpoint
+from sagemeter.sagemaker.verbs import container_env, execution_role
 
 # DeploySpec's field → the plan's key in [arm.sagemaker].
 _PLAN_KEYS = {
@@ -34,7 +34,8 @@ def arm_key(arm: Arm) -> str:
 
 
 def deploy_spec(plan: Plan, arm: Arm, aws: sm.Aws) -> sm.DeploySpec:
-    """The DeploySpec `sagemeter deploy` would build from this arm; a problem names its key."""
+    """The DeploySpec `sagemeter sagemaker deploy` would build from this arm; a problem names
+    its key."""
     sage = arm.sagemaker
     assert sage is not None
     key = arm_key(arm)
@@ -84,11 +85,13 @@ def check_names_free(specs: dict[str, sm.DeploySpec], aws: sm.Aws, ledger: sm.Le
                 raise UserError(
                     f'arm "{arm_name}": an endpoint named {spec.name} already exists in {region} '
                     f"({existing.get('EndpointStatus')}): set `endpoint` in [arm.sagemaker] to "
-                    f"another name, or delete it first (`sagemeter delete {spec.name}@{region}`)"
+                    "another name, or delete it first "
+                    f"(`sagemeter sagemaker delete {spec.name}@{region}`)"
                 )
             record = ledger.get(region, spec.name)
             if record is not None and record.active:
                 raise UserError(
                     f'arm "{arm_name}": a deploy of {spec.name} in {region} is still recorded: '
-                    f"run `sagemeter delete {spec.name}@{region}` first (`sagemeter list` shows it)"
+                    f"run `sagemeter sagemaker delete {spec.name}@{region}` first "
+                    "(`sagemeter sagemaker list` shows it)"
                 )

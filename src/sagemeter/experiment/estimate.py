@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sagemeter.backends import sagemaker as sm
-from sagemeter.backends.sagemaker.pricing import try_hourly_price
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
 from sagemeter.experiment.plan import Arm, Plan
 from sagemeter.experiment.steps import StepSpec, Visit, plan_steps
+from sagemeter.measure.workflow import selected_questions, total_requests
+from sagemeter.sagemaker.pricing import try_hourly_price
 from sagemeter.settings import MeasureSettings
-from sagemeter.workflows import selected_questions, total_requests
 
 REQUEST_ALLOWANCE_S = 0.1  # time to first token and the call's own cost, per request sent alone
 LOCAL_START_S = 10.0  # loading a checkpoint into the embedded engine

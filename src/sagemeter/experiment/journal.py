@@ -5,7 +5,8 @@ It holds the plan, every step with its state, and every endpoint the run deploye
 placed, its price, when it was created and deleted). A `kill -9` at any moment leaves the last
 whole journal: `sagemeter run --resume DIR` reads it, finds what the run created and either
 uses it or deletes it, and never measures a measured arm again. (The SageMaker resources
-themselves are also in the local record `sagemeter list` reads, written before each create.)
+themselves are also in the local record `sagemeter sagemaker list` reads, written before each
+create.)
 """
 
 from __future__ import annotations

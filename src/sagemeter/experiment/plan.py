@@ -16,17 +16,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sagemeter.backends.sagemaker.spec import (
+from sagemeter.errors import UserError
+from sagemeter.sagemaker.spec import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_INSTANCE_TYPE,
     DEFAULT_MAX_MODEL_LEN,
     DEFAULT_STARTUP_TIMEOUT_S,
 )
-from sagemeter.errors import UserError
-from sagemeter.settings import MeasureSettings, Method
+from sagemeter.settings import MeasureSettings, Method, measure_settings
 from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, Target, parse_target
-from sagemeter.verbs import measure_settings
 
 INTERLEAVED = "interleaved"
 PLAN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -4,13 +4,13 @@
 names, the spend cap against the estimate) before it makes the run folder; `resume_run` reads a
 folder's journal instead. `execute` then runs every step that is not done yet:
 
-- deploy: `sagemeter.backends.sagemaker.deploy`, with the arm's fallback regions; the region and
+- deploy: `sagemeter.sagemaker.deploy`, with the arm's fallback regions; the region and
   instance type SageMaker placed, and their price, go into the journal and are what the arm is
   measured, priced and deleted by. On resume, an endpoint from before is waited out (Creating),
   then used when InService, else deleted and deployed again.
-- measure: `sagemeter.workflows.measure_target`; a visit whose result file exists is never
+- measure: `sagemeter.measure.workflow.measure_target`; a visit whose result file exists is never
   measured again. Interleaved, the arms are measured together, taking turns (turns.py).
-- delete: `sagemeter.backends.sagemaker.delete` in every region the deploy left something.
+- delete: `sagemeter.sagemaker.delete` in every region the deploy left something.
 - combine and report: `sagemeter.compare.combine` and `sagemeter.report.writer.write_report`.
 
 A stop (Ctrl-C, SIGTERM, the spend cap, a cancelled MCP call) or a failed step ends the step in
@@ -32,16 +32,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, Field
 
+from sagemeter import sagemaker as sm
 from sagemeter.atomic import check_output_folder
-from sagemeter.backends import sagemaker as sm
-from sagemeter.backends.sagemaker.endpoint import (
-    BUSY_STATES,
-    DEFAULT_POLL_S,
-    describe_endpoint,
-    placed_instance_types,
-    wait_until,
-)
-from sagemeter.backends.sagemaker.pricing import try_hourly_price
 from sagemeter.compare import Comparison, combine, save_comparison
 from sagemeter.errors import UserError
 from sagemeter.experiment.cloud import check_names_free, deploy_spec
@@ -65,10 +57,18 @@ from sagemeter.experiment.stop import Abandoned, CapWatch, StopFlag, StopKind, S
 from sagemeter.experiment.turns import TakingTurns, Turns
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn
+from sagemeter.measure.workflow import PhaseFn, measure_target, selected_questions, total_requests
 from sagemeter.results import MeasureResult, load_result, result_path
+from sagemeter.sagemaker.endpoint import (
+    BUSY_STATES,
+    DEFAULT_POLL_S,
+    describe_endpoint,
+    placed_instance_types,
+    wait_until,
+)
+from sagemeter.sagemaker.pricing import try_hourly_price
 from sagemeter.targets import OpenAITarget, SageMakerTarget, Target
 from sagemeter.transport.chat import ChatClient
-from sagemeter.workflows import PhaseFn, measure_target, selected_questions, total_requests
 
 COMPARE_FILE = "compare.json"
 STOP_POLL_S = 0.1  # how often a measurement looks for a stop request
@@ -140,7 +140,7 @@ def check_ready(
     deployed arms the credentials, region, role and spec (and, for a new run, free names)."""
     settings = plan.settings()
     selected_questions(settings)
-    from sagemeter.endpoints import check_target
+    from sagemeter.engines.endpoints import check_target
 
     for arm in plan.arms:
         if arm.target is not None:
@@ -752,7 +752,7 @@ def _api_key(target: Target) -> str | None:
 
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, ClientError | BotoCoreError):
-        from sagemeter.backends.sagemaker.aws import explain
+        from sagemeter.sagemaker.aws import explain
 
         return str(explain(exc, "complete the request"))
     text = str(exc) or type(exc).__name__
@@ -792,6 +792,6 @@ def left_running_lines(outcome: RunOutcome) -> list[str]:
 
 
 def resume_hint(outcome: RunOutcome) -> str:
-    deletes = " or ".join(f"`sagemeter delete {d.target}`" for d in outcome.left_running)
+    deletes = " or ".join(f"`sagemeter sagemaker delete {d.target}`" for d in outcome.left_running)
     tail = f", or {deletes}" if deletes else ""
     return f"`sagemeter run --resume {outcome.run_dir}`{tail}"

@@ -21,7 +21,7 @@ class Stopped(KeyboardInterrupt):
 
 
 class Abandoned(KeyboardInterrupt):
-    """The person asked twice: leave what remains to `--resume` or `sagemeter delete`."""
+    """The person asked twice: leave what remains to `--resume` or `sagemeter sagemaker delete`."""
 
 
 class StopFlag:

@@ -61,7 +61,7 @@ def parse_source(text: str) -> Source:
 
 
 def _local_checkpoint(name: str, text: str) -> LocalSource:
-    from sagemeter.checkpoints import resolve_checkpoint
+    from sagemeter.engines.checkpoints import resolve_checkpoint
 
     if not name:
         raise UserError(f"{text!r} names no checkpoint")

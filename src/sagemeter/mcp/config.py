@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sagemeter.backends.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.paths import state_dir
+from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 
 WRITE_FLAG = "--allow-write"
 LOGS_FLAG = "--allow-logs"

@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from sagemeter.backends.local import LocalEngine
-from sagemeter.checkpoints import resolve_checkpoint
+from sagemeter.engines.checkpoints import resolve_checkpoint
+from sagemeter.engines.llamacpp import LocalEngine
 
 
 @dataclass

@@ -25,7 +25,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 from rich.console import Console
 
-from sagemeter.backends import sagemaker as sm
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
 from sagemeter.experiment import (
     Estimate,
@@ -52,7 +52,7 @@ from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.progress import Relay
 from sagemeter.measure import ProgressFn
-from sagemeter.workflows import PhaseFn
+from sagemeter.measure.workflow import PhaseFn
 
 RUNS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True

@@ -16,10 +16,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from sagemeter.backends.sagemaker.aws import explain, one_line
-from sagemeter.backends.sagemaker.redact import redact
 from sagemeter.errors import UserError
 from sagemeter.mcp.config import LOGS_FLAG, WRITE_FLAG, ServerConfig
+from sagemeter.sagemaker.aws import explain, one_line
+from sagemeter.sagemaker.redact import redact
 
 P = ParamSpec("P")
 ERROR_LIMIT = 600

@@ -11,13 +11,13 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from sagemeter.engines.checkpoints import checkpoint_rows
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.engines import LocalEngines
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CheckpointsAnswer, LocalEngineAnswer, StopAnswer
 from sagemeter.targets import LocalTarget
-from sagemeter.verbs import checkpoint_rows
 
 LISTS = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False

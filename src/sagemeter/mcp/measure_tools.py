@@ -15,19 +15,18 @@ from pydantic import Field
 from rich.console import Console
 
 from sagemeter.compare import combine, save_comparison
-from sagemeter.endpoints import check_target
+from sagemeter.engines.endpoints import check_target
 from sagemeter.errors import UserError
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
 from sagemeter.mcp.progress import Relay
+from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
 from sagemeter.report.terminal import format_value, print_comparison
-from sagemeter.results import MeasureResult, result_path
-from sagemeter.settings import Method
+from sagemeter.results import MeasureResult, check_result_name, result_path
+from sagemeter.settings import Method, measure_settings
 from sagemeter.targets import parse_target
-from sagemeter.verbs import check_result_name, measure_settings
-from sagemeter.workflows import measure_target, selected_questions, total_requests
 
 MEASURES = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True

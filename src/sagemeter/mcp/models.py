@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sagemeter.backends import sagemaker as sm
+from sagemeter import sagemaker as sm
 from sagemeter.compare import Comparison
-from sagemeter.verbs import CheckpointRow
+from sagemeter.engines.checkpoints import CheckpointRow
 
 
 class QuotaAnswer(BaseModel):

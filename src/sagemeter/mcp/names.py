@@ -14,7 +14,7 @@ from pathlib import Path
 from sagemeter.errors import UserError
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.questions import builtin_sets
-from sagemeter.verbs import RESULT_NAME
+from sagemeter.results import RESULT_NAME
 
 
 def _in_folder(
@@ -74,7 +74,7 @@ def checkpoint_source(config: ServerConfig, source: str) -> str:
 
 def local_checkpoint(config: ServerConfig, spec: str) -> str:
     """An embedded-engine checkpoint: a built-in name, or a .gguf file in the results folder."""
-    from sagemeter.checkpoints import CHECKPOINT_NAMES
+    from sagemeter.engines.checkpoints import CHECKPOINT_NAMES
 
     if spec in CHECKPOINT_NAMES:
         return spec

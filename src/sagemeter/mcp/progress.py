@@ -23,7 +23,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 from mcp.server.mcpserver import Context
 
-from sagemeter.backends.sagemaker.redact import redact
+from sagemeter.sagemaker.redact import redact
 
 T = TypeVar("T")
 Note = tuple[float, float | None, str]

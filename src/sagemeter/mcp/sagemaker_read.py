@@ -9,12 +9,12 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from sagemeter.backends import sagemaker as sm
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_logs
 from sagemeter.mcp.models import InvokeAnswer, QuotaAnswer
-from sagemeter.sagemaker_verbs import deploy_region, endpoint_region
+from sagemeter.sagemaker.verbs import deploy_region, endpoint_region
 
 T = TypeVar("T")
 LOOKS = ToolAnnotations(

@@ -13,19 +13,19 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from sagemeter.backends import sagemaker as sm
-from sagemeter.backends.sagemaker.spec import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_INSTANCE_TYPE,
-    DEFAULT_MAX_MODEL_LEN,
-)
+from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.models import DeployAnswer
 from sagemeter.mcp.progress import Relay, in_worker
 from sagemeter.mcp.sagemaker_read import Endpoint, PricePerHour, Region, blocking
-from sagemeter.sagemaker_verbs import (
+from sagemeter.sagemaker.spec import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_INSTANCE_TYPE,
+    DEFAULT_MAX_MODEL_LEN,
+)
+from sagemeter.sagemaker.verbs import (
     container_env,
     deploy_region,
     endpoint_region,

@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-from sagemeter.costs import cost_per_million_tokens
-from sagemeter.evidence import wilson_interval
+from sagemeter.compare.costs import cost_per_million_tokens
 from sagemeter.report.document import (
     Block,
     Cell,
@@ -20,38 +19,37 @@ from sagemeter.report.figures import (
     NA,
     num,
     pick_best,
-    quality_counts,
+    quality_shares,
     truncate,
 )
 from sagemeter.report.rows import levels_of, name_of, noise_of, scoring_text
 from sagemeter.report.runs import Run
 from sagemeter.report.verdict import fidelity_blocks, verdict_blocks
-from sagemeter.results import MeasureResult, QualityItem
+from sagemeter.results import MeasureResult, QualityItem, Share
 
 MAX_MISSES_SHOWN = 60
 
 
-def interval_note(correct: int, total: int) -> str:
-    low, high = wilson_interval(correct, total)
-    return f"95% CI {low:.0%}–{high:.0%}"
+def interval_note(found: Share) -> str:
+    return f"95% CI {found.low:.0%}–{found.high:.0%}"
 
 
 def quality_section(run: Run) -> Section:
     contenders = run.contenders
-    per_result = [quality_counts(r) for r in contenders]
+    per_result = [quality_shares(r) for r in contenders]
     families: list[str] = []
     for counts in per_result:
         families += [f for f in counts if f not in families and f != "Total"]
     families.append("Total")
     rows = []
     for family in families:
-        sizes = {counts[family][1] for counts in per_result if family in counts}
+        sizes = {counts[family].total for counts in per_result if family in counts}
         size = f" ({sizes.pop()})" if len(sizes) == 1 else ""
         row = [label(f"{family}{size}")]
         for counts in per_result:
             if family in counts:
-                correct, total = counts[family]
-                row.append(cell(f"{correct} / {total}", interval_note(correct, total)))
+                found = counts[family]
+                row.append(cell(f"{found.correct} / {found.total}", interval_note(found)))
             else:
                 row.append(cell(NA))
         rows.append(row)
@@ -191,7 +189,8 @@ def _ratio_why(values: list[float | None]) -> str:
 
 def _answers_row(contenders: list[MeasureResult], wins: list[int]) -> list[Cell]:
     counts = [r.quality_counts() for r in contenders]
-    intervals = [wilson_interval(*c) if c else None for c in counts]
+    shares = [r.quality_interval for r in contenders]
+    intervals = [(found.low, found.high) if found else None for found in shares]
     texts = [f"{c[0]} / {c[1]}" if c else NA for c in counts]
     marks = [False] * len(contenders)
     why = NA

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagemeter.costs import cost_per_million_tokens
+from sagemeter.compare.costs import cost_per_million_tokens
 from sagemeter.report.document import (
     Block,
     Bullets,

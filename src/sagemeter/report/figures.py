@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from sagemeter.results import Interval, MeasureResult, Spread
+from sagemeter.results import Interval, MeasureResult, Share, Spread
 from sagemeter.targets import SageMakerTarget, parse_target
 
 NA = "n/a"
@@ -57,12 +57,6 @@ def spread_note(spread: Spread | None, *, scale: float = 1.0, tails: bool = Fals
         parts += [f"p90 {num(spread.p90, scale=scale)}", f"p99 {num(spread.p99, scale=scale)}"]
     parts.append(f"max {num(spread.max, scale=scale)}")
     return " · ".join(parts) + f" (n={spread.n})"
-
-
-def values_spread(values: Sequence[float]) -> Spread | None:
-    from sagemeter.measure.stats import spread
-
-    return spread(list(values))
 
 
 def ratio(value: float | None, base: float | None) -> str:
@@ -127,16 +121,15 @@ def truncate(text: str, limit: int = 90) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def quality_counts(result: MeasureResult) -> dict[str, tuple[int, int]]:
-    """(correct, total) per question family and as "Total" (the minimal files: total only)."""
-    out: dict[str, tuple[int, int]] = {}
+def quality_shares(result: MeasureResult) -> dict[str, Share]:
+    """Correct/answered with its interval, per question family and as "Total" (the minimal files:
+    the total only), as the result carries them."""
+    out: dict[str, Share] = {}
     quality = result.detail.quality if result.detail else None
     if quality:
-        for family, numbers in quality.by_family.items():
-            out[family] = (numbers.get("correct", 0), numbers.get("total", 0))
-    counts = result.quality_counts()
-    if counts:
-        out["Total"] = counts
+        out.update(quality.family_accuracy)
+    if result.quality_interval is not None:
+        out["Total"] = result.quality_interval
     return out
 
 

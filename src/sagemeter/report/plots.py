@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sagemeter.costs import cost_per_million_tokens
+from sagemeter.compare.costs import cost_per_million_tokens
 from sagemeter.errors import UserError
-from sagemeter.evidence import wilson_interval
-from sagemeter.report.figures import quality_counts
+from sagemeter.report.figures import quality_shares
 from sagemeter.results import DecodeDetail, MeasureResult
 from sagemeter.transport.record import RequestRecord
 
@@ -260,7 +259,7 @@ def _batch_rates(result: MeasureResult, level: int) -> list[float]:
 
 def quality_plot(series: list[Series]) -> bytes | None:
     """Share correct per question family with Wilson 95% intervals."""
-    counted = [(s, quality_counts(s.result)) for s in series]
+    counted = [(s, quality_shares(s.result)) for s in series]
     counted = [(s, counts) for s, counts in counted if counts]
     if not counted:
         return None
@@ -273,8 +272,9 @@ def quality_plot(series: list[Series]) -> bytes | None:
     for index, (s, counts) in enumerate(counted):
         shares, lows, highs, tags = [], [], [], []
         for family in families:
-            correct, total = counts.get(family, (0, 0))
-            low, high = wilson_interval(correct, total)
+            found = counts.get(family)
+            correct, total = (found.correct, found.total) if found else (0, 0)
+            low, high = (found.low, found.high) if found else (0.0, 1.0)
             share = correct / total if total else np.nan
             shares.append(share * 100)
             lows.append(max(share - low, 0) * 100 if total else 0)

@@ -15,7 +15,6 @@ from sagemeter.report.figures import (
     pick_best,
     ratio,
     spread_note,
-    values_spread,
 )
 from sagemeter.report.runs import Run
 from sagemeter.results import LoadLevel, MeasureResult, Spread
@@ -65,7 +64,7 @@ def level_detail(result: MeasureResult, level: str) -> LoadLevel | None:
 
 def batch_spread(result: MeasureResult, level: str) -> Spread | None:
     found = level_detail(result, level)
-    return values_spread([b.tokens_per_second for b in found.batches]) if found else None
+    return found.batch_rates if found else None
 
 
 def noise_of(run: Run) -> float | None:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sagemeter.compare import Comparison, combine
+from sagemeter.compare.costs import check_price
 from sagemeter.errors import UserError
 from sagemeter.results import MeasureResult, load_result
-from sagemeter.verbs import check_price
 
 COMPARE_FILE = "compare.json"
 

@@ -6,7 +6,7 @@ Every figure carries its spread where the files hold one; a win within the A-A' 
 from __future__ import annotations
 
 from sagemeter.compare import Drift
-from sagemeter.costs import cost_per_million_tokens
+from sagemeter.compare.costs import cost_per_million_tokens
 from sagemeter.inspect.predicted import PREDICTED_TITLE, tokens_per_gb_read
 from sagemeter.report.document import (
     Block,
@@ -25,7 +25,6 @@ from sagemeter.report.figures import (
     num,
     pick_best,
     spread_note,
-    values_spread,
 )
 from sagemeter.report.rows import (
     COST_CAVEAT,
@@ -50,8 +49,8 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
     decodes = [r.detail.decode if r.detail else None for r in contenders]
     long_tokens = next((d.long_tokens for d in decodes if d), None)
     short_tokens = next((d.short_tokens for d in decodes if d), None)
-    long_spreads = [values_spread(d.long_times_s) if d else None for d in decodes]
-    short_spreads = [values_spread(d.short_times_s) if d else None for d in decodes]
+    long_spreads = [d.long_reply_s if d else None for d in decodes]
+    short_spreads = [d.short_reply_s if d else None for d in decodes]
 
     def stat(spreads: list[Spread | None], key: str) -> list[float | None]:
         return [getattr(s, key) if s else None for s in spreads]

@@ -148,7 +148,7 @@ def print_result(console: Console, result: MeasureResult) -> None:
     table.add_row("per-call fixed cost s", format_value("cost", result.per_call_fixed_cost_seconds))
     if detail and detail.decode:
         decode = detail.decode
-        table.add_row("  long replies s", _spread_text(_spread_of(decode.long_times_s)))
+        table.add_row("  long replies s", _spread_text(decode.long_reply_s))
         table.add_row("  engine's own tokens/s", _spread_text(decode.engine_tokens_per_second))
         table.add_row("  TTFT", _spread_text(decode.ttft_s, 1000, " ms"))
         table.add_row(
@@ -191,9 +191,3 @@ def _quality_text(result: MeasureResult) -> str:
 
 def _opt_float(value: int | None) -> float | None:
     return None if value is None else float(value)
-
-
-def _spread_of(values: list[float]) -> Spread | None:
-    from sagemeter.measure.stats import spread
-
-    return spread(values)

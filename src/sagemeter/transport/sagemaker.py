@@ -305,7 +305,7 @@ def open_sagemaker_client(
     Without `model`, the first request looks up the name vLLM serves (from the local record or
     the endpoint's model) so the body names it, as the AWS vLLM container expects.
     """
-    from sagemeter.backends.sagemaker.describe import deployment_info
+    from sagemeter.sagemaker.describe import deployment_info
 
     session = boto3.session.Session()
     if session.get_credentials() is None:

@@ -1,1 +1,0 @@
-"""Backends: where a model runs and its lifecycle (plan, deploy, wait, status, logs, delete)."""

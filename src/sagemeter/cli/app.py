@@ -1,0 +1,120 @@
+"""The command line: the app, every command group registered on it, and the one entry point.
+
+Each command group lives in its own module of this package with a `register(app)`; a face parses,
+calls one library function, and renders. `main` turns errors into one line and an exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from sagemeter.cli.common import err_console
+from sagemeter.errors import UserError
+
+app = typer.Typer(
+    name="sagemeter",
+    help="Deploy, measure, compare and tear down LLM checkpoints.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _group() -> None:
+    # A group even when a lean command registers only its own module (typer would otherwise run
+    # a lone command as the whole program and take its name for an argument).
+    pass
+
+
+# Every command group, in the order `sagemeter --help` lists them; each has `register(app)`.
+COMMAND_MODULES = (
+    "sagemeter.cli.engine",
+    "sagemeter.cli.measure",
+    "sagemeter.cli.combine",
+    "sagemeter.cli.run",
+    "sagemeter.cli.report",
+    "sagemeter.cli.inspect",
+    "sagemeter.cli.load",
+    "sagemeter.cli.calibrate",
+    "sagemeter.cli.questions",
+    "sagemeter.cli.fidelity",
+    "sagemeter.cli.engines",
+    "sagemeter.cli.mcp",
+    "sagemeter.cli.sagemaker",
+)
+
+
+# Commands whose start-up time is part of what they measure: run as `sagemeter load …`, only
+# their own module is registered, so the CLI does not import boto3 (half a second) first.
+LEAN_COMMANDS = {
+    "load": "sagemeter.cli.load",
+    "selfcheck": "sagemeter.cli.load",
+    "calibrate-server": "sagemeter.cli.calibrate",
+}
+
+
+def _register_optional_commands(argv: list[str] | None = None) -> None:
+    """Add the commands of every feature module that is present in this install (only the one
+    module a lean command needs, when `argv` names one)."""
+    import importlib
+
+    words = sys.argv[1:] if argv is None else argv
+    lean = LEAN_COMMANDS.get(words[0]) if words else None
+    for module_name in (lean,) if lean else COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(app)
+
+
+def _redact_output() -> None:
+    """Everything this process prints passes through the one redaction (sagemeter.redaction)."""
+    from sagemeter.redaction import RedactingStream
+
+    if not isinstance(sys.stdout, RedactingStream):
+        sys.stdout = RedactingStream(sys.stdout)
+    if not isinstance(sys.stderr, RedactingStream):
+        sys.stderr = RedactingStream(sys.stderr)
+
+
+INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C (128 + SIGINT)
+
+
+def _usage_line(exc: Exception) -> str:
+    """click's message for a usage error, on one line, with the help command to run."""
+    format_message = getattr(exc, "format_message", None)
+    message = format_message() if callable(format_message) else str(exc)
+    context = getattr(exc, "ctx", None)
+    path = getattr(context, "command_path", None) or "sagemeter"
+    return f"error: {' '.join(str(message).split())} (see `{path} --help`)"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: UserError → one line on stderr and exit 2; Ctrl-C → what was interrupted
+    and what was kept, exit 130. Usage errors (unknown command, missing argument) are click's
+    own short messages, exit 2; a command may exit 3 (an incomplete measurement)."""
+    from sagemeter.cli.interrupt import interrupted_message
+
+    _redact_output()
+    _register_optional_commands(argv)
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except UserError as exc:
+        # No markup: a message may quote brackets (`pip install 'sagemeter[ray]'`) rich would eat.
+        err_console.print(f"error: {exc}", style="red", highlight=False, markup=False)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print(interrupted_message(), highlight=False, markup=False)
+        sys.exit(INTERRUPTED)
+    except typer.TyperException as exc:  # a usage error: the same one line, and where to look
+        err_console.print(_usage_line(exc), style="red", highlight=False, markup=False)
+        sys.exit(getattr(exc, "exit_code", 2))
+    if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code before we see it
+        err_console.print(interrupted_message(), highlight=False, markup=False)
+    sys.exit(code if isinstance(code, int) else 0)

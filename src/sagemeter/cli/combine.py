@@ -1,0 +1,45 @@
+"""`sagemeter combine`: the article's comparison table for result files (or merged load shards)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sagemeter.cli.common import console
+
+
+def combine(
+    out: Annotated[Path, typer.Argument(help="where to write the comparison JSON")],
+    files: Annotated[list[Path], typer.Argument(help="two or more measure-*.json files, A first")],
+    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
+    margin: Annotated[
+        float | None,
+        typer.Option(help="quality verdict margin in points [the one A declared, else 2]"),
+    ] = None,
+) -> None:
+    """Print the article's comparison table for two or more result files and write it as JSON.
+
+    Given the shard files of `sagemeter load --shard i/n`, it merges them into one load result.
+    """
+    from sagemeter.atomic import check_output_file
+    from sagemeter.cli.load import is_load_result, merge_shard_files
+
+    check_output_file(out, "OUT")
+    if files and is_load_result(files[0]):
+        merge_shard_files(out, list(files))
+        return
+    from sagemeter.compare import combine as build
+    from sagemeter.compare import save_comparison
+    from sagemeter.report.terminal import print_comparison
+
+    comparison = build(list(files), price_per_hour=price_per_hour, margin_points=margin)
+    print_comparison(console, comparison)
+    save_comparison(comparison, out)
+    console.print(f"wrote {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `combine` to the main app."""
+    app.command()(combine)

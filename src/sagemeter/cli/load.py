@@ -1,0 +1,271 @@
+"""`sagemeter load` and `sagemeter selfcheck`, and the merge of shard files that `combine` does
+(thin faces over `sagemeter.loadgen`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sagemeter.errors import UserError
+
+
+def _duration(text: str | None, flag: str) -> float | None:
+    if text is None:
+        return None
+    from sagemeter.calibrate.timing import parse_duration
+
+    return parse_duration(text, flag)
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"--levels {text!r}: give whole numbers separated by commas") from None
+    if not levels or any(level < 1 for level in levels):
+        raise UserError(f"--levels {text!r}: every level must be a positive whole number")
+    from sagemeter.loadgen.settings import MAX_CONCURRENCY
+
+    if max(levels) > MAX_CONCURRENCY:
+        raise UserError(f"--levels {text!r}: at most {MAX_CONCURRENCY} streams at once")
+    return levels
+
+
+def _check_ray(address: str) -> None:
+    """A malformed address or a missing Ray install: one line, before any work."""
+    from sagemeter.transport.ray_pool import check_address, require_ray
+
+    check_address(address)
+    require_ray()
+
+
+def register(app: typer.Typer) -> None:
+    """Add `load` and `selfcheck` to the main CLI (`combine` merges shard files)."""
+
+    @app.command()
+    def load(
+        target: Annotated[
+            str, typer.Argument(help="http://HOST:PORT (with /v1 or not) or vllm:CHECKPOINT")
+        ],
+        concurrency: Annotated[
+            int, typer.Option("--concurrency", "-c", help="streams at once (closed loop)")
+        ] = 16,
+        max_tokens: Annotated[int, typer.Option(help="tokens asked per reply")] = 256,
+        duration: Annotated[str, typer.Option(help="sending time, e.g. 10s or 500ms")] = "10s",
+        workers: Annotated[
+            int | None, typer.Option(help="client processes [cores]", show_default=False)
+        ] = None,
+        out: Annotated[Path | None, typer.Option(help="write the result JSON here")] = None,
+        rate: Annotated[
+            float | None, typer.Option(help="Poisson arrivals per second (open loop)")
+        ] = None,
+        seed: Annotated[int, typer.Option(help="seed of the Poisson schedule")] = 0,
+        sweep: Annotated[
+            bool, typer.Option("--sweep", help="1, 2, 4, … up to --concurrency; find the knee")
+        ] = False,
+        slo_ttft: Annotated[
+            str | None, typer.Option(help="goodput SLO on TTFT, e.g. 200ms")
+        ] = None,
+        slo_tpot: Annotated[str | None, typer.Option(help="goodput SLO on TPOT, e.g. 10ms")] = None,
+        shard: Annotated[
+            str | None, typer.Option(help="i/n: run the i-th (from 0) of n shards")
+        ] = None,
+        start_at: Annotated[
+            float | None, typer.Option(help="common start instant, Unix seconds (for shards)")
+        ] = None,
+        api: Annotated[str, typer.Option(help="chat or completions")] = "chat",
+        model: Annotated[str | None, typer.Option(help="model name [the server's first]")] = None,
+        prompt: Annotated[str | None, typer.Option(help="the prompt sent")] = None,
+        timeout: Annotated[str, typer.Option(help="per-request limit")] = "300s",
+        raw: Annotated[bool, typer.Option("--raw", help="keep every request's timing")] = False,
+        uvloop: Annotated[bool, typer.Option(help="use uvloop when installed")] = True,
+        ray: Annotated[
+            str | None,
+            typer.Option(
+                help="run the workers on a Ray cluster: auto, local, ray://HOST:PORT or "
+                "HOST:PORT (--workers then counts per node)",
+                show_default=False,
+            ),
+        ] = None,
+        api_key: Annotated[
+            str | None,
+            typer.Option(envvar="OPENAI_API_KEY", help="bearer token", show_default=False),
+        ] = None,
+    ) -> None:
+        """Load an OpenAI-compatible server and measure it, checking the client kept up.
+
+        A vllm:CHECKPOINT target is started first (and stopped after) like measure's.
+        """
+        if target.startswith("vllm:"):
+            from sagemeter.cli.engines import run_on_vllm
+
+            arguments = dict(locals())
+            run_on_vllm(target, max_tokens, lambda url: load(**{**arguments, "target": url}))
+            return
+        started = time.perf_counter()
+        from rich.console import Console
+
+        from sagemeter.loadgen.files import write_result
+        from sagemeter.loadgen.loadrun import run_once
+        from sagemeter.loadgen.result import LoadResult
+        from sagemeter.loadgen.schedule import parse_shard
+        from sagemeter.loadgen.settings import LoadSettings
+        from sagemeter.loadgen.sweep import run_sweep
+        from sagemeter.loadgen.tables import result_tables
+        from sagemeter.transport.address import parse_address
+        from sagemeter.transport.request import DEFAULT_PROMPT
+
+        parse_address(target)
+        if out is not None:
+            from sagemeter.atomic import check_output_file
+
+            check_output_file(out, "--out")
+        if ray is not None:
+            _check_ray(ray)
+            if shard is not None or start_at is not None:
+                raise UserError(
+                    "--ray spreads one run over the cluster; leave out --shard and --start-at"
+                )
+        if api not in ("chat", "completions"):
+            raise UserError(f"--api {api!r}: give chat or completions")
+        shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
+        settings = LoadSettings(
+            target=target,
+            api="chat" if api == "chat" else "completions",
+            model=model,
+            prompt=prompt if prompt is not None else DEFAULT_PROMPT,
+            max_tokens=max_tokens,
+            concurrency=concurrency,
+            rate=rate,
+            duration_s=_duration(duration, "--duration") or 0.0,
+            seed=seed,
+            workers=workers,
+            sweep=sweep,
+            slo_ttft_s=_duration(slo_ttft, "--slo-ttft"),
+            slo_tpot_s=_duration(slo_tpot, "--slo-tpot"),
+            shard_index=shard_index,
+            shard_count=shard_count,
+            start_at=start_at,
+            timeout_s=_duration(timeout, "--timeout") or 0.0,
+            raw=raw,
+            prefer_uvloop=uvloop,
+        ).checked()
+        from sagemeter.cli import interrupt as activity
+
+        activity.doing(f"loading {target}")
+
+        def run_level(level: LoadSettings, level_started: float) -> LoadResult:
+            if ray is None:
+                return run_once(level, level_started, api_key)
+            from sagemeter.loadgen.ray_run import run_on_ray
+
+            return run_on_ray(level, level_started, ray, api_key)
+
+        if settings.sweep:
+            result = run_sweep(
+                settings,
+                lambda level: run_level(level, time.perf_counter()),
+                lambda: time.perf_counter() - started,
+            )
+        else:
+            result = run_level(settings, started)
+        console = Console()
+        for table in result_tables(result):
+            console.print(table)
+        for problem in result.problems:
+            console.print(f"problem: {problem}", highlight=False)
+        if out is not None:
+            before = time.perf_counter()
+            write_result(out, result)
+            console.print(f"wrote {out} ({time.perf_counter() - before:.3f} s)", highlight=False)
+        if result.cluster is not None and result.cluster.lost_nodes:
+            raise typer.Exit(3)  # a node's requests are missing: the figures are not the run asked
+
+    @app.command()
+    def selfcheck(
+        levels: Annotated[str, typer.Option(help="streams at once, comma-separated")] = (
+            "1,16,32,64,128"
+        ),
+        seconds: Annotated[float, typer.Option(help="sending time per level")] = 10.0,
+        workers: Annotated[
+            int | None, typer.Option(help="client processes [cores]", show_default=False)
+        ] = None,
+        out: Annotated[Path | None, typer.Option(help="write every level's figures here")] = None,
+        ray: Annotated[
+            str | None,
+            typer.Option(
+                help="check the workers on a Ray cluster whose nodes are on this machine: auto, "
+                "local or HOST:PORT (--workers then counts per node)",
+                show_default=False,
+            ),
+        ] = None,
+    ) -> None:
+        """Measure a server of known timing: where does this machine's client stop being right?"""
+        started = time.perf_counter()
+        from rich.console import Console
+
+        from sagemeter.atomic import check_output_file, write_text_atomic
+        from sagemeter.loadgen.selfcheck import run_selfcheck
+        from sagemeter.loadgen.tables import level_tables
+
+        asked = _levels(levels)
+        if out is not None:
+            check_output_file(out, "--out")
+        if not seconds > 0:
+            raise UserError(f"--seconds {seconds!r}: give a positive number")
+        if workers is not None and workers < 1:
+            raise UserError(f"--workers {workers}: give at least 1")
+        if ray is not None:
+            _check_ray(ray)
+        console = Console()
+        console.print(
+            "known-truth server: TTFT 50 ms, 4 ms per token, 256-token replies", highlight=False
+        )
+        check = run_selfcheck(
+            asked,
+            seconds,
+            workers,
+            started,
+            on_level=lambda c: console.print(*level_tables(c)),
+            ray=ray,
+        )
+        if out is not None:
+            write_text_atomic(out, check.model_dump_json(indent=1) + "\n")
+            console.print(f"wrote {out}", highlight=False)
+
+
+def merge_shard_files(out: Path, shards: list[Path]) -> None:
+    """Merge shard results, print the merged tables and write the merged file (also `combine`'s
+    path when it is given shard files)."""
+    from rich.console import Console
+
+    from sagemeter.atomic import check_output_file
+    from sagemeter.loadgen.files import load_result, write_result
+    from sagemeter.loadgen.shards import merge_shards
+    from sagemeter.loadgen.tables import result_tables
+
+    check_output_file(out, "OUT")
+    merged = merge_shards([load_result(path) for path in shards])
+    console = Console()
+    for table in result_tables(merged):
+        console.print(table)
+    for problem in merged.problems:
+        console.print(f"problem: {problem}", highlight=False)
+    write_result(out, merged)
+    console.print(f"wrote {out}", highlight=False)
+
+
+def is_load_result(path: Path) -> bool:
+    """True for a `sagemeter load` result file (by its `kind`), False for anything else."""
+    import json
+
+    from sagemeter.loadgen.result import RESULT_KIND
+
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(payload, dict) and payload.get("kind") == RESULT_KIND

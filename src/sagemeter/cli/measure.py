@@ -1,0 +1,264 @@
+"""`sagemeter measure`: one endpoint measured the article's way, into OUT_DIR/measure-NAME.json."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from sagemeter.cli.common import console, err_console, new_progress
+from sagemeter.errors import UserError
+
+if TYPE_CHECKING:
+    from sagemeter.fidelity.records import FidelityRecord
+    from sagemeter.results import MeasureResult, StartupFacts
+    from sagemeter.settings import MeasureSettings
+    from sagemeter.targets import Target
+
+
+def _parse_levels(text: str) -> list[int]:
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        levels = [int(part) for part in parts]
+    except ValueError:
+        raise UserError(
+            f"--levels {text!r}: give whole numbers separated by commas, e.g. 1,4,16"
+        ) from None
+    if not levels or any(level <= 0 for level in levels):
+        raise UserError(f"--levels {text!r}: every level must be a positive whole number")
+    return levels
+
+
+def _settings(
+    quick: bool,
+    short_tokens: int | None,
+    long_tokens: int | None,
+    repeats: int | None,
+    levels: str | None,
+    load_tokens: int | None,
+    batches: int | None,
+    questions: str | None,
+    quality_max_tokens: int | None,
+    questions_per_family: int | None = None,
+    margin: float | None = None,
+    fidelity: int | None = None,
+    timeout: str | None = None,
+    stall: str | None = None,
+    retries: int | None = None,
+    reruns: int | None = None,
+    method: str | None = None,
+) -> MeasureSettings:
+    from sagemeter.calibrate.timing import parse_duration
+    from sagemeter.settings import measure_settings
+
+    overrides = {
+        "short_tokens": short_tokens,
+        "long_tokens": long_tokens,
+        "decode_repeats": repeats,
+        "load_levels": _parse_levels(levels) if levels else None,
+        "load_max_tokens": load_tokens,
+        "load_batches": batches,
+        "questions": questions,
+        "quality_max_tokens": quality_max_tokens,
+        "questions_per_family": questions_per_family,
+        "margin_points": margin,
+        "fidelity_prompts": fidelity,
+        "timeout_s": parse_duration(timeout, "--timeout") if timeout is not None else None,
+        "stall_s": parse_duration(stall, "--stall") if stall is not None else None,
+        "retries": retries,
+        "batch_reruns": reruns,
+    }
+    return measure_settings(quick, overrides, method=method)
+
+
+def measure(
+    out_dir: Annotated[Path, typer.Argument(help="folder for measure-NAME.json")],
+    target: Annotated[
+        str,
+        typer.Argument(help="http://HOST:PORT, local:CHECKPOINT, vllm:CHECKPOINT or NAME@REGION"),
+    ],
+    name: Annotated[str | None, typer.Option(help="result name (default: from the target)")] = None,
+    quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
+    method: Annotated[
+        str | None,
+        typer.Option(
+            help="sagemeter (ours) or article: the source article's exact method (one prompt, "
+            "64-token answers, no seed, median of batch rates, 12 s pauses, its scoring rule) "
+            "[sagemeter]"
+        ),
+    ] = None,
+    short_tokens: Annotated[
+        int | None, typer.Option(help="decode: short reply length [16]")
+    ] = None,
+    long_tokens: Annotated[int | None, typer.Option(help="decode: long reply length [512]")] = None,
+    repeats: Annotated[int | None, typer.Option(help="decode: replies of each length [5]")] = None,
+    levels: Annotated[str | None, typer.Option(help="parallel: requests at once [1,4,16]")] = None,
+    load_tokens: Annotated[
+        int | None, typer.Option(help="parallel: tokens per reply [256]")
+    ] = None,
+    batches: Annotated[int | None, typer.Option(help="parallel: batches per level [2]")] = None,
+    questions: Annotated[
+        str | None, typer.Option(help="question set name or JSONL file [article-40]")
+    ] = None,
+    quality_max_tokens: Annotated[
+        int | None, typer.Option(help="quality: reply cap [48; 64 with --method article]")
+    ] = None,
+    questions_per_family: Annotated[
+        int | None, typer.Option(help="quality: only the first N of each family [all]")
+    ] = None,
+    margin: Annotated[
+        float | None, typer.Option(help="quality: the drop in points that still passes [2]")
+    ] = None,
+    fidelity: Annotated[
+        int | None,
+        typer.Option(help="token-level fidelity on the first N questions (logprobs) [off]"),
+    ] = None,
+    fidelity_reference: Annotated[
+        Path | None,
+        typer.Option(help="A's result (or fidelity record): force along its answer tokens"),
+    ] = None,
+    server_log: Annotated[
+        Path | None,
+        typer.Option(help="http:// targets: the server's log file, for its start-up facts"),
+    ] = None,
+    docker: Annotated[
+        str | None,
+        typer.Option(help="http:// targets: the server's container, read with `docker logs`"),
+    ] = None,
+    timeout: Annotated[
+        str | None, typer.Option(help="the longest one request may take, e.g. 120s [120s]")
+    ] = None,
+    stall: Annotated[
+        str | None,
+        typer.Option(help="once tokens flow, the longest silence before a retry, e.g. 30s [30s]"),
+    ] = None,
+    retries: Annotated[
+        int | None, typer.Option(help="tries sent again after a 429, 5xx or a reset [3]")
+    ] = None,
+    reruns: Annotated[
+        int | None,
+        typer.Option(help="parallel: extra batches per level to replace ones that don't count [2]"),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="OPENAI_API_KEY",
+            show_envvar=True,
+            help="bearer token for a hosted endpoint (never printed or written)",
+        ),
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SAGEMETER_RAY",
+            help="parallel: send the batches from a Ray cluster's nodes (auto, local, "
+            "ray://HOST:PORT or HOST:PORT)",
+        ),
+    ] = None,
+) -> None:
+    """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json.
+
+    Exits 3 (after writing the file, marked `complete: false`) when a figure could not be had.
+    """
+    from sagemeter.report.terminal import print_result
+    from sagemeter.results import check_result_name
+    from sagemeter.targets import parse_target
+
+    parsed = parse_target(target)
+    from sagemeter.engines.server_logs import check_log_options, read_server_log
+
+    check_log_options(parsed, server_log, docker)
+    settings = _settings(
+        quick,
+        short_tokens,
+        long_tokens,
+        repeats,
+        levels,
+        load_tokens,
+        batches,
+        questions,
+        quality_max_tokens,
+        questions_per_family,
+        margin,
+        fidelity,
+        timeout,
+        stall,
+        retries,
+        reruns,
+        method,
+    )
+    result_name = name or parsed.default_name
+    check_result_name(result_name)
+    if ray is not None:
+        from sagemeter.targets import SageMakerTarget
+        from sagemeter.transport.ray_pool import join_for_batches
+
+        if isinstance(parsed, SageMakerTarget):
+            raise UserError(
+                "--ray spreads the batches of an HTTP endpoint over a cluster; a SageMaker "
+                "endpoint's batches go through boto3 on this machine: leave out --ray"
+            )
+        join_for_batches(ray)
+    reference = None
+    if fidelity_reference is not None:
+        from sagemeter.measure.workflow import fidelity_reference as read_reference
+
+        reference = read_reference(fidelity_reference)
+    log_facts = read_server_log(server_log, docker)  # read first: a wrong log fails at once
+    from sagemeter.cli import interrupt as activity
+
+    activity.doing(f"measuring {parsed} into {out_dir}")
+    result, path = _measure_with_progress(
+        parsed, result_name, settings, out_dir, reference, api_key or None, log_facts
+    )
+    print_result(console, result)
+    console.print(f"wrote {path}")
+    if result.complete is False:
+        missing = "; ".join(result.incomplete_because)
+        err_console.print(f"[yellow]incomplete:[/] {missing}", highlight=False)
+        raise typer.Exit(3)
+
+
+def _measure_with_progress(
+    parsed: Target,
+    name: str,
+    settings: MeasureSettings,
+    out_dir: Path,
+    fidelity_reference: FidelityRecord | None = None,
+    api_key: str | None = None,
+    server_log_facts: StartupFacts | None = None,
+) -> tuple[MeasureResult, Path]:
+    from sagemeter.atomic import check_output_file, check_output_folder
+    from sagemeter.engines.endpoints import check_target
+    from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
+    from sagemeter.results import result_path
+
+    # Bad input fails here, before a progress bar is drawn.
+    check_target(parsed)
+    check_output_folder(out_dir, "OUT_DIR")
+    check_output_file(result_path(out_dir, name), "the result file")
+    total = total_requests(settings, len(selected_questions(settings).questions))
+    with new_progress(transient=True) as bar:
+        task = bar.add_task(name, total=total)
+        outcome = asyncio.run(
+            measure_target(
+                parsed,
+                name=name,
+                settings=settings,
+                out_dir=out_dir,
+                progress=lambda count: bar.advance(task, count),
+                on_phase=lambda phase: bar.update(task, description=f"{name}: {phase}"),
+                fidelity_reference=fidelity_reference,
+                api_key=api_key,
+                server_log_facts=server_log_facts,
+            )
+        )
+        bar.update(task, description=f"{name}: done")
+    return outcome
+
+
+def register(app: typer.Typer) -> None:
+    """Add `measure` to the main app."""
+    app.command()(measure)

@@ -1,0 +1,619 @@
+"""The Comparison: two or more results side by side, the article's `combine` table.
+
+Rows are the article's figures; each later file gets a ratio against the first. With a price per
+hour, cost per million output tokens at each concurrency. When the first and last files measured
+the same checkpoint (A-B-A), the drift between them is reported beside every speed figure.
+
+Each file says which method measured it (ours, `sagemeter`, or the source article's, `article`,
+be it `--method article` or one of the article's own files). A ratio or verdict between files of
+different methods is never shown as a plain difference: it is flagged and the warning says why.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from sagemeter.atomic import write_text_atomic
+from sagemeter.compare.costs import check_price, cost_per_million_tokens
+from sagemeter.errors import UserError
+from sagemeter.evidence import QualityComparison, QualityVerdict, compare_quality, decide
+from sagemeter.evidence.summary import render_summary
+from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
+from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
+from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, summary_lines
+from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
+from sagemeter.measure.bootstrap import interval, ratio_interval
+from sagemeter.measure.figure_samples import speed_samples
+from sagemeter.results import Interval, MeasureResult, load_result
+
+
+class Row(BaseModel):
+    key: str
+    values: list[float | None]
+    ratios: list[float | None] = Field(description="value of file i / value of the first file")
+    kind: str = Field("figure", description="figure | speed | cost | count")
+    intervals: list[Interval | None] = Field(
+        default_factory=list, description="each value's bootstrap 95% interval, where it has one"
+    )
+    ratio_intervals: list[Interval | None] = Field(
+        default_factory=list, description="each ratio's 95% interval, both sides resampled"
+    )
+    ratio_flags: list[str | None] = Field(
+        default_factory=list,
+        description="why a ratio says nothing: its interval reaches 1 or the A-A' drift band, "
+        "or the two files were measured by different methods",
+    )
+
+
+class FigureDrift(BaseModel):
+    key: str
+    first: float | None
+    last: float | None
+    change: float | None = Field(description="(last - first) / first")
+
+
+class Drift(BaseModel):
+    """A vs A': the same checkpoint measured first and last; the noise floor of every ratio."""
+
+    first: str
+    last: str
+    relative_change: dict[str, float | None] = Field(description="the speed figures only")
+    max_abs_relative_change: float | None = Field(description="largest speed-figure drift")
+    identical_answers: str | None = None
+    figures: list[FigureDrift] = Field(
+        default_factory=list, description="the drift of every row of the comparison"
+    )
+
+
+class QualityCheck(BaseModel):
+    """A candidate's answers against the reference's (the first file), with the verdict."""
+
+    reference: str
+    candidate: str
+    margin_points: float
+    verdict: str = Field(description="PASS | FAIL | INCONCLUSIVE")
+    across_methods: str | None = Field(
+        None,
+        description="set when the two files were measured by different methods (e.g. "
+        "'sagemeter vs article'): the verdict is then not about the checkpoints alone",
+    )
+    paired: QualityComparison | None = Field(
+        None, description="question by question, when both files hold their answers"
+    )
+    paired_verdict: QualityVerdict | None = None
+    counts_verdict: CountsVerdict | None = Field(
+        None, description="from the counts alone, when a file holds no per-question answers"
+    )
+    summary: list[str] = Field(description="the verdict as the CLI prints it")
+
+
+class FidelityCheck(BaseModel):
+    """A candidate's next-token distributions against the reference's, forced along its answers."""
+
+    reference: str
+    candidate: str
+    comparison: FidelityComparison
+    summary: list[str]
+
+
+class Comparison(BaseModel):
+    names: list[str]
+    files: list[str]
+    methods: list[str | None] = Field(
+        default_factory=list,
+        description="each file's method (sagemeter | article), None when the file does not say",
+    )
+    price_per_hour: float | None = None
+    rows: list[Row]
+    identical_answers: str | None = Field(
+        None, description="answers identical character for character, first vs second file"
+    )
+    drift: Drift | None = None
+    quality_checks: list[QualityCheck] = Field(
+        default_factory=list, description="each candidate's answers against the first file's"
+    )
+    fidelity_checks: list[FidelityCheck] = Field(
+        default_factory=list,
+        description="token-level fidelity against the first file, where the files hold records",
+    )
+    warnings: list[str] = Field(default_factory=list)
+    order: str | None = Field(
+        None,
+        description="the order `sagemeter run` measured the files in: ABA, ABAB, … or "
+        "interleaved (every arm live at once, requests alternated); None from `combine`",
+    )
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return value / base
+
+
+def method_of(result: MeasureResult) -> str | None:
+    """Which method measured a result: its settings say; a file without settings does not."""
+    if result.detail is None:
+        return None
+    return str(result.detail.settings.get("method", "sagemeter"))
+
+
+def methods_differ(a: str | None, b: str | None) -> bool:
+    """Only two known, different methods differ; an unknown one is said elsewhere."""
+    return a is not None and b is not None and a != b
+
+
+def _row(key: str, values: list[float | None], kind: str) -> Row:
+    base = values[0]
+    return Row(key=key, values=values, ratios=[_ratio(v, base) for v in values[1:]], kind=kind)
+
+
+def _levels(results: list[MeasureResult]) -> list[str]:
+    levels: set[str] = set()
+    for result in results:
+        levels.update(result.load_tokens_per_second)
+    return sorted(levels, key=int)
+
+
+def identical_answers(a: MeasureResult, b: MeasureResult) -> str | None:
+    """'n/total' of items whose replies match exactly, when both files hold replies."""
+    if not (a.detail and a.detail.quality and b.detail and b.detail.quality):
+        return None
+    replies_b = {item.id: item.reply for item in b.detail.quality.items}
+    shared = [item for item in a.detail.quality.items if item.id in replies_b]
+    if not shared:
+        return None
+    same = sum(1 for item in shared if item.reply is not None and item.reply == replies_b[item.id])
+    return f"{same}/{len(shared)}"
+
+
+def _same_checkpoint(a: MeasureResult, b: MeasureResult) -> bool:
+    if not (a.detail and b.detail):
+        return False
+    env_a, env_b = a.detail.environment, b.detail.environment
+    if env_a.checkpoint_sha256 and env_b.checkpoint_sha256:
+        return env_a.checkpoint_sha256 == env_b.checkpoint_sha256
+    return env_a.target == env_b.target and env_a.model == env_b.model
+
+
+def speed_figures(result: MeasureResult) -> dict[str, float | None]:
+    figures: dict[str, float | None] = {"decode_tokens_per_second": result.decode_tokens_per_second}
+    for level, value in result.load_tokens_per_second.items():
+        figures[f"load_c{level}_tokens_per_second"] = value
+    return figures
+
+
+def drift_between(a: MeasureResult, b: MeasureResult, rows: list[Row]) -> Drift:
+    """A vs A' on every row; the speed figures A holds are the ones that judge the ratios."""
+    figures = [_figure_drift(row) for row in rows]
+    by_key = {figure.key: figure.change for figure in figures}
+    changes = {key: by_key.get(key) for key in speed_figures(a)}
+    known = [abs(change) for change in changes.values() if change is not None]
+    return Drift(
+        first=a.name or "first",
+        last=b.name or "last",
+        relative_change=changes,
+        max_abs_relative_change=max(known) if known else None,
+        identical_answers=identical_answers(a, b),
+        figures=figures,
+    )
+
+
+def _check_comparable(paths: list[Path], results: list[MeasureResult]) -> list[str]:
+    """Refuse files that cannot be compared; return warnings for differences that may matter."""
+    sets = {
+        path: result.detail.quality.question_set_sha256
+        for path, result in zip(paths, results, strict=True)
+        if result.detail and result.detail.quality
+    }
+    if len(set(sets.values())) > 1:
+        first = next(iter(sets))
+        other = next(path for path, digest in sets.items() if digest != sets[first])
+        raise UserError(
+            f"{other}: asked a different question set than {first}; answers cannot be compared"
+        )
+    totals = {
+        path: asked
+        for path, result in zip(paths, results, strict=True)
+        if (asked := result.questions_asked()) is not None
+    }
+    if len(set(totals.values())) > 1:
+        first_path, first_total = next(iter(totals.items()))
+        odd = next(path for path, total in totals.items() if total != first_total)
+        raise UserError(f"{odd}: quality has a different number of questions than {first_path}")
+    warnings = _asked_differently(paths, results)
+    methods = [method_of(result) for result in results]
+    if len({method for method in methods if method is not None}) > 1:
+        listed = ", ".join(
+            f"{path.name} {method}" for path, method in zip(paths, methods, strict=True) if method
+        )
+        warnings.append(
+            f"the files were measured by different methods ({listed}): a difference between "
+            "them may be the method's, not the checkpoint's; such ratios and verdicts are marked"
+        )
+    settings = [result.detail.settings for result in results if result.detail]
+    if len(settings) == len(results) and any(s != settings[0] for s in settings[1:]):
+        warnings.append("the files were measured with different settings; read ratios with care")
+    return warnings
+
+
+def _asked_differently(paths: list[Path], results: list[MeasureResult]) -> list[str]:
+    """Answers compare only when every file asked the same way: say which setting differs."""
+    asked = {
+        path: result.detail.quality
+        for path, result in zip(paths, results, strict=True)
+        if result.detail and result.detail.quality
+    }
+    if len(asked) < 2:
+        return []
+    first_path, first = next(iter(asked.items()))
+    warnings = []
+    for path, quality in list(asked.items())[1:]:
+        for field in ("max_tokens", "temperature", "seed", "scoring", "system_prompt"):
+            if getattr(quality, field) != getattr(first, field):
+                warnings.append(f"{path.name}: quality {field} differs from {first_path.name}")
+        templates = (first.chat_template_sha256, quality.chat_template_sha256)
+        if all(templates) and templates[0] != templates[1]:
+            warnings.append(
+                f"{path.name}: the server's chat template differs from {first_path.name}"
+            )
+    return warnings
+
+
+def combine(
+    paths: list[Path], *, price_per_hour: float | None = None, margin_points: float | None = None
+) -> Comparison:
+    """Load every file (each problem is one UserError naming the file) and build the table."""
+    if len(paths) < 2:
+        raise UserError("combine needs at least two result files")
+    check_price(price_per_hour)
+    results = [load_result(path) for path in paths]
+    warnings = _check_comparable(paths, results)
+    if price_per_hour is None:
+        price_per_hour, price_warnings = recorded_price(paths, results)
+        warnings.extend(price_warnings)
+    rows = [
+        _row("weights_gib", [r.weights_gib for r in results], "figure"),
+        _row("kv_cache_tokens", [_float(r.kv_cache_tokens) for r in results], "figure"),
+        _row("load_seconds", [r.load_seconds for r in results], "figure"),
+        _row("decode_tokens_per_second", [r.decode_tokens_per_second for r in results], "speed"),
+        *_predicted_rows(results),
+        _row(
+            "per_call_fixed_cost_seconds",
+            [r.per_call_fixed_cost_seconds for r in results],
+            "figure",
+        ),
+    ]
+    if any(r.detail and r.detail.decode for r in results):
+        rows.extend(_streaming_rows(results))
+    levels = _levels(results)
+    for level in levels:
+        values = [r.load_tokens_per_second.get(level) for r in results]
+        rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
+    rows.append(
+        _row(
+            "quality_correct",
+            [_float(counts[0]) if (counts := r.quality_counts()) else None for r in results],
+            "count",
+        )
+    )
+    if price_per_hour is not None:
+        for level in levels:
+            values = [
+                cost_per_million_tokens(price_per_hour, tps)
+                if (tps := r.load_tokens_per_second.get(level))
+                else None
+                for r in results
+            ]
+            rows.append(_row(f"usd_per_million_tokens_c{level}", values, "cost"))
+    drift = None
+    if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
+        drift = drift_between(results[0], results[-1], rows)
+    methods = [method_of(result) for result in results]
+    _add_intervals(rows, results, drift, methods)
+    for result, path in zip(results, paths, strict=True):
+        if result.detail:
+            warnings.extend(f"{path.name}: {warning}" for warning in result.detail.warnings)
+    margin = margin_points if margin_points is not None else _declared_margin(results[0])
+    candidates = results[1:-1] if drift is not None else results[1:]
+    a_again = results[-1] if drift is not None else None
+    checks = []
+    for candidate in candidates:
+        check = quality_check(results[0], candidate, a_again, margin)
+        if check is not None:
+            checks.append(across_methods(check, method_of(results[0]), method_of(candidate)))
+    fidelity_checks, fidelity_warnings = _fidelity_checks(results, candidates, a_again)
+    warnings.extend(fidelity_warnings)
+    return Comparison(
+        names=[r.name or path.stem for r, path in zip(results, paths, strict=True)],
+        files=[str(path) for path in paths],
+        methods=methods,
+        price_per_hour=price_per_hour,
+        rows=rows,
+        identical_answers=identical_answers(results[0], results[1]),
+        drift=drift,
+        quality_checks=checks,
+        fidelity_checks=fidelity_checks,
+        warnings=warnings,
+    )
+
+
+def recorded_price(
+    paths: list[Path], results: list[MeasureResult]
+) -> tuple[float | None, list[str]]:
+    """Without --price-per-hour: the hourly price SageMaker results recorded at deploy (that of
+    the instance type placed), when they agree; else None and why there are no cost rows.
+
+    Results of other backends record no price; for them nothing is said, as before.
+    """
+    recorded = [
+        (path.name, r.detail.environment.server)
+        for path, r in zip(paths, results, strict=True)
+        if r.detail is not None and r.detail.environment.backend == "sagemaker"
+    ]
+    if not recorded:
+        return None, []
+    if len(recorded) < len(results):
+        return None, ["no cost rows: only some files are SageMaker results; pass --price-per-hour"]
+    missing = [
+        f"{name}: {server.get('price_note') or 'no price recorded'}"
+        for name, server in recorded
+        if not isinstance(server.get("hourly_usd"), int | float)
+    ]
+    if missing:
+        return None, [f"no cost rows: pass --price-per-hour ({'; '.join(missing)})"]
+    prices = {(float(s["hourly_usd"]), s.get("priced_instance_type")) for _, s in recorded}
+    if len(prices) > 1:
+        shown = ", ".join(f"${usd:g}/h ({kind or '?'})" for usd, kind in sorted(prices, key=str))
+        return None, [f"no cost rows: the results were priced differently ({shown}); pass "
+                      "--price-per-hour"]  # fmt: skip
+    [(usd, kind)] = prices
+    server = recorded[0][1]
+    return usd, [
+        f"cost rows at ${usd:g} per instance-hour, recorded at deploy for {kind or '?'} "
+        f"({server.get('price_note') or 'AWS Price List'}); --price-per-hour overrides it"
+    ]
+
+
+UNTIMED_KEYS = frozenset({"weights_gib", "kv_cache_tokens", PREDICTED_KEY})
+
+
+def _predicted_rows(results: list[MeasureResult]) -> list[Row]:
+    """Beside the measured decode: each checkpoint's tokens per GB read, whose ratio is the
+    predicted decode ratio (only when a result carries its checkpoint's facts)."""
+    facts = [r.detail.environment.checkpoint_facts if r.detail else None for r in results]
+    if not any(facts):
+        return []
+    return [_row(PREDICTED_KEY, [tokens_per_gb_read(each) for each in facts], "figure")]
+
+
+def _figure_drift(row: Row) -> FigureDrift:
+    first, last = row.values[0], row.values[-1]
+    change = (last - first) / first if first and last is not None else None
+    return FigureDrift(key=row.key, first=first, last=last, change=change)
+
+
+def _add_intervals(
+    rows: list[Row],
+    results: list[MeasureResult],
+    drift: Drift | None,
+    methods: list[str | None],
+) -> None:
+    """Intervals for every value and ratio that has raw repeats, and a flag on each ratio that
+    cannot be told from no change: its interval (or the ratio itself, without one) reaches 1 or
+    the A-A' drift band of that figure, or its two files were measured by different methods."""
+    samples = [speed_samples(result) for result in results]
+    figures = drift.figures if drift else []
+    bands = {figure.key: abs(figure.change) for figure in figures if figure.change is not None}
+    by_key = {row.key: row for row in rows}
+    for row in rows:
+        if row.key.startswith(COST_PREFIX):
+            _cost_intervals(row, by_key.get(f"load_c{row.key.removeprefix(COST_PREFIX)}_{TPS}"))
+        else:
+            row.intervals = [interval(found.get(row.key)) for found in samples]
+            base = samples[0].get(row.key)
+            row.ratio_intervals = [
+                ratio_interval(base, found.get(row.key)) for found in samples[1:]
+            ]
+        if row.kind == "count" or row.key in UNTIMED_KEYS:
+            continue  # sizes do not drift; counts get the quality verdict instead
+        last_is_a_again = drift is not None
+        row.ratio_flags = [
+            None
+            if last_is_a_again and index == len(row.ratios) - 1
+            else _ratio_flag(ratio, row.ratio_intervals[index], bands.get(row.key))
+            or _method_flag(ratio, methods[0], methods[index + 1])
+            for index, ratio in enumerate(row.ratios)
+        ]
+
+
+def _method_flag(ratio: float | None, first: str | None, other: str | None) -> str | None:
+    if ratio is None or not methods_differ(first, other):
+        return None
+    return f"measured by different methods ({first} vs {other})"
+
+
+COST_PREFIX = "usd_per_million_tokens_c"
+TPS = "tokens_per_second"
+
+
+def _cost_intervals(cost: Row, throughput: Row | None) -> None:
+    """Cost is price / throughput: its intervals are the throughput's, inverted and swapped."""
+    if throughput is None:
+        return
+    cost.intervals = [
+        _inverted(bounds, value, tps)
+        for bounds, value, tps in zip(
+            throughput.intervals, cost.values, throughput.values, strict=True
+        )
+    ]
+    cost.ratio_intervals = [_inverted(bounds, 1.0, 1.0) for bounds in throughput.ratio_intervals]
+
+
+def _inverted(bounds: Interval | None, value: float | None, tps: float | None) -> Interval | None:
+    """The interval of value * tps / x for x in `bounds` (x > 0)."""
+    if bounds is None or value is None or tps is None:
+        return None
+    scale = value * tps
+    low = scale / bounds.high if bounds.high else None
+    high = scale / bounds.low if bounds.low else None
+    return bounds.model_copy(update={"low": low if low is not None else 0.0, "high": high})
+
+
+def _ratio_flag(ratio: float | None, bounds: Interval | None, band: float | None) -> str | None:
+    if ratio is None:
+        return None
+    if bounds is None:
+        low = high = ratio
+    else:
+        low = bounds.low if bounds.low is not None else 0.0
+        high = bounds.high if bounds.high is not None else math.inf
+    if band and low <= 1.0 + band and high >= 1.0 - band:
+        return f"within the A-A' drift (±{band:.1%})"
+    if low <= 1.0 <= high:
+        return "interval includes 1" if bounds else "no change (ratio 1)"
+    return None
+
+
+def _fidelity_checks(
+    results: list[MeasureResult],
+    candidates: list[MeasureResult],
+    a_again: MeasureResult | None,
+) -> tuple[list[FidelityCheck], list[str]]:
+    """Each candidate forced along the first file's answers, with A' as the floor when forced."""
+    reference = results[0].detail.fidelity if results[0].detail else None
+    if reference is None:
+        return [], []
+    floor = a_again.detail.fidelity if a_again is not None and a_again.detail else None
+    checks, warnings = [], []
+    for candidate in candidates:
+        record = candidate.detail.fidelity if candidate.detail else None
+        if record is None:
+            continue
+        try:
+            found = compare_fidelity(reference, record, floor if floor and floor.forced else None)
+        except UserError as exc:
+            warnings.append(f"fidelity of {candidate.name}: not compared ({exc})")
+            continue
+        checks.append(
+            FidelityCheck(
+                reference=results[0].name or "A",
+                candidate=candidate.name or "B",
+                comparison=found,
+                summary=summary_lines(found),
+            )
+        )
+    return checks, warnings
+
+
+def _declared_margin(result: MeasureResult) -> float:
+    """The margin the reference run declared before it ran (its settings), else the default."""
+    declared = result.detail.settings.get("margin_points") if result.detail else None
+    return float(declared) if isinstance(declared, int | float) else DEFAULT_MARGIN_POINTS
+
+
+def quality_check(
+    reference: MeasureResult,
+    candidate: MeasureResult,
+    reference_again: MeasureResult | None,
+    margin_points: float,
+) -> QualityCheck | None:
+    """Paired when both files hold their answers, from the counts otherwise; None without both."""
+    names = (reference.name or "A", candidate.name or "B")
+    answers_a = reference.detail.quality if reference.detail else None
+    answers_b = candidate.detail.quality if candidate.detail else None
+    if answers_a is not None and answers_b is not None:
+        again = (
+            reference_again.detail.quality if reference_again and reference_again.detail else None
+        )
+        paired = compare_quality(answers_a, answers_b, a_again=again)
+        verdict = decide(paired, margin_points=margin_points)
+        return QualityCheck(
+            reference=names[0],
+            candidate=names[1],
+            margin_points=margin_points,
+            verdict=verdict.verdict,
+            paired=paired,
+            paired_verdict=verdict,
+            summary=render_summary(paired, verdict, names).splitlines(),
+        )
+    counts_a, counts_b = reference.quality_counts(), candidate.quality_counts()
+    if counts_a is None or counts_b is None or not counts_a[1] or not counts_b[1]:
+        return None
+    counts = decide_from_counts(*counts_a, *counts_b, margin_points=margin_points)
+    return QualityCheck(
+        reference=names[0],
+        candidate=names[1],
+        margin_points=margin_points,
+        verdict=counts.verdict,
+        counts_verdict=counts,
+        summary=counts_summary(names, counts_a, counts_b, counts),
+    )
+
+
+def across_methods(
+    check: QualityCheck, reference: str | None, candidate: str | None
+) -> QualityCheck:
+    """A verdict between two methods carries them: asked or scored differently, a flip may be
+    the method's (another reply cap, seed or scoring rule), not the checkpoint's."""
+    if not methods_differ(reference, candidate):
+        return check
+    return check.model_copy(update={"across_methods": f"{reference} vs {candidate}"})
+
+
+def across_methods_note(check: QualityCheck) -> str | None:
+    """The sentence every face prints beside a verdict across methods."""
+    if check.across_methods is None:
+        return None
+    return (
+        f"across methods ({check.across_methods}): {check.verdict} compares answers asked and "
+        "scored by different methods, so it is not about the checkpoints alone"
+    )
+
+
+def counts_summary(
+    names: tuple[str, str], counts_a: tuple[int, int], counts_b: tuple[int, int], v: CountsVerdict
+) -> list[str]:
+    a, b = names
+    return [
+        f"quality from counts only ({a} {counts_a[0]}/{counts_a[1]}, {b} {counts_b[0]}/"
+        f"{counts_b[1]}): the files hold no per-question answers, so the runs are not paired",
+        f"  verdict at a {v.margin_points:g}-point margin: {v.verdict}: {v.reason}",
+        f"  detectable drop at this count (80% power): {v.detectable_drop_points:.1f} points; "
+        f"to decide at the margin: about {v.items_needed:,} questions per run "
+        "(fewer when paired: keep the answers)",
+    ]
+
+
+def _streaming_rows(results: list[MeasureResult]) -> list[Row]:
+    """The view the article could not have: the engine's own rate, TTFT and ITL medians."""
+
+    def median_of(result: MeasureResult, field: str, scale: float = 1.0) -> float | None:
+        decode = result.detail.decode if result.detail else None
+        spread = getattr(decode, field, None) if decode else None
+        return spread.median * scale if spread is not None else None
+
+    return [
+        _row(
+            "engine_decode_tokens_per_second",
+            [median_of(r, "engine_tokens_per_second") for r in results],
+            "speed",
+        ),
+        _row("ttft_median_ms", [median_of(r, "ttft_s", 1000.0) for r in results], "figure"),
+        _row(
+            "inter_token_latency_median_ms",
+            [median_of(r, "inter_token_latency_s", 1000.0) for r in results],
+            "figure",
+        ),
+    ]
+
+
+def _float(value: int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def save_comparison(comparison: Comparison, path: Path) -> None:
+    unordered = {"order"} if comparison.order is None else None  # `combine` writes no order
+    write_text_atomic(path, comparison.model_dump_json(indent=2, exclude=unordered) + "\n")

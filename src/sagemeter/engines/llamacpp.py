@@ -1,0 +1,220 @@
+"""The local backend: the embedded llama.cpp engine, started and stopped by sagemeter.
+
+Lifecycle: `start()` spawns the worker process bound to 127.0.0.1, waits until it reports its
+address and answers /health, and keeps its log; `stop()` ends it. Use it as a context manager so
+an exception or Ctrl-C never leaves an engine running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+from sagemeter.engines.checkpoints import Checkpoint
+from sagemeter.engines.startup_log import parse_llamacpp_log
+from sagemeter.errors import UserError
+from sagemeter.results import StartupFacts
+
+DEFAULT_PARALLEL_SLOTS = 16
+# What llama.cpp writes when it cannot start, and what that means for the user.
+FAILURE_CAUSES = (
+    ("couldn't bind HTTP server socket", "port {port} on 127.0.0.1 is already in use"),
+    ("failed to allocate", "out of memory: the model and its KV cache do not fit"),
+    ("out of memory", "out of memory: the model and its KV cache do not fit"),
+    ("std::bad_alloc", "out of memory: the model and its KV cache do not fit"),
+    ("invalid magic", "{file} is not a GGUF file llama.cpp can read"),
+    ("failed to read magic", "{file} is not a GGUF file llama.cpp can read"),
+    ("failed to load model", "llama.cpp could not load {file} (not a model it can run?)"),
+)
+DEFAULT_CTX_PER_SLOT = 2048
+START_TIMEOUT_S = 180.0
+
+
+def default_log_path(name: str) -> Path:
+    """Where an engine's log goes when no run folder holds it: the state dir's `logs/`."""
+    from sagemeter.paths import state_dir
+
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    folder = state_dir() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkstemp(prefix=f"{name}-{stamp}-", suffix=".log", dir=folder)[1])
+
+
+def engine_version() -> str:
+    """The xllamacpp wheel's version, which pins the llama.cpp it embeds."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"xllamacpp {version('xllamacpp')}"
+    except PackageNotFoundError:
+        raise UserError(
+            "the embedded engine needs the `local` extra: pip install 'sagemeter[local]'"
+        ) from None
+
+
+class LocalEngine:
+    """One llama.cpp server process for one checkpoint."""
+
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        parallel: int = DEFAULT_PARALLEL_SLOTS,
+        ctx_per_slot: int = DEFAULT_CTX_PER_SLOT,
+        port: int = 0,
+        threads: int = -1,
+        log_path: Path | None = None,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.parallel = parallel
+        self.ctx_per_slot = ctx_per_slot
+        self.port = port
+        self.threads = threads
+        self.log_path = log_path or default_log_path(checkpoint.name)
+        self.base_url: str | None = None
+        self.started_s: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
+        """Start the engine and return its OpenAI base URL (ending in /v1)."""
+        engine_version()  # a clear line if the local extra is missing
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "sagemeter.engines.llamacpp_worker",
+            str(self.checkpoint.path),
+            "--port",
+            str(self.port),
+            "--parallel",
+            str(self.parallel),
+            "--ctx-per-slot",
+            str(self.ctx_per_slot),
+            "--threads",
+            str(self.threads),
+            "--alias",
+            self.checkpoint.name,
+        ]
+        began = time.perf_counter()
+        with self.log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,  # Ctrl-C reaches us; we stop the engine ourselves
+            )
+        try:
+            address = self._read_address(began + timeout_s)
+            self._wait_healthy(address, began + timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.perf_counter() - began
+        self.base_url = address.rstrip("/") + "/v1"
+        return self.base_url
+
+    def _read_address(self, deadline: float) -> str:
+        assert self._process is not None and self._process.stdout is not None
+        stdout = self._process.stdout
+        buffered = b""
+        while time.perf_counter() < deadline:
+            if self._process.poll() is not None:
+                raise UserError(
+                    f"the embedded engine could not start {self.checkpoint.path.name}: "
+                    f"{self._failure_cause()} (log: {self.log_path})"
+                )
+            ready, _, _ = select.select([stdout], [], [], 0.2)
+            if not ready:
+                continue
+            chunk = os.read(stdout.fileno(), 4096)
+            buffered += chunk
+            for line in buffered.splitlines():
+                if line.startswith(b"{"):
+                    try:
+                        return str(json.loads(line)["listening"])
+                    except (ValueError, KeyError):
+                        continue
+        raise UserError(
+            f"the embedded engine did not start within the deadline: {self._failure_cause()} "
+            f"(log: {self.log_path})"
+        )
+
+    def _wait_healthy(self, address: str, deadline: float) -> None:
+        while time.perf_counter() < deadline:
+            try:
+                with urllib.request.urlopen(address + "/health", timeout=5.0) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass  # still loading (503) or not listening yet
+            time.sleep(0.1)
+        raise UserError(f"the embedded engine at {address} never became healthy")
+
+    def _failure_cause(self) -> str:
+        """Why the engine did not start, in words, from its own log (else the log's last line)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "it left no log"
+        for pattern, cause in FAILURE_CAUSES:
+            if pattern in text:
+                return cause.format(port=self.port, file=self.checkpoint.path.name)
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        errors = [line for line in lines if " E " in line or "error" in line.lower()]
+        return (errors or lines or ["its log is empty"])[-1][:300]
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """End the engine: close its stdin, then SIGTERM, then SIGKILL if it lingers."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        for step in ("stdin", "term", "kill"):
+            if step == "stdin" and process.stdin:
+                process.stdin.close()
+            elif step == "term":
+                process.send_signal(signal.SIGTERM)
+            elif step == "kill":
+                process.kill()
+            try:
+                process.wait(timeout=timeout_s / 3)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if process.stdout:
+            process.stdout.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def startup_facts(self) -> StartupFacts:
+        return parse_llamacpp_log(self.log_text().splitlines())
+
+    def __enter__(self) -> LocalEngine:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,441 @@
+"""The verbs both faces call: measure a target, run the demo. No printing here, only callbacks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sagemeter import __version__
+from sagemeter.atomic import check_output_file, check_output_folder, describe_write_error
+from sagemeter.engines.endpoints import (
+    Endpoint,
+    WireOptions,
+    check_target,
+    open_endpoint,
+    placement_hint,
+)
+from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
+from sagemeter.errors import UserError
+from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.measure import ProgressFn, no_progress
+from sagemeter.measure.decode import decode_request_count, measure_decode
+from sagemeter.measure.figure_samples import speed_summaries
+from sagemeter.measure.load import load_request_count, measure_load
+from sagemeter.measure.quality import measure_quality
+from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
+from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
+from sagemeter.questions import QuestionSet, load_question_set
+from sagemeter.results import (
+    DecodeDetail,
+    Detail,
+    Environment,
+    LoadDetail,
+    MeasureResult,
+    QualityDetail,
+    StartupFacts,
+    result_path,
+    save_result,
+)
+from sagemeter.results.derived import fill_derived
+from sagemeter.settings import MeasureSettings
+from sagemeter.targets import Target
+from sagemeter.transport.chat import ChatClient, Unreachable
+from sagemeter.transport.client import TransportError
+
+PhaseFn = Callable[[str], None]
+
+
+def _no_phase(_: str) -> None:
+    """Default phase callback."""
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def host_cpu() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def selected_questions(settings: MeasureSettings) -> QuestionSet:
+    """The question set, cut to the first N of each family when the settings ask for it."""
+    question_set = load_question_set(settings.questions)
+    limit = settings.questions_per_family
+    if limit is None:
+        return question_set
+    kept, seen = [], Counter[str]()
+    for question in question_set.questions:
+        seen[question.family] += 1
+        if seen[question.family] <= limit:
+            kept.append(question)
+    name = f"{question_set.name} (first {limit} per family)"
+    return question_set.model_copy(update={"name": name, "questions": kept})
+
+
+def total_requests(settings: MeasureSettings, question_count: int) -> int:
+    return (
+        decode_request_count(settings.decode_repeats, settings.decode_warmup)
+        + load_request_count(settings.load_levels, settings.load_batches)
+        + question_count
+    )
+
+
+async def measure_target(
+    target: Target,
+    *,
+    name: str,
+    settings: MeasureSettings,
+    out_dir: Path,
+    progress: ProgressFn = no_progress,
+    on_phase: PhaseFn = _no_phase,
+    fidelity_reference: FidelityRecord | None = None,
+    api_key: str | None = None,
+    server_log_facts: StartupFacts | None = None,
+    wrap_client: Callable[[ChatClient], ChatClient] | None = None,
+) -> tuple[MeasureResult, Path]:
+    """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
+
+    One short request first proves the target speaks the chat API (else a UserError, and no
+    file). With `settings.fidelity_prompts` (or a `fidelity_reference`, A's record to force
+    along), the top-k logprobs along the answers are recorded too. The result says `complete:
+    false` when a figure that was asked for could not be measured. `server_log_facts` (from
+    `--server-log` or `--docker`) stand in for an HTTP target's start-up facts. The server's
+    `/metrics` (vLLM, llama.cpp) are read around each phase and compared with the client's counts.
+    `wrap_client` lets an experiment put its own layer around the endpoint's client (the
+    interleaved order's turns).
+    """
+    check_target(target)
+    question_set = selected_questions(settings)
+    check_output_folder(out_dir, "OUT_DIR")
+    check_output_file(result_path(out_dir, name), "the result file")
+    started = utc_now()
+    on_phase("starting")
+    log_path = out_dir / f"engine-{name}.log"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wire = WireOptions(
+        timeout_s=settings.timeout_s,
+        stall_s=settings.stall_s,
+        retries=settings.retries,
+        api_key=api_key,
+    )
+    async with open_endpoint(
+        target,
+        concurrency=settings.max_concurrency,
+        max_reply_tokens=settings.max_reply_tokens,
+        log_path=log_path,
+        wire=wire,
+    ) as endpoint:
+        client = wrap_client(endpoint.client) if wrap_client else endpoint.client
+        on_phase("preflight")
+        try:
+            await client.preflight()
+        except Unreachable as exc:
+            where = placement_hint(target)
+            raise UserError(
+                f"target {target} does not answer as a chat API: {exc}{where}"
+            ) from None
+        described = await client.describe()
+        meter = MetricsRecorder(_server_root(endpoint))
+        await meter.open()
+        on_phase("decode")
+        await meter.begin()
+        decode = await measure_decode(
+            client,
+            short_tokens=settings.short_tokens,
+            long_tokens=settings.long_tokens,
+            repeats=settings.decode_repeats,
+            warmup=settings.decode_warmup,
+            prompt=settings.decode_prompt,
+            progress=progress,
+        )
+        await meter.end(
+            "decode",
+            decode.records,
+            unrecorded=(settings.decode_warmup, settings.decode_warmup * settings.short_tokens),
+        )
+        on_phase("parallel")
+        await meter.begin()
+        load = await measure_load(
+            client,
+            levels=settings.load_levels,
+            max_tokens=settings.load_max_tokens,
+            batches=settings.load_batches,
+            reruns=settings.batch_reruns,
+            prompt=settings.load_prompt,
+            statistic=settings.load_statistic,
+            pause_s=settings.batch_pause_s,
+            progress=progress,
+        )
+        await meter.end("parallel", [r for level in load.levels for r in level.records])
+        on_phase("quality")
+        await meter.begin()
+        quality = await measure_quality(
+            client,
+            question_set,
+            max_tokens=settings.quality_max_tokens,
+            system_prompt=settings.system_prompt,
+            seed=settings.quality_seed,
+            scoring=settings.scoring,
+            progress=progress,
+        )
+        await meter.end("quality", [], requests=len(quality.items))
+        quality.chat_template_sha256 = described.get("chat_template_sha256")
+        if quality.chat_template_sha256 is None and meter.engine == "vllm" and meter.root:
+            sha, why = await vllm_chat_template_sha256(meter.root)
+            quality.chat_template_sha256, quality.chat_template_note = sha, why
+        fidelity: FidelityRecord | None = None
+        fidelity_warnings: list[str] = []
+        if settings.fidelity_prompts or fidelity_reference is not None:
+            on_phase("fidelity")
+            fidelity, fidelity_warnings = await _fidelity(
+                endpoint, settings, question_set, fidelity_reference
+            )
+        startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
+        startup = startup or meter.startup_facts()
+        use_engine_rate_from_metrics(decode, meter.detail)
+        await meter.close()
+        environment = _environment(endpoint, described, started)
+    result = assemble_result(
+        name,
+        settings,
+        environment,
+        startup,
+        decode,
+        load,
+        quality,
+        fidelity,
+        [*fidelity_warnings, *meter.warnings()],
+        server_metrics=meter.detail,
+    )
+    path = result_path(out_dir, name)
+    return result, save_or_rescue(result, path)
+
+
+def save_or_rescue(result: MeasureResult, path: Path) -> Path:
+    """Write the result; if that fails after all (disk full, the folder gone), keep it in the
+    state dir and say where, so a finished measurement is never lost."""
+    try:
+        save_result(result, path)
+        return path
+    except OSError as exc:
+        reason = describe_write_error(exc)
+    from sagemeter.paths import state_dir
+
+    rescue = state_dir() / "unsaved" / f"{path.stem}-{utc_now().replace(':', '')}.json"
+    try:
+        save_result(result, rescue)
+    except OSError as again:
+        raise UserError(
+            f"could not write {path} ({reason}) nor a copy in {rescue.parent} "
+            f"({describe_write_error(again)}): the measurement is lost"
+        ) from None
+    raise UserError(f"could not write {path} ({reason}); the result was kept at {rescue}")
+
+
+async def _fidelity(
+    endpoint: Endpoint,
+    settings: MeasureSettings,
+    question_set: QuestionSet,
+    reference: FidelityRecord | None,
+) -> tuple[FidelityRecord | None, list[str]]:
+    """This run's own record (the first N questions) or one forced along `reference`."""
+    from sagemeter.fidelity.collect import collect_fidelity
+
+    if endpoint.http_root is None:
+        return None, [f"fidelity: not measured, a {endpoint.backend} target shows no logprobs"]
+    prompts = [question.prompt for question in question_set.questions][: settings.fidelity_prompts]
+    try:
+        record = await collect_fidelity(
+            endpoint.http_root,
+            [] if reference is not None else prompts,
+            top_k=settings.fidelity_top_k,
+            max_tokens=settings.fidelity_max_tokens,
+            reference=reference,
+            system_prompt=settings.system_prompt,
+            api_key=endpoint.api_key,
+            timeout_s=settings.timeout_s,
+        )
+    except (UserError, TransportError) as exc:
+        # Everything else is measured by now: a server without logprobs must not lose it.
+        return None, [f"fidelity: not measured: {exc}"]
+    record.vocabulary = await asyncio.to_thread(endpoint.vocabulary)
+    return record, []
+
+
+def _server_root(endpoint: Endpoint) -> str | None:
+    """`http://host:port` of the server's own API, where it has one (not SageMaker)."""
+    from sagemeter.fidelity.detect import server_root
+
+    return server_root(endpoint.http_root) if endpoint.http_root else None
+
+
+def _environment(endpoint: Endpoint, described: dict[str, Any], started: str) -> Environment:
+    """Where the measurement ran: the backend's own facts first, then what the server said."""
+    known = endpoint.environment
+    return Environment(
+        target=str(endpoint.target),
+        backend=endpoint.backend,
+        engine=known.get("engine") or described.get("engine"),
+        engine_version=known.get("engine_version") or described.get("engine_version"),
+        model=known.get("model") or described.get("model"),
+        checkpoint_file=known.get("checkpoint_file"),
+        checkpoint_sha256=known.get("checkpoint_sha256"),
+        checkpoint_bits_per_weight=known.get("checkpoint_bits_per_weight"),
+        checkpoint_facts=known.get("checkpoint_facts"),
+        host_cpu=host_cpu(),
+        host_cores=os.cpu_count(),
+        platform=platform.platform(),
+        python=platform.python_version(),
+        sagemeter_version=__version__,
+        started_utc=started,
+        ended_utc=utc_now(),
+        ray_cluster=os.environ.get("SAGEMETER_RAY") or None,
+        server=described,
+    )
+
+
+def assemble_result(
+    name: str,
+    settings: MeasureSettings,
+    environment: Environment,
+    startup: StartupFacts | None,
+    decode: DecodeDetail,
+    load: LoadDetail,
+    quality: QualityDetail,
+    fidelity: FidelityRecord | None = None,
+    fidelity_warnings: list[str] | None = None,
+    *,
+    server_metrics: ServerMetrics | None = None,
+) -> MeasureResult:
+    """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
+    records = [*decode.records, *(r for level in load.levels for r in level.records)]
+    failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)
+    retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
+    retries = sum(r.retries for r in records) + sum(i.retries for i in quality.items)
+    missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
+    warnings = [
+        *decode.problems,
+        *(level.problem for level in load.levels if level.problem),
+        *_client_bound_warnings(decode),
+        *(fidelity_warnings or []),
+    ]
+    if failed:
+        warnings.append(f"{failed} requests failed after their retries; see detail records")
+    if retries:
+        warnings.append(f"{retries} tries were sent again after a transient failure")
+    streaming = decode.ttft_s, decode.inter_token_latency_s
+    result = MeasureResult(
+        name=name,
+        complete=not missing,
+        decode_tokens_per_second=_round(decode.tokens_per_second) if decode.valid else None,
+        per_call_fixed_cost_seconds=_round(decode.per_call_fixed_cost_s) if decode.valid else None,
+        load_tokens_per_second={
+            str(level.concurrency): round(level.tokens_per_second, 3)
+            for level in load.levels
+            if level.tokens_per_second is not None
+        },
+        quality=f"{quality.correct}/{quality.answered_count}",
+        ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
+        inter_token_latency_median_ms=(
+            _round(streaming[1].median * 1000.0, 4) if streaming[1] else None
+        ),
+        weights_gib=startup.weights_gib if startup else None,
+        kv_cache_tokens=startup.kv_cache_tokens if startup else None,
+        load_seconds=startup.load_seconds if startup else None,
+        incomplete_because=missing,
+        intervals=speed_summaries(decode, load, settings.load_statistic),
+        detail=Detail(
+            settings=settings.model_dump(),
+            environment=environment,
+            startup=startup,
+            decode=decode,
+            load=load,
+            quality=quality,
+            fidelity=fidelity,
+            server_metrics=server_metrics,
+            failed_requests=failed,
+            retried_requests=retried,
+            retries=retries,
+            warnings=warnings,
+        ),
+    )
+    return fill_derived(result)
+
+
+def missing_figures(
+    settings: MeasureSettings,
+    decode: DecodeDetail,
+    load: LoadDetail,
+    quality: QualityDetail,
+    fidelity: FidelityRecord | None,
+    fidelity_warnings: list[str],
+) -> list[str]:
+    """Each figure the settings asked for that the measurement could not give, with why."""
+    missing = []
+    if not decode.valid or decode.tokens_per_second is None:
+        reason = decode.problems[0] if decode.problems else "no rate"
+        missing.append(f"decode rate: {reason}")
+    for level in load.levels:
+        if level.tokens_per_second is None:
+            missing.append(f"{level.concurrency} at once: {level.problem or 'no figure'}")
+    unanswered = quality.total - quality.answered_count
+    if unanswered:
+        first = next((item.error for item in quality.items if item.error), None)
+        missing.append(f"quality: {unanswered} of {quality.total} questions unanswered ({first})")
+    if fidelity is None and (settings.fidelity_prompts > 0 or fidelity_warnings):
+        missing.append(fidelity_warnings[0] if fidelity_warnings else "fidelity: not measured")
+    return missing
+
+
+CLIENT_SHARE_WARNING = 0.5  # half a core busy in the client: it may be part of what was timed
+
+
+def _client_bound_warnings(decode: DecodeDetail) -> list[str]:
+    """The event loop busy for over half the time it timed: its own overhead may be in it.
+
+    (Levels are judged batch by batch by the worker processes' own rules, see measure/load.py.)
+    """
+    found = decode.client
+    if found is None:
+        return []
+    busy = found.loop_share if found.loop_share is not None else found.share
+    if busy <= CLIENT_SHARE_WARNING:
+        return []
+    return [
+        f"decode: the client's event loop was busy {busy:.0%} of the wall time it timed; its "
+        "own overhead may be part of the figure"
+    ]
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def fidelity_reference(path: Path) -> FidelityRecord:
+    """A's record to force along: a result file's `detail.fidelity`, or a fidelity record file."""
+    from sagemeter.fidelity.records import SCHEMA, load_record
+    from sagemeter.results import load_result
+
+    try:
+        is_record = json.loads(path.read_text(encoding="utf-8")).get("schema") == SCHEMA
+    except (OSError, ValueError, AttributeError):
+        is_record = False
+    if is_record:
+        return load_record(path)
+    result = load_result(path)
+    if result.detail is None or result.detail.fidelity is None:
+        raise UserError(f"{path}: holds no fidelity record (measure it with --fidelity N first)")
+    return result.detail.fidelity

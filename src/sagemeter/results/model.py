@@ -1,0 +1,360 @@
+"""The Result's schema: the versioned, validated record of one measurement of one endpoint.
+
+The top level keeps the source article's keys, so its minimal files load as they are; everything
+raw (every timing, every answer, the environment) lives in the versioned `detail` section.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.inspect.facts import CheckpointFacts
+from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
+from sagemeter.results.v1 import upgrade_records
+from sagemeter.transport.record import RequestRecord
+
+# 2: records are the transport's (µs on the measurement's timeline, retries kept); batches say
+# whether they count; quality items can be unanswered. Files of version 1 are read as well.
+SCHEMA_VERSION = 2
+
+
+class Interval(BaseModel):
+    """A 95% interval; a bound of None means the data cannot bound it (a rate near infinity)."""
+
+    low: float | None
+    high: float | None
+    level: float = 0.95
+    method: str = Field("percentile bootstrap", description="how the interval was computed")
+    resamples: int | None = None
+
+
+class Spread(BaseModel):
+    """A distribution summarised: count, min, median, max, the tail percentiles, and a bootstrap
+    95% interval of the median (None below two values)."""
+
+    n: int
+    min: float
+    median: float
+    max: float
+    p90: float
+    p99: float
+    median_ci95: Interval | None = None
+
+
+class Share(BaseModel):
+    """correct out of total with its Wilson 95% interval (fractions): an answer count's spread."""
+
+    correct: int
+    total: int
+    low: float
+    high: float
+
+
+class FigureSummary(BaseModel):
+    """One headline speed figure with the spread of its repeats and the figure's own interval."""
+
+    value: float
+    repeats: int = Field(description="independent repeats behind the figure (pairs or batches)")
+    min: float | None = Field(None, description="the slowest repeat's own figure")
+    median: float | None = None
+    max: float | None = None
+    ci95: Interval | None = None
+
+
+class ClientShare(BaseModel):
+    """The tool's own share of what it timed: client CPU against the wall time it measured.
+
+    Near 1.0 the client (one event loop) was busy the whole time and may itself be what was timed.
+    For levels sent by worker processes, `workers` and their loop's lag are kept too.
+    """
+
+    calls: int
+    client_cpu_s: float = Field(
+        description="this process's CPU time over the timed requests, every thread included"
+    )
+    loop_cpu_s: float | None = Field(
+        None, description="the event-loop thread's CPU time (the requests' own processing)"
+    )
+    timed_wall_s: float = Field(description="the wall time the figure is computed from")
+    cpu_per_call_ms: float = Field(description="loop-thread CPU per request")
+    share: float = Field(description="client_cpu_s / timed_wall_s (an upper bound)")
+    loop_share: float | None = Field(None, description="loop_cpu_s / timed_wall_s")
+    workers: int | None = Field(None, description="worker processes that sent the requests")
+    loop_lag_p99_s: float | None = Field(
+        None, description="the workers' event-loop lag, p99 (10 ms sampler)"
+    )
+
+
+class DecodeDetail(BaseModel):
+    short_tokens: int
+    long_tokens: int
+    repeats: int
+    short_times_s: list[float]
+    long_times_s: list[float]
+    tokens_per_second: float | None = Field(
+        None, description="(long - short) / (median t(long) - median t(short)), the article's rate"
+    )
+    per_call_fixed_cost_s: float | None = Field(
+        None, description="median t(short) - short / rate: what every call pays besides decoding"
+    )
+    tokens_per_second_repeats: Spread | None = Field(
+        None, description="the rate of each (short, long) pair alone: its min, median and max"
+    )
+    tokens_per_second_ci95: Interval | None = Field(
+        None, description="bootstrap 95% interval of the rate, short and long times resampled"
+    )
+    short_reply_s: Spread | None = Field(None, description="the complete short replies' times")
+    long_reply_s: Spread | None = Field(None, description="the complete long replies' times")
+    least_squares_tokens_per_second: float | None = Field(
+        None, description="slope of a straight-line fit through every (tokens, time) point"
+    )
+    engine_tokens_per_second: Spread | None = Field(
+        None, description="the engine's own decode rate (llama.cpp timings) on the long replies"
+    )
+    ttft_s: Spread | None = None
+    inter_token_latency_s: Spread | None = None
+    time_per_output_token_s: Spread | None = Field(
+        None, description="(total - TTFT) / (tokens - 1) per long reply"
+    )
+    client: ClientShare | None = Field(
+        None, description="the measuring client's own CPU while the timed replies ran"
+    )
+    reasoning_events: int = Field(
+        0, description="token events of the complete long replies that were reasoning (thinking)"
+    )
+    valid: bool = True
+    problems: list[str] = Field(default_factory=list)
+    records: list[RequestRecord] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def read_version_1_records(cls, data: Any) -> Any:
+        return upgrade_records(data)
+
+
+class LoadBatch(BaseModel):
+    """One batch: every request sent at once. Only complete batches make the level's figure."""
+
+    concurrency: int
+    wall_s: float
+    output_tokens: int
+    failed: int
+    tokens_per_second: float
+    complete: bool = True
+    reason: str | None = Field(
+        None, description="why the batch does not count (a failed or retried request, the client)"
+    )
+    retries: int = 0
+
+
+class LoadLevel(BaseModel):
+    concurrency: int
+    tokens_per_second: float | None = Field(
+        None,
+        description="all output tokens of the level's complete batches / the sum of their walls",
+    )
+    problem: str | None = Field(None, description="why the level has no figure")
+    batches: list[LoadBatch]
+    tokens_per_second_ci95: Interval | None = Field(
+        None, description="bootstrap 95% interval of the pooled figure, batches resampled"
+    )
+    batch_rates: Spread | None = Field(
+        None, description="the complete batches' own tokens per second"
+    )
+    ttft_s: Spread | None = None
+    inter_token_latency_s: Spread | None = None
+    reasoning_events: int = Field(
+        0, description="token events of the counted batches that were reasoning (thinking)"
+    )
+    client: ClientShare | None = Field(
+        None, description="the measuring client's own CPU over the level's batches"
+    )
+    records: list[RequestRecord] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def read_version_1_records(cls, data: Any) -> Any:
+        return upgrade_records(data)
+
+    @property
+    def complete_batches(self) -> list[LoadBatch]:
+        return [batch for batch in self.batches if batch.complete]
+
+
+class LoadDetail(BaseModel):
+    max_tokens: int
+    batches_per_level: int
+    levels: list[LoadLevel]
+
+
+class QualityItem(BaseModel):
+    """One question asked. An item whose request failed (`error`) is unanswered: not wrong, and
+    left out of the score and of the paired comparison."""
+
+    id: str
+    family: str
+    prompt: str
+    expected: str
+    reply: str | None = None
+    extracted: str | None = None
+    correct: bool
+    finish_reason: str | None = None
+    error: str | None = None
+    retries: int = 0
+
+    @property
+    def answered(self) -> bool:
+        return self.error is None
+
+
+class QualityDetail(BaseModel):
+    """Every item asked the same way for every checkpoint; how it was asked is kept to check."""
+
+    question_set: str
+    question_set_sha256: str
+    max_tokens: int
+    temperature: float = 0.0
+    seed: int | None = 0
+    scoring: str = Field("strict", description="the scoring rule: strict (ours) or article")
+    system_prompt: str | None = None
+    chat_template_sha256: str | None = Field(
+        None,
+        description="SHA-256 of the chat template the server reported (llama.cpp /props, "
+        "vLLM /tokenizer_info)",
+    )
+    chat_template_note: str | None = Field(
+        None, description="why the chat template's checksum is missing, when it is"
+    )
+    correct: int
+    total: int
+    answered: int | None = Field(None, description="items with an answer (None: every item)")
+    by_family: dict[str, dict[str, int]]
+    family_accuracy: dict[str, Share] = Field(
+        default_factory=dict, description="each family's correct/answered with its interval"
+    )
+    items: list[QualityItem]
+
+    @property
+    def answered_count(self) -> int:
+        return self.total if self.answered is None else self.answered
+
+
+class StartupFacts(BaseModel):
+    """What the server's start-up log says it allocated (vLLM, llama.cpp or SGLang wording)."""
+
+    source: str = Field(description="the log's dialect and where it was read (file, container)")
+    weights_gib: float | None = None
+    load_seconds: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_tokens_per_request: int | None = None
+    quantization: str | None = None
+    lines: list[str] = Field(default_factory=list, description="the log lines the facts came from")
+    startups_in_log: int | None = Field(
+        None, description="start-ups the log held; the facts are the newest one's"
+    )
+
+
+class Environment(BaseModel):
+    target: str
+    backend: str
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    checkpoint_file: str | None = None
+    checkpoint_sha256: str | None = None
+    checkpoint_bits_per_weight: float | None = None
+    checkpoint_facts: CheckpointFacts | None = Field(
+        None, description="what the checkpoint stores and the bytes a decoded token reads"
+    )
+    host_cpu: str | None = None
+    host_cores: int | None = None
+    platform: str | None = None
+    python: str | None = None
+    sagemeter_version: str
+    started_utc: str
+    ended_utc: str | None = None
+    ray_cluster: str | None = Field(
+        None, description="the Ray cluster the parallel batches were sent from (measure --ray)"
+    )
+    server: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what the endpoint said about itself (e.g. SageMaker image, instance types)",
+    )
+
+
+class Detail(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    settings: dict[str, Any]
+    environment: Environment
+    startup: StartupFacts | None = None
+    decode: DecodeDetail | None = None
+    load: LoadDetail | None = None
+    quality: QualityDetail | None = None
+    fidelity: FidelityRecord | None = Field(
+        None, description="top-k logprobs along the answers (this run's own, or a reference's)"
+    )
+    server_metrics: ServerMetrics | None = Field(
+        None, description="the server's own /metrics counts per phase beside the client's"
+    )
+    failed_requests: int = 0
+    retried_requests: int = Field(0, description="requests that needed more than one try")
+    retries: int = Field(0, description="tries sent again after a transient failure, in all")
+    warnings: list[str] = Field(default_factory=list)
+    source_format: str = Field(
+        "sagemeter", description="who wrote the file: sagemeter, or the article's compare.py"
+    )
+
+
+class MeasureResult(BaseModel):
+    """`measure-NAME.json`. Article keys first; `detail` holds the evidence behind each figure."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    complete: bool | None = Field(
+        None, description="False when a figure that was asked for is missing (None: not said)"
+    )
+    decode_tokens_per_second: float | None = None
+    per_call_fixed_cost_seconds: float | None = None
+    load_tokens_per_second: dict[str, float] = Field(default_factory=dict)
+    quality: str | None = Field(
+        None, description='"correct/answered", e.g. "37/40" (unanswered items are left out)'
+    )
+    quality_interval: Share | None = Field(
+        None, description="the quality count with its Wilson 95% interval"
+    )
+    ttft_median_ms: float | None = Field(
+        None, description="time to first token, median of the decode phase's long replies"
+    )
+    inter_token_latency_median_ms: float | None = Field(
+        None, description="gap between token events, median over the decode phase's long replies"
+    )
+    weights_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    load_seconds: float | None = None
+    incomplete_because: list[str] = Field(
+        default_factory=list, description="each figure asked for and missing, with its reason"
+    )
+    intervals: dict[str, FigureSummary] = Field(
+        default_factory=dict,
+        description="each speed figure above with its repeats' min/median/max and a 95% interval",
+    )
+    detail: Detail | None = None
+
+    def questions_asked(self) -> int | None:
+        """Questions asked, answered or not (the detail's count, else the string's)."""
+        if self.detail is not None and self.detail.quality is not None:
+            return self.detail.quality.total
+        counts = self.quality_counts()
+        return None if counts is None else counts[1]
+
+    def quality_counts(self) -> tuple[int, int] | None:
+        """(correct, answered) from the `quality` string, or None when absent."""
+        if self.quality is None:
+            return None
+        correct, _, total = self.quality.partition("/")
+        return int(correct), int(total)

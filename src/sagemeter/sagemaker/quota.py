@@ -1,0 +1,133 @@
+"""How many instances of a type this account may run as endpoints per region, and how many it does.
+
+The quota is named "<instance type> for endpoint usage" in Service Quotas (service code
+`sagemaker`). The applied value comes from ListServiceQuotas; a quota never changed by the account
+is only in ListAWSDefaultServiceQuotas. Usage counts every endpoint in the region, not only
+sagemeter's: an endpoint config with InstancePools holds quota for every type it lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel
+
+from sagemeter.errors import UserError
+from sagemeter.sagemaker.aws import Aws, aws_errors, error_code, is_not_found
+
+DEFAULT_QUOTA_REGIONS = ("us-east-1", "us-east-2", "us-west-2")
+# States in which an endpoint holds (or is about to hold) its instances.
+_HOLDING_STATES = {"Creating", "InService", "Updating", "SystemUpdating", "RollingBack"}
+
+
+class QuotaRow(BaseModel):
+    region: str
+    instance_type: str
+    quota: float | None = None
+    quota_source: Literal["applied", "default"] | None = None
+    quota_code: str | None = None
+    in_use: int | None = None
+    free: float | None = None
+    error: str | None = None
+    in_use_note: str | None = None  # set when some endpoints could not be read: a lower bound
+
+
+def quota_name(instance_type: str) -> str:
+    return f"{instance_type} for endpoint usage"
+
+
+def _find_quota(aws: Aws, region: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
+    client = aws.quotas(region)
+    for operation, source in (
+        ("list_service_quotas", "applied"),
+        ("list_aws_default_service_quotas", "default"),
+    ):
+        for page in client.get_paginator(operation).paginate(ServiceCode="sagemaker"):  # type: ignore[call-overload]
+            for quota in page.get("Quotas", []):
+                if quota.get("QuotaName") == name:
+                    return dict(quota), source
+    return None, None
+
+
+def _held(aws: Aws, region: str, instance_type: str) -> tuple[int, list[str]]:
+    """Instances of `instance_type` held by this account's endpoints in `region`, and the
+    endpoints that could not be read (each with its error code): the count leaves them out."""
+    client = aws.sagemaker(region)
+    total = 0
+    unread: list[str] = []
+    for page in client.get_paginator("list_endpoints").paginate():
+        for summary in page.get("Endpoints", []):
+            if summary.get("EndpointStatus") not in _HOLDING_STATES:
+                continue
+            try:
+                endpoint = client.describe_endpoint(EndpointName=summary["EndpointName"])
+                config = client.describe_endpoint_config(
+                    EndpointConfigName=endpoint["EndpointConfigName"]
+                )
+            except ClientError as exc:
+                if not is_not_found(exc):  # not-found: deleted between the list and the describe
+                    unread.append(f"{summary['EndpointName']} ({error_code(exc) or 'error'})")
+                continue
+            total += _held_by(dict(endpoint), dict(config), instance_type)
+    return total, unread
+
+
+def _held_by(endpoint: dict[str, Any], config: dict[str, Any], instance_type: str) -> int:
+    running = {v.get("VariantName"): v for v in endpoint.get("ProductionVariants", []) or []}
+    total = 0
+    for variant in config.get("ProductionVariants", []) or []:
+        summary = running.get(variant.get("VariantName"), {})
+        wanted = int(variant.get("InitialInstanceCount") or 0)
+        if variant.get("InstanceType") == instance_type:
+            total += int(summary.get("CurrentInstanceCount") or wanted)
+        elif any(
+            p.get("InstanceType") == instance_type for p in variant.get("InstancePools") or []
+        ):
+            total += wanted  # a fallback list holds quota for every type in it
+    return total
+
+
+def quota(
+    instance_type: str, regions: list[str] | None = None, *, aws: Aws | None = None
+) -> list[QuotaRow]:
+    """One row per region: the quota, where it came from, how many are in use, how many free.
+
+    A region that cannot be read gets its reason in `error`; missing credentials fail the call.
+    """
+    aws = aws or Aws()
+    aws.require_credentials()
+    name = quota_name(instance_type)
+    rows = []
+    for region in regions or list(DEFAULT_QUOTA_REGIONS):
+        row = QuotaRow(region=region, instance_type=instance_type)
+        errors: list[str] = []
+        # The quota and the count are read apart: a refused quota read must not hide the count.
+        try:
+            with aws_errors(f"read the quota {name!r}", region, "servicequotas"):
+                found, source = _find_quota(aws, region, name)
+            if found is None:
+                errors.append(
+                    f"no quota named {name!r} (is {instance_type} offered for endpoints here?)"
+                )
+            else:
+                row.quota = float(found.get("Value", 0.0))
+                row.quota_source = source  # type: ignore[assignment]
+                row.quota_code = found.get("QuotaCode")
+        except UserError as exc:
+            errors.append(str(exc))
+        try:
+            with aws_errors("count the instances endpoints use", region):
+                row.in_use, unread = _held(aws, region, instance_type)
+            if unread:
+                row.in_use_note = (
+                    f"in use counts only the endpoints sagemeter could read; {len(unread)} "
+                    f"could not be: {', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}"
+                )
+        except UserError as exc:
+            errors.append(str(exc))
+        if row.quota is not None and row.in_use is not None:
+            row.free = max(row.quota - row.in_use, 0.0)
+        row.error = "; ".join(errors) or None
+        rows.append(row)
+    return rows
