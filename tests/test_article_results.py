@@ -94,9 +94,9 @@ def test_each_file_reads_as_a_result_with_its_facts_settings_and_answers() -> No
     assert [item.id for item in quality.items][:2] == ["mul-0", "mul-1"]
     assert quality.items[0].prompt == "What is 54 * 28? Reply with the number only."
     assert quality.by_family == {
-        "mul": {"correct": 15, "total": 15},
-        "add": {"correct": 12, "total": 15},
-        "cap": {"correct": 10, "total": 10},
+        "mul": {"correct": 15, "total": 15, "answered": 15},
+        "add": {"correct": 12, "total": 15, "answered": 15},
+        "cap": {"correct": 10, "total": 10, "answered": 10},
     }
     assert {item.id for item in quality.items if not item.correct} == {"add-4", "add-8", "add-14"}
     assert detail.load is not None

@@ -57,13 +57,8 @@ async def measure_quality(
                 retries=record.retries,
             )
         )
-    by_family: dict[str, dict[str, int]] = {}
-    for item in items:
-        counts = by_family.setdefault(item.family, {"correct": 0, "total": 0, "answered": 0})
-        counts["total"] += 1
-        counts["answered"] += int(item.answered)
-        counts["correct"] += int(item.correct)
-    return QualityDetail(
+    return QualityDetail.from_items(
+        items,
         question_set=question_set.name,
         question_set_sha256=question_set.sha256,
         max_tokens=max_tokens,
@@ -71,9 +66,4 @@ async def measure_quality(
         seed=seed,
         scoring=scoring,
         system_prompt=system_prompt,
-        correct=sum(item.correct for item in items),
-        total=len(items),
-        answered=sum(item.answered for item in items),
-        by_family=by_family,
-        items=items,
     )

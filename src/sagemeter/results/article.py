@@ -312,22 +312,14 @@ def _quality(article: ArticleFile, warnings: list[str]) -> QualityDetail | None:
 def _quality_detail(
     question_set: QuestionSet, items: list[QualityItem], temperature: float
 ) -> QualityDetail:
-    by_family: dict[str, dict[str, int]] = {}
-    for item in items:
-        counts = by_family.setdefault(item.family, {"correct": 0, "total": 0})
-        counts["total"] += 1
-        counts["correct"] += int(item.correct)
-    return QualityDetail(
+    return QualityDetail.from_items(
+        items,
         question_set=question_set.name,
         question_set_sha256=question_set.sha256,
         max_tokens=ARTICLE_QUALITY_MAX_TOKENS,
         temperature=temperature,
         seed=None,
         scoring="article",
-        correct=sum(item.correct for item in items),
-        total=len(items),
-        by_family=by_family,
-        items=items,
     )
 
 

@@ -241,6 +241,41 @@ class QualityDetail(BaseModel):
     def answered_count(self) -> int:
         return self.total if self.answered is None else self.answered
 
+    @classmethod
+    def from_items(
+        cls,
+        items: list[QualityItem],
+        *,
+        question_set: str,
+        question_set_sha256: str,
+        max_tokens: int,
+        temperature: float,
+        seed: int | None,
+        scoring: str,
+        system_prompt: str | None = None,
+    ) -> QualityDetail:
+        """The detail of `items` asked this way: the counts overall and per family."""
+        by_family: dict[str, dict[str, int]] = {}
+        for item in items:
+            counts = by_family.setdefault(item.family, {"correct": 0, "total": 0, "answered": 0})
+            counts["total"] += 1
+            counts["answered"] += int(item.answered)
+            counts["correct"] += int(item.correct)
+        return cls(
+            question_set=question_set,
+            question_set_sha256=question_set_sha256,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            scoring=scoring,
+            system_prompt=system_prompt,
+            correct=sum(item.correct for item in items),
+            total=len(items),
+            answered=sum(item.answered for item in items),
+            by_family=by_family,
+            items=items,
+        )
+
 
 class StartupFacts(BaseModel):
     """What the server's start-up log says it allocated (vLLM, llama.cpp or SGLang wording)."""

@@ -12,6 +12,7 @@ models (`sagemeter.results`) validate and serialise these dataclasses as they ar
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Literal
@@ -168,25 +169,14 @@ class RequestRecord:
 
     def shifted(self, offset_us: int) -> RequestRecord:
         """The same request on a timeline whose origin is `offset_us` earlier."""
-        return RequestRecord(
-            stream=self.stream,
-            index=self.index,
+        return dataclasses.replace(
+            self,
             scheduled_us=None if self.scheduled_us is None else self.scheduled_us + offset_us,
             send_us=self.send_us + offset_us,
             end_us=self.end_us + offset_us,
             arrivals_us=[t + offset_us for t in self.arrivals_us],
-            usage_tokens=self.usage_tokens,
-            engine_tokens=self.engine_tokens,
-            finish_reason=self.finish_reason,
-            done=self.done,
-            error=self.error,
-            engine_rate=self.engine_rate,
-            reasoning_events=self.reasoning_events,
-            max_tokens=self.max_tokens,
-            status=self.status,
             attempts=[
-                Attempt(a.send_us + offset_us, a.end_us + offset_us, a.error, a.status, a.waited_s)
+                dataclasses.replace(a, send_us=a.send_us + offset_us, end_us=a.end_us + offset_us)
                 for a in self.attempts
             ],
-            text=self.text,
         )
