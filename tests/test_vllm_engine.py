@@ -35,6 +35,7 @@ from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.compare import compare_fidelity
 from sagemeter.fidelity.vocabulary import gguf_vocabulary, hf_vocabulary
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
+from sagemeter.transport.client import HttpClient
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or platform.machine() != "x86_64",
@@ -124,8 +125,11 @@ def vllm_server(
 
 
 async def read_metrics(server: Served) -> Snapshot:
-    async with httpx.AsyncClient(base_url=server.root_url) as http:
+    http = HttpClient(server.root_url)
+    try:
         return await scrape(http)
+    finally:
+        await http.aclose()
 
 
 def settled_metrics(server: Served) -> Snapshot:
