@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from sagemeter.calibrate import TruthTiming, parse_duration, running_truth_server
+from sagemeter.calibrate import arrival as receive_stamps
 from sagemeter.calibrate.wire import TOKEN_TEXT
 from sagemeter.errors import UserError
 
@@ -267,9 +268,43 @@ def test_stats_count_requests_tokens_and_own_cpu() -> None:
     assert after["cpu_seconds"] > before["cpu_seconds"] > 0
     assert after["uptime_s"] > before["uptime_s"] > 0
     assert after["exact_writes"] == 2 * 24  # every first token and every end
+    assert after["first_tokens"] == 24
+    assert 0 <= after["first_token_lateness_sum_s"] <= after["exact_lateness_sum_s"]
     assert 2 * 24 <= after["writes"] <= 24 * (TOKENS + 1)  # chunks found late share a write
     assert after["lateness_sum_s"] >= 0
     assert (after["ttft_s"], after["itl_s"]) == (TIMING.ttft_s, TIMING.itl_s)
+    assert after["arrival_clock"] == (
+        "kernel" if receive_stamps.SO_TIMESTAMPNS is not None else "read"
+    )
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_a_request_is_timed_from_when_its_bytes_arrived_not_when_they_were_read(
+    stamped: bool,
+) -> None:
+    """Bytes left unread for 80 ms: with the kernel's stamp they still arrived 80 ms ago.
+
+    Where the kernel's stamps are not read (not Linux x86-64 or ARM64), asking for them says
+    so and the read time stands in.
+    """
+    with (
+        socket.create_server(("127.0.0.1", 0)) as listener,
+        socket.create_connection(listener.getsockname()) as client,
+    ):
+        server_side, _ = listener.accept()
+        with server_side:
+            if stamped:
+                stamped = receive_stamps.enable_stamps(server_side)
+                assert stamped is (receive_stamps.SO_TIMESTAMPNS is not None)
+            client.sendall(b"POST / HTTP/1.1\r\n\r\n")
+            time.sleep(0.08)
+            data, arrived = receive_stamps.receive(server_side, 4096, stamped)
+            waited = time.monotonic() - arrived
+    assert data == b"POST / HTTP/1.1\r\n\r\n"
+    if stamped:
+        assert 0.075 <= waited < 1.0
+    else:
+        assert 0 <= waited < 0.075
 
 
 def _wait_for_port(port_file: Path, process: subprocess.Popen[str]) -> int:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Callable
 
-from sagemeter.calibrate import wire
+from sagemeter.calibrate import arrival, wire
 from sagemeter.calibrate.http1 import BadRequest, Request, parse_request
 
 READ_SIZE = 65536
@@ -34,6 +35,7 @@ class Connection:
     """Requests answered in order, one timed reply at a time, kept alive unless asked not to."""
 
     __slots__ = (
+        "arrived",
         "buffer",
         "busy",
         "close_after",
@@ -42,11 +44,22 @@ class Connection:
         "loop",
         "respond",
         "sock",
+        "stamped",
         "unsent",
     )
 
-    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, respond: Responder):
+    def __init__(
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        respond: Responder,
+        stamped: bool = False,
+    ):
         self.sock = sock
+        self.stamped = stamped
+        # When the request being answered arrived (monotonic): the kernel's stamp of its
+        # bytes, or, for a pipelined request, the moment the one before it was finished.
+        self.arrived = time.monotonic()
         self.fd = sock.fileno()
         self.loop = loop
         self.respond = respond
@@ -77,6 +90,7 @@ class Connection:
     def finished(self) -> None:
         """The timed reply is out: close if asked, else answer a pipelined request next."""
         self.busy = False
+        self.arrived = time.monotonic()
         if self.close_after:
             self._close_when_sent()
         elif self.buffer:
@@ -93,7 +107,7 @@ class Connection:
 
     def _readable(self) -> None:
         try:
-            data = self.sock.recv(READ_SIZE)
+            data, self.arrived = arrival.receive(self.sock, READ_SIZE, self.stamped)
         except BlockingIOError:
             return
         except OSError:
@@ -154,6 +168,7 @@ class Listener:
         self.loop = loop
         self.respond = respond
         self.accepted = 0
+        self.kernel_stamps: bool | None = None  # known once a connection is accepted
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", port))
@@ -173,7 +188,8 @@ class Listener:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.accepted += 1
-            Connection(sock, self.loop, self.respond)
+            self.kernel_stamps = arrival.enable_stamps(sock)
+            Connection(sock, self.loop, self.respond, self.kernel_stamps)
 
     def close(self) -> None:
         self.loop.remove_reader(self.sock.fileno())

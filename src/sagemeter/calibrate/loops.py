@@ -49,8 +49,9 @@ def raise_priority(niceness: int = PRIORITY_NICENESS) -> int:
 
     On a machine the client keeps busy, a server woken for a deadline otherwise waits its turn
     for a core (measured here: first tokens 10–27 ms late on average under a client using both
-    cores). The server uses well under half a core and never spins, so running it first costs
-    the client little. Without the privilege (CAP_SYS_NICE) it runs at normal priority and
+    cores). The server uses well under half a core and spins only for the last half
+    millisecond before a first token or a reply's end, so running it first costs the client
+    little. Without the privilege (CAP_SYS_NICE) it runs at normal priority and
     GET /stats says so.
     """
     with contextlib.suppress(OSError):

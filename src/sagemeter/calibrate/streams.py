@@ -35,13 +35,24 @@ class StreamFaults:
 
 
 class Counters:
-    """What the server has sent, for GET /stats."""
+    """What the server has sent, for GET /stats.
 
-    __slots__ = ("requests", "tokens")
+    First tokens are counted apart with how late each was written: when a batch's first tokens
+    all fall due together, one core writes them one after another, and that share of a
+    client's TTFT is the server's.
+    """
+
+    __slots__ = ("first_token_late_sum_s", "first_tokens", "requests", "tokens")
 
     def __init__(self) -> None:
         self.requests = 0
         self.tokens = 0
+        self.first_tokens = 0
+        self.first_token_late_sum_s = 0.0
+
+    def first_token(self, late_s: float) -> None:
+        self.first_tokens += 1
+        self.first_token_late_sum_s += late_s
 
 
 class StreamReply:
@@ -100,9 +111,10 @@ class StreamReply:
             count = min(tokens, int((now - self.first_at) / self.itl) + 1) - sent
         faults = self.faults
         if faults is not None:
-            return self._fire_faulted(faults, sent, count)
+            return self._fire_faulted(faults, sent, count, now)
         if sent == 0:
             self.sink.write(self.first + self.token * (count - 1))
+            self.counters.first_token(now - self.first_at)
         else:
             self.sink.write(self.token if count == 1 else self.token * count)
         self.sent = sent = sent + count
@@ -110,7 +122,9 @@ class StreamReply:
         self.exact = sent >= tokens  # the end makes the request's duration
         return self.first_at + sent * self.itl
 
-    def _fire_faulted(self, faults: StreamFaults, sent: int, count: int) -> float | None:
+    def _fire_faulted(
+        self, faults: StreamFaults, sent: int, count: int, now: float
+    ) -> float | None:
         """The same writes with per-token chunks, a pause or a cut where the faults say."""
         for limit in (faults.drop_after, None if self.paused else faults.pause_after):
             if limit is not None and limit > sent:
@@ -123,6 +137,8 @@ class StreamReply:
         else:
             data = self.token * count
         self.sink.write(data)
+        if sent == 0:
+            self.counters.first_token(now - self.first_at)
         self.sent = sent = sent + count
         self.counters.tokens += count
         if faults.drop_after is not None and sent >= faults.drop_after:

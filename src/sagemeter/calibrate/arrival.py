@@ -1,0 +1,62 @@
+"""When a request's bytes reached the server's socket, by the kernel's stamp rather than ours.
+
+When 128 requests land at one instant, the server reads and parses them one after another; a
+clock read at parse time would start the last request's 50 ms up to a millisecond after the
+client sent it, and the truth would drift by exactly the burst the client is being tested on.
+Linux stamps each received packet (SO_TIMESTAMPNS) and hands the stamp over with the bytes, so
+every deadline counts from the moment the request arrived. Elsewhere, and on architectures
+whose option numbers differ, the server falls back to its own clock at read time and
+GET /stats says which it used.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import struct
+import sys
+import time
+
+# SO_TIMESTAMPNS (its "old", 64-bit-time_t form) in the generic Linux socket numbers, which
+# x86-64 and ARM64 use; Python's socket module does not export it.
+_LINUX_SO_TIMESTAMPNS = 35
+_GENERIC_MACHINES = frozenset({"x86_64", "amd64", "aarch64", "arm64"})
+_TIMESPEC = struct.Struct("@qq")  # seconds, nanoseconds (a 64-bit time_t)
+
+
+def _option() -> int | None:
+    if sys.platform != "linux" or platform.machine().lower() not in _GENERIC_MACHINES:
+        return None
+    return _LINUX_SO_TIMESTAMPNS
+
+
+SO_TIMESTAMPNS = _option()
+ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if SO_TIMESTAMPNS is not None else 0
+
+
+def enable_stamps(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp what `sock` receives; False where it cannot."""
+    if SO_TIMESTAMPNS is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def receive(sock: socket.socket, size: int, stamped: bool) -> tuple[bytes, float]:
+    """Read up to `size` bytes and the monotonic instant they arrived (now, without a stamp).
+
+    The kernel's stamp is on the wall clock; it becomes monotonic by how long ago it was,
+    read on both clocks at once, so a wall clock stepped since start-up does not move it.
+    """
+    if not stamped:
+        return sock.recv(size), time.monotonic()
+    data, ancillary, _flags, _address = sock.recvmsg(size, ANCILLARY_SIZE)
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
+            ago = time.time() - (seconds + nanoseconds * 1e-9)
+            return data, time.monotonic() - max(ago, 0.0)
+    return data, time.monotonic()
