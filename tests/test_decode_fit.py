@@ -38,6 +38,17 @@ def test_article_figures_follow_from_the_formula() -> None:
     assert detail.per_call_fixed_cost_s == pytest.approx(fixed)
 
 
+def test_a_fixed_cost_below_zero_is_no_figure_but_the_rate_stands() -> None:
+    # Tokens slow with length: 10 ms each over the first 16, 12.5 ms each over the next 80.
+    short = [_record(16, 0.16)] * 5
+    long = [_record(96, 0.16 + 80 * 0.0125)] * 5
+    detail = fit_decode(short, long, short_tokens=16, long_tokens=96)
+    assert detail.valid
+    assert detail.tokens_per_second == pytest.approx(80.0)
+    assert detail.per_call_fixed_cost_s is None  # the line would cross zero at -40 ms
+    assert any("no per-call fixed cost" in p and "-40.0 ms" in p for p in detail.problems)
+
+
 def test_failures_and_early_stops_are_named_not_averaged_in() -> None:
     short = [_record(16, 0.66), _record(16, 0.66, ok=False)]
     long = [_record(512, 5.62), _record(300, 3.5, asked=512)]

@@ -33,7 +33,11 @@ def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
     assert phases == ["starting", "preflight", "decode", "parallel", "quality"]
 
     assert result.decode_tokens_per_second is not None and result.decode_tokens_per_second > 1
-    assert result.per_call_fixed_cost_seconds is not None
+    fixed = result.per_call_fixed_cost_seconds
+    if fixed is None:  # a tiny model's tokens slow with length: the fit can fall below zero
+        assert any("no per-call fixed cost" in w for w in result.warnings)
+    else:
+        assert fixed >= 0
     assert set(result.load_tokens_per_second) == {"1", "4"}
     assert result.quality is not None and result.quality.endswith("/6")
     assert result.weights_gib is not None and result.kv_cache_tokens is not None

@@ -148,9 +148,17 @@ def fit_decode(
             blocking.append("no decode rate: long replies were not slower than short ones")
         else:
             detail.tokens_per_second = (long_tokens - short_tokens) / delta_t
-            detail.per_call_fixed_cost_s = median(detail.short_times_s) - short_tokens / (
-                detail.tokens_per_second
-            )
+            fixed = median(detail.short_times_s) - short_tokens / detail.tokens_per_second
+            if fixed >= 0:
+                detail.per_call_fixed_cost_s = fixed
+            else:
+                # No call costs less than nothing: each token took longer in the long replies
+                # (attention over a longer context), so the two-length line cannot part a
+                # fixed cost from the tokens. The rate (the slope) still stands.
+                notes.append(
+                    f"no per-call fixed cost: the two lengths put it at {fixed * 1000:.1f} ms, "
+                    "below zero (tokens grew slower with the reply's length)"
+                )
             tokens = np.array(
                 [*(short_tokens for _ in good_short), *(long_tokens for _ in good_long)]
             )
