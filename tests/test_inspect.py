@@ -21,7 +21,9 @@ from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.errors import UserError
 from sagemeter.inspect.build import inspect_sources
 from sagemeter.inspect.facts import CheckpointFacts
+from sagemeter.inspect.predicted import facts_for_environment
 from sagemeter.inspect.sources import parse_source
+from sagemeter.paths import shown
 from tests.checkpoint_files import (
     to_bf16_bits,
     write_compressed_tensors,
@@ -396,3 +398,16 @@ def test_towers_and_unknown_tensors_are_not_body(tmp_path: Path) -> None:
     assert facts.decode.not_read == 2 * 64 * 32 * 2
     assert facts.decode.output_projection_from == "none found"
     assert any("no known role" in note for note in facts.decode.notes)
+
+
+def test_a_result_names_its_checkpoint_without_the_users_home(
+    q4_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = q4_path.resolve().parent.parent
+    monkeypatch.setenv("HOME", str(home))
+    facts = facts_for_environment(q4_path)
+    assert facts is not None
+    inside = "~/" + str(q4_path.resolve().relative_to(home))
+    assert facts.location == inside and facts.source == inside
+    assert str(home) not in facts.model_dump_json()
+    assert shown(str(home) + "-other/file") == str(home) + "-other/file"  # a neighbour, not home

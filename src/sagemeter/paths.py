@@ -33,3 +33,12 @@ def cache_dir() -> Path:
     path = home / "cache" if home else Path(platformdirs.user_cache_dir(APP_NAME))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def shown(path: str) -> str:
+    """`path` with the user's home folder written `~`: a result file that is shared says where
+    a file was without naming whose machine it was on."""
+    home = str(Path.home())
+    if home not in ("", "/") and (path == home or path.startswith(home + os.sep)):
+        return "~" + path[len(home) :]
+    return path

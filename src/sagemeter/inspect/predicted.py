@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sagemeter.errors import UserError
 from sagemeter.inspect.facts import CheckpointFacts
+from sagemeter.paths import shown
 
 # Tokens per GB of weights read: the decode ceiling in tokens/s per GB/s of memory bandwidth.
 # Its ratio between two results is the predicted decode ratio.
@@ -32,7 +33,9 @@ def facts_for_environment(path: Path) -> CheckpointFacts | None:
         facts = _facts_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     except (UserError, OSError):
         return None
-    return facts.model_copy(deep=True)
+    return facts.model_copy(
+        deep=True, update={"source": shown(facts.source), "location": shown(facts.location)}
+    )
 
 
 @functools.lru_cache(maxsize=8)
