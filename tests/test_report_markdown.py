@@ -308,3 +308,23 @@ def test_a_win_smaller_than_the_drift_is_no_win(
     from sagemeter.report.figures import pick_best
 
     assert pick_best(values, higher=higher, noise=noise) == (marks, why)
+
+
+def test_a_decode_note_beside_a_valid_rate_is_a_note_not_a_lost_rate(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("smollm2-f32", "smollm2-q4_1"):
+        result = load_result(FIXED_RUN / f"measure-{name}.json")
+        assert result.detail is not None and result.detail.decode is not None
+        decode = result.detail.decode
+        if name == "smollm2-q4_1":
+            decode.problems = ["no per-call fixed cost: the two lengths put it at -3.6 ms"]
+        else:
+            decode.valid = False
+            decode.problems = ["no decode rate: 2 short and 5 long replies were complete"]
+        (run / f"measure-{name}.json").write_text(result.model_dump_json(), encoding="utf-8")
+    write_report(run, "md")
+    speed = md_sections((run / "report.md").read_text())["Decode speed"]
+    assert "smollm2-q4_1, decode: no per-call fixed cost" in speed
+    assert "smollm2-q4_1: decode gave no trustworthy rate" not in speed
+    assert "smollm2-f32: decode gave no trustworthy rate (no decode rate: 2 short" in speed

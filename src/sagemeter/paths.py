@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import site
 from pathlib import Path
 
 import platformdirs
@@ -36,9 +37,18 @@ def cache_dir() -> Path:
 
 
 def shown(path: str) -> str:
-    """`path` with the user's home folder written `~`: a result file that is shared says where
-    a file was without naming whose machine it was on."""
+    """`path` as a shared result file should say it: a file of an installed package as
+    `site-packages/…`, one under the user's home folder as `~/…`; where it was, without naming
+    whose machine or which environment it was on."""
+    for packages in _site_packages():
+        if path.startswith(packages + os.sep):
+            return "site-packages" + path[len(packages) :]
     home = str(Path.home())
     if home not in ("", "/") and (path == home or path.startswith(home + os.sep)):
         return "~" + path[len(home) :]
     return path
+
+
+def _site_packages() -> list[str]:
+    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    return [str(Path(folder).resolve()) for folder in folders if folder]

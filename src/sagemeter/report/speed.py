@@ -150,11 +150,13 @@ def decode_section(run: Run) -> Section:
     else:
         blocks.append(Paragraph(f"Reply times are not in these files: their spreads are {NA}."))
     for result, decode in zip(contenders, decodes, strict=True):
-        if decode and (not decode.valid or decode.problems):
+        if decode and not decode.valid:
             problems = "; ".join(decode.problems) or "marked invalid"
             blocks.append(
                 Callout(f"{name_of(result)}: decode gave no trustworthy rate ({problems})")
             )
+        elif decode and decode.problems:  # the rate stands; what else was seen
+            blocks.append(Callout(f"{name_of(result)}, decode: {'; '.join(decode.problems)}"))
     blocks.append(Table(header=header, rows=_decode_rows(run, noise_of(run))))
     blocks += _decode_verdict(contenders)
     blocks.append(
