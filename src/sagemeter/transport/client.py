@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from sagemeter.transport.address import ServerAddress, parse_address
-from sagemeter.transport.http1 import Connection, open_connection
+from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.request import http_request
 from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries
@@ -111,7 +110,7 @@ class HttpClient:
             )
         except OSError as exc:
             record.send = record.end = time.perf_counter()
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            reason = connect_failure(exc)
             record.error = f"cannot connect to {address.host}:{address.port}: {reason}"
             return record
         return await self._send_on(connection, payload, record, stream, keep_text, timeout_s)

@@ -14,6 +14,7 @@ never raise: they are written into the record with their reason, and the ones wo
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import time
 from typing import cast
@@ -270,3 +271,14 @@ async def open_connection(
         server_hostname=server_name if tls is not None else None,
     )
     return protocol
+
+
+def connect_failure(exc: OSError) -> str:
+    """Why a connection could not be made, in words. A TLS failure's errno is OpenSSL's code,
+    which `os.strerror` would misread (a certificate not trusted is errno 1, "Operation not
+    permitted"), so TLS failures are named from their own message."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS certificate not trusted: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed: {exc.reason or exc}"
+    return os.strerror(exc.errno) if exc.errno else str(exc)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from sagemeter.transport.clock import LagSampler, perf_counter_at
-from sagemeter.transport.http1 import Connection, open_connection
+from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries
 
@@ -157,7 +157,9 @@ class Worker:
             streams = [await self.connect() for _ in plan.streams]
             self.idle = [await self.connect() for _ in range(plan.preopen)]
         except OSError as exc:
-            self.output.failure = f"cannot connect to {plan.host}:{plan.port}: {exc}"
+            self.output.failure = (
+                f"cannot connect to {plan.host}:{plan.port}: {connect_failure(exc)}"
+            )
             return self.output
         channel_out.write(READY)
         channel_out.flush()
