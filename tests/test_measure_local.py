@@ -35,7 +35,8 @@ def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
     assert result.decode_tokens_per_second is not None and result.decode_tokens_per_second > 1
     fixed = result.per_call_fixed_cost_seconds
     if fixed is None:  # a tiny model's tokens slow with length: the fit can fall below zero
-        assert any("no per-call fixed cost" in w for w in result.warnings)
+        assert result.detail is not None
+        assert any("no per-call fixed cost" in w for w in result.detail.warnings)
     else:
         assert fixed >= 0
     assert set(result.load_tokens_per_second) == {"1", "4"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.questions import QuestionSet
-from sagemeter.questions.scoring import ScoringRule, score
+from sagemeter.questions.scoring import ScoringRule
 from sagemeter.results import QualityDetail, QualityItem
 from sagemeter.transport.chat import ChatClient, ChatRequest
 
@@ -41,17 +41,11 @@ async def measure_quality(
             )
         )
         progress(1)
-        reply = (record.text or "") if record.ok else None
-        correct, extracted = score(question, reply, scoring) if reply is not None else (False, None)
         items.append(
-            QualityItem(
-                id=question.id,
-                family=question.family,
-                prompt=question.prompt,
-                expected=question.answer,
-                reply=reply,
-                extracted=extracted,
-                correct=correct,
+            QualityItem.scored(
+                question,
+                (record.text or "") if record.ok else None,
+                scoring,
                 finish_reason=record.finish_reason,
                 error=record.error,
                 retries=record.retries,

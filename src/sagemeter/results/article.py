@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sagemeter.errors import UserError
 from sagemeter.questions import QuestionSet, load_question_set
-from sagemeter.questions.scoring import score
 from sagemeter.results.model import (
     Detail,
     Environment,
@@ -283,23 +282,11 @@ def _quality(article: ArticleFile, warnings: list[str]) -> QualityDetail | None:
             "...): compared by their counts only"
         )
         return None
-    items = []
-    for question in question_set.questions:
-        if question.id not in recorded.answers:
-            continue
-        reply = recorded.answers[question.id]
-        correct, extracted = score(question, reply, "article")
-        items.append(
-            QualityItem(
-                id=question.id,
-                family=question.family,
-                prompt=question.prompt,
-                expected=question.answer,
-                reply=reply,
-                extracted=extracted,
-                correct=correct,
-            )
-        )
+    items = [
+        QualityItem.scored(question, recorded.answers[question.id], "article")
+        for question in question_set.questions
+        if question.id in recorded.answers
+    ]
     detail = _quality_detail(question_set, items, article.settings.temperature)
     if (detail.correct, detail.total) != (recorded.correct, recorded.total):
         warnings.append(

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.inspect.facts import CheckpointFacts
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
+from sagemeter.questions import Question
+from sagemeter.questions.scoring import ScoringRule, score
 from sagemeter.results.v1 import upgrade_records
 from sagemeter.transport.record import RequestRecord
 
@@ -208,6 +210,24 @@ class QualityItem(BaseModel):
     @property
     def answered(self) -> bool:
         return self.error is None
+
+    @classmethod
+    def scored(
+        cls, question: Question, reply: str | None, rule: ScoringRule, **facts: Any
+    ) -> QualityItem:
+        """The item for `question` and its `reply` (None: unanswered), scored by `rule`;
+        `facts` are the request's own (finish reason, error, retries)."""
+        correct, extracted = score(question, reply, rule) if reply is not None else (False, None)
+        return cls(
+            id=question.id,
+            family=question.family,
+            prompt=question.prompt,
+            expected=question.answer,
+            reply=reply,
+            extracted=extracted,
+            correct=correct,
+            **facts,
+        )
 
 
 class QualityDetail(BaseModel):
