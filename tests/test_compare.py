@@ -120,3 +120,22 @@ def test_an_incomplete_result_is_named_with_what_it_misses(tmp_path: Path) -> No
     assert "[2] smollm2-q4_1 (incomplete)" in printed
     assert "[1] smollm2-f32 (incomplete)" not in printed
     assert f"warning: {note}" in printed  # markup-like text ([x]) is printed as it is
+
+
+def test_a_level_without_a_figure_is_null_in_its_rows_and_a_schema_1_file_still_loads(
+    tmp_path: Path,
+) -> None:
+    run = copy_run(FIXED_RUN, tmp_path / "run")
+    edited = run / "measure-smollm2-q4_1.json"
+    payload = json.loads(edited.read_text())
+    assert payload["detail"]["schema_version"] == 1  # the fixed run is of schema 1
+    payload["load_tokens_per_second"]["4"] = None  # asked for, no figure
+    edited.write_text(json.dumps(payload))
+    names = ["smollm2-f32", "smollm2-q4_1", "smollm2-f32-again"]
+    comparison = combine([run / f"measure-{name}.json" for name in names], price_per_hour=1.0)
+    rows = _rows(comparison)
+    for key in ("load_c4_tokens_per_second", "usd_per_million_tokens_c4"):
+        first, missing, again = rows[key].values
+        assert first is not None and again is not None and missing is None, key
+        assert rows[key].ratios[0] is None, key
+    assert rows["load_c1_tokens_per_second"].values[1] == payload["load_tokens_per_second"]["1"]

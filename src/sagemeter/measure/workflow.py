@@ -343,9 +343,7 @@ def assemble_result(
         decode_tokens_per_second=_round(decode.tokens_per_second) if decode.valid else None,
         per_call_fixed_cost_seconds=_round(decode.per_call_fixed_cost_s) if decode.valid else None,
         load_tokens_per_second={
-            str(level.concurrency): round(level.tokens_per_second, 3)
-            for level in load.levels
-            if level.tokens_per_second is not None
+            str(level.concurrency): _round(level.tokens_per_second) for level in load.levels
         },
         quality=f"{quality.correct}/{quality.answered_count}",
         ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
