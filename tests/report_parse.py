@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -40,6 +41,14 @@ def copy_run(source: Path, dest: Path) -> Path:
     """A writable copy of a committed run folder (reports are written into the folder)."""
     shutil.copytree(source, dest)
     return dest
+
+
+def mark_incomplete(result_file: Path, reasons: list[str]) -> None:
+    """Edit a real result file as `measure` writes one that misses a figure it asked for."""
+    payload = json.loads(result_file.read_text(encoding="utf-8"))
+    payload["complete"] = False
+    payload["incomplete_because"] = reasons
+    result_file.write_text(json.dumps(payload), encoding="utf-8")
 
 
 # --- markdown ---------------------------------------------------------------------------------
@@ -111,6 +120,16 @@ def md_tables(body: str) -> list[list[list[MdCell]]]:
     return tables
 
 
+def md_callouts(body: str) -> list[str]:
+    """The text of every warning callout (`> ⚠️ **Warning:** …`) in a section body."""
+    prefix = "> ⚠️ **Warning:** "
+    return [
+        _unescape(line.removeprefix(prefix))
+        for line in body.splitlines()
+        if line.startswith(prefix)
+    ]
+
+
 def md_images(text: str) -> list[str]:
     return re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
 
@@ -142,6 +161,8 @@ class ReportHtml(HTMLParser):
         self.urls: list[str] = []
         self.tags: set[str] = set()
         self.meta: list[dict[str, str | None]] = []
+        self.warnings: list[tuple[str | None, str]] = []  # (section, callout text)
+        self._warning: list[str] | None = None
         self._cell: list[str] | None = None
         self._cell_best = False
         self._heading: list[str] | None = None
@@ -167,6 +188,8 @@ class ReportHtml(HTMLParser):
             self.images.append(found)
         elif tag == "meta":
             self.meta.append(found)
+        elif tag == "p" and "warning" in (found.get("class") or "").split():
+            self._warning = []
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("td", "th") and self._cell is not None:
@@ -178,12 +201,18 @@ class ReportHtml(HTMLParser):
         elif tag == "h2" and self._heading is not None:
             self.headings.append("".join(self._heading).strip())
             self._heading = None
+        elif tag == "p" and self._warning is not None:
+            section = self.sections[-1] if self.sections else None
+            self.warnings.append((section, " ".join("".join(self._warning).split())))
+            self._warning = None
 
     def handle_data(self, data: str) -> None:
         if self._cell is not None:
             self._cell.append(data)
         if self._heading is not None:
             self._heading.append(data)
+        if self._warning is not None:
+            self._warning.append(data)
 
 
 def parse_html(text: str) -> ReportHtml:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from sagemeter.compare import combine
 from sagemeter.errors import UserError
 from tests.conftest import reference_file
+from tests.report_parse import FIXED_RUN, copy_run, mark_incomplete
 
 BF16 = "measure-gemma-4-e2b.json"
 QAT = "measure-gemma-4-e2b-qat.json"
@@ -94,3 +96,46 @@ def test_different_question_counts_are_refused(tmp_path: Path) -> None:
     other.write_text(json.dumps(payload))
     with pytest.raises(UserError, match="different number of questions"):
         combine([reference_file(BF16), other])
+
+
+def test_an_incomplete_result_is_named_with_what_it_misses(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from sagemeter.report.terminal import print_comparison
+
+    run = copy_run(FIXED_RUN, tmp_path / "run")
+    missing = "16 at once: no figure: 0 of 2 batches complete after 4 tries; last reason: [x]"
+    mark_incomplete(run / "measure-smollm2-q4_1.json", [missing, "quality: 2 of 40 unanswered"])
+    names = ["smollm2-f32", "smollm2-q4_1", "smollm2-f32-again"]
+    comparison = combine([run / f"measure-{name}.json" for name in names])
+    note = (
+        f"smollm2-q4_1 is incomplete, a figure it asked for is missing: {missing}; "
+        "quality: 2 of 40 unanswered"
+    )
+    assert comparison.incomplete == [None, note, None]
+    assert comparison.warnings[0] == note
+    buffer = io.StringIO()
+    print_comparison(Console(file=buffer, width=250, color_system=None), comparison)
+    printed = buffer.getvalue()
+    assert "[2] smollm2-q4_1 (incomplete)" in printed
+    assert "[1] smollm2-f32 (incomplete)" not in printed
+    assert f"warning: {note}" in printed  # markup-like text ([x]) is printed as it is
+
+
+def test_a_level_without_a_figure_is_null_in_its_rows_and_a_schema_1_file_still_loads(
+    tmp_path: Path,
+) -> None:
+    run = copy_run(FIXED_RUN, tmp_path / "run")
+    edited = run / "measure-smollm2-q4_1.json"
+    payload = json.loads(edited.read_text())
+    assert payload["detail"]["schema_version"] == 1  # the fixed run is of schema 1
+    payload["load_tokens_per_second"]["4"] = None  # asked for, no figure
+    edited.write_text(json.dumps(payload))
+    names = ["smollm2-f32", "smollm2-q4_1", "smollm2-f32-again"]
+    comparison = combine([run / f"measure-{name}.json" for name in names], price_per_hour=1.0)
+    rows = _rows(comparison)
+    for key in ("load_c4_tokens_per_second", "usd_per_million_tokens_c4"):
+        first, missing, again = rows[key].values
+        assert first is not None and again is not None and missing is None, key
+        assert rows[key].ratios[0] is None, key
+    assert rows["load_c1_tokens_per_second"].values[1] == payload["load_tokens_per_second"]["1"]

@@ -221,4 +221,5 @@ def test_the_command_exits_2_or_3_and_says_why(tmp_path: Path) -> None:
     assert "incomplete: " in partial.stderr and "4 at once" in partial.stderr
     written = json.loads(next((tmp_path / "b").glob("measure-*.json")).read_text())
     assert written["complete"] is False
-    assert "4" not in written["load_tokens_per_second"]
+    assert written["load_tokens_per_second"]["4"] is None  # asked for, no figure: null
+    assert any(reason.startswith("4 at once") for reason in written["incomplete_because"])

@@ -20,6 +20,7 @@ from tests.report_parse import (
     SECTION_ANCHORS,
     SECTION_TITLES,
     copy_run,
+    mark_incomplete,
     parse_html,
     png_ink,
     png_size,
@@ -107,3 +108,15 @@ def test_chromium_renders_the_tables_and_images(
     assert shot_height >= 3000  # the whole page, far beyond one screen
     inked, colours = png_ink(png)
     assert inked > 0.05 and colours > 50  # text, tables and plots were painted
+
+
+def test_an_incomplete_result_is_a_warning_at_the_top_of_the_page(tmp_path: Path) -> None:
+    run = copy_run(FIXED_RUN, tmp_path / "run")
+    missing = "decode rate: no decode rate: 2 short and 5 long replies were complete"
+    mark_incomplete(run / "measure-smollm2-f32-again.json", [missing])
+    write_report(run, "html")
+    page = parse_html((run / "report.html").read_text(encoding="utf-8"))
+    assert page.warnings[0] == (
+        "compared",
+        f"⚠ Warning: smollm2-f32-again is incomplete, a figure it asked for is missing: {missing}",
+    )

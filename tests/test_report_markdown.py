@@ -22,6 +22,8 @@ from tests.report_parse import (
     FIXED_RUN,
     SECTION_TITLES,
     copy_run,
+    mark_incomplete,
+    md_callouts,
     md_images,
     md_sections,
     md_tables,
@@ -328,3 +330,35 @@ def test_a_decode_note_beside_a_valid_rate_is_a_note_not_a_lost_rate(tmp_path: P
     assert "smollm2-q4_1, decode: no per-call fixed cost" in speed
     assert "smollm2-q4_1: decode gave no trustworthy rate" not in speed
     assert "smollm2-f32: decode gave no trustworthy rate (no decode rate: 2 short" in speed
+
+
+MISSING = "4 at once: no figure: 0 of 2 batches complete after 4 tries; last reason: HTTP 503"
+
+
+def test_an_incomplete_result_gets_a_warning_naming_it_and_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    run = copy_run(FIXED_RUN, tmp_path / "run")
+    mark_incomplete(run / "measure-smollm2-q4_1.json", [MISSING])
+    write_report(run, "md")
+    compared = md_sections((run / "report.md").read_text(encoding="utf-8"))["What was compared"]
+    callouts = md_callouts(compared)
+    assert callouts[0] == (
+        f"smollm2-q4_1 is incomplete, a figure it asked for is missing: {MISSING}"
+    )
+    assert not any("smollm2-f32" in text and "incomplete" in text for text in callouts)
+
+
+def test_a_lone_incomplete_result_without_a_reason_is_still_called_incomplete(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(FIXED_RUN / "measure-smollm2-f32.json", run)  # one file: no comparison
+    mark_incomplete(run / "measure-smollm2-f32.json", [])
+    write_report(run, "md")
+    compared = md_sections((run / "report.md").read_text(encoding="utf-8"))["What was compared"]
+    assert md_callouts(compared) == [
+        "smollm2-f32 is incomplete, a figure it asked for is missing: the file does not say "
+        "which figure"
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 from pathlib import Path
 
@@ -90,3 +91,17 @@ def test_wilson_interval_edges() -> None:
     assert math.isclose(low, 1 - mirror_high) and math.isclose(high, 1 - mirror_low)
     with pytest.raises(ValueError):
         wilson_interval(5, 4)
+
+
+def test_a_level_without_a_figure_is_left_out_of_the_throughput_and_cost_plots(
+    tmp_path: Path,
+) -> None:
+    run = copy_run(FIXED_RUN, tmp_path / "run")
+    edited = run / "measure-smollm2-q4_1.json"
+    payload = json.loads(edited.read_text())
+    payload["load_tokens_per_second"] = dict.fromkeys(payload["load_tokens_per_second"])
+    edited.write_text(json.dumps(payload))  # every level asked for, none with a figure
+    drawn = render_plots(run_series(load_run(run, price_per_hour=0.5)), ["throughput", "cost"])
+    assert set(drawn) == {"throughput", "cost"}  # the other files' levels are still drawn
+    for png in drawn.values():
+        assert png_ink(png)[0] > 0.01

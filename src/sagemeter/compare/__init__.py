@@ -11,6 +11,7 @@ from sagemeter.compare.combine import (
     across_methods_note,
     combine,
     identical_answers,
+    incomplete_note,
     save_comparison,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "across_methods_note",
     "combine",
     "identical_answers",
+    "incomplete_note",
     "save_comparison",
 ]

@@ -119,6 +119,11 @@ class Comparison(BaseModel):
         default_factory=list,
         description="token-level fidelity against the first file, where the files hold records",
     )
+    incomplete: list[str | None] = Field(
+        default_factory=list,
+        description="per file, in file order: what a result that says `complete: false` is "
+        "missing (None: complete, or the file does not say)",
+    )
     warnings: list[str] = Field(default_factory=list)
     order: str | None = Field(
         None,
@@ -131,6 +136,15 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     if value is None or base is None or base == 0:
         return None
     return value / base
+
+
+def incomplete_note(name: str, result: MeasureResult) -> str | None:
+    """One line for a result that says `complete: false`: its name and each missing figure with
+    why, so no face shows it as if it were whole; None for any other result."""
+    if result.complete is not False:
+        return None
+    missing = "; ".join(result.incomplete_because) or "the file does not say which figure"
+    return f"{name} is incomplete, a figure it asked for is missing: {missing}"
 
 
 def method_of(result: MeasureResult) -> str | None:
@@ -270,7 +284,10 @@ def combine(
         raise UserError("combine needs at least two result files")
     check_price(price_per_hour)
     results = [load_result(path) for path in paths]
-    warnings = _check_comparable(paths, results)
+    names = [r.name or path.stem for r, path in zip(results, paths, strict=True)]
+    incomplete = [incomplete_note(name, r) for name, r in zip(names, results, strict=True)]
+    warnings = [note for note in incomplete if note is not None]
+    warnings += _check_comparable(paths, results)
     if price_per_hour is None:
         price_per_hour, price_warnings = recorded_price(paths, results)
         warnings.extend(price_warnings)
@@ -327,7 +344,7 @@ def combine(
     fidelity_checks, fidelity_warnings = _fidelity_checks(results, candidates, a_again)
     warnings.extend(fidelity_warnings)
     return Comparison(
-        names=[r.name or path.stem for r, path in zip(results, paths, strict=True)],
+        names=names,
         files=[str(path) for path in paths],
         methods=methods,
         price_per_hour=price_per_hour,
@@ -336,6 +353,7 @@ def combine(
         drift=drift,
         quality_checks=checks,
         fidelity_checks=fidelity_checks,
+        incomplete=incomplete,
         warnings=warnings,
     )
 

@@ -37,7 +37,10 @@ class MeasureAnswer(BaseModel):
     path: str = Field(description="the result file, for compare_results")
     decode_tokens_per_second: float | None
     per_call_fixed_cost_seconds: float | None
-    load_tokens_per_second: dict[str, float] = Field(description="keyed by requests at once")
+    load_tokens_per_second: dict[str, float | None] = Field(
+        description="keyed by requests at once; null for a level with no figure (see "
+        "incomplete_because)"
+    )
     quality: str | None = Field(description='"correct/answered" (unanswered are left out)')
     ttft_median_ms: float | None = None
     inter_token_latency_median_ms: float | None = None

@@ -18,8 +18,9 @@ from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
 from sagemeter.measure.stats import CpuClock, client_share, median, spread
-from sagemeter.results import DecodeDetail
+from sagemeter.results import ClientShare, DecodeDetail
 from sagemeter.transport.chat import ChatClient, ChatRequest
+from sagemeter.transport.health import WORKER_CPU_SHARE_MAX, pct
 from sagemeter.transport.record import RequestRecord
 
 DECODE_PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -70,13 +71,16 @@ async def measure_decode(
             if good < repeats:
                 bucket.append(await client.chat(_request(prompt, length)))
                 progress(1)
-    detail = fit_decode(
-        short, long, short_tokens=short_tokens, long_tokens=long_tokens, repeats=repeats
+    records = [*short, *long]
+    share = client_share(len(records), cpu.elapsed(), sum(r.total_s for r in records))
+    return fit_decode(
+        short,
+        long,
+        short_tokens=short_tokens,
+        long_tokens=long_tokens,
+        repeats=repeats,
+        client=share,
     )
-    detail.client = client_share(
-        len(detail.records), cpu.elapsed(), sum(r.total_s for r in detail.records)
-    )
-    return detail
 
 
 def _request(prompt: str, max_tokens: int) -> ChatRequest:
@@ -118,11 +122,13 @@ def fit_decode(
     short_tokens: int,
     long_tokens: int,
     repeats: int | None = None,
+    client: ClientShare | None = None,
 ) -> DecodeDetail:
     """The decode figures from finished records; refuses to compute a rate from bad replies.
 
     Failed or short replies are kept as records but never enter the figures; with `repeats`, the
-    rate needs that many good replies of each length.
+    rate needs that many good replies of each length. `client` is the measuring client's own
+    share of the time it timed: a saturated client may have set the pace, so there is no rate.
     """
     notes = [*_problems("short", short), *_problems("long", long)]
     good_short = [r for r in short if _good(r)]
@@ -136,7 +142,8 @@ def fit_decode(
         long_times_s=[r.total_s for r in good_long],
         records=[*short, *long],
     )
-    blocking: list[str] = []
+    blocking = client_bound(client)
+    detail.client = client
     if len(good_short) < needed or len(good_long) < needed:
         blocking.append(
             f"no decode rate: {len(good_short)} short and {len(good_long)} long replies were "
@@ -185,4 +192,24 @@ def fit_decode(
     detail.valid = not blocking and detail.tokens_per_second is not None
     if not detail.valid:
         detail.tokens_per_second = detail.per_call_fixed_cost_s = None
+        detail.least_squares_tokens_per_second = None
+        detail.tokens_per_second_repeats = detail.tokens_per_second_ci95 = None
     return detail
+
+
+def client_bound(client: ClientShare | None) -> list[str]:
+    """Why the client, not the server, may have set the decode pace; empty when it kept up.
+
+    The rule a parallel batch's worker process is judged by (transport/health.py): its event
+    loop busy more than WORKER_CPU_SHARE_MAX of the time it timed was saturated, and every
+    timestamp it took may hold its own delay.
+    """
+    if client is None:
+        return []
+    busy = client.loop_share if client.loop_share is not None else client.share
+    if busy <= WORKER_CPU_SHARE_MAX:
+        return []
+    return [
+        f"no decode rate: the client may have set the pace: its event loop was busy {pct(busy)} "
+        f"of the wall time it timed (> {pct(WORKER_CPU_SHARE_MAX)}, WORKER_CPU_SHARE_MAX)"
+    ]

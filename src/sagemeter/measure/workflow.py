@@ -25,7 +25,7 @@ from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
-from sagemeter.measure.decode import decode_request_count, measure_decode
+from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.quality import measure_quality
@@ -343,9 +343,7 @@ def assemble_result(
         decode_tokens_per_second=_round(decode.tokens_per_second) if decode.valid else None,
         per_call_fixed_cost_seconds=_round(decode.per_call_fixed_cost_s) if decode.valid else None,
         load_tokens_per_second={
-            str(level.concurrency): round(level.tokens_per_second, 3)
-            for level in load.levels
-            if level.tokens_per_second is not None
+            str(level.concurrency): _round(level.tokens_per_second) for level in load.levels
         },
         quality=f"{quality.correct}/{quality.answered_count}",
         ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
@@ -406,10 +404,12 @@ CLIENT_SHARE_WARNING = 0.5  # half a core busy in the client: it may be part of 
 def _client_bound_warnings(decode: DecodeDetail) -> list[str]:
     """The event loop busy for over half the time it timed: its own overhead may be in it.
 
-    (Levels are judged batch by batch by the worker processes' own rules, see measure/load.py.)
+    A loop busier still (saturated) leaves no rate at all, and `decode.problems` says so (see
+    measure/decode.py `client_bound`). Levels are judged batch by batch by the worker
+    processes' own rules, see measure/load.py.
     """
     found = decode.client
-    if found is None:
+    if found is None or client_bound(found):
         return []
     busy = found.loop_share if found.loop_share is not None else found.share
     if busy <= CLIENT_SHARE_WARNING:

@@ -24,7 +24,7 @@ from sagemeter.report.document import (
     label,
 )
 from sagemeter.report.figures import NA, hardware_of, money_per_hour, num, ratio, region_of
-from sagemeter.report.rows import levels_of, name_of, noise_of
+from sagemeter.report.rows import incomplete_notes, levels_of, name_of, noise_of
 from sagemeter.report.runs import Run
 from sagemeter.report.sections import scope_section
 from sagemeter.results import MeasureResult
@@ -118,6 +118,7 @@ def _runs_section(a: Run, b: Run, differences: list[str]) -> Section:
         blocks.append(
             Paragraph("No difference of method or settings was found between the two runs.")
         )
+    blocks += [Callout(f"{run.label}: {note}") for run in (a, b) for note in incomplete_notes(run)]
 
     def facts(run: Run) -> list[str]:
         settings = _settings(run)

@@ -94,15 +94,21 @@ def _legend_below(figure: Figure, ax: Axes, entries: int) -> None:
     figure.legend(handles, labels, loc="outside lower center", ncols=min(entries, 3), fontsize=10)
 
 
+def _measured_levels(result: MeasureResult) -> list[tuple[int, float]]:
+    """(requests at once, tokens/s) of each level with a figure; a level without one is null."""
+    found = result.load_tokens_per_second.items()
+    return sorted((int(level), value) for level, value in found if value is not None)
+
+
 def throughput_plot(series: list[Series]) -> bytes | None:
     """Tokens/s against requests at once; pooled figure as a line, each batch as a dot."""
-    drawn = [s for s in series if s.result.load_tokens_per_second]
+    drawn = [s for s in series if _measured_levels(s.result)]
     if not drawn:
         return None
     figure, (ax,) = _new_figure()
     levels: set[int] = set()
     for s in drawn:
-        points = sorted((int(k), v) for k, v in s.result.load_tokens_per_second.items())
+        points = _measured_levels(s.result)
         levels.update(level for level, _ in points)
         xs, ys = zip(*points, strict=True)
         ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, marker=s.marker, label=s.label)
@@ -115,7 +121,7 @@ def throughput_plot(series: list[Series]) -> bytes | None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(levels), [str(level) for level in sorted(levels)])
     unit = "output tokens/s"
-    if _wide_range(v for s in drawn for v in s.result.load_tokens_per_second.values()):
+    if _wide_range(v for s in drawn for _, v in _measured_levels(s.result)):
         ax.set_yscale("log")
         unit += " (log scale)"
     else:
@@ -204,10 +210,10 @@ def _records(result: MeasureResult) -> list[RequestRecord]:
 
 def cost_plot(series: list[Series]) -> bytes | None:
     """USD per million output tokens at each concurrency; whiskers span the batches."""
-    priced = [s for s in series if s.price_per_hour and s.result.load_tokens_per_second]
+    priced = [s for s in series if s.price_per_hour and _measured_levels(s.result)]
     if not priced:
         return None
-    levels = sorted({int(k) for s in priced for k in s.result.load_tokens_per_second})
+    levels = sorted({level for s in priced for level, _ in _measured_levels(s.result)})
     figure, (ax,) = _new_figure()
     width = 0.8 / len(priced)
     heights_seen: list[float] = []

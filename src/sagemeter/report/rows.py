@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sagemeter.compare import Row
+from sagemeter.compare import Row, incomplete_note
 from sagemeter.report.document import (
     Cell,
     cell,
@@ -31,6 +31,14 @@ COST_CAVEAT = (
 
 def name_of(result: MeasureResult) -> str:
     return result.name or "unnamed"
+
+
+def incomplete_notes(run: Run) -> list[str]:
+    """Each result of the run that says `complete: false`, named with what it is missing (the
+    comparison's own lines when there is one, so the report and `combine` say the same)."""
+    if run.comparison is not None and run.comparison.incomplete:
+        return [note for note in run.comparison.incomplete if note is not None]
+    return [note for r in run.results if (note := incomplete_note(name_of(r), r)) is not None]
 
 
 def method_label(result: MeasureResult) -> str:

@@ -32,6 +32,7 @@ from sagemeter.report.figures import (
 )
 from sagemeter.report.rows import (
     MINIMAL_NOTE,
+    incomplete_notes,
     levels_of,
     method_label,
     name_of,
@@ -135,7 +136,9 @@ def compared_section(run: Run) -> Section:
         env_row("sagemeter", "sagemeter_version"),
     ]
     blocks: list[Block] = []
-    blocks += [Callout(warning) for warning in (run.comparison.warnings if run.comparison else [])]
+    notes = incomplete_notes(run)
+    warnings = run.comparison.warnings if run.comparison else []
+    blocks += [Callout(text) for text in [*notes, *(w for w in warnings if w not in notes)]]
     minimal = [name_of(r) for r in results if r.detail is None]
     if minimal:
         blocks.append(Callout(f"{', '.join(minimal)} {MINIMAL_NOTE}"))

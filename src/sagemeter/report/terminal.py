@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sagemeter.compare import Comparison, Row, across_methods_note
@@ -30,15 +31,21 @@ def comparison_table(comparison: Comparison) -> Table:
     table.add_column("figure", no_wrap=True)
     several = len(comparison.names) > 2
     for number, name in enumerate(comparison.names, start=1):
-        table.add_column(
-            f"[{number}] {name}" if several else name, justify="right", overflow="fold"
-        )
+        title = f"[{number}] {name}" if several else name
+        if _is_incomplete(comparison, number - 1):
+            title += " (incomplete)"
+        table.add_column(title, justify="right", overflow="fold")
     for number in range(2, len(comparison.names) + 1):
         table.add_column(f"[{number}]/[1]" if several else "ratio", justify="right")
     for row in comparison.rows:
         ratios = [_ratio_text(row, index) for index in range(len(row.ratios))]
         table.add_row(row.key, *(format_value(row.key, v) for v in row.values), *ratios)
     return table
+
+
+def _is_incomplete(comparison: Comparison, index: int) -> bool:
+    """The file said `complete: false` (its warning says what is missing)."""
+    return index < len(comparison.incomplete) and comparison.incomplete[index] is not None
 
 
 def _ratio_text(row: Row, index: int) -> str:
@@ -126,7 +133,7 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         for line in fidelity.summary:
             console.print(f"  {line}", highlight=False, markup=False)
     for warning in comparison.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
 
 
 def _spread_text(spread: Spread | None, scale: float = 1.0, unit: str = "") -> str:

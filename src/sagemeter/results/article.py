@@ -131,9 +131,7 @@ def read_article_result(path: Path, payload: dict[str, Any]) -> MeasureResult:
         decode_tokens_per_second=article.decode.decode_tokens_per_second,
         per_call_fixed_cost_seconds=article.decode.per_call_fixed_cost_seconds,
         load_tokens_per_second={
-            str(level.concurrency): level.tokens_per_second
-            for level in load.levels
-            if level.tokens_per_second is not None
+            str(level.concurrency): level.tokens_per_second for level in load.levels
         },
         quality=_quality_text(article, quality),
         weights_gib=facts.weights_gib,
@@ -225,6 +223,9 @@ def _load(article: ArticleFile) -> LoadDetail:
             LoadLevel(
                 concurrency=concurrency,
                 tokens_per_second=level.aggregate_tokens_per_second_median,
+                problem=None
+                if level.aggregate_tokens_per_second_median is not None
+                else "no figure: the article's file gives none for this level",
                 batches=[
                     LoadBatch(
                         concurrency=concurrency,

@@ -375,7 +375,11 @@ class MeasureResult(BaseModel):
     )
     decode_tokens_per_second: float | None = None
     per_call_fixed_cost_seconds: float | None = None
-    load_tokens_per_second: dict[str, float] = Field(default_factory=dict)
+    load_tokens_per_second: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="keyed by requests at once; null for a level asked for that has no figure "
+        "(why: `incomplete_because`, `detail.load.levels[].problem`)",
+    )
     quality: str | None = Field(
         None, description='"correct/answered", e.g. "37/40" (unanswered items are left out)'
     )
