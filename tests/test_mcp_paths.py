@@ -50,6 +50,12 @@ async def test_paths_outside_the_results_folder_all_get_the_same_refusal(
                 )
             )
             assert "other paths are never read" in line and "built-in set" in line
+        (tmp_path / "outside.gguf").write_bytes(b"GGUF")
+        for target in [f" local:{tmp_path / 'outside.gguf'}", " vllm:/etc", "\tlocal:/no.gguf"]:
+            line = error_line(
+                await client.call_tool("measure_endpoint", {"target": target, "quick": True})
+            )
+            assert "other paths are never read" in line  # a leading space is no way around it
         # By name, from the folder, it works.
         compared = ok(
             await client.call_tool(
