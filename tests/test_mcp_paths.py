@@ -75,3 +75,17 @@ async def test_odd_names_are_refused_before_any_work(results: Path, name: str) -
         )
     assert "1–100 letters" in line and "does not answer" not in line
     assert not list(results.glob("measure-n*"))
+
+
+@pytest.mark.parametrize("name", ["n" * 300, "../up", "a/b", ".hidden"])
+async def test_a_comparison_name_is_refused_before_any_result_is_read(
+    results: Path, name: str
+) -> None:
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
+        line = error_line(
+            await client.call_tool(
+                "compare_results", {"results": ["no-such-a", "no-such-b"], "name": name}
+            )
+        )
+    assert "1–100 letters" in line and "no-such" not in line  # the results were never looked at
+    assert not list(results.glob("compare-*"))
