@@ -8,6 +8,8 @@ late would show as a connection error instead of the line expected.
 from __future__ import annotations
 
 import os
+import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import reference_file
 
 NOTHING = "http://127.0.0.1:9"
 
@@ -130,3 +134,34 @@ def test_the_engine_names_a_port_in_use(busy_port: int, tmp_path: Path) -> None:
     assert f"port {busy_port} on 127.0.0.1 is already in use" in lines[-1]
     # Its log went under the state dir (SAGEMETER_HOME), not into /tmp.
     assert list((tmp_path / "state" / "logs").glob("smollm2-q4_1-*.log"))
+
+
+def _small_files_only() -> None:
+    """In the child: files may grow to 512 bytes, and a write past that fails with EFBIG (as a
+    full disk fails, after every upfront check passed) instead of killing the process."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def test_a_write_that_fails_after_the_checks_is_one_line(tmp_path: Path) -> None:
+    files = [reference_file(f"measure-{name}.json") for name in ("gemma-4-e2b", "gemma-4-e2b-qat")]
+    secret = "k3y-v4lue-in-a-path"  # the line still passes through the redaction
+    out = tmp_path / secret / "compare.json"
+    env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "PYTHONDONTWRITEBYTECODE": "1",
+           "OPENAI_API_KEY": secret}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "combine", str(out), *map(str, files)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        preexec_fn=_small_files_only,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    shown = str(out).replace(secret, "***")
+    assert lines == [f"error: could not write: File too large ({shown})"], done.stderr
+    assert "decode_tokens_per_second" in done.stdout  # the table came first, then the write
+    assert list(out.parent.iterdir()) == []  # no partial file left looking complete

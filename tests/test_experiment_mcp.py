@@ -7,11 +7,13 @@ its guards (--allow-write for a plan that deploys, paths only inside the results
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
+from sagemeter.experiment import parse_plan, start_run
 from sagemeter.mcp import ServerConfig, build_server
 from tests.mcp_helpers import Progress, error_line, ok, text_of
 
@@ -119,3 +121,96 @@ async def test_run_experiment_guards_writes_and_paths(tmp_path: Path, no_aws: No
         assert error_line(bad) == "plan: nme: unknown key"
         missing = await client.call_tool("run_experiment", {"resume": "no-such-run"})
         assert "no such run folder" in error_line(missing)
+
+
+NAMED_PLAN = """name = "named"
+
+[measure]
+questions = "{questions}"
+
+[[arm]]
+name = "a"
+target = "http://127.0.0.1:9"
+
+[[arm]]
+name = "b"
+target = "{target}"
+"""
+
+QUESTION = '{"prompt": "2+2?", "answer": "4", "family": "x"}\n'
+
+
+def _same_refusal(lines: dict[str, str]) -> str:
+    """The one refusal all `lines` share once the path each names is taken out."""
+    shapes = {line.replace(repr(path[:60]), "PATH") for path, line in lines.items()}
+    assert len(shapes) == 1, shapes  # nothing in the wording says whether the path exists
+    shape = shapes.pop()
+    assert "other paths are never read" in shape and "PATH" in shape
+    return shape
+
+
+@pytest.mark.timeout(120)  # a FIFO opened by mistake would block here, not pass
+async def test_run_experiment_reads_plan_files_only_by_name(tmp_path: Path, no_aws: None) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "mine.jsonl").write_text(QUESTION)
+    (tmp_path / "outside.jsonl").write_text(QUESTION)
+    (tmp_path / "real.gguf").write_bytes(b"GGUF")
+    (tmp_path / "hf-folder").mkdir()
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    questions = ["/etc/hostname", str(tmp_path / "outside.jsonl"), "/no/such.jsonl", str(fifo),
+                 "../outside.jsonl"]  # fmt: skip
+    checkpoints = {
+        "local:": [str(tmp_path / "real.gguf"), "/no/such.gguf"],
+        "vllm:": [str(tmp_path / "hf-folder"), "/no/such-folder", str(tmp_path / "real.gguf")],
+    }
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
+        for dry_run in (False, True):
+            lines = {}
+            for path in questions:
+                plan = NAMED_PLAN.format(questions=path, target="http://127.0.0.1:9")
+                answer = await client.call_tool(
+                    "run_experiment", {"plan": plan, "dry_run": dry_run}
+                )
+                lines[path] = error_line(answer)
+            assert _same_refusal(lines).startswith("plan: measure.questions PATH: give a built-in")
+            for prefix, paths in checkpoints.items():
+                lines = {}
+                for path in paths:
+                    plan = NAMED_PLAN.format(questions="mine.jsonl", target=f" {prefix}{path}")
+                    answer = await client.call_tool(
+                        "run_experiment", {"plan": plan, "dry_run": dry_run}
+                    )
+                    lines[path] = error_line(answer)
+                shape = _same_refusal(lines)
+                assert shape.startswith('plan: arm "b".target: checkpoint PATH: give ')
+        # The same rules for a plan file in the folder.
+        (results / "outside.toml").write_text(
+            NAMED_PLAN.format(questions="/etc/hostname", target="http://127.0.0.1:9")
+        )
+        line = error_line(await client.call_tool("run_experiment", {"plan_file": "outside.toml"}))
+        assert line.startswith("outside.toml: measure.questions '/etc/hostname': give a built-in")
+        assert not (results / "runs").exists()
+
+        # By name, from the folder, the plan is taken.
+        plan = NAMED_PLAN.format(questions="mine.jsonl", target="http://127.0.0.1:9")
+        planned = ok(await client.call_tool("run_experiment", {"plan": plan, "dry_run": True}))
+        assert planned["state"] == "planned"
+
+    # A run folder in the results folder whose plan names a path elsewhere (made by the command
+    # line, say) is refused on resume; the folder's own files, as a run here stores them, are not.
+    runs = results / "runs"
+    for name, path in [("theirs", tmp_path / "outside.jsonl"), ("ours", results / "mine.jsonl")]:
+        start_run(
+            parse_plan(NAMED_PLAN.format(questions=path, target="http://127.0.0.1:9")),
+            out=runs / name,
+            plan_text=None,
+            plan_source="test",
+        )
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
+        theirs = await client.call_tool("run_experiment", {"resume": "theirs", "dry_run": True})
+        assert error_line(theirs).startswith("runs/theirs: measure.questions ")
+        assert "other paths are never read" in error_line(theirs)
+        ours = ok(await client.call_tool("run_experiment", {"resume": "ours", "dry_run": True}))
+        assert ours["state"] == "planned"

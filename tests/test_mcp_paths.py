@@ -50,6 +50,12 @@ async def test_paths_outside_the_results_folder_all_get_the_same_refusal(
                 )
             )
             assert "other paths are never read" in line and "built-in set" in line
+        (tmp_path / "outside.gguf").write_bytes(b"GGUF")
+        for target in [f" local:{tmp_path / 'outside.gguf'}", " vllm:/etc", "\tlocal:/no.gguf"]:
+            line = error_line(
+                await client.call_tool("measure_endpoint", {"target": target, "quick": True})
+            )
+            assert "other paths are never read" in line  # a leading space is no way around it
         # By name, from the folder, it works.
         compared = ok(
             await client.call_tool(
@@ -69,3 +75,17 @@ async def test_odd_names_are_refused_before_any_work(results: Path, name: str) -
         )
     assert "1–100 letters" in line and "does not answer" not in line
     assert not list(results.glob("measure-n*"))
+
+
+@pytest.mark.parametrize("name", ["n" * 300, "../up", "a/b", ".hidden"])
+async def test_a_comparison_name_is_refused_before_any_result_is_read(
+    results: Path, name: str
+) -> None:
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
+        line = error_line(
+            await client.call_tool(
+                "compare_results", {"results": ["no-such-a", "no-such-b"], "name": name}
+            )
+        )
+    assert "1–100 letters" in line and "no-such" not in line  # the results were never looked at
+    assert not list(results.glob("compare-*"))

@@ -20,6 +20,7 @@ from sagemeter.errors import UserError
 from sagemeter.redaction import redact
 
 PATH_MAX = 4096
+WRITE_FAILED = "could not write"  # the note a failed write carries to the face that shows it
 
 # Every file this process finished, in order (what a Ctrl-C message can say was kept).
 _written: list[Path] = []
@@ -54,8 +55,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a full disk says which file and what it was doing
+            if exc.filename in (None, tmp):
+                exc.filename = str(path)
+            exc.add_note(WRITE_FAILED)
         raise
     with _written_lock:
         _written.append(path)

@@ -95,10 +95,21 @@ def _usage_line(exc: Exception) -> str:
     return f"error: {' '.join(str(message).split())} (see `{path} --help`)"
 
 
+def _os_error_line(exc: OSError) -> str:
+    """An OSError no command turned into a UserError (the disk filled or a write was refused
+    after the upfront checks): `error: what: reason (file)`, one line."""
+    from sagemeter.atomic import describe_write_error
+
+    notes = getattr(exc, "__notes__", None) or ["system error"]
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"error: {notes[-1]}: {describe_write_error(exc)}{where}"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: UserError → one line on stderr and exit 2; Ctrl-C → what was interrupted
     and what was kept, exit 130. Usage errors (unknown command, missing argument) are click's
-    own short messages, exit 2; a command may exit 3 (an incomplete measurement)."""
+    own short messages, exit 2; a command may exit 3 (an incomplete measurement); an OSError
+    left over (a full disk at the last write) is one line and exit 1."""
     from sagemeter.cli.interrupt import interrupted_message
 
     _redact_output()
@@ -115,6 +126,9 @@ def main(argv: list[str] | None = None) -> None:
     except typer.TyperException as exc:  # a usage error: the same one line, and where to look
         err_console.print(_usage_line(exc), style="red", highlight=False, markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
+    except OSError as exc:  # not bad input but the machine: exit 1
+        err_console.print(_os_error_line(exc), style="red", highlight=False, markup=False)
+        sys.exit(1)
     if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code before we see it
         err_console.print(interrupted_message(), highlight=False, markup=False)
     sys.exit(code if isinstance(code, int) else 0)

@@ -226,8 +226,14 @@ def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_sourc
                     estimate=planned)  # fmt: skip
 
 
-def resume_run(run_dir: Path, *, max_cost_usd: float | None = None) -> Prepared:
-    """A run folder's plan and journal, checked again; `max_cost_usd` replaces the cap."""
+def resume_run(
+    run_dir: Path,
+    *,
+    max_cost_usd: float | None = None,
+    vet: Callable[[Plan], Plan] | None = None,
+) -> Prepared:
+    """A run folder's plan and journal, checked again; `max_cost_usd` replaces the cap. `vet`
+    (the MCP face's path rules) sees the plan before anything it names is read."""
     journal = read_journal(run_dir)
     data = dict(journal.plan)
     if max_cost_usd is not None:
@@ -236,6 +242,8 @@ def resume_run(run_dir: Path, *, max_cost_usd: float | None = None) -> Prepared:
         data["max_cost_usd"] = max_cost_usd
         journal.max_cost_usd = max_cost_usd
     plan = plan_from_data(data, str(run_dir / JOURNAL_FILE))
+    if vet is not None:
+        plan = vet(plan)
     if [s.label for s in journal.steps] != [s.label for s in plan_steps(plan)]:
         raise UserError(f"{run_dir / JOURNAL_FILE}: its steps do not match its plan")
     specs, aws = check_ready(plan, fresh=False)

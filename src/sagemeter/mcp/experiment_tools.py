@@ -1,11 +1,13 @@
 """run_experiment: `sagemeter run` for an assistant, into the server's results folder.
 
 The plan comes as TOML text, or as a plan file in the results folder (never a path elsewhere);
-its run folder is `runs/DATE-NAME` under the results folder, and `resume` names one of those.
-A plan that deploys SageMaker endpoints needs --allow-write (a dry run does not). Progress
-notifications follow every step and request. A cancelled call stops the run as Ctrl-C does: the
-step in progress ends and everything the run created is deleted, in the background if that
-outlasts the call; the journal and `list_endpoints` show what remains until then.
+the files it names (its question file, local checkpoints) follow `names`: by name, from the
+results folder, checked before anything is read. Its run folder is `runs/DATE-NAME` under the
+results folder, and `resume` names one of those. A plan that deploys SageMaker endpoints needs
+--allow-write (a dry run does not). Progress notifications follow every step and request. A
+cancelled call stops the run as Ctrl-C does: the step in progress ends and everything the run
+created is deleted, in the background if that outlasts the call; the journal and
+`list_endpoints` show what remains until then.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from sagemeter.experiment import (
     start_run,
 )
 from sagemeter.experiment.runner import check_cap
+from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.progress import Relay
@@ -229,8 +232,13 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
         writes = "deploys SageMaker endpoints (they bill per hour)"
         if resume is not None:
             run_dir = _inside(runs, resume, "resume")
+            source = f"{RUNS_DIR}/{resume}"
             prepared = await anyio.to_thread.run_sync(
-                lambda: resume_run(run_dir, max_cost_usd=max_cost_usd)
+                lambda: resume_run(
+                    run_dir,
+                    max_cost_usd=max_cost_usd,
+                    vet=lambda given: names.plan(config, given, source, resumed=True),
+                )
             )
             if dry_run:
                 assert prepared.estimate is not None
@@ -246,6 +254,8 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
             else:
                 assert plan is not None
                 parsed, text = parse_plan(plan, "plan"), plan
+            # Before anything the plan names is read: its files only by name, from the folder.
+            parsed = names.plan(config, parsed, plan_file or "plan")
             if dry_run:
                 return await anyio.to_thread.run_sync(lambda: _dry_run(parsed, runs))
             if any(arm.deployed for arm in parsed.arms):

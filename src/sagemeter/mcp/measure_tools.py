@@ -211,8 +211,9 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             list[str],
             Field(
                 min_length=2,
-                description="two or more result names (from measure_endpoint) or .json paths, "
-                "the baseline first; A-B-A order adds the drift",
+                description="two or more result names (from measure_endpoint) or .json file "
+                "names in the results folder (never paths), the baseline first; A-B-A order adds "
+                "the drift",
             ),
         ],
         price_per_hour: Annotated[
@@ -237,10 +238,12 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
 
         Writes compare-NAME.json in the results folder.
         """
+        if name:
+            check_result_name(name, label="name")  # before any file is read
         paths = [names.result_file(config, item) for item in results]
         comparison = combine(paths, price_per_hour=price_per_hour, margin_points=margin_points)
         out_name = name or "-vs-".join(comparison.names)
-        check_result_name(out_name, label="name")
+        check_result_name(out_name, label="name")  # the default, made of the results' names
         out = config.results_dir / f"compare-{out_name}.json"
         save_comparison(comparison, out)
         buffer = io.StringIO()

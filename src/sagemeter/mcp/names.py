@@ -10,11 +10,15 @@ other string gets the same refusal, whatever exists on the machine.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sagemeter.errors import UserError
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.questions import builtin_sets
 from sagemeter.results import RESULT_NAME
+
+if TYPE_CHECKING:
+    from sagemeter.experiment import Plan
 
 
 def _in_folder(
@@ -84,7 +88,46 @@ def local_checkpoint(config: ServerConfig, spec: str) -> str:
 
 def target(config: ServerConfig, text: str) -> str:
     """A measure target whose local checkpoint, if any, is named by the rules above."""
+    text = text.strip()  # as parse_target reads it, so " local:/x" is no way around the rule
     for prefix in ("local:", "vllm:"):
         if text.startswith(prefix):
             return prefix + local_checkpoint(config, text.removeprefix(prefix).strip())
     return text
+
+
+def plan(config: ServerConfig, given: Plan, source: str, *, resumed: bool = False) -> Plan:
+    """`given` with its question file and its arms' local checkpoints named by the rules above
+    and resolved into the results folder, checked before any of them is read.
+
+    A resumed run's journal holds the paths this function made (`RESULTS/NAME`), so with
+    `resumed` a path directly in the results folder is taken by its name; nothing else is.
+    """
+
+    def named(value: str) -> str:
+        path = Path(value)
+        if resumed and path.is_absolute() and path.parent == config.results_dir:
+            return path.name
+        return value
+
+    def arm_target(text: str) -> str:
+        for prefix in ("local:", "vllm:"):
+            if text.strip().startswith(prefix):
+                return prefix + named(text.strip().removeprefix(prefix).strip())
+        return text
+
+    questions = given.measure.questions
+    try:
+        checked = question_set(config, None if questions is None else named(questions))
+    except UserError as exc:
+        raise UserError(f"{source}: measure.{exc}") from None
+    arms = []
+    for arm in given.arms:
+        if arm.target is None:
+            arms.append(arm)
+            continue
+        try:
+            arms.append(arm.model_copy(update={"target": target(config, arm_target(arm.target))}))
+        except UserError as exc:
+            raise UserError(f'{source}: arm "{arm.name}".target: {exc}') from None
+    measure = given.measure.model_copy(update={"questions": checked})
+    return given.model_copy(update={"measure": measure, "arms": arms})
