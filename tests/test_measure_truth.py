@@ -112,6 +112,22 @@ def test_empty_tokens_and_reasoning_are_token_events(tmp_path: Path) -> None:
     assert not any("disagree" in warning for warning in result.detail.warnings)
 
 
+def test_a_usage_count_that_lies_is_flagged_per_phase(tmp_path: Path) -> None:
+    """The server's usage says 3 tokens more than it streamed: every decode and parallel reply
+    disagrees with its token events, by +3, and the result says so (load's rule, shared)."""
+    with running_truth_server(TRUTH, faults=Faults(usage_offset=3)) as url:
+        result = _measure(url, tmp_path, _settings(load_levels=[2]))
+    assert result.detail is not None and result.detail.decode is not None
+    decode_replies = len(result.detail.decode.records)
+    warnings = [w for w in result.detail.warnings if "disagree" in w]
+    assert warnings == [
+        f"decode: {decode_replies} of {decode_replies} replies: usage and content events "
+        "disagree by +3 tokens (usage − events; e.g. usage 7 tokens, 4 content events)",
+        "2 at once: 4 of 4 replies: usage and content events disagree by +3 tokens (usage − "
+        f"events; e.g. usage {LOAD_TOKENS + 3} tokens, {LOAD_TOKENS} content events)",
+    ]
+
+
 def test_errors_with_retry_after_are_sent_again_and_never_become_figures(tmp_path: Path) -> None:
     faults = Faults(fail_every=4, fail_status=503, retry_after_s=0.1)
     with running_truth_server(TRUTH, faults=faults) as url:

@@ -17,6 +17,8 @@ checked against `TruthTiming`.
   `stall_after` tokens, then goes on (every later deadline moves by the pause).
 - `drop_every`, `drop_after`: the connection is closed after `drop_after` tokens of the stream.
 - `silent`: requests are read and never answered.
+- `usage_offset`: every reply's `usage.completion_tokens` says N more tokens than were sent
+  (fewer when negative, never below 0): a server whose count lies, which a client must flag.
 - `answer`: every generation is answered 200 with an HTML page (`html`) or with JSON that has no
   `choices` (`no-choices`): the server is not a chat API.
 """
@@ -42,6 +44,7 @@ class Faults:
     drop_every: int = 0
     drop_after: int = 1
     silent: bool = False
+    usage_offset: int = 0
     answer: Literal["", "html", "no-choices"] = ""
 
     def __post_init__(self) -> None:

@@ -213,6 +213,7 @@ class TruthApp:
         arrived = connection.arrived
         tokens = _max_tokens(body)
         model = _model(body)
+        reported = max(0, tokens + self.faults.usage_offset)  # what `usage` says
         first_at = arrived + self.timing.ttft_s
         itl = self.timing.itl_s
         if body.get("stream") is True:
@@ -220,12 +221,12 @@ class TruthApp:
             chunks = (
                 wire.content_chunk(kind, model, True),
                 wire.content_chunk(kind, model, False),
-                wire.stream_end(kind, model, tokens),
+                wire.stream_end(kind, model, reported),
             )
             reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks, faults)
             self.scheduler.add(first_at, reply)
         else:
-            data = wire.whole_reply(kind, model, tokens)
+            data = wire.whole_reply(kind, model, tokens, reported)
             whole = WholeReply(connection, self.counters, tokens, data)
             self.scheduler.add(first_at + tokens * itl, whole)
 

@@ -48,6 +48,7 @@ from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
 from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
+from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
 
 PhaseFn = Callable[[str], None]
 
@@ -330,6 +331,7 @@ def assemble_result(
         *decode.problems,
         *(level.problem for level in load.levels if level.problem),
         *_client_bound_warnings(decode),
+        *token_warnings(decode, load),
         *(fidelity_warnings or []),
     ]
     if failed:
@@ -398,6 +400,19 @@ def missing_figures(
     if fidelity is None and (settings.fidelity_prompts > 0 or fidelity_warnings):
         missing.append(fidelity_warnings[0] if fidelity_warnings else "fidelity: not measured")
     return missing
+
+
+def token_warnings(decode: DecodeDetail, load: LoadDetail) -> list[str]:
+    """Replies whose `usage` and counted token events disagree, per phase (load's own rule)."""
+    phases = [("decode", decode.records)]
+    phases += [(f"{level.concurrency} at once", level.records) for level in load.levels]
+    warnings = []
+    for phase, records in phases:
+        replies = answered(records)
+        disagreeing = usage_disagreements(replies)
+        if disagreeing:
+            warnings.append(f"{phase}: {disagreement_note(disagreeing, len(replies))}")
+    return warnings
 
 
 CLIENT_SHARE_WARNING = 0.5  # half a core busy in the client: it may be part of what was timed
