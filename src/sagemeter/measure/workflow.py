@@ -202,7 +202,7 @@ async def measure_target(
         if settings.fidelity_prompts or fidelity_reference is not None:
             on_phase("fidelity")
             fidelity, fidelity_warnings = await _fidelity(
-                endpoint, settings, question_set, fidelity_reference
+                endpoint, settings, question_set, fidelity_reference, wire
             )
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
         startup = startup or meter.startup_facts()
@@ -251,8 +251,10 @@ async def _fidelity(
     settings: MeasureSettings,
     question_set: QuestionSet,
     reference: FidelityRecord | None,
+    wire: WireOptions,
 ) -> tuple[FidelityRecord | None, list[str]]:
-    """This run's own record (the first N questions) or one forced along `reference`."""
+    """This run's own record (the first N questions) or one forced along `reference`, its calls
+    sent again as every other request of the measurement is (`wire.retry`)."""
     from sagemeter.fidelity.collect import collect_fidelity
 
     if endpoint.http_root is None:
@@ -268,6 +270,7 @@ async def _fidelity(
             system_prompt=settings.system_prompt,
             api_key=endpoint.api_key,
             timeout_s=settings.timeout_s,
+            retry=wire.retry,
         )
     except (UserError, TransportError) as exc:
         # Everything else is measured by now: a server without logprobs must not lose it.
@@ -326,6 +329,7 @@ def assemble_result(
     failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)
     retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
     retries = sum(r.retries for r in records) + sum(i.retries for i in quality.items)
+    retries += fidelity.retries if fidelity is not None else 0
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
     warnings = [
         *decode.problems,
