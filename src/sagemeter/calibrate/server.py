@@ -143,6 +143,9 @@ class TruthApp:
             if request.method != "POST":
                 raise RequestError(405, f"{request.path} takes POST")
             body = _parse_body(request.body)
+            key = self.faults.require_key
+            if key and request.authorization != b"Bearer " + key.encode():
+                return wire.error_response(401, "a missing or wrong API key")
             self.generations += 1
             if self.faults.any:
                 return self._misbehave(kind, body, connection, self.generations)
@@ -284,7 +287,7 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="store_true")
         elif item.name == "retry_after_s":
             parser.add_argument(flag, type=float)
-        elif item.name == "answer":
+        elif item.name in ("answer", "require_key"):
             parser.add_argument(flag, default="")
         elif item.name == "stall_s":
             parser.add_argument(flag, type=float, default=0.0)

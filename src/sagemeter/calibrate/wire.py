@@ -100,6 +100,7 @@ def raw_response(
     reason = {
         200: "OK",
         400: "Bad Request",
+        401: "Unauthorized",
         404: "Not Found",
         405: "Method Not Allowed",
         429: "Too Many Requests",
