@@ -10,6 +10,7 @@ fixed function of the prefix, so the test can say what every distribution must b
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.compare import compare_fidelity
 from sagemeter.fidelity.records import load_record
 from sagemeter.questions import load_question_set
+from sagemeter.transport.retry import RetryPolicy
 from tests.wire import Handler, WireServer, json_response
 
 VOCAB = 24
@@ -226,6 +228,42 @@ async def test_same_server_twice_agrees_fully_and_a_wobbled_model_does_not() -> 
     assert (c.agreement.count, c.agreement.total) == (agree, total)
     assert agree < total and c.kl_mean > 0.01
     assert c.floor is not None and c.floor.agreement.share == 1.0
+
+
+UNAVAILABLE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"retry-after: 0\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"
+)
+
+
+def failing_first(routes: dict[str, Handler], path: str) -> dict[str, Handler]:
+    """`path` answers 503 (Retry-After: 0) to every odd call: each request's first try fails."""
+    answer, calls = routes[path], itertools.count(1)
+
+    async def flaky(writer: asyncio.StreamWriter, body: dict[str, object]) -> None:
+        if next(calls) % 2:
+            writer.write(UNAVAILABLE)
+        else:
+            await answer(writer, body)
+
+    return {**routes, path: flaky}
+
+
+async def test_a_transient_failure_is_sent_again_and_counted() -> None:
+    with WireServer(FakeVllm().routes()) as clean:
+        truth = await collect_fidelity(clean.url, PROMPTS[:2], top_k=3, max_tokens=4)
+    with (
+        WireServer(failing_first(FakeVllm().routes(), "/v1/completions")) as flaky,
+        pytest.raises(UserError, match="answered HTTP 503"),
+    ):
+        await collect_fidelity(flaky.url, PROMPTS[:2], top_k=3, max_tokens=4)
+    with WireServer(failing_first(FakeVllm().routes(), "/v1/completions")) as flaky:
+        record = await collect_fidelity(
+            flaky.url, PROMPTS[:2], top_k=3, max_tokens=4, retry=RetryPolicy(retries=1)
+        )
+    assert [p.positions for p in record.prompts] == [p.positions for p in truth.prompts]
+    assert truth.retries == 0
+    assert record.retries == 4  # two prompts, each a greedy answer and a scoring, each once
 
 
 async def test_older_vllm_without_token_ids_gives_the_same_record() -> None:

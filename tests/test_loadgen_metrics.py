@@ -118,7 +118,7 @@ def test_usage_against_events_against_engine_is_cross_checked() -> None:
     assert figures.tokens.usage_missing == 1
     assert figures.output_tokens == 4 * TOKENS + 2  # usage wins; events count where it is absent
     text = " | ".join(figures.notes)
-    assert "usage and content events disagree" in text
+    assert "1 of 4 replies: usage and content events disagree by +2 tokens" in text
     assert "timings.predicted_n" in text
     assert "no usage" in text
 

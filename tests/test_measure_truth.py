@@ -21,7 +21,9 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
+from sagemeter.compare import combine
 from sagemeter.errors import UserError
+from sagemeter.evidence.verdict import MAX_UNANSWERED_SHARE
 from sagemeter.measure.workflow import measure_target
 from sagemeter.results import MeasureResult
 from sagemeter.settings import MeasureSettings
@@ -49,11 +51,11 @@ def _settings(**changes: object) -> MeasureSettings:
     return base.model_copy(update=changes)
 
 
-def _measure(url: str, out: Path, settings: MeasureSettings | None = None) -> MeasureResult:
+def _measure(
+    url: str, out: Path, settings: MeasureSettings | None = None, name: str = "truth"
+) -> MeasureResult:
     result, path = asyncio.run(
-        measure_target(
-            parse_target(url), name="truth", settings=settings or _settings(), out_dir=out
-        )
+        measure_target(parse_target(url), name=name, settings=settings or _settings(), out_dir=out)
     )
     assert path.is_file()
     return result
@@ -112,8 +114,29 @@ def test_empty_tokens_and_reasoning_are_token_events(tmp_path: Path) -> None:
     assert not any("disagree" in warning for warning in result.detail.warnings)
 
 
-def test_errors_with_retry_after_are_sent_again_and_never_become_figures(tmp_path: Path) -> None:
-    faults = Faults(fail_every=4, fail_status=503, retry_after_s=0.1)
+def test_a_usage_count_that_lies_is_flagged_per_phase(tmp_path: Path) -> None:
+    """The server's usage says 3 tokens more than it streamed: every decode and parallel reply
+    disagrees with its token events, by +3, and the result says so (load's rule, shared)."""
+    with running_truth_server(TRUTH, faults=Faults(usage_offset=3)) as url:
+        result = _measure(url, tmp_path, _settings(load_levels=[2]))
+    assert result.detail is not None and result.detail.decode is not None
+    decode_replies = len(result.detail.decode.records)
+    warnings = [w for w in result.detail.warnings if "disagree" in w]
+    assert warnings == [
+        f"decode: {decode_replies} of {decode_replies} replies: usage and content events "
+        "disagree by +3 tokens (usage − events; e.g. usage 7 tokens, 4 content events)",
+        "2 at once: 4 of 4 replies: usage and content events disagree by +3 tokens (usage − "
+        f"events; e.g. usage {LOAD_TOKENS + 3} tokens, {LOAD_TOKENS} content events)",
+    ]
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
+    tmp_path: Path, status: int
+) -> None:
+    """Overloaded (503) or rate limited (429): both are sent again after the wait the server
+    asked for, and neither becomes a figure."""
+    faults = Faults(fail_every=4, fail_status=status, retry_after_s=0.1)
     with running_truth_server(TRUTH, faults=faults) as url:
         result = _measure(url, tmp_path)
     _assert_streaming_truth(result)
@@ -126,7 +149,7 @@ def test_errors_with_retry_after_are_sent_again_and_never_become_figures(tmp_pat
         for attempt in record.attempts
     ]
     assert waits and all(wait == pytest.approx(0.1) for wait in waits)  # Retry-After honoured
-    assert all("HTTP 503" in a.error for r in detail.decode.records for a in r.attempts)  # type: ignore[union-attr]
+    assert all(f"HTTP {status}" in a.error for r in detail.decode.records for a in r.attempts)  # type: ignore[union-attr]
     # Every question was answered (after its retries), none scored as wrong for an error.
     assert detail.quality.answered_count == detail.quality.total
     assert result.quality is not None and result.quality.endswith(f"/{detail.quality.total}")
@@ -197,7 +220,9 @@ def test_nothing_listening_is_one_line(tmp_path: Path) -> None:
 
 
 def _sagemeter(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SAGEMETER_HOME": str(home)}
+    # No key from this machine's environment: a test says which key, if any, is sent.
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["SAGEMETER_HOME"] = str(home)
     return subprocess.run(
         [sys.executable, "-m", "sagemeter", *args], capture_output=True, text=True, env=env
     )
@@ -223,3 +248,57 @@ def test_the_command_exits_2_or_3_and_says_why(tmp_path: Path) -> None:
     assert written["complete"] is False
     assert written["load_tokens_per_second"]["4"] is None  # asked for, no figure: null
     assert any(reason.startswith("4 at once") for reason in written["incomplete_because"])
+
+
+def test_the_api_key_is_sent_by_the_main_process_and_by_the_batch_workers(tmp_path: Path) -> None:
+    """The server refuses generations without `Authorization: Bearer KEY`: the preflight and
+    decode (this process) and every parallel batch (worker processes) must carry the key."""
+    key = "sk-truth-test-4242"
+    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4"]
+    with running_truth_server(TRUTH, faults=Faults(require_key=key)) as url:
+        without = _sagemeter("measure", str(tmp_path / "none"), url, *common, home=tmp_path)
+        keyed = _sagemeter(
+            "measure", str(tmp_path / "keyed"), url, *common, "--api-key", key, home=tmp_path
+        )
+    assert without.returncode == 2, without.stderr
+    assert "does not answer as a chat API" in without.stderr and "HTTP 401" in without.stderr
+    assert keyed.returncode == 0, keyed.stderr
+    text = next((tmp_path / "keyed").glob("measure-*.json")).read_text()
+    written = json.loads(text)
+    assert written["complete"] is True and written["detail"]["failed_requests"] == 0
+    assert set(written["load_tokens_per_second"]) == {"1", "4"}
+    levels = written["detail"]["load"]["levels"]
+    assert all(level["client"]["workers"] >= 1 for level in levels)  # sent by worker processes
+    assert all(batch["failed"] == 0 for level in levels for batch in level["batches"])
+    assert key not in text and key not in keyed.stdout + keyed.stderr  # never written or shown
+
+
+def test_unanswered_questions_leave_quality_open_and_the_verdict_inconclusive(
+    tmp_path: Path,
+) -> None:
+    """Every third request fails and is not sent again: some questions go unanswered. The
+    quality is `correct/answered`, the result incomplete, and a verdict against a clean run is
+    INCONCLUSIVE because more than a tenth of the questions are missing."""
+    settings = _settings(load_levels=[1], retries=0, questions_per_family=2)
+    with running_truth_server(TRUTH) as url:
+        clean = _measure(url, tmp_path, settings, name="a")
+    with running_truth_server(TRUTH, faults=Faults(fail_every=3)) as url:
+        holed = _measure(url, tmp_path, settings, name="b")
+    assert clean.complete is True
+    assert holed.detail is not None and holed.detail.quality is not None
+    quality = holed.detail.quality
+    unanswered = quality.total - quality.answered_count
+    assert unanswered / quality.total > MAX_UNANSWERED_SHARE and quality.answered_count > 0
+    assert holed.quality == f"{quality.correct}/{quality.answered_count}"
+    assert holed.complete is False
+    assert any(
+        reason.startswith(
+            f"quality: {unanswered} of {quality.total} questions unanswered (HTTP 500"
+        )
+        for reason in holed.incomplete_because
+    ), holed.incomplete_because
+    (check,) = combine([tmp_path / "measure-a.json", tmp_path / "measure-b.json"]).quality_checks
+    assert check.verdict == "INCONCLUSIVE"
+    assert check.paired_verdict is not None
+    assert check.paired_verdict.reason.startswith(f"{unanswered} of {quality.total} questions")
+    assert "went unanswered" in check.paired_verdict.reason

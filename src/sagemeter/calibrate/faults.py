@@ -17,6 +17,10 @@ checked against `TruthTiming`.
   `stall_after` tokens, then goes on (every later deadline moves by the pause).
 - `drop_every`, `drop_after`: the connection is closed after `drop_after` tokens of the stream.
 - `silent`: requests are read and never answered.
+- `usage_offset`: every reply's `usage.completion_tokens` says N more tokens than were sent
+  (fewer when negative, never below 0): a server whose count lies, which a client must flag.
+- `require_key`: a generation request without `Authorization: Bearer KEY` is answered HTTP 401
+  (a hosted endpoint's habit), so a client that loses its key anywhere is seen to.
 - `answer`: every generation is answered 200 with an HTML page (`html`) or with JSON that has no
   `choices` (`no-choices`): the server is not a chat API.
 """
@@ -42,6 +46,8 @@ class Faults:
     drop_every: int = 0
     drop_after: int = 1
     silent: bool = False
+    usage_offset: int = 0
+    require_key: str = ""
     answer: Literal["", "html", "no-choices"] = ""
 
     def __post_init__(self) -> None:

@@ -1,7 +1,8 @@
 """Just enough HTTP/1.1 request parsing for the calibration server: one job, no dependencies.
 
 Clients under test send small JSON requests with content-length on kept-alive connections; the
-server needs the method, the path, the body and whether to close, nothing else.
+server needs the method, the path, the body, whether to close, and the `Authorization` header (to
+refuse a client that does not send its key), nothing else.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Request:
     path: str
     body: bytes
     close: bool
+    authorization: bytes = b""
 
 
 def parse_request(buffer: bytearray) -> Request | None:
@@ -37,6 +39,7 @@ def parse_request(buffer: bytearray) -> Request | None:
         raise BadRequest("malformed request line")
     length = 0
     close = parts[2] == b"HTTP/1.0"
+    authorization = b""
     for line in lines[1:]:
         name, _, value = line.partition(b":")
         name = name.strip().lower()
@@ -52,10 +55,12 @@ def parse_request(buffer: bytearray) -> Request | None:
         elif name == b"connection":
             token = value.strip().lower()
             close = token == b"close" or (close and token != b"keep-alive")
+        elif name == b"authorization":
+            authorization = value.strip()
     start = end + 4
     if len(buffer) < start + length:
         return None
     body = bytes(buffer[start : start + length])
     del buffer[: start + length]
     path = parts[1].split(b"?", 1)[0].decode("latin-1")
-    return Request(parts[0].decode("latin-1"), path, body, close)
+    return Request(parts[0].decode("latin-1"), path, body, close, authorization)

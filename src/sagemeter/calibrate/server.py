@@ -143,6 +143,9 @@ class TruthApp:
             if request.method != "POST":
                 raise RequestError(405, f"{request.path} takes POST")
             body = _parse_body(request.body)
+            key = self.faults.require_key
+            if key and request.authorization != b"Bearer " + key.encode():
+                return wire.error_response(401, "a missing or wrong API key")
             self.generations += 1
             if self.faults.any:
                 return self._misbehave(kind, body, connection, self.generations)
@@ -213,6 +216,7 @@ class TruthApp:
         arrived = connection.arrived
         tokens = _max_tokens(body)
         model = _model(body)
+        reported = max(0, tokens + self.faults.usage_offset)  # what `usage` says
         first_at = arrived + self.timing.ttft_s
         itl = self.timing.itl_s
         if body.get("stream") is True:
@@ -220,12 +224,12 @@ class TruthApp:
             chunks = (
                 wire.content_chunk(kind, model, True),
                 wire.content_chunk(kind, model, False),
-                wire.stream_end(kind, model, tokens),
+                wire.stream_end(kind, model, reported),
             )
             reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks, faults)
             self.scheduler.add(first_at, reply)
         else:
-            data = wire.whole_reply(kind, model, tokens)
+            data = wire.whole_reply(kind, model, tokens, reported)
             whole = WholeReply(connection, self.counters, tokens, data)
             self.scheduler.add(first_at + tokens * itl, whole)
 
@@ -283,7 +287,7 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="store_true")
         elif item.name == "retry_after_s":
             parser.add_argument(flag, type=float)
-        elif item.name == "answer":
+        elif item.name in ("answer", "require_key"):
             parser.add_argument(flag, default="")
         elif item.name == "stall_s":
             parser.add_argument(flag, type=float, default=0.0)

@@ -78,7 +78,8 @@ def content_chunk(
 
 @functools.lru_cache(maxsize=1024)
 def stream_end(kind: Kind, model: str, tokens: int) -> bytes:
-    """The finish event (finish_reason "length" and usage), `[DONE]`, and the last HTTP chunk."""
+    """The finish event (finish_reason "length" and usage saying `tokens`), `[DONE]`, and the
+    last HTTP chunk."""
     if kind is Kind.CHAT:
         choice: dict[str, Any] = {"index": 0, "delta": {}, "finish_reason": "length"}
     else:
@@ -99,6 +100,7 @@ def raw_response(
     reason = {
         200: "OK",
         400: "Bad Request",
+        401: "Unauthorized",
         404: "Not Found",
         405: "Method Not Allowed",
         429: "Too Many Requests",
@@ -129,8 +131,8 @@ NO_CHOICES = json_response(200, {"id": "x", "object": "status", "status": "ok"})
 
 
 @functools.lru_cache(maxsize=1024)
-def whole_reply(kind: Kind, model: str, tokens: int) -> bytes:
-    """A non-streamed reply of `tokens` tokens."""
+def whole_reply(kind: Kind, model: str, tokens: int, reported: int | None = None) -> bytes:
+    """A non-streamed reply of `tokens` tokens; its usage says `reported` (default: `tokens`)."""
     text = TOKEN_TEXT * tokens
     if kind is Kind.CHAT:
         body: dict[str, Any] = {
@@ -150,7 +152,8 @@ def whole_reply(kind: Kind, model: str, tokens: int) -> bytes:
             "object": "text_completion",
             "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
         }
-    body.update(created=0, model=model, usage=_usage(tokens))
+    usage = _usage(tokens if reported is None else reported)
+    body.update(created=0, model=model, usage=usage)
     return json_response(200, body)
 
 

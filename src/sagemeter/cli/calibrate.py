@@ -50,6 +50,12 @@ def calibrate_server_command(
     ] = 0,
     drop_after: Annotated[int, typer.Option(help="fault: tokens before the cut")] = 1,
     silent: Annotated[bool, typer.Option(help="fault: read requests, never answer")] = False,
+    require_key: Annotated[
+        str, typer.Option(help="fault: answer 401 to generations without this bearer key")
+    ] = "",
+    usage_offset: Annotated[
+        int, typer.Option(help="fault: usage reports N more tokens than were sent (N < 0: fewer)")
+    ] = 0,
     answer: Annotated[
         str, typer.Option(help="fault: answer every generation as `html` or `no-choices`")
     ] = "",
@@ -81,6 +87,8 @@ def calibrate_server_command(
             drop_every=drop_every,
             drop_after=drop_after,
             silent=silent,
+            usage_offset=usage_offset,
+            require_key=require_key,
             answer=answer,  # type: ignore[arg-type]  # checked by Faults
         )
     except ValueError as exc:

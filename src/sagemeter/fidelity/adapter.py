@@ -74,10 +74,15 @@ def ranked(candidates: list[TopToken], top_k: int) -> list[TopToken]:
 async def request_json(
     http: HttpClient, method: str, path: str, body: dict[str, Any] | None = None
 ) -> Any:
-    """Call the server and return its JSON; any failure becomes one UserError line."""
+    """Call the server and return its JSON; any failure becomes one UserError line.
+
+    A transient failure (429, 5xx, a dropped connection) is sent again under the client's own
+    retry policy: every call here is deterministic (greedy, or scoring), so a second try is the
+    same question, and one hiccup must not lose a whole fidelity record.
+    """
     where = f"{http.address.base_url}{path}"
     try:
-        reply = await http.call_json(method, path, body, timeout_s=http.timeout_s)
+        reply = await http.call_json(method, path, body, timeout_s=http.timeout_s, retry=http.retry)
     except TransportError as exc:
         raise UserError(f"{where}: {exc}") from None
     if reply.status != 200:

@@ -18,6 +18,7 @@ from sagemeter.fidelity.adapter import FidelityEngine
 from sagemeter.fidelity.detect import check_engine, detect_engine, engine_for, server_root
 from sagemeter.fidelity.records import Engine, FidelityRecord, Position, PromptRecord
 from sagemeter.transport.client import HttpClient
+from sagemeter.transport.retry import NO_RETRIES, RetryPolicy
 
 MAX_TOP_K = 20  # vLLM's default --max-logprobs; llama.cpp has no cap, but k beyond 20 adds little
 TIMEOUT_S = 600.0  # a long prompt on a busy CPU takes minutes
@@ -61,16 +62,18 @@ async def collect_fidelity(
     system_prompt: str | None = None,
     api_key: str | None = None,
     timeout_s: float = TIMEOUT_S,
+    retry: RetryPolicy = NO_RETRIES,
 ) -> FidelityRecord:
     """One endpoint's top-k next-token distributions along greedy (or the reference's) answers.
 
     `base_url` is the server (a trailing /v1 is fine). With `reference`, the prompts, system
     prompt and answer tokens are the reference's (`prompts` may be empty, else must match).
+    A call that fails transiently is sent again under `retry`; the record counts those tries.
     """
     _check_inputs(prompts, top_k, max_tokens, reference)
     started = _utc_now()
     root = server_root(base_url)
-    http = HttpClient(root, api_key=api_key, timeout_s=timeout_s)
+    http = HttpClient(root, api_key=api_key, timeout_s=timeout_s, retry=retry)
     try:
         kind: Engine = check_engine(engine) if engine else await detect_engine(http)
         server = engine_for(kind, http)
@@ -97,6 +100,7 @@ async def collect_fidelity(
         started_utc=started,
         ended_utc=_utc_now(),
         prompts=records,
+        retries=http.sent_again,
     )
 
 

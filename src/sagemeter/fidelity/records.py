@@ -88,6 +88,9 @@ class FidelityRecord(BaseModel):
     started_utc: str
     ended_utc: str
     prompts: list[PromptRecord]
+    retries: int = Field(
+        0, description="calls sent again after a transient failure (HTTP 429/5xx, lost connection)"
+    )
     vocabulary: Vocabulary | None = Field(
         None, description="the checkpoint's own vocabulary, where sagemeter could read it"
     )

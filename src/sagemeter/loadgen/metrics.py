@@ -32,6 +32,7 @@ from typing import Literal
 from sagemeter.loadgen.result import Distribution, Goodput, TokenCheck, Window
 from sagemeter.loadgen.stats import distribution
 from sagemeter.transport.record import RequestRecord
+from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
 
 US = 1e-6
 
@@ -116,7 +117,7 @@ def _failures_note(failed: Sequence[RequestRecord]) -> str:
 
 def _token_check(ok: Sequence[RequestRecord], max_tokens: int) -> tuple[TokenCheck, list[str]]:
     missing = [r for r in ok if r.usage_tokens is None]
-    mismatch = [r for r in ok if r.usage_tokens is not None and r.usage_tokens != r.events]
+    mismatch = usage_disagreements(ok)
     engine = [r for r in ok if r.engine_tokens is not None]
     engine_off = [r for r in engine if r.engine_tokens != r.tokens]
     short = [r for r in ok if r.tokens < max_tokens]
@@ -127,11 +128,7 @@ def _token_check(ok: Sequence[RequestRecord], max_tokens: int) -> tuple[TokenChe
             "events counted"
         )
     if mismatch:
-        first = mismatch[0]
-        notes.append(
-            f"{len(mismatch)} of {len(ok)} replies: usage and content events disagree (e.g. "
-            f"usage {first.usage_tokens} tokens, {first.events} content events)"
-        )
+        notes.append(disagreement_note(mismatch, len(ok)))
     if engine_off:
         first = engine_off[0]
         notes.append(
@@ -163,7 +160,7 @@ def summarize(
     slo_tpot_s: float | None = None,
 ) -> Figures:
     """Every figure of one run (or of merged shards) from its records."""
-    ok = [r for r in records if r.ok and r.events > 0]
+    ok = answered(records)
     failed = [r for r in records if not r.ok]
     start, end, rule, steady = steady_window(records, mode)
     length_s = max(end - start, 1) * US

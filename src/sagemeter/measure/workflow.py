@@ -48,6 +48,7 @@ from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
 from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
+from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
 
 PhaseFn = Callable[[str], None]
 
@@ -201,7 +202,7 @@ async def measure_target(
         if settings.fidelity_prompts or fidelity_reference is not None:
             on_phase("fidelity")
             fidelity, fidelity_warnings = await _fidelity(
-                endpoint, settings, question_set, fidelity_reference
+                endpoint, settings, question_set, fidelity_reference, wire
             )
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
         startup = startup or meter.startup_facts()
@@ -250,8 +251,10 @@ async def _fidelity(
     settings: MeasureSettings,
     question_set: QuestionSet,
     reference: FidelityRecord | None,
+    wire: WireOptions,
 ) -> tuple[FidelityRecord | None, list[str]]:
-    """This run's own record (the first N questions) or one forced along `reference`."""
+    """This run's own record (the first N questions) or one forced along `reference`, its calls
+    sent again as every other request of the measurement is (`wire.retry`)."""
     from sagemeter.fidelity.collect import collect_fidelity
 
     if endpoint.http_root is None:
@@ -267,6 +270,7 @@ async def _fidelity(
             system_prompt=settings.system_prompt,
             api_key=endpoint.api_key,
             timeout_s=settings.timeout_s,
+            retry=wire.retry,
         )
     except (UserError, TransportError) as exc:
         # Everything else is measured by now: a server without logprobs must not lose it.
@@ -325,11 +329,13 @@ def assemble_result(
     failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)
     retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
     retries = sum(r.retries for r in records) + sum(i.retries for i in quality.items)
+    retries += fidelity.retries if fidelity is not None else 0
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
     warnings = [
         *decode.problems,
         *(level.problem for level in load.levels if level.problem),
         *_client_bound_warnings(decode),
+        *token_warnings(decode, load),
         *(fidelity_warnings or []),
     ]
     if failed:
@@ -396,6 +402,19 @@ def missing_figures(
     if fidelity is None and (settings.fidelity_prompts > 0 or fidelity_warnings):
         missing.append(fidelity_warnings[0] if fidelity_warnings else "fidelity: not measured")
     return missing
+
+
+def token_warnings(decode: DecodeDetail, load: LoadDetail) -> list[str]:
+    """Replies whose `usage` and counted token events disagree, per phase (load's own rule)."""
+    phases = [("decode", decode.records)]
+    phases += [(f"{level.concurrency} at once", level.records) for level in load.levels]
+    warnings = []
+    for phase, records in phases:
+        replies = answered(records)
+        disagreeing = usage_disagreements(replies)
+        if disagreeing:
+            warnings.append(f"{phase}: {disagreement_note(disagreeing, len(replies))}")
+    return warnings
 
 
 CLIENT_SHARE_WARNING = 0.5  # half a core busy in the client: it may be part of what was timed

@@ -44,8 +44,9 @@ class HttpClient:
     """Requests to one server, each on a kept-alive connection of a small pool.
 
     `timeout_s` bounds a whole request, `stall_s` the silence once tokens flow; failed requests
-    are sent again by `retry`. Records are frozen on this client's timeline (`origin`, a
-    perf_counter instant, taken together with the wall clock `origin_wall`).
+    are sent again by `retry` (`sent_again` counts those tries). Records are frozen on this
+    client's timeline (`origin`, a perf_counter instant, taken together with the wall clock
+    `origin_wall`).
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class HttpClient:
         self.timeout_s = timeout_s
         self.stall_s = stall_s
         self.retry = retry
+        self.sent_again = 0
         self.origin = time.perf_counter()
         self.origin_wall = time.time()
         self._idle: list[Connection] = []
@@ -145,11 +147,13 @@ class HttpClient:
         """Send `payload` (again while it fails transiently) and return the last try's record."""
         number = next(self._numbers)
         limit = self.timeout_s if timeout_s is None else timeout_s
-        return await send_with_retries(
+        record = await send_with_retries(
             lambda record: self._send_once(payload, record, stream, keep_text, limit),
             lambda: LiveRecord(0, number, max_tokens=max_tokens),
             self.retry if retry is None else retry,
         )
+        self.sent_again += len(record.attempts_raw)
+        return record
 
     def freeze(self, record: LiveRecord) -> RequestRecord:
         return record.freeze(self.origin)
@@ -161,10 +165,12 @@ class HttpClient:
         body: dict[str, Any] | None = None,
         *,
         timeout_s: float = JSON_TIMEOUT_S,
+        retry: RetryPolicy = NO_RETRIES,
     ) -> JsonReply:
-        """One JSON call (not sent again); a call without any HTTP answer raises TransportError."""
+        """One JSON call, sent again only under `retry` (a probe or a scrape is not: its failure
+        is an answer); a call without any HTTP answer raises TransportError."""
         payload = self.request_bytes(method, path, body)
-        record = await self.exchange(payload, stream=False, retry=NO_RETRIES, timeout_s=timeout_s)
+        record = await self.exchange(payload, stream=False, retry=retry, timeout_s=timeout_s)
         if record.status is None or record.body is None:
             raise TransportError(record.error or "no answer")
         raw = record.body
