@@ -102,7 +102,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
 
 
 def _run(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SAGEMETER_HOME": str(home), "COLUMNS": "200"}
+    # No AWS region configured: a bare endpoint name then has no region to mean.
+    aws = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
+    env = {key: value for key, value in os.environ.items() if key not in aws}
+    env |= {"SAGEMETER_HOME": str(home), "COLUMNS": "200", "AWS_CONFIG_FILE": str(home / "none")}
     return subprocess.run(
         [sys.executable, "-m", "sagemeter", *args],
         capture_output=True,

@@ -339,3 +339,23 @@ async def test_a_dry_run_shows_the_image_the_registry_offers_and_the_article_set
     assert environment["SM_VLLM_MAX_MODEL_LEN"] == "8192"
     assert environment["SM_VLLM_GPU_MEMORY_UTILIZATION"] == "0.9"
     assert world.moto.calls == []
+
+
+async def test_measure_endpoint_finds_a_bare_name_in_the_configured_region(
+    runtime: RuntimeFake, world: World, tmp_path: Path
+) -> None:
+    """The one region rule in the MCP face too: an endpoint this machine never deployed, named
+    alone, is measured in AWS_REGION's region (us-east-2) and the result says which rule chose it."""
+    _plain_endpoint("someone-elses")
+    runtime.placed["someone-elses"] = "us-east-2"  # any other region's runtime: not found
+    async with server(tmp_path) as client:
+        answer = ok(
+            await client.call_tool(
+                "measure_endpoint", {"target": "someone-elses", "name": "theirs", "quick": True}
+            )
+        )
+    assert answer["target"] == "someone-elses@us-east-2" and answer["failed_requests"] == 0
+    written = json.loads((tmp_path / "results" / "measure-theirs.json").read_text())
+    server_facts = written["detail"]["environment"]["server"]
+    assert (server_facts["region"], server_facts["region_source"]) == ("us-east-2", "AWS_REGION")
+    assert {request["region"] for request in runtime.requests} == {"us-east-2"}

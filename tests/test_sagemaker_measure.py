@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
+import pytest
 
 from sagemeter import sagemaker as sm
 from sagemeter.measure.workflow import measure_target
@@ -119,8 +120,6 @@ def _combine_prices_from_the_results(path: Path, tmp_path: Path) -> None:
 def test_a_bare_name_finds_where_it_was_placed_and_a_wrong_region_says_where(
     world: World, runtime: RuntimeFake, tmp_path: Path
 ) -> None:
-    import pytest
-
     from sagemeter.errors import UserError
     from sagemeter.targets import SageMakerTarget
 
@@ -133,8 +132,6 @@ def test_a_bare_name_finds_where_it_was_placed_and_a_wrong_region_says_where(
     sm.deploy(spec, poll_s=0.02)
     runtime.placed["gemma-4-e2b"] = "us-east-2"  # any other region's runtime: not found
     assert parse_target("gemma-4-e2b") == SageMakerTarget("gemma-4-e2b", "us-east-2")
-    with pytest.raises(UserError, match="no SageMaker endpoint of that name was deployed"):
-        parse_target("other-endpoint")
     with pytest.raises(UserError, match="placed gemma-4-e2b in us-east-2") as caught:
         asyncio.run(
             measure_target(
@@ -146,3 +143,58 @@ def test_a_bare_name_finds_where_it_was_placed_and_a_wrong_region_says_where(
         )
     assert "does not answer as a chat API" in str(caught.value)
     assert not list(tmp_path.glob("measure-*.json"))
+
+
+def _plain_endpoint(name: str, region: str) -> None:
+    """Someone else's endpoint, made with plain boto3: this machine has no record of it."""
+    client = boto3.client("sagemaker", region_name=region)
+    client.create_model(
+        ModelName=name,
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
+        PrimaryContainer={"Image": "x"},
+    )
+    client.create_endpoint_config(
+        EndpointConfigName=name,
+        ProductionVariants=[
+            {
+                "VariantName": "v",
+                "ModelName": name,
+                "InstanceType": "ml.g6.xlarge",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    client.create_endpoint(EndpointName=name, EndpointConfigName=name)
+
+
+def test_a_bare_name_not_deployed_here_is_in_the_configured_region_and_says_so(
+    world: World, runtime: RuntimeFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one region rule for a measure target: no record here, so AWS_REGION (us-east-2; the
+    profile says us-west-2), then the profile's region, and with neither one clear line."""
+    from sagemeter.errors import UserError
+    from sagemeter.targets import SageMakerTarget
+
+    _plain_endpoint("someone-elses", "us-east-2")
+    runtime.placed["someone-elses"] = "us-east-2"  # any other region's runtime: not found
+    target = parse_target("someone-elses")
+    assert target == SageMakerTarget("someone-elses", "us-east-2")
+    assert isinstance(target, SageMakerTarget) and target.region_source == "AWS_REGION"
+    result, path = asyncio.run(
+        measure_target(target, name="someone-elses", settings=quick_settings(), out_dir=tmp_path)
+    )
+    assert result.decode_tokens_per_second is not None
+    assert result.detail is not None
+    env = load_result(path).detail.environment  # type: ignore[union-attr]
+    assert env.target == "someone-elses@us-east-2"
+    assert (env.server["region"], env.server["region_source"]) == ("us-east-2", "AWS_REGION")
+    assert {request["region"] for request in runtime.requests} == {"us-east-2"}
+
+    monkeypatch.delenv("AWS_REGION")
+    profile = parse_target("someone-elses")
+    assert isinstance(profile, SageMakerTarget)
+    assert (profile.region, profile.region_source) == ("us-west-2", "profile default")
+
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    with pytest.raises(UserError, match="no AWS region is configured; write someone-elses@REGION"):
+        parse_target("someone-elses")

@@ -159,3 +159,20 @@ def test_endpoints_that_cannot_be_read_are_said_not_silently_uncounted(
     assert row.in_use == 1 and row.error is None
     assert row.in_use_note is not None
     assert "secret-one (AccessDeniedException)" in row.in_use_note
+
+
+def test_quota_without_regions_includes_the_configured_region(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`quota` with no region reads the usual GPU regions and the one AWS_REGION names, as `list`
+    does, so the region a deploy would go to is never left out."""
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    world.quotas.applied["eu-west-1"] = [world.quota_item(NAME, 2, "L-G6X")]
+    _endpoint(world, "eu-west-1", "plain", {"InstanceType": "ml.g6.xlarge"})
+
+    rows = {row.region: row for row in sm.quota("ml.g6.xlarge")}
+    assert sorted(rows) == ["eu-west-1", "us-east-1", "us-east-2", "us-west-2"]
+    west1 = rows["eu-west-1"]
+    assert (west1.quota, west1.in_use, west1.free) == (2.0, 1, 1.0)
+    sent = [r for r in world.json_fake.requests if r["target"].startswith("ServiceQuotas")]
+    assert "eu-west-1" in {r["region"] for r in sent}

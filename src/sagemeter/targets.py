@@ -6,13 +6,14 @@ Accepted forms:
   vllm:CHECKPOINT         a real `vllm serve` started by sagemeter (a checkpoint name, a .gguf
                           path exported to a Hugging Face folder, or a Hugging Face folder)
   NAME@REGION             an Amazon SageMaker real-time endpoint
-  NAME                    a SageMaker endpoint this machine deployed, in the region it was placed
+  NAME                    a SageMaker endpoint: in the region this machine placed it, else in the
+                          configured region (AWS_REGION, AWS_DEFAULT_REGION, the profile's)
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from sagemeter.errors import UserError
@@ -75,10 +76,13 @@ class VllmTarget:
 
 @dataclass(frozen=True)
 class SageMakerTarget:
-    """An Amazon SageMaker real-time endpoint in one region."""
+    """An Amazon SageMaker real-time endpoint in one region; `region_source` says which rule chose
+    the region (given, recorded, AWS_REGION, AWS_DEFAULT_REGION, profile NAME), kept in results
+    but not part of the endpoint's identity."""
 
     name: str
     region: str
+    region_source: str = field(default="given", compare=False)
 
     @property
     def default_name(self) -> str:
@@ -121,23 +125,24 @@ def parse_target(text: str) -> Target:
             raise UserError(f"target {text!r}: {region!r} is not an AWS region such as us-east-2")
         return SageMakerTarget(name, region)
     if SAGEMAKER_ENDPOINT_NAME.match(raw):
-        placed = _placed_region(raw)
-        if placed is not None:
-            return SageMakerTarget(raw, placed)
-        raise UserError(
-            f"target {text!r}: no SageMaker endpoint of that name was deployed from here; write "
-            f"{raw}@REGION; accepted forms: {ACCEPTED_FORMS}"
-        )
+        return _bare_sagemaker(raw, text)
     raise UserError(f"target {text!r} is not understood; accepted forms: {ACCEPTED_FORMS}")
 
 
-def _placed_region(name: str) -> str | None:
-    """The region where this machine's record says endpoint `name` was placed (a bare name
-    follows a capacity fallback, so the region typed at deploy time need not be repeated)."""
-    from sagemeter.sagemaker.ledger import Ledger
-    from sagemeter.sagemaker.region import recorded_region
+def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:
+    """A bare NAME: the region this machine's record says it was placed in (a capacity fallback
+    need not be repeated), else the configured one; the one rule of `sagemeter.sagemaker.region`."""
+    from sagemeter.sagemaker.aws import Aws
+    from sagemeter.sagemaker.region import known_endpoint_region
 
-    return recorded_region(name, Ledger())
+    choice = known_endpoint_region(name, Aws())
+    if choice is None:
+        raise UserError(
+            f"target {text!r}: no SageMaker endpoint of that name was deployed from here and no "
+            f"AWS region is configured; write {name}@REGION or set AWS_REGION; "
+            f"accepted forms: {ACCEPTED_FORMS}"
+        )
+    return SageMakerTarget(name, choice.region, choice.source)
 
 
 def _parse_url(raw: str) -> OpenAITarget:

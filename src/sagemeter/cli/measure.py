@@ -77,7 +77,10 @@ def measure(
     out_dir: Annotated[Path, typer.Argument(help="folder for measure-NAME.json")],
     target: Annotated[
         str,
-        typer.Argument(help="http://HOST:PORT, local:CHECKPOINT, vllm:CHECKPOINT or NAME@REGION"),
+        typer.Argument(
+            help="http://HOST:PORT, local:CHECKPOINT, vllm:CHECKPOINT, NAME@REGION or NAME "
+            "(SageMaker: where this machine placed it, else the configured region)"
+        ),
     ],
     name: Annotated[str | None, typer.Option(help="result name (default: from the target)")] = None,
     quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,

@@ -161,7 +161,12 @@ def _money(value: float | None, digits: int = 2) -> str:
 def quota_command(
     instance_type: Annotated[str, typer.Argument(help="e.g. ml.g6.xlarge")],
     region: Annotated[
-        list[str] | None, typer.Option("--region", "-r", help="repeatable; default: a short list")
+        list[str] | None,
+        typer.Option(
+            "--region",
+            "-r",
+            help="repeatable; default: the configured region, us-east-1, us-east-2, us-west-2",
+        ),
     ] = None,
 ) -> None:
     """Endpoint quota for an instance type per region, and how many this account already uses."""

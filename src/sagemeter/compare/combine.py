@@ -3,6 +3,7 @@
 Rows are the article's figures; each later file gets a ratio against the first. With a price per
 hour, cost per million output tokens at each concurrency. When the first and last files measured
 the same checkpoint (A-B-A), the drift between them is reported beside every speed figure.
+Results that ran on different hardware or server software are warned about (`environments`).
 
 Each file says which method measured it (ours, `sagemeter`, or the source article's, `article`,
 be it `--method article` or one of the article's own files). A ratio or verdict between files of
@@ -18,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from sagemeter.atomic import write_text_atomic
 from sagemeter.compare.costs import check_price, cost_per_million_tokens
+from sagemeter.compare.environments import environment_differences
 from sagemeter.errors import UserError
 from sagemeter.evidence import QualityComparison, QualityVerdict, compare_quality, decide
 from sagemeter.evidence.summary import render_summary
@@ -238,6 +240,7 @@ def _check_comparable(paths: list[Path], results: list[MeasureResult]) -> list[s
         odd = next(path for path, total in totals.items() if total != first_total)
         raise UserError(f"{odd}: quality has a different number of questions than {first_path}")
     warnings = _asked_differently(paths, results)
+    warnings.extend(environment_differences(paths, results))
     methods = [method_of(result) for result in results]
     if len({method for method in methods if method is not None}) > 1:
         listed = ", ".join(

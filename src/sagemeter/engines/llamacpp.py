@@ -21,21 +21,12 @@ from pathlib import Path
 from types import TracebackType
 
 from sagemeter.engines.checkpoints import Checkpoint
+from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, failure_cause
 from sagemeter.engines.startup_log import parse_llamacpp_log
 from sagemeter.errors import UserError
 from sagemeter.results import StartupFacts
 
 DEFAULT_PARALLEL_SLOTS = 16
-# What llama.cpp writes when it cannot start, and what that means for the user.
-FAILURE_CAUSES = (
-    ("couldn't bind HTTP server socket", "port {port} on 127.0.0.1 is already in use"),
-    ("failed to allocate", "out of memory: the model and its KV cache do not fit"),
-    ("out of memory", "out of memory: the model and its KV cache do not fit"),
-    ("std::bad_alloc", "out of memory: the model and its KV cache do not fit"),
-    ("invalid magic", "{file} is not a GGUF file llama.cpp can read"),
-    ("failed to read magic", "{file} is not a GGUF file llama.cpp can read"),
-    ("failed to load model", "llama.cpp could not load {file} (not a model it can run?)"),
-)
 DEFAULT_CTX_PER_SLOT = 2048
 START_TIMEOUT_S = 180.0
 
@@ -174,12 +165,7 @@ class LocalEngine:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return "it left no log"
-        for pattern, cause in FAILURE_CAUSES:
-            if pattern in text:
-                return cause.format(port=self.port, file=self.checkpoint.path.name)
-        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-        errors = [line for line in lines if " E " in line or "error" in line.lower()]
-        return (errors or lines or ["its log is empty"])[-1][:300]
+        return failure_cause(text, LLAMACPP_CAUSES, port=self.port, file=self.checkpoint.path.name)
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """End the engine: close its stdin, then SIGTERM, then SIGKILL if it lingers."""

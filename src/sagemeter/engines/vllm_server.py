@@ -2,8 +2,10 @@
 
 Lifecycle: `start()` launches vLLM through `vllm_launcher` (so vLLM never outlives sagemeter),
 writes its whole output to a log file, waits until `/health` answers and the model is listed,
-and fails with the log's last lines if vLLM exits first; `stop()` ends vLLM and every process
-it started. Use it as a context manager so an exception or Ctrl-C never leaves one running.
+and, if vLLM exits first, fails with the cause its log names (`startup_causes`: port in use,
+out of memory, no room for the KV cache, no model or no valid config), else the log's last
+lines; `stop()` ends vLLM and every process it started. Use it as a context manager so an
+exception or Ctrl-C never leaves one running.
 
 On a CPU, vLLM compiles the model at start-up (about 90 s of the 140 s it takes on two cores);
 the compiled code is cached (VLLM_CACHE_ROOT, in sagemeter's cache dir for sagemeter's own
@@ -27,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from sagemeter.engines.hf_export import ServedModel
+from sagemeter.engines.startup_causes import VLLM_CAUSES, matched_cause
 from sagemeter.engines.startup_log import parse_vllm_log
 from sagemeter.engines.vllm_install import MANAGED_ORIGIN, VllmInstall
 from sagemeter.errors import UserError
@@ -152,7 +155,7 @@ class VllmServer:
         while time.perf_counter() < deadline:
             if self._process.poll() is not None:
                 raise UserError(
-                    f"vLLM exited while starting {self.model.name}: {self._log_tail()} "
+                    f"vLLM exited while starting {self.model.name}: {self._failure_cause()} "
                     f"(log {self.log_path})"
                 )
             if self._serves_model():
@@ -161,8 +164,17 @@ class VllmServer:
             time.sleep(0.5)
         raise UserError(
             f"vLLM did not answer within {deadline - began:.0f} s; log {self.log_path}: "
-            f"{self._log_tail()}"
+            f"{self._failure_cause()}"
         )
+
+    def _failure_cause(self) -> str:
+        """Why vLLM did not start, in words, from its own log (else the log's last lines)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "it left no log"
+        cause = matched_cause(text, VLLM_CAUSES, port=self.port, model=self.model.folder)
+        return cause or self._log_tail()
 
     def _log_tail(self, lines: int = 3) -> str:
         try:

@@ -465,7 +465,7 @@ class _Run:
             deployment = self.journal.deployment(visit.result_name)
             if deployment is None or deployment.state != "live" or deployment.region is None:
                 raise UserError(f"{visit.result_name}: its endpoint is not live")
-            return SageMakerTarget(deployment.endpoint, deployment.region)
+            return SageMakerTarget(deployment.endpoint, deployment.region, "recorded")
         return visit.arm.parsed_target()
 
     def _fidelity_reference(self, visit: Visit) -> FidelityRecord | None:

@@ -75,7 +75,8 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             str,
             Field(
                 description="http://HOST:PORT (OpenAI-compatible), local:CHECKPOINT (embedded "
-                "engine, started and stopped here) or NAME@REGION (SageMaker)"
+                "engine, started and stopped here), NAME@REGION (SageMaker) or NAME (SageMaker, "
+                "where this machine placed it, else the configured region)"
             ),
         ],
         name: Annotated[

@@ -31,6 +31,10 @@ Regions = Annotated[
     list[str] | None,
     Field(description="AWS regions to look in; default: recorded, configured and the usual"),
 ]
+QuotaRegions = Annotated[
+    list[str] | None,
+    Field(description="AWS regions to look in; default: configured, us-east-1/2, us-west-2"),
+]
 PricePerHour = Annotated[
     float | None,
     Field(gt=0, description="USD per instance-hour to use instead of the AWS Price List"),
@@ -73,7 +77,7 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
     @server.tool(title="Check SageMaker quota", annotations=LOOKS)
     @guarded
     async def check_quota(
-        instance_type: InstanceType, regions: Regions = None
+        instance_type: InstanceType, regions: QuotaRegions = None
     ) -> Annotated[CallToolResult, QuotaAnswer]:
         """Endpoint quota for an instance type per region, how many are in use and how many free.
 

@@ -28,7 +28,7 @@ from sagemeter.sagemaker.endpoint import (
 )
 from sagemeter.sagemaker.ledger import Ledger, LedgerRecord
 from sagemeter.sagemaker.pricing import PriceQuote, try_hourly_price
-from sagemeter.sagemaker.quota import DEFAULT_QUOTA_REGIONS
+from sagemeter.sagemaker.quota import default_quota_regions
 from sagemeter.sagemaker.region import placed_elsewhere
 from sagemeter.sagemaker.spec import is_ours
 
@@ -213,10 +213,7 @@ def _from_record(record: LedgerRecord) -> EndpointInfo:
 
 def default_regions(aws: Aws, ledger: Ledger) -> list[str]:
     """Every region in the ledger, the configured region, and the usual GPU regions."""
-    regions = set(ledger.regions()) | set(DEFAULT_QUOTA_REGIONS)
-    if aws.default_region:
-        regions.add(aws.default_region)
-    return sorted(regions)
+    return sorted(set(ledger.regions()) | set(default_quota_regions(aws)))
 
 
 def _not_ours(

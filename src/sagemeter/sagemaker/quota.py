@@ -88,10 +88,20 @@ def _held_by(endpoint: dict[str, Any], config: dict[str, Any], instance_type: st
     return total
 
 
+def default_quota_regions(aws: Aws) -> list[str]:
+    """The usual GPU regions and the configured one (AWS_REGION, AWS_DEFAULT_REGION, profile):
+    a quota asked for without regions must cover where this machine deploys by default."""
+    regions = set(DEFAULT_QUOTA_REGIONS)
+    if aws.default_region:
+        regions.add(aws.default_region)
+    return sorted(regions)
+
+
 def quota(
     instance_type: str, regions: list[str] | None = None, *, aws: Aws | None = None
 ) -> list[QuotaRow]:
-    """One row per region: the quota, where it came from, how many are in use, how many free.
+    """One row per region (default: `default_quota_regions`): the quota, where it came from, how
+    many are in use, how many free.
 
     A region that cannot be read gets its reason in `error`; missing credentials fail the call.
     """
@@ -99,7 +109,7 @@ def quota(
     aws.require_credentials()
     name = quota_name(instance_type)
     rows = []
-    for region in regions or list(DEFAULT_QUOTA_REGIONS):
+    for region in regions or default_quota_regions(aws):
         row = QuotaRow(region=region, instance_type=instance_type)
         errors: list[str] = []
         # The quota and the count are read apart: a refused quota read must not hide the count.

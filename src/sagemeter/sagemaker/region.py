@@ -80,15 +80,21 @@ def resolve_endpoint_region(
     """The region for a command about endpoint `name`: given, recorded, then configured."""
     if given:
         return _checked(given, "given")
-    recorded = recorded_region(name, ledger or Ledger())
-    if recorded:
-        return RegionChoice(region=recorded, source="recorded")
-    configured = configured_region(aws)
-    if configured is None:
+    known = known_endpoint_region(name, aws, ledger)
+    if known is None:
         raise UserError(
             f"{name}: no region given; write {name}@REGION, pass {label}, or set AWS_REGION"
         )
-    return configured
+    return known
+
+
+def known_endpoint_region(name: str, aws: Aws, ledger: Ledger | None = None) -> RegionChoice | None:
+    """Steps 2 and 3 for a bare endpoint name: where this machine placed it, else the configured
+    region; None when neither says (a measure target has no --region to ask for)."""
+    recorded = recorded_region(name, ledger or Ledger())
+    if recorded:
+        return RegionChoice(region=recorded, source="recorded")
+    return configured_region(aws)
 
 
 def placed_elsewhere(name: str, region: str, ledger: Ledger | None = None) -> str | None:

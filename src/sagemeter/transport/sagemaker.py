@@ -321,5 +321,8 @@ def open_sagemaker_client(
         read_timeout_s=timeout_s,
         retry=retry,
         session=session,
-        info_lookup=lambda: deployment_info(target.name, target.region, session=session),
+        info_lookup=lambda: {
+            "region_source": target.region_source,  # which rule chose the region
+            **deployment_info(target.name, target.region, session=session),
+        },
     )
