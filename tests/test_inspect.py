@@ -266,6 +266,9 @@ def test_vllm_checkpoint_reads_the_export_vllm_serves_or_the_gguf_it_is_made_fro
     assert groups_of(before) == groups_of(local) and before.decode == local.decode
     assert any("not made yet" in note for note in before.notes)
     assert not export_folder(derived).exists()
+    # A GGUF of one's own may be stored in 4 bits where its export holds 32: not shown as vLLM's.
+    with pytest.raises(UserError, match="vLLM serves a 32-bit Hugging Face export of this file"):
+        parse_source(f"vllm:{q4_path}")
     assert "note: read from SmolLM2-135M-Instruct.F32.gguf" in "\n".join(facts_lines(before))
 
     folder = export_folder(derived)  # the export, as ensure_export leaves it (tensors, config)

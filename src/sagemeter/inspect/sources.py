@@ -83,10 +83,13 @@ def _local_checkpoint(name: str, text: str) -> LocalSource:
 
 
 def _vllm_export(name: str, text: str) -> LocalSource:
-    """The Hugging Face export `vllm:` serves of a GGUF; the GGUF itself until it is made.
+    """The Hugging Face export `vllm:` serves of a GGUF; for the packaged F32 checkpoint, the
+    GGUF itself until the export is made.
 
-    Nothing is derived, exported or downloaded: the export holds exactly the GGUF's weights
-    (checked bit for bit when it is made), so until then its tensor table is the GGUF's.
+    Nothing is derived, exported or downloaded. The export stores every weight at 32 bits
+    (checked bit for bit when it is made), so until then the packaged F32 GGUF's tensor table is
+    the export's. A GGUF of the user's may be stored otherwise: it is refused until its export
+    exists rather than shown as what vLLM reads.
     """
     from sagemeter.engines.hf_export import current_export, planned_model
 
@@ -104,6 +107,11 @@ def _vllm_export(name: str, text: str) -> LocalSource:
         read = _local_path(folder, text)
         note = f"the Hugging Face export vLLM serves, made from {source.path.name}"
         return LocalSource(read.format, read.paths, read.folder, (note,))
+    if name not in CHECKPOINT_NAMES:
+        raise UserError(
+            f"{text}: vLLM serves a 32-bit Hugging Face export of this file, not made yet (the "
+            f"first run of the target makes it); `inspect {source.path}` reads the file as stored"
+        )
     note = (
         f"read from {source.path.name}: vLLM serves a Hugging Face export of it (the same "
         "weights, F32), not made yet; the first run of this target makes it"
