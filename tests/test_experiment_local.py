@@ -10,7 +10,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +24,9 @@ from typing import Any
 
 import httpx
 import pytest
+
+from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.experiment.journal import parse_utc
 
 SHORT = """
 [measure]
@@ -48,6 +53,18 @@ name = "q4"
 target = "local:smollm2-q4_1"
 """
 )
+
+
+def truth_plan(url: str, top: str = "", measure: str = "") -> str:
+    """Two arms on one known-truth server: a local plan that measures in seconds."""
+    arms = f'\n[[arm]]\nname = "a"\ntarget = "{url}"\n\n[[arm]]\nname = "b"\ntarget = "{url}"\n'
+    return 'name = "truth"\n' + top + SHORT + measure + arms
+
+
+@pytest.fixture
+def truth_url() -> Iterator[str]:
+    with running_truth_server(TruthTiming(ttft_s=0.01, itl_s=0.002)) as url:
+        yield url
 
 
 def sagemeter(
@@ -307,3 +324,45 @@ def test_ctrl_c_while_measuring_stops_the_engine_and_resume_finishes(
     resumed = sagemeter("run", "--resume", "run", home=shared_home, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert journal_of(run)["state"] == "done"
+
+
+def test_every_step_line_of_a_local_plan_carries_the_cost_so_far(
+    truth_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "plan.toml").write_text(truth_plan(truth_url, top="price_per_hour = 36.0\n"))
+    done = sagemeter("run", "plan.toml", "--out", "run", home=tmp_path / "home", cwd=tmp_path)
+    assert done.returncode in (0, 3), done.stderr  # 3: a figure missing on a busy host
+    ended = re.findall(r"^\[(\d)/5\] .+ done \(.*?, \$(\d+\.\d\d) so far\)", done.stderr, re.M)
+    assert [index for index, _ in ended] == ["1", "2", "3", "4", "5"], done.stderr
+    journal = journal_of(tmp_path / "run")
+    assert journal["deployments"] == []
+    measuring = [step for step in journal["steps"] if step["kind"] == "measure"]
+    # No endpoint was deployed: each arm costs the plan's price for the time it was measured.
+    seconds = sum(
+        (parse_utc(step["ended_utc"]) - parse_utc(step["started_utc"])).total_seconds()
+        for step in measuring
+    )
+    assert journal["cost_usd"] == pytest.approx(36.0 * seconds / 3600, abs=1e-4)
+    assert float(ended[-1][1]) == pytest.approx(journal["cost_usd"], abs=0.006)
+    costs = [float(cost) for _, cost in ended]
+    assert costs == sorted(costs)
+
+
+def test_a_plans_ray_address_is_joined_before_its_measure_step_sends_anything(
+    truth_url: str, tmp_path: Path
+) -> None:
+    with socket.socket() as probe:  # a port where nothing listens: no Ray cluster is needed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    plan = truth_plan(truth_url, measure=f'ray = "127.0.0.1:{port}"\n')
+    (tmp_path / "plan.toml").write_text(plan)
+    done = sagemeter("run", "plan.toml", "--out", "run", home=tmp_path / "home", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    refused = f"--ray 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port}"
+    assert "Traceback" not in done.stderr and refused in done.stderr
+    assert "[1/5] measure a failed (" in done.stderr
+    assert "cost not counted (no price_per_hour)" in done.stderr
+    journal = journal_of(tmp_path / "run")
+    assert journal["plan"]["measure"]["ray"] == f"127.0.0.1:{port}"
+    assert journal["steps"][0]["state"] == "failed" and refused in journal["steps"][0]["note"]
+    assert not (tmp_path / "run" / "measure-a.json").exists()

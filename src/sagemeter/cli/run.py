@@ -145,11 +145,7 @@ class Screen:
         )
 
     def _cost(self, journal: Journal) -> str:
-        if not journal.deployments:
-            return ""
-        cost, unpriced = journal.cost()
-        more = " + unpriced" if unpriced else ""
-        return f", ${cost:,.2f}{more} so far"
+        return f", {journal.cost_so_far()}"
 
     def step_started(self, record: StepRecord, journal: Journal) -> None:
         if not self.quiet:

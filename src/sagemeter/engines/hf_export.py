@@ -57,6 +57,18 @@ def check_vllm_checkpoint(spec: str) -> None:
     _plan(spec, derive=False)
 
 
+def planned_model(spec: str) -> ServedModel:
+    """What `vllm:SPEC` would serve, found without deriving or exporting anything."""
+    return _plan(spec, derive=False)
+
+
+def current_export(model: ServedModel) -> Path | None:
+    """The model's exported folder when it is made and unchanged since; None otherwise."""
+    if model.source is None or not model.source.path.is_file():
+        return None
+    return model.folder if _recorded_export(model.folder, model.source.path) else None
+
+
 def served_model(spec: str, install: VllmInstall) -> ServedModel:
     """The folder to serve for `vllm:SPEC`, exporting (once) from a GGUF file when needed."""
     planned = _plan(spec, derive=True)
@@ -125,12 +137,18 @@ def ensure_export(source: Path, install: VllmInstall) -> Path:
                 f"exporting {source.name}: {summary.get('inexact_tensors')} tensors did not come "
                 "through bit for bit; not serving them"
             )
-        files = {p.name: sha256_of(p) for p in sorted(part.iterdir()) if p.is_file()}
         shutil.rmtree(folder, ignore_errors=True)
         _sidecar(folder).unlink(missing_ok=True)
         os.replace(part, folder)
     finally:
         shutil.rmtree(part, ignore_errors=True)
+    record_export(folder, source, summary)
+    return folder
+
+
+def record_export(folder: Path, source: Path, summary: dict[str, object]) -> None:
+    """Write the sidecar that makes `folder` the checked export of `source` (its checksums)."""
+    files = {p.name: sha256_of(p) for p in sorted(folder.iterdir()) if p.is_file()}
     write_json_atomic(
         _sidecar(folder),
         {
@@ -142,7 +160,6 @@ def ensure_export(source: Path, install: VllmInstall) -> Path:
             "files": files,
         },
     )
-    return folder
 
 
 def export_record(folder: Path) -> dict[str, object] | None:

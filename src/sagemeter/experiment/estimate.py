@@ -4,7 +4,8 @@ their price, and (for `--dry-run`) the account's quota for them.
 Times follow the plan's `[estimate]` assumptions (tokens per second per stream, minutes to
 deploy and to delete), shown beside the figures. A deployed arm's price is the plan's
 `price_per_hour`, else the highest Price List price among the instance types and regions it may
-be placed in: the spend cap is checked against the most it may cost.
+be placed in: the spend cap is checked against the most it may cost. An arm the run does not
+deploy costs `price_per_hour` (when given) for the time it is measured.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from sagemeter.settings import MeasureSettings
 
 REQUEST_ALLOWANCE_S = 0.1  # time to first token and the call's own cost, per request sent alone
 LOCAL_START_S = 10.0  # loading a checkpoint into the embedded engine
+# `vllm serve` on the CPU build, start to ready: 97-127 s measured on 2 cores (docs/vllm.md).
+VLLM_START_S = 140.0
 
 
 class ArmPrice(BaseModel):
@@ -46,7 +49,10 @@ class QuotaLine(BaseModel):
 class Estimate(BaseModel):
     steps: list[StepEstimate]
     minutes: float
-    usd: float = Field(description="the deployed arms' cost at the prices below")
+    usd: float = Field(
+        description="the cost at the prices below: deployed arms from deploy to delete, the "
+        "others (with price_per_hour) while measured"
+    )
     unpriced: list[str] = Field(default_factory=list, description="arms whose price is unknown")
     prices: dict[str, ArmPrice] = Field(default_factory=dict)
     assumptions: str
@@ -68,6 +74,16 @@ def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> floa
         settings.load_batches
     )
     return seconds + (sequential + batches + settings.fidelity_prompts) * REQUEST_ALLOWANCE_S
+
+
+def start_seconds(arm: Arm) -> float:
+    """The time to start the engine a `local:` or `vllm:` arm is measured on (once per visit)."""
+    target = arm.target or ""
+    if target.startswith("local:"):
+        return LOCAL_START_S
+    if target.startswith("vllm:"):
+        return VLLM_START_S
+    return 0.0
 
 
 def arm_price(plan: Plan, arm: Arm, spec: sm.DeploySpec | None, aws: sm.Aws | None) -> ArmPrice:
@@ -138,8 +154,7 @@ def estimate(
         return remaining is None or visit.result_name in remaining
 
     def visit_s(visit: Visit) -> float:
-        started = LOCAL_START_S if (visit.arm.target or "").startswith("local:") else 0.0
-        return measure_s + started
+        return measure_s + start_seconds(visit.arm)
 
     def hourly(arm: Arm) -> float | None:
         price = prices.get(arm.name)
@@ -181,6 +196,12 @@ def estimate(
                 unpriced.add(arm.name)
             else:
                 cost = rate * lives / 3600
+                usd += cost
+        elif step.kind == "measure" and plan.price_per_hour is not None:
+            # An arm the run does not deploy is priced for the time it is measured (journal.py).
+            undeployed = sum(1 for v in step.visits if wanted(v) and not v.arm.deployed)
+            if undeployed:
+                cost = plan.price_per_hour * seconds * undeployed / 3600
                 usd += cost
         rows.append(
             StepEstimate(

@@ -136,7 +136,7 @@ class Journal(BaseModel):
 
     def cost(self, now: datetime | None = None) -> tuple[float, list[str]]:
         """(cost so far in USD, the endpoints whose price is unknown and so left out)."""
-        total, unpriced = 0.0, []
+        total, unpriced = self.measuring_cost(now), []
         for deployment in self.deployments:
             cost = deployment.cost_usd(now)
             if cost is None:
@@ -144,6 +144,36 @@ class Journal(BaseModel):
             else:
                 total += cost
         return total, unpriced
+
+    def cost_so_far(self) -> str:
+        """The cost so far as every step line shows it (the CLI's and the MCP tool's)."""
+        if not self.deployments and self.price_per_hour is None:
+            return "cost not counted (no price_per_hour)"
+        cost, unpriced = self.cost()
+        more = " + unpriced" if unpriced else ""
+        return f"${cost:,.2f}{more} so far"
+
+    @property
+    def price_per_hour(self) -> float | None:
+        price = self.plan.get("price_per_hour")
+        return float(price) if isinstance(price, int | float) else None
+
+    def measuring_cost(self, now: datetime | None = None) -> float:
+        """The arms the run does not deploy, at the plan's `price_per_hour` (0 without it) for
+        the time they were measured: each such visit from its measure step's start to its end
+        (or now). A deployed arm's hours are its deployment's, counted from deploy to delete."""
+        price = self.price_per_hour
+        if price is None:
+            return 0.0
+        deployed = {deployment.result for deployment in self.deployments}
+        seconds = 0.0
+        for step in self.steps:
+            if step.kind != "measure" or step.started_utc is None:
+                continue
+            visits = sum(1 for result in step.results if result not in deployed)
+            end = parse_utc(step.ended_utc) if step.ended_utc else (now or datetime.now(UTC))
+            seconds += visits * max((end - parse_utc(step.started_utc)).total_seconds(), 0.0)
+        return price * seconds / 3600.0
 
     def save(self, run_dir: Path) -> None:
         cost, unpriced = self.cost()

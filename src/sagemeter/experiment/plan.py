@@ -25,7 +25,7 @@ from sagemeter.sagemaker.spec import (
     DEFAULT_STARTUP_TIMEOUT_S,
 )
 from sagemeter.settings import MeasureSettings, Method, measure_settings
-from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, Target, parse_target
+from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target, parse_target
 
 INTERLEAVED = "interleaved"
 PLAN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -60,6 +60,24 @@ class MeasureOptions(_Strict):
     stall: float | None = Field(None, description='seconds, or a duration such as "30s"')
     retries: int | None = None
     reruns: int | None = None
+    ray: str | None = Field(
+        None,
+        description="parallel: send the batches from a Ray cluster's nodes, as `measure --ray` "
+        "(auto, local, ray://HOST:PORT or HOST:PORT); not a setting of the result",
+    )
+
+    @field_validator("ray")
+    @classmethod
+    def _ray(cls, value: str | None) -> str | None:
+        """The address as `measure --ray` takes it; the cluster is joined by the measure step."""
+        if value is None:
+            return None
+        from sagemeter.transport.ray_pool import check_address
+
+        try:
+            return check_address(value)
+        except UserError as exc:
+            raise ValueError(str(exc).removeprefix("--ray ")) from None
 
     @field_validator("levels", mode="before")
     @classmethod
@@ -180,7 +198,9 @@ class Arm(_Strict):
 
     name: str
     target: str | None = Field(
-        None, description="http://HOST:PORT, local:CHECKPOINT, NAME@REGION: used, never deleted"
+        None,
+        description="http://HOST:PORT, NAME@REGION: used, never deleted; local:CHECKPOINT, "
+        "vllm:CHECKPOINT: started for each visit and stopped after it",
     )
     sagemaker: SageMakerArm | None = None
 
@@ -392,6 +412,13 @@ def check_plan(plan: Plan, source: str) -> None:
                 "set `endpoint` to tell them apart"
             )
         endpoints[endpoint] = arm.name
+    if plan.measure.ray is not None:
+        for arm in plan.arms:
+            if arm.deployed or isinstance(arm.parsed_target(), SageMakerTarget):
+                raise UserError(
+                    f'{source}: measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
+                    "batches go through boto3 on this machine; leave out ray"
+                )
     order = plan.order_text
     if order != INTERLEAVED:
         _check_order(order, len(plan.arms), source)

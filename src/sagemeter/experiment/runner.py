@@ -68,6 +68,7 @@ from sagemeter.sagemaker.endpoint import (
 )
 from sagemeter.sagemaker.pricing import try_hourly_price
 from sagemeter.targets import OpenAITarget, SageMakerTarget, Target
+from sagemeter.transport.batch import batches_on_ray
 from sagemeter.transport.chat import ChatClient
 
 COMPARE_FILE = "compare.json"
@@ -140,6 +141,13 @@ def check_ready(
     deployed arms the credentials, region, role and spec (and, for a new run, free names)."""
     settings = plan.settings()
     selected_questions(settings)
+    if plan.measure.ray is not None:
+        from sagemeter.transport.ray_pool import require_ray
+
+        try:
+            require_ray()
+        except UserError as exc:
+            raise UserError(f"measure.ray: {str(exc).removeprefix('--ray ')}") from None
     from sagemeter.engines.endpoints import check_target
 
     for arm in plan.arms:
@@ -480,7 +488,8 @@ class _Run:
         targets = {visit.result_name: self._target(visit) for visit in todo}
         references = {visit.result_name: self._fidelity_reference(visit) for visit in todo}
         turns = Turns([visit.result_name for visit in todo]) if len(todo) > 1 else None
-        results = asyncio.run(self._measure_async(todo, targets, references, turns))
+        with batches_on_ray(self.plan.measure.ray):
+            results = asyncio.run(self._measure_async(todo, targets, references, turns))
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
         for result in results:

@@ -57,6 +57,7 @@ def facts_of(table: TensorTable, bandwidth: Bandwidth | None, check_grid: bool) 
         ceiling=decode_ceiling(decode, bandwidth) if bandwidth else None,
         grid_check=grid_check(members[BODY], table.reader) if check_grid else None,
         warnings=table.warnings,
+        notes=table.notes,
     )
 
 

@@ -82,6 +82,9 @@ class CheckpointFacts(BaseModel):
     ceiling: DecodeCeiling | None = None
     grid_check: GridCheck | None = None
     warnings: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="what was read in the source's place, and why"
+    )
 
     def group(self, name: str) -> TensorGroup | None:
         return next((group for group in self.groups if group.name == name), None)

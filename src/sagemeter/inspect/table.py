@@ -73,3 +73,4 @@ class TensorTable:
     config: dict[str, Any] | None = None
     revision: str | None = None
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. what was read in the source's place

@@ -99,7 +99,8 @@ def grid_line(facts: CheckpointFacts) -> str | None:
 
 def facts_lines(facts: CheckpointFacts) -> list[str]:
     """Everything but the group table, one line each."""
-    lines = [decode_line(facts)]
+    lines = [f"note: {note}" for note in facts.notes]
+    lines.append(decode_line(facts))
     lines.extend(f"  note: {note}" for note in facts.decode.notes)
     for line in (ceiling_line(facts), grid_line(facts)):
         if line:

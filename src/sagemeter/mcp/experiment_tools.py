@@ -72,7 +72,9 @@ class ExperimentAnswer(BaseModel):
     steps: list[StepRecord] = Field(default_factory=list)
     estimate: Estimate | None = Field(None, description="dry run: steps, time, cost, prices")
     problem: str | None = Field(None, description="dry run: what would stop the run at its start")
-    cost_usd: float | None = Field(None, description="what the run's endpoints cost so far")
+    cost_usd: float | None = Field(
+        None, description="what the run cost so far, counted as in its journal"
+    )
     left_running: list[str] = Field(
         default_factory=list, description="endpoints that may still bill, with their price"
     )
@@ -106,8 +108,7 @@ class _Ticks:
 
     def events(self) -> RunEvents:
         def finished(record: StepRecord, journal: Journal) -> None:
-            cost, _ = journal.cost()
-            money = f", ${cost:,.2f} so far" if journal.deployments else ""
+            money = f", {journal.cost_so_far()}"
             note = f": {record.note}" if record.note else ""
             self.post(
                 f"[{record.index}/{len(journal.steps)}] {record.label} {record.state} "
@@ -184,7 +185,7 @@ def _outcome_text(outcome: RunOutcome) -> str:
             lines.append("still running: " + "; ".join(left_running_lines(outcome)))
         lines.append(f"continue with run_experiment resume={Path(outcome.run_dir).name}, or "
                      f"{resume_hint(outcome)}")  # fmt: skip
-    if outcome.journal.deployments:
+    if outcome.journal.deployments or outcome.journal.price_per_hour is not None:
         lines.append(f"cost so far: about ${outcome.cost_usd:,.2f}")
     if outcome.incomplete:
         lines.append(f"incomplete: {'; '.join(outcome.incomplete)}")
@@ -203,8 +204,10 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
             Field(
                 description="the plan as TOML text: name, order (ABA by default, or "
                 "interleaved), price_per_hour, max_cost_usd, [measure], and two or more [[arm]] "
-                'each with target = "local:…|http://…|NAME@REGION" or an [arm.sagemaker] table '
-                "(model, instance_type, region, fallback_regions, env)"
+                'each with target = "local:…|vllm:…|http://…|NAME@REGION" (local: and vllm: '
+                "engines started per visit) or an [arm.sagemaker] table (model, instance_type, "
+                "region, fallback_regions, env); [measure] ray = ADDRESS sends batches from a "
+                "Ray cluster"
             ),
         ] = None,
         plan_file: Annotated[

@@ -14,8 +14,10 @@ trusted over its span fails and does not count.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +44,30 @@ STREAMS_PER_WORKER = 32
 RAY_ENV = "SAGEMETER_RAY"
 # Each stream sends one request; the deadline only has to lie beyond every retry.
 BATCH_DEADLINE_S = 7 * 24 * 3600.0
+
+
+@contextlib.contextmanager
+def batches_on_ray(address: str | None) -> Iterator[None]:
+    """Within it, batches run on the Ray cluster at `address` (None: on this machine).
+
+    The cluster is joined first, so a bad address fails before any request; the environment is
+    put back after, so a long-lived process (the MCP server) does not keep sending to it.
+    """
+    if address is None:
+        yield
+        return
+    from sagemeter.transport.ray_pool import connect
+
+    connect(address)
+    previous = os.environ.get(RAY_ENV)
+    os.environ[RAY_ENV] = address
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(RAY_ENV, None)
+        else:
+            os.environ[RAY_ENV] = previous
 
 
 def workers_for(requests: int) -> int:
