@@ -139,8 +139,9 @@ class HubHandler(BaseHTTPRequestHandler):
                 chunk = handle.read(min(remaining, 1 << 20))
                 if not chunk:
                     break
-                self.wfile.write(chunk)
+                # Counted before it is written: a client that has read it sees it counted.
                 self.hub.sent[(repo_id, file)] += len(chunk)
+                self.wfile.write(chunk)
                 remaining -= len(chunk)
 
 
