@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape as xml_escape
 
+import boto3
 import botocore.session
 import httpx
 import pytest
@@ -911,3 +912,25 @@ def runtime(
     runtime_fake.reset()
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", runtime_fake.url)
     return runtime_fake
+
+
+def plain_endpoint(name: str, region: str, instance_type: str = "ml.g6.xlarge") -> None:
+    """Someone else's endpoint, made with plain boto3: no sagemeter tag, no record here."""
+    client = boto3.client("sagemaker", region_name=region)
+    client.create_model(
+        ModelName=name,
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
+        PrimaryContainer={"Image": "x"},
+    )
+    client.create_endpoint_config(
+        EndpointConfigName=name,
+        ProductionVariants=[
+            {
+                "VariantName": "v",
+                "ModelName": name,
+                "InstanceType": instance_type,
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    client.create_endpoint(EndpointName=name, EndpointConfigName=name)

@@ -20,6 +20,7 @@ from sagemeter import sagemaker as sm
 from sagemeter.mcp import ServerConfig, build_server
 from sagemeter.sagemaker.ledger import Ledger
 from tests.mcp_helpers import Progress, error_line, ok, text_of
+from tests.sagemaker_fakes import plain_endpoint
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,28 +42,6 @@ def server(tmp_path: Path, **permissions: bool) -> Client:
 def everything(*results: CallToolResult) -> str:
     """All a client was shown: texts and structured content."""
     return "\n".join(text_of(r) + json.dumps(r.structured_content) for r in results)
-
-
-def _plain_endpoint(name: str) -> None:
-    """Someone else's endpoint, made with plain boto3: no sagemeter tag."""
-    client = boto3.client("sagemaker", region_name="us-east-2")
-    client.create_model(
-        ModelName=name,
-        ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
-        PrimaryContainer={"Image": "x"},
-    )
-    client.create_endpoint_config(
-        EndpointConfigName=name,
-        ProductionVariants=[
-            {
-                "VariantName": "v",
-                "ModelName": name,
-                "InstanceType": "ml.m5.large",
-                "InitialInstanceCount": 1,
-            }
-        ],
-    )
-    client.create_endpoint(EndpointName=name, EndpointConfigName=name)
 
 
 async def test_without_permissions_every_change_and_log_read_is_refused(
@@ -216,7 +195,7 @@ async def test_a_cancelled_deploy_leaves_a_record_list_endpoints_shows(
 
 
 async def test_delete_touches_only_what_sagemeter_tagged(world: World, tmp_path: Path) -> None:
-    _plain_endpoint("not-ours")
+    plain_endpoint("not-ours", "us-east-2", "ml.m5.large")
     async with server(tmp_path, allow_write=True) as client:
         refused = await client.call_tool(
             "delete_endpoint", {"endpoint": "not-ours@us-east-2", "confirm": "not-ours"}
@@ -346,7 +325,7 @@ async def test_measure_endpoint_finds_a_bare_name_in_the_configured_region(
 ) -> None:
     """The one region rule in the MCP face too: an endpoint this machine never deployed, named
     alone, is measured in AWS_REGION's region (us-east-2) and the result says which rule chose it."""
-    _plain_endpoint("someone-elses")
+    plain_endpoint("someone-elses", "us-east-2", "ml.m5.large")
     runtime.placed["someone-elses"] = "us-east-2"  # any other region's runtime: not found
     async with server(tmp_path) as client:
         answer = ok(

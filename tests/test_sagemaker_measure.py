@@ -16,7 +16,7 @@ from sagemeter.measure.workflow import measure_target
 from sagemeter.results import load_result
 from sagemeter.settings import quick_settings
 from sagemeter.targets import parse_target
-from tests.sagemaker_fakes import RuntimeFake, World
+from tests.sagemaker_fakes import RuntimeFake, World, plain_endpoint
 
 VLLM_LINES = [
     "Initializing a V1 LLM engine with config: model='google/gemma-4-E2B-it', quantization=None",
@@ -145,28 +145,6 @@ def test_a_bare_name_finds_where_it_was_placed_and_a_wrong_region_says_where(
     assert not list(tmp_path.glob("measure-*.json"))
 
 
-def _plain_endpoint(name: str, region: str) -> None:
-    """Someone else's endpoint, made with plain boto3: this machine has no record of it."""
-    client = boto3.client("sagemaker", region_name=region)
-    client.create_model(
-        ModelName=name,
-        ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
-        PrimaryContainer={"Image": "x"},
-    )
-    client.create_endpoint_config(
-        EndpointConfigName=name,
-        ProductionVariants=[
-            {
-                "VariantName": "v",
-                "ModelName": name,
-                "InstanceType": "ml.g6.xlarge",
-                "InitialInstanceCount": 1,
-            }
-        ],
-    )
-    client.create_endpoint(EndpointName=name, EndpointConfigName=name)
-
-
 def test_a_bare_name_not_deployed_here_is_in_the_configured_region_and_says_so(
     world: World, runtime: RuntimeFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,7 +153,7 @@ def test_a_bare_name_not_deployed_here_is_in_the_configured_region_and_says_so(
     from sagemeter.errors import UserError
     from sagemeter.targets import SageMakerTarget
 
-    _plain_endpoint("someone-elses", "us-east-2")
+    plain_endpoint("someone-elses", "us-east-2")
     runtime.placed["someone-elses"] = "us-east-2"  # any other region's runtime: not found
     target = parse_target("someone-elses")
     assert target == SageMakerTarget("someone-elses", "us-east-2")
