@@ -146,7 +146,10 @@ def test_demo_run_q4_over_f32_prediction_in_combine_terminal_and_report(
     q4, f32 = (load_result(paths[name]).decode_tokens_per_second for name in order_names)
     assert q4 is not None and f32 is not None
     assert measured == pytest.approx(q4 / f32)  # the committed demo run's own ratio
-    assert 1 < measured < predicted  # faster at 4 bits, but far from what its bytes predict
+    # What the docs say of this run is this run's ratio, beside the prediction.
+    root = DEMO_RUN.parents[1]
+    assert f"measured **{measured:.2f}** against A" in (root / "docs" / "inspect.md").read_text()
+    assert f"| {measured:.2f} [" in (root / "README.md").read_text()
     assert round(predicted, 2) == 5.57  # 538.1 MB against 96.6 MB per token
 
     shown = subprocess.run(

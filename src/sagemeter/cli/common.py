@@ -1,6 +1,12 @@
-"""What every command module of the CLI shares: the terminal consoles and the progress bar."""
+"""What every command module of the CLI shares: the terminal consoles, the progress bar, and
+holding a served engine in the foreground."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
 
 from rich.console import Console
 from rich.progress import (
@@ -10,6 +16,8 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+
+from sagemeter.errors import UserError
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
@@ -26,3 +34,38 @@ def new_progress(unit: str = "requests", transient: bool = False) -> Progress:
         console=err_console,
         transient=transient,
     )
+
+
+class ServedEngine(Protocol):
+    """An engine process `serve` runs: the embedded llama.cpp or vLLM."""
+
+    log_path: Path
+
+    def is_running(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+def serve_until_ctrl_c(
+    engine: ServedEngine,
+    *,
+    serving: Callable[[], str],
+    log_label: str,
+    died: str,
+    start: Callable[[], object] | None = None,
+) -> None:
+    """Say where the engine serves and hold it until Ctrl-C (or until it dies); it is stopped
+    however this ends. A `start` given runs first, inside the same guard, so Ctrl-C while it
+    starts also ends in "stopped"."""
+    try:
+        if start is not None:
+            start()
+        console.print(serving())
+        console.print(f"{log_label}: {engine.log_path}; Ctrl-C stops it")
+        while engine.is_running():
+            time.sleep(0.5)
+        raise UserError(f"{died}; see {engine.log_path}")
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        engine.stop()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from sagemeter.cli.common import console, err_console, new_progress
+from sagemeter.cli.common import console, err_console, new_progress, serve_until_ctrl_c
 from sagemeter.errors import UserError
 
 
@@ -75,18 +74,14 @@ def serve(
     engine = LocalEngine(checkpoint, parallel=parallel, port=port)
     with err_console.status(f"starting {checkpoint.name}"):
         engine.start()
-    try:
-        console.print(
+    serve_until_ctrl_c(
+        engine,
+        serving=lambda: (
             f"serving {checkpoint.name} at [bold]{engine.base_url}[/] (OpenAI-compatible)"
-        )
-        console.print(f"engine log: {engine.log_path}; Ctrl-C stops it")
-        while engine.is_running():
-            time.sleep(0.5)
-        raise UserError(f"the engine stopped unexpectedly; see {engine.log_path}")
-    except KeyboardInterrupt:
-        console.print("stopped")
-    finally:
-        engine.stop()
+        ),
+        log_label="engine log",
+        died="the engine stopped unexpectedly",
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -66,35 +66,30 @@ def register(app: typer.Typer) -> None:
 
 def serve_vllm(target: VllmTarget, port: int) -> None:
     """`sagemeter serve vllm:CHECKPOINT`: vLLM in the foreground until Ctrl-C, then stopped."""
-    import time
-
-    from rich.console import Console
-
+    from sagemeter.cli.common import err_console, serve_until_ctrl_c
     from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
 
-    console = Console()
-    status = Console(stderr=True)
     check_vllm_target(target.checkpoint)
-    with status.status(f"preparing {target.checkpoint} for vLLM (exported once, then cached)"):
+    with err_console.status(f"preparing {target.checkpoint} for vLLM (exported once, then cached)"):
         server = prepare_server(target.checkpoint, port=port)
-    try:
-        with status.status("") as shown:
+
+    def start() -> None:
+        with err_console.status("") as shown:
             server.start(
                 on_wait=lambda seconds: shown.update(
                     f"starting vLLM ({seconds:.0f} s; it compiles the model first)"
                 )
             )
-        console.print(
+
+    serve_until_ctrl_c(
+        server,
+        start=start,
+        serving=lambda: (
             f"serving {server.model.name} at [bold]{server.base_url}[/] (vLLM, OpenAI-compatible)"
-        )
-        console.print(f"vLLM log: {server.log_path}; Ctrl-C stops it")
-        while server.is_running():
-            time.sleep(0.5)
-        raise UserError(f"vLLM stopped unexpectedly; see {server.log_path}")
-    except KeyboardInterrupt:
-        console.print("stopped")
-    finally:
-        server.stop()
+        ),
+        log_label="vLLM log",
+        died="vLLM stopped unexpectedly",
+    )
 
 
 def run_on_vllm(target_text: str, max_tokens: int, run: Callable[[str], None]) -> None:

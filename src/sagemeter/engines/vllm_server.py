@@ -174,15 +174,7 @@ class VllmServer:
         except OSError:
             return "it left no log"
         cause = matched_cause(text, VLLM_CAUSES, port=self.port, model=self.model.folder)
-        return cause or self._log_tail()
-
-    def _log_tail(self, lines: int = 3) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "(no log)"
-        useful = [line.strip() for line in text if line.strip()]
-        return " | ".join(useful[-lines:]) or "(empty log)"
+        return cause or _tail(text)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """End vLLM: close the launcher's stdin (vLLM's own shutdown), then kill the group."""
@@ -255,3 +247,9 @@ def prepare_server(
         port=port,
         max_model_len=max_model_len,
     )
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    """A log's last non-empty lines on one line: vLLM's failure is usually at its end."""
+    useful = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(useful[-lines:]) or "(empty log)"
