@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck vllm-engine benchmarks clean
+.PHONY: demo test check lint typecheck vllm-engine benchmarks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ vllm-engine: $(TEST_STAMP)
 
 test: lint typecheck vllm-engine
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The fast tier for a developer's own loop: lint, types and every test not marked `slow`.
+check: lint typecheck
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 benchmarks: $(TEST_STAMP)
 	$(BIN)/python -m benchmarks.run_all $(BENCHMARKS)

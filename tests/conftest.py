@@ -14,7 +14,8 @@ from sagemeter.engines.llamacpp import LocalEngine
 # The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures.
 pytest_plugins = ("tests.sagemaker_fakes",)
 
-REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+# The source article's figures and data, shipped with the project (examples/, see its README).
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "examples" / "article-gemma-4-e2b-l4"
 
 
 @pytest.fixture(autouse=True)
@@ -49,10 +50,8 @@ def engine_url(engine: LocalEngine) -> str:
 
 def reference_file(name: str) -> Path:
     path = REFERENCE_DIR / name
-    if not path.is_file():  # CI lays shared/ beside the clone; say so plainly if it is missing
-        raise FileNotFoundError(
-            f"reference file {path} not found (shared/ must sit beside the repo)"
-        )
+    if not path.is_file():
+        raise FileNotFoundError(f"the article's file {path} is missing from examples/")
     return path
 
 

@@ -23,9 +23,9 @@ from tests.mcp_helpers import ok, text_of
 from tests.report_parse import md_sections, md_tables, rows_by_label
 
 PRICE = 1.1267
-BF16 = "seed-runs/measure-gemma-4-e2b.json"
-QAT = "seed-runs/measure-gemma-4-e2b-qat.json"
-AGAIN = "seed-runs/measure-gemma-4-e2b-again.json"
+BF16 = "run/measure-gemma-4-e2b.json"
+QAT = "run/measure-gemma-4-e2b-qat.json"
+AGAIN = "run/measure-gemma-4-e2b-again.json"
 SPEED_KEYS = (
     "decode_tokens_per_second",
     "load_c1_tokens_per_second",

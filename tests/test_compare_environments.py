@@ -13,9 +13,9 @@ from tests.conftest import reference_file
 FIXED_RUN = Path(__file__).parent / "data" / "report-run"
 LOCAL = ("measure-smollm2-f32.json", "measure-smollm2-q4_1.json", "measure-smollm2-f32-again.json")
 ARTICLE = (
-    "seed-runs/measure-gemma-4-e2b.json",
-    "seed-runs/measure-gemma-4-e2b-qat.json",
-    "seed-runs/measure-gemma-4-e2b-again.json",
+    "run/measure-gemma-4-e2b.json",
+    "run/measure-gemma-4-e2b-qat.json",
+    "run/measure-gemma-4-e2b-again.json",
 )
 DIGEST = "763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:" + "ab" * 32
 

@@ -45,7 +45,7 @@ def article(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CheckpointFac
 
 
 def test_grouping_reproduces_the_articles_header_table(article: dict[str, CheckpointFacts]) -> None:
-    published = parse_published(reference_file("seed-runs/qat-safetensors-header.txt").read_text())
+    published = parse_published(reference_file("run/qat-safetensors-header.txt").read_text())
     facts = article["qat"]
     assert facts.tensors == published.tensors == 2504
     assert round(facts.total_bytes / 1e9, 3) == published.gb == 8.316

@@ -11,11 +11,11 @@ from sagemeter.questions.article40 import render
 from sagemeter.questions.scoring import extract_last_number, score_reply
 from tests.conftest import reference_file
 
-ARTICLE_QUESTIONS = "seed-runs/article-40-questions.jsonl"
+ARTICLE_QUESTIONS = "run/article-40-questions.jsonl"
 ARTICLE_RUNS = (
-    "seed-runs/measure-gemma-4-e2b.json",
-    "seed-runs/measure-gemma-4-e2b-qat.json",
-    "seed-runs/measure-gemma-4-e2b-again.json",
+    "run/measure-gemma-4-e2b.json",
+    "run/measure-gemma-4-e2b-qat.json",
+    "run/measure-gemma-4-e2b-again.json",
 )
 FOUR_KEYS = ("id", "family", "prompt", "answer")
 

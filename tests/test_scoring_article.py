@@ -12,9 +12,9 @@ from sagemeter.questions.scoring import SCORING_RULES, ScoringRule, article_patt
 from tests.conftest import reference_file
 
 RUNS = {
-    "bf16": "seed-runs/measure-gemma-4-e2b.json",
-    "qat": "seed-runs/measure-gemma-4-e2b-qat.json",
-    "bf16 again": "seed-runs/measure-gemma-4-e2b-again.json",
+    "bf16": "run/measure-gemma-4-e2b.json",
+    "qat": "run/measure-gemma-4-e2b-qat.json",
+    "bf16 again": "run/measure-gemma-4-e2b-again.json",
 }
 # The article's table: which sums each checkpoint missed (the same three for both bf16 runs).
 ARTICLE_MISSES = {
