@@ -63,8 +63,8 @@ async def test_a_batch_is_sent_together_by_worker_processes(engine_url: str) -> 
         assert [record.stream for record in batch.records] == [0, 1, 2, 3]
         assert all(record.ok for record in batch.records)
         assert [record.tokens for record in batch.records] == [8, 8, 8, 8]
-        starts = [record.send_us for record in batch.records]
-        assert max(starts) - min(starts) < 50_000  # sent together, not one after another
+        # Sent together, not one after another: every request left before the first one ended.
+        assert max(r.send_us for r in batch.records) < min(r.end_us for r in batch.records)
         assert batch.workers == 1 and batch.client_cpu_s > 0
     assert min(r.send_us for r in again.records) > max(r.end_us for r in run.records)
 

@@ -5,8 +5,9 @@ clock read at parse time would start the last request's 50 ms up to a millisecon
 client sent it, and the truth would drift by exactly the burst the client is being tested on.
 Linux stamps each received packet (SO_TIMESTAMPNS) and hands the stamp over with the bytes, so
 every deadline counts from the moment the request arrived. Elsewhere, and on architectures
-whose option numbers differ, the server falls back to its own clock at read time and
-GET /stats says which it used.
+whose option numbers differ, or where the kernel takes the option but stamps at read time
+(some sandboxed kernels), the server falls back to its own clock at read time and GET /stats
+says which it used: a probe at the first connection checks that a stamp is older than the read.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import socket
 import struct
 import sys
 import time
+from functools import cache
 
 # SO_TIMESTAMPNS (its "old", 64-bit-time_t form) in the generic Linux socket numbers, which
 # x86-64 and ARM64 use; Python's socket module does not export it.
@@ -34,8 +36,18 @@ SO_TIMESTAMPNS = _option()
 ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if SO_TIMESTAMPNS is not None else 0
 
 
+# The probe leaves its bytes unread this long; a stamp that tells arrival from read must show
+# at least half of it.
+_PROBE_WAIT_S = 0.02
+
+
 def enable_stamps(sock: socket.socket) -> bool:
-    """Ask the kernel to stamp what `sock` receives; False where it cannot."""
+    """Ask the kernel to stamp what `sock` receives; False where it cannot or its stamps are
+    not arrival times (then the read time stands in)."""
+    return kernel_stamps_arrival() and _set_option(sock)
+
+
+def _set_option(sock: socket.socket) -> bool:
     if SO_TIMESTAMPNS is None:
         return False
     try:
@@ -43,6 +55,30 @@ def enable_stamps(sock: socket.socket) -> bool:
     except OSError:
         return False
     return True
+
+
+@cache
+def kernel_stamps_arrival() -> bool:
+    """Whether this kernel's stamp says when bytes arrived: bytes left unread for 20 ms must
+    come with a stamp at least 10 ms old. Probed once, on a loopback pair of this process."""
+    if SO_TIMESTAMPNS is None:
+        return False
+    try:
+        with (
+            socket.create_server(("127.0.0.1", 0)) as listener,
+            socket.create_connection(listener.getsockname(), timeout=1.0) as sender,
+        ):
+            receiver, _ = listener.accept()
+            with receiver:
+                if not _set_option(receiver):
+                    return False
+                receiver.settimeout(1.0)
+                sender.sendall(b"probe")
+                time.sleep(_PROBE_WAIT_S)
+                _data, arrived = receive(receiver, 16, True)
+    except OSError:
+        return False
+    return time.monotonic() - arrived >= _PROBE_WAIT_S / 2
 
 
 def receive(sock: socket.socket, size: int, stamped: bool) -> tuple[bytes, float]:
