@@ -1,7 +1,7 @@
 """report.md of fixed result files: every section in the article's order, every table's cells.
 
 The fixed run (tests/data/report-run) is a real `sagemeter demo --quick` A-B-A run; the article's
-own minimal files (shared/reference) check the n/a paths and the price arithmetic.
+own minimal files (examples/article-gemma-4-e2b-l4) check the n/a paths and the price arithmetic.
 """
 
 from __future__ import annotations

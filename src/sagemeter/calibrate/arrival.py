@@ -7,7 +7,7 @@ Linux stamps each received packet (SO_TIMESTAMPNS) and hands the stamp over with
 every deadline counts from the moment the request arrived. Elsewhere, and on architectures
 whose option numbers differ, or where the kernel takes the option but stamps at read time
 (some sandboxed kernels), the server falls back to its own clock at read time and GET /stats
-says which it used: a probe at the first connection checks that a stamp is older than the read.
+says which it used: a probe at start-up checks that a stamp is older than the read.
 """
 
 from __future__ import annotations

@@ -175,6 +175,9 @@ class Listener:
         self.sock.listen(4096)
         self.sock.setblocking(False)
         self.port: int = self.sock.getsockname()[1]
+        # The kernel's stamps are probed (20 ms, once a process) before the port is announced,
+        # not while the first request waits to be read.
+        arrival.kernel_stamps_arrival()
         loop.add_reader(self.sock.fileno(), self._accept)
 
     def _accept(self) -> None:
