@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test check lint typecheck vllm-engine benchmarks clean
+.PHONY: demo test check lint typecheck vllm-engine system-packages benchmarks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,12 @@ typecheck: $(TEST_STAMP)
 vllm-engine: $(TEST_STAMP)
 	@if [ "$$(uname -s)-$$(uname -m)" = "Linux-x86_64" ]; then $(BIN)/sagemeter engines install vllm; fi
 
-test: lint typecheck vllm-engine
+# Headless Chromium and libfaketime, installed when missing and this is root with apt-get;
+# otherwise one line names the command to run, before any test starts.
+system-packages:
+	@bash scripts/system-packages
+
+test: system-packages lint typecheck vllm-engine
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # The fast tier for a developer's own loop: lint, types and every test not marked `slow`.

@@ -30,7 +30,7 @@ from sagemeter.transport.node_clocks import (
 )
 from sagemeter.transport.pool import RunOutput
 from sagemeter.transport.ray_agent import NodeFacts
-from sagemeter.transport.ray_pool import ClusterRun, NodeRun, NodeSlot, deal
+from sagemeter.transport.ray_pool import ClusterRun, NodeRun, NodeSlot, _cause, deal
 from sagemeter.transport.worker import WorkerPlan
 from tests.ray_nodes import (
     LoopbackCluster,
@@ -130,6 +130,23 @@ def _plans(count: int) -> list[WorkerPlan]:
         )
         for index in range(count)
     ]
+
+
+def test_a_refused_join_names_the_heads_own_cause() -> None:
+    """Ray Client wraps the head's traceback after "Initialization failure from server:"; its
+    first line alone says nothing, so the line the user sees ends with the traceback's last."""
+    wrapped = ConnectionAbortedError(
+        "Initialization failure from server:\nTraceback (most recent call last):\n"
+        '  File "proxier.py", line 778, in Datapath\n'
+        "RuntimeError: Proxy failed to Connect to backend!\n"
+    )
+    assert _cause(wrapped) == (
+        "ConnectionAbortedError: Initialization failure from server: "
+        "RuntimeError: Proxy failed to Connect to backend!"
+    )
+    assert _cause(ConnectionError("no head at 127.0.0.1:1\nmore")) == (
+        "ConnectionError: no head at 127.0.0.1:1"
+    )
 
 
 def test_plans_are_dealt_to_nodes_by_their_workers() -> None:

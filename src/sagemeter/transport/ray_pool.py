@@ -56,6 +56,10 @@ CLOCK_READ_TIMEOUT_S = 10.0
 START_MARGIN_S = 0.5
 # After the last request could have ended, how long a node may still take to answer.
 RUN_GRACE_S = 60.0
+# Ray Client's head starts a server process per client; on a busy head that start can miss the
+# head's own deadline ("Initialization failure from server"). A new attempt starts a new one.
+CLIENT_JOIN_ATTEMPTS = 3
+CLIENT_JOIN_PAUSE_S = 2.0
 # A HOST:PORT cluster address must accept a TCP connection within this long.
 PROBE_TIMEOUT_S = 5.0
 
@@ -104,13 +108,25 @@ def connect(address: str) -> Any:
     options: dict[str, Any] = {}
     if address == "local":
         options = {"include_dashboard": False}
-    try:
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, **options)
-    except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError, …
-        raise UserError(
-            f"--ray {address}: cannot join the Ray cluster ({_first_line(exc)})"
-        ) from None
-    return ray
+    attempts = CLIENT_JOIN_ATTEMPTS if address.startswith("ray://") else 1
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, **options)
+            return ray
+        except ConnectionAbortedError as exc:  # the head could not start this client's server
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            if attempt == attempts:
+                raise _join_refusal(address, exc, attempts) from None
+            time.sleep(CLIENT_JOIN_PAUSE_S)
+        except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError, …
+            raise _join_refusal(address, exc, 1) from None
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _join_refusal(address: str, exc: BaseException, attempts: int) -> UserError:
+    tried = f" after {attempts} attempts" if attempts > 1 else ""
+    return UserError(f"--ray {address}: cannot join the Ray cluster{tried} ({_cause(exc)})")
 
 
 def _local_cluster_env() -> None:
@@ -151,6 +167,15 @@ def _probe(address: str, host: str, port: int) -> None:
         raise UserError(
             f"--ray {address}: nothing answers at {host}:{port} ({exc.strerror or exc})"
         ) from None
+
+
+def _cause(exc: BaseException) -> str:
+    """The first line of Ray's error, and when Ray wraps the head's traceback in it (Ray Client's
+    "Initialization failure from server:"), that traceback's last line, which names the cause."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{type(exc).__name__}: {lines[0]} {lines[-1][:300]}"
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

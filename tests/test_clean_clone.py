@@ -1,0 +1,139 @@
+"""A clean clone is the whole project: nothing in it names a path outside it, and `make test`
+installs (or names) the system packages its tests need before any test runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SYSTEM_PACKAGES = REPO / "scripts" / "system-packages"
+
+# Absolute folders of a particular machine or workplace; a project file never needs them.
+MACHINE_PATH = re.compile(r"(?:^|[^\w.~-])/(?:work|check|root|home|opt|mnt)/")
+CLIMB = re.compile(r"(?:\.\./)+[\w.-]*")
+PARENTS = re.compile(r"Path\(__file__\)(?:\.resolve\(\))?\.parents\[(\d+)\]")
+
+
+def tracked_text_files() -> list[Path]:
+    """Every file git tracks, minus binaries (figures, GGUF-free fixtures are text)."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    files = []
+    for name in filter(None, names):
+        path = REPO / name.decode()
+        data = path.read_bytes() if path.is_file() else b""
+        if b"\0" not in data[:8192]:
+            files.append(path)
+    return files
+
+
+def outside_references(path: Path, text: str) -> list[str]:
+    """The places in `text` (the content of `path`) that name a path outside the repository."""
+    found = [m.group(0).strip() for m in MACHINE_PATH.finditer(text)]
+    folder = path.parent
+    for match in CLIMB.finditer(text):
+        target = (folder / match.group(0)).resolve()
+        if not target.is_relative_to(REPO):
+            found.append(match.group(0))
+    if path.suffix == ".py":
+        depth = len(path.relative_to(REPO).parts) - 1  # parents[depth] is the repository
+        found += [m.group(0) for m in PARENTS.finditer(text) if int(m.group(1)) > depth]
+    return found
+
+
+def test_no_project_file_names_a_path_outside_the_repository() -> None:
+    problems = {}
+    for path in tracked_text_files():
+        text = path.read_text(errors="replace")
+        hits = outside_references(path, text)
+        if hits:
+            problems[str(path.relative_to(REPO))] = hits[:3]
+    assert problems == {}
+
+
+@pytest.mark.parametrize(
+    ("relative", "text"),
+    [
+        ("tests/conftest.py", 'REFERENCE = Path(__file__).resolve().parents[2] / "shared"'),
+        ("Makefile", "cp ../shared/reference/table.json examples/"),
+        ("docs/x.md", "see [the table](../../shared/reference/table.md)"),
+        ("README.md", "the files are in /work/shared/reference"),
+    ],
+)
+def test_the_check_finds_each_kind_of_outside_path(relative: str, text: str) -> None:
+    assert outside_references(REPO / relative, text) != []
+
+
+@pytest.mark.parametrize(
+    ("relative", "text"),
+    [
+        ("tests/conftest.py", 'DIR = Path(__file__).resolve().parents[1] / "examples"'),
+        ("docs/x.md", "see [the README](../README.md)"),
+        ("tests/test_x.py", 'call("run_experiment", {"plan_file": "../outside.toml"})'),
+    ],
+)
+def test_the_check_passes_paths_inside_the_repository(relative: str, text: str) -> None:
+    assert outside_references(REPO / relative, text) == []
+
+
+def fake_system(tmp_path: Path, *, chromium: bool, faketime: bool) -> dict[str, str]:
+    """A root folder holding (or not) the two packages' files, and a PATH without apt-get."""
+    root = tmp_path / "root"
+    if chromium:
+        browser = root / "usr" / "bin" / "chromium"
+        browser.parent.mkdir(parents=True)
+        browser.write_text("#!/bin/sh\n")
+        browser.chmod(0o755)
+    if faketime:
+        library = root / "usr" / "lib" / "x86_64-linux-gnu" / "faketime" / "libfaketime.so.1"
+        library.parent.mkdir(parents=True)
+        library.write_bytes(b"")
+    root.mkdir(exist_ok=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "id").symlink_to("/usr/bin/id")
+    return {"PATH": str(bin_dir), "SYSTEM_ROOT": str(root)}
+
+
+@pytest.mark.parametrize(
+    ("chromium", "faketime", "named"),
+    [
+        (False, False, "chromium libfaketime"),
+        (True, False, "libfaketime"),
+        (False, True, "chromium"),
+    ],
+)
+def test_missing_packages_stop_with_one_line_naming_the_command(
+    tmp_path: Path, chromium: bool, faketime: bool, named: str
+) -> None:
+    env = fake_system(tmp_path, chromium=chromium, faketime=faketime)
+    done = subprocess.run(
+        ["/bin/bash", str(SYSTEM_PACKAGES)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1
+    assert f"`apt-get install -y {named}`" in lines[0]
+
+
+def test_present_packages_pass_silently(tmp_path: Path) -> None:
+    env = fake_system(tmp_path, chromium=True, faketime=True)
+    done = subprocess.run(
+        ["/bin/bash", str(SYSTEM_PACKAGES)], env=env, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_make_test_checks_system_packages_before_the_tests() -> None:
+    """The recipe order is the promise: packages first, pytest after."""
+    dry = subprocess.run(
+        ["make", "-n", "test"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert "scripts/system-packages" in dry
+    assert dry.index("scripts/system-packages") < dry.index("pytest")
