@@ -29,41 +29,40 @@ def _group() -> None:
     pass
 
 
-# Every command group, in the order `sagemeter --help` lists them; each has `register(app)`.
-COMMAND_MODULES = (
-    "sagemeter.cli.engine",
-    "sagemeter.cli.measure",
-    "sagemeter.cli.combine",
-    "sagemeter.cli.run",
-    "sagemeter.cli.report",
-    "sagemeter.cli.inspect",
-    "sagemeter.cli.load",
-    "sagemeter.cli.calibrate",
-    "sagemeter.cli.questions",
-    "sagemeter.cli.fidelity",
-    "sagemeter.cli.engines",
-    "sagemeter.cli.mcp",
-    "sagemeter.cli.sagemaker",
-)
-
-
-# Commands whose start-up time is part of what they measure: run as `sagemeter load …`, only
-# their own module is registered, so the CLI does not import boto3 (half a second) first.
-LEAN_COMMANDS = {
+# Every command, in the order `sagemeter --help` lists them, and the module that registers it
+# (each has `register(app)`). A command run by name registers only its own module, so `sagemeter
+# load` does not import boto3 and `sagemeter questions` does not import scipy: a command's start-up
+# time is part of what load measures, and every command's is part of what a user waits for.
+COMMANDS = {
+    "checkpoints": "sagemeter.cli.engine",
+    "serve": "sagemeter.cli.engine",
+    "measure": "sagemeter.cli.measure",
+    "combine": "sagemeter.cli.combine",
+    "demo": "sagemeter.cli.run",
+    "run": "sagemeter.cli.run",
+    "report": "sagemeter.cli.report",
+    "inspect": "sagemeter.cli.inspect",
     "load": "sagemeter.cli.load",
     "selfcheck": "sagemeter.cli.load",
     "calibrate-server": "sagemeter.cli.calibrate",
+    "questions": "sagemeter.cli.questions",
+    "fidelity": "sagemeter.cli.fidelity",
+    "engines": "sagemeter.cli.engines",
+    "mcp": "sagemeter.cli.mcp",
+    "sagemaker": "sagemeter.cli.sagemaker",
 }
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 def _register_optional_commands(argv: list[str] | None = None) -> None:
-    """Add the commands of every feature module that is present in this install (only the one
-    module a lean command needs, when `argv` names one)."""
+    """Add the commands of every feature module that is present in this install; when `argv`
+    names a known command, only the module that command needs (help and an unknown command get
+    them all, so the list and click's suggestions are whole)."""
     import importlib
 
     words = sys.argv[1:] if argv is None else argv
-    lean = LEAN_COMMANDS.get(words[0]) if words else None
-    for module_name in (lean,) if lean else COMMAND_MODULES:
+    named = COMMANDS.get(words[0]) if words else None
+    for module_name in (named,) if named else COMMAND_MODULES:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from scipy import stats
+from sagemeter.evidence import lazy_scipy
 
 DEFAULT_LEVEL = 0.95
 
@@ -18,7 +18,7 @@ def z_two_sided(level: float = DEFAULT_LEVEL) -> float:
     """The standard-normal point leaving (1 − level)/2 in each tail (1.96 for 95%)."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"a confidence level lies strictly between 0 and 1, got {level}")
-    return float(stats.norm.ppf(0.5 + level / 2))
+    return float(lazy_scipy.stats().norm.ppf(0.5 + level / 2))
 
 
 def _check_counts(successes: int, total: int) -> None:
@@ -57,11 +57,15 @@ def clopper_pearson_interval(
     if total == 0:
         return 0.0, 1.0
     tail = (1 - level) / 2
-    low = 0.0 if successes == 0 else float(stats.beta.ppf(tail, successes, total - successes + 1))
+    low = (
+        0.0
+        if successes == 0
+        else float(lazy_scipy.stats().beta.ppf(tail, successes, total - successes + 1))
+    )
     high = (
         1.0
         if successes == total
-        else float(stats.beta.ppf(1 - tail, successes + 1, total - successes))
+        else float(lazy_scipy.stats().beta.ppf(1 - tail, successes + 1, total - successes))
     )
     return low, high
 
@@ -79,7 +83,7 @@ def mcnemar_exact_p(losses: int, gains: int) -> float:
     flips = losses + gains
     if flips == 0:
         return 1.0
-    return min(1.0, 2.0 * float(stats.binom.cdf(min(losses, gains), flips, 0.5)))
+    return min(1.0, 2.0 * float(lazy_scipy.stats().binom.cdf(min(losses, gains), flips, 0.5)))
 
 
 def min_flips_for_significance(alpha: float = 1 - DEFAULT_LEVEL) -> int:

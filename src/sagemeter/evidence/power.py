@@ -32,8 +32,8 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, stats
 
+from sagemeter.evidence import lazy_scipy
 from sagemeter.evidence.binomial import DEFAULT_LEVEL, z_two_sided
 
 DEFAULT_POWER = 0.8
@@ -56,18 +56,18 @@ def z_sum(
     if families < 1:
         raise ValueError(f"need at least one family, got {families}")
     z_alpha = z_two_sided(1 - alpha)
-    textbook = z_alpha + float(stats.norm.ppf(power))
+    textbook = z_alpha + float(lazy_scipy.stats().norm.ppf(power))
     if families == 1:
         return textbook
     df = families - 1
     # E over X ~ χ²(df) as a mean over its quantiles at evenly spaced probabilities.
-    quantiles = stats.chi2.ppf((np.arange(QUANTILES) + 0.5) / QUANTILES, df)
+    quantiles = lazy_scipy.stats().chi2.ppf((np.arange(QUANTILES) + 0.5) / QUANTILES, df)
     inflation = np.sqrt(np.maximum(1.0, quantiles / df))
 
     def achieved(k: float) -> float:
-        return float(np.mean(stats.norm.cdf(k / inflation - z_alpha))) - power
+        return float(np.mean(lazy_scipy.stats().norm.cdf(k / inflation - z_alpha))) - power
 
-    return float(optimize.brentq(achieved, textbook, 4 * textbook, xtol=1e-10))
+    return float(lazy_scipy.optimize().brentq(achieved, textbook, 4 * textbook, xtol=1e-10))
 
 
 def items_needed(

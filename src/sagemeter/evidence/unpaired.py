@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 from pydantic import BaseModel, Field
-from scipy import stats
 
+from sagemeter.evidence import lazy_scipy
 from sagemeter.evidence.binomial import wilson_interval, z_two_sided
 from sagemeter.evidence.paired import POINTS
 from sagemeter.evidence.power import DEFAULT_POWER
@@ -66,7 +66,7 @@ def decide_from_counts(
     difference, low, high = newcombe_difference(correct_a, total_a, correct_b, total_b)
     drop, drop_low, drop_high = -difference * POINTS, -high * POINTS, -low * POINTS
     table = np.array([[correct_a, total_a - correct_a], [correct_b, total_b - correct_b]])
-    fisher_p = float(stats.fisher_exact(table).pvalue)
+    fisher_p = float(lazy_scipy.stats().fisher_exact(table).pvalue)
     alpha = 1 - LEVEL
     span = f"{LEVEL:.0%} interval {drop_low + 0.0:+.1f} to {drop_high + 0.0:+.1f}"
     margin = f"the {margin_points:g}-point margin"
@@ -80,7 +80,7 @@ def decide_from_counts(
         reason = f"the drop of {drop + 0.0:+.1f} points ({span}) is not shown below {margin}"
     pooled = (correct_a + correct_b) / (total_a + total_b)
     variance = max(2 * pooled * (1 - pooled), 2 * 0.05 * 0.95)  # a floor when both are perfect
-    k = z_two_sided(LEVEL) + float(stats.norm.ppf(power))
+    k = z_two_sided(LEVEL) + float(lazy_scipy.stats().norm.ppf(power))
     n = min(total_a, total_b)
     return CountsVerdict(
         verdict=verdict,

@@ -1,0 +1,70 @@
+"""The command table: every command maps to the module that registers it, and a command run by
+name imports only what it needs (no boto3 for `load`, no scipy for `questions`)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from sagemeter.cli.app import COMMAND_MODULES, COMMANDS
+
+
+def registered_names(module_name: str) -> set[str]:
+    """The command and group names one module adds to an app."""
+    app = typer.Typer()
+    importlib.import_module(module_name).register(app)
+    commands = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}  # type: ignore[union-attr]
+    groups = {g.name or g.typer_instance.info.name for g in app.registered_groups}  # type: ignore[union-attr]
+    return commands | groups  # type: ignore[return-value]
+
+
+def test_every_command_is_in_the_table_with_its_own_module() -> None:
+    for module_name in COMMAND_MODULES:
+        names = registered_names(module_name)
+        assert names == {name for name, module in COMMANDS.items() if module == module_name}
+
+
+PROBE = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print('loaded:' + ','.join(m for m in ('boto3', 'scipy', 'ray') "
+    "if m in sys.modules), file=sys.stderr))\n"
+    "from sagemeter.cli.app import main\n"
+    "main(sys.argv[1:])\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "absent"),
+    [
+        (["questions", "list"], {"boto3", "scipy", "ray"}),
+        (["load", "--help"], {"boto3", "scipy", "ray"}),
+        (["measure", "--help"], {"boto3", "scipy", "ray"}),
+        (["combine", "--help"], {"boto3", "ray"}),
+    ],
+)
+def test_a_named_command_imports_only_what_it_needs(args: list[str], absent: set[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("loaded:")
+    loaded = set(filter(None, last.removeprefix("loaded:").split(",")))
+    assert loaded & absent == set()
+
+
+def test_help_lists_every_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    listed = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("│ ")}
+    assert set(COMMANDS) <= listed
