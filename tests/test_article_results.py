@@ -169,6 +169,7 @@ def test_intervals_come_from_the_batches_the_articles_way(aba: Comparison) -> No
     assert c16.ratio_flags[0] is None  # far outside the 0.98% drift of this figure
 
 
+@pytest.mark.slow
 def test_combine_on_the_command_line(sagemeter_env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "compare.json"
     paths = [str(path) for path in _paths()]
@@ -241,6 +242,7 @@ def test_across_methods_every_difference_says_so(tmp_path: Path) -> None:
     assert check.across_methods == "sagemeter vs article"
 
 
+@pytest.mark.slow
 def test_across_methods_on_the_command_line_and_in_the_report(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:

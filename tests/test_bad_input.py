@@ -130,6 +130,7 @@ def test_bad_input_is_one_clear_line(
     assert not [path for path in place.glob("**/measure-*.json*") if path.is_file()]
 
 
+@pytest.mark.slow
 def test_the_engine_names_a_port_in_use(busy_port: int, tmp_path: Path) -> None:
     done = _run(["serve", "local:smollm2-q4_1", "--port", str(busy_port)], tmp_path)
     lines = [line for line in done.stderr.splitlines() if line.strip()]

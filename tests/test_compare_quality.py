@@ -122,6 +122,7 @@ def test_the_margin_declared_in_the_settings_is_used_and_can_be_overridden(
     assert generous.margin_points == 30.0 and generous.verdict == "PASS"
 
 
+@pytest.mark.slow
 def test_combine_command_prints_the_verdict_and_refuses_a_bad_margin(
     aba: list[Path], tmp_path: Path
 ) -> None:

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 
 def test_demo_quick_runs_a_b_a_and_reports_drift(shared_home: Path, tmp_path: Path) -> None:
     import os

@@ -89,6 +89,7 @@ def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow
 def test_vllm_targets_are_refused_before_any_work(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:

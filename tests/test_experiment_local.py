@@ -28,6 +28,8 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.experiment.journal import parse_utc
 
+pytestmark = pytest.mark.slow
+
 SHORT = """
 [measure]
 short-tokens = 4

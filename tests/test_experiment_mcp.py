@@ -54,6 +54,7 @@ target = "local:smollm2-q4_1"
 """
 
 
+@pytest.mark.slow
 async def test_run_experiment_runs_a_plan_and_resumes_it(engine_url: str, tmp_path: Path) -> None:
     results = tmp_path / "results"
     async with Client(build_server(ServerConfig(results_dir=results))) as client:

@@ -27,6 +27,7 @@ target = "local:smollm2-q4_1"
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "line"),
     [
@@ -84,6 +85,7 @@ def test_a_bad_plan_is_one_line_naming_the_key(
     assert not (tmp_path / "runs").exists()  # nothing started, no run folder
 
 
+@pytest.mark.slow
 def test_command_line_misuse_is_one_line(sagemeter_env: dict[str, str], tmp_path: Path) -> None:
     for args, needle in (
         ([], "give a PLAN file, or --resume RUN_DIR"),

@@ -24,6 +24,8 @@ import pytest
 from sagemeter.sagemaker.ledger import Ledger
 from tests.sagemaker_fakes import RuntimeFake, World
 
+pytestmark = pytest.mark.slow
+
 REGIONS = ("us-east-1", "us-east-2", "us-west-2")
 FAST = ("--poll-seconds", "0.05")
 

@@ -67,6 +67,7 @@ def groups_of(facts: CheckpointFacts) -> dict[str, tuple[int, int, list[str]]]:
     return {group.name: (group.bytes, group.tensors, group.dtypes) for group in facts.groups}
 
 
+@pytest.mark.slow
 def test_gguf_groups_and_bytes_per_token_follow_its_tensor_table(q4_path: Path) -> None:
     facts = one("local:smollm2-q4_1")
     reader = GGUFReader(str(q4_path))
@@ -87,6 +88,7 @@ def test_gguf_groups_and_bytes_per_token_follow_its_tensor_table(q4_path: Path) 
     assert facts.decode.bytes_per_token == total and facts.decode.not_read == 0
 
 
+@pytest.mark.slow
 def test_safetensors_form_holds_the_f32_gguf_tensors_under_hugging_face_names(
     f32_folder: Path, f32_gguf: str
 ) -> None:
@@ -110,6 +112,7 @@ def test_safetensors_form_holds_the_f32_gguf_tensors_under_hugging_face_names(
         assert handle.get_slice("model.layers.0.self_attn.k_proj.weight").get_shape() == [KV, 576]
 
 
+@pytest.mark.slow
 def test_compressed_tensors_export_is_described_from_config_and_names(ct_folder: Path) -> None:
     facts = one(str(ct_folder))
     assert facts.quantization == "compressed-tensors, pack-quantized, 4-bit weights, group 32"
@@ -127,6 +130,7 @@ def test_compressed_tensors_export_is_described_from_config_and_names(ct_folder:
     assert facts.decode.bytes_per_token == facts.total_bytes
 
 
+@pytest.mark.slow
 def test_predicted_ratio_and_ceilings(f32_folder: Path, ct_folder: Path) -> None:
     report = inspect_sources([str(f32_folder), str(ct_folder)], gpu="ml.g6.xlarge")
     f32, ct = report.checkpoints
@@ -169,6 +173,7 @@ def test_sharded_folder_reads_every_shard_named_by_its_index(
         one(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_grid_check_finds_4_bit_weights_stored_wide_and_rejects_ordinary_ones(
     f32_folder: Path, f32_gguf: str, ct_folder: Path, tmp_path: Path
 ) -> None:
@@ -241,6 +246,7 @@ def test_sources_are_checked_before_anything_is_read(tmp_path: Path, f32_folder:
     assert parse_source(f"vllm:{f32_folder}").where.format == "safetensors"  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_vllm_checkpoint_reads_the_export_vllm_serves_or_the_gguf_it_is_made_from(
     q4_path: Path,
     f32_folder: Path,
@@ -301,6 +307,7 @@ def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.slow
 def test_cli_tables_json_and_one_line_errors(
     sagemeter_env: dict[str, str], f32_folder: Path, ct_folder: Path
 ) -> None:
@@ -334,6 +341,7 @@ def test_cli_tables_json_and_one_line_errors(
         assert failed.stdout == ""
 
 
+@pytest.mark.slow
 def test_measure_records_the_checkpoint_facts(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -453,6 +461,7 @@ def test_towers_and_unknown_tensors_are_not_body(tmp_path: Path) -> None:
     assert any("no known role" in note for note in facts.decode.notes)
 
 
+@pytest.mark.slow
 def test_a_result_names_its_checkpoint_without_the_users_home(
     q4_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

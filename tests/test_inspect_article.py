@@ -116,6 +116,7 @@ def test_combine_puts_the_article_prediction_beside_its_measurement(
     assert not any(predicted.ratio_flags)  # a prediction has no repeats to flag
 
 
+@pytest.mark.slow
 def test_demo_run_q4_over_f32_prediction_in_combine_terminal_and_report(
     sagemeter_env: dict[str, str],
     shared_home: Path,

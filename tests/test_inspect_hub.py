@@ -81,6 +81,7 @@ def hub(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub
         yield served
 
 
+@pytest.mark.slow
 def test_only_the_header_is_fetched_and_the_facts_match_the_local_file(
     hub: Hub, files: dict[str, Path]
 ) -> None:
@@ -166,6 +167,7 @@ def test_hub_errors_are_one_sentence(hub: Hub) -> None:
             inspect_sources([source])
 
 
+@pytest.mark.slow
 def test_cli_reads_a_gated_model_with_hf_token_and_never_prints_it(
     hub: Hub, sagemeter_env: dict[str, str], files: dict[str, Path]
 ) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mcp import Client
 
 from sagemeter.inspect.build import inspect_sources
 from sagemeter.mcp import ServerConfig, build_server
 from tests.mcp_helpers import error_line, ok, text_of
+
+pytestmark = pytest.mark.slow
 
 
 async def test_inspect_checkpoint_answers_facts_ceiling_and_ratio(tmp_path: Path) -> None:

@@ -9,11 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sagemeter.atomic import write_text_atomic
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.cli import interrupt as activity
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_measure_says_so_and_leaves_no_file(tmp_path: Path) -> None:
     env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home")}
     out = tmp_path / "run"

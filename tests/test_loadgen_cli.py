@@ -55,6 +55,7 @@ def truth_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow
 def test_load_writes_the_shared_interface_keys(
     truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -113,6 +114,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
 
 
+@pytest.mark.slow
 def test_two_shards_started_together_merge_into_one_run(
     truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -164,6 +166,7 @@ def test_two_shards_started_together_merge_into_one_run(
     assert combined["output_tokens_per_second"] == pytest.approx(merged["output_tokens_per_second"])
 
 
+@pytest.mark.slow
 def test_selfcheck_prints_truth_against_measured_per_level(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:

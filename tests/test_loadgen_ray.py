@@ -109,6 +109,7 @@ def assert_two_nodes_shared_the_load(result: dict[str, Any], concurrency: int) -
         assert node["output_tokens_per_second"] == pytest.approx(half, rel=0.03)
 
 
+@pytest.mark.slow
 def test_both_nodes_listen_on_loopback_only(cluster: LoopbackCluster) -> None:
     pids = [pid for node in cluster.nodes for pid in [node.pid, *descendants(node.pid)]]
     addresses = listening_addresses(pids)
@@ -128,6 +129,7 @@ def selfcheck_levels(
     return json.loads(out.read_text())["levels"], stdout
 
 
+@pytest.mark.slow
 def test_selfcheck_on_two_nodes_is_within_2_percent_at_64_and_128(
     cluster: LoopbackCluster, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -154,6 +156,7 @@ def test_selfcheck_on_two_nodes_is_within_2_percent_at_64_and_128(
         assert result["cluster"]["address"] == cluster.address
 
 
+@pytest.mark.slow
 def test_load_on_ray_is_one_machine_result_in_shape(
     cluster: LoopbackCluster, truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -189,6 +192,7 @@ def test_load_on_ray_is_one_machine_result_in_shape(
     assert "Ray cluster" in stdout and "LOST" not in stdout
 
 
+@pytest.mark.slow
 def test_open_loop_on_ray_sends_the_whole_schedule_once(
     cluster: LoopbackCluster, truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -228,6 +232,7 @@ def test_open_loop_on_ray_sends_the_whole_schedule_once(
     assert result["ttft_s"]["median"] == pytest.approx(TRUTH.ttft_s, abs=0.004)
 
 
+@pytest.mark.slow
 def test_ray_client_address_reaches_the_same_nodes(
     cluster: LoopbackCluster, truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -249,6 +254,7 @@ def test_ray_client_address_reaches_the_same_nodes(
     assert all(node["clock"]["uncertainty_s"] < 0.010 for node in nodes)
 
 
+@pytest.mark.slow
 def test_measure_sends_its_batches_from_the_cluster(
     cluster: LoopbackCluster, truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -310,6 +316,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
     truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -345,6 +352,7 @@ def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
     assert not [pid for pid in pids[1:] if _alive(pid)]  # the cluster went with the command
 
 
+@pytest.mark.slow
 def test_bad_ray_input_is_one_line_and_exit_2(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -388,6 +396,7 @@ def test_without_ray_installed_the_flag_says_how_to_install_it(
         assert len(process.stderr.strip().splitlines()) == 1, process.stderr
 
 
+@pytest.mark.slow
 def test_a_killed_worker_node_is_reported_not_silently_left_out(
     cluster: LoopbackCluster, truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:

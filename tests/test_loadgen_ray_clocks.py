@@ -176,6 +176,7 @@ def skewed_cluster() -> Iterator[LoopbackCluster]:
         started.stop()
 
 
+@pytest.mark.slow
 def test_a_node_whose_clock_is_2_s_ahead_is_measured_and_corrected(
     skewed_cluster: LoopbackCluster, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -45,6 +45,7 @@ def _assert_latencies_match_truth(result: LoadResult) -> None:
     assert result.tokens.usage_vs_events_mismatch == 0 and result.tokens.usage_missing == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 8])
 def test_closed_loop_figures_match_the_truth(truth_url: str, concurrency: int) -> None:
     result = run_once(_settings(truth_url, concurrency=concurrency), started=0.0)
@@ -64,6 +65,7 @@ def test_closed_loop_figures_match_the_truth(truth_url: str, concurrency: int) -
     assert result.settings.model == "truth"  # asked of GET /v1/models
 
 
+@pytest.mark.slow
 def test_poisson_sends_every_scheduled_arrival(truth_url: str) -> None:
     settings = _settings(truth_url, rate=12.0, seed=3, duration_s=2.5)
     result = run_once(settings, started=0.0)
@@ -78,12 +80,14 @@ def test_poisson_sends_every_scheduled_arrival(truth_url: str) -> None:
     assert result.achieved_concurrency == pytest.approx(in_flight, rel=0.5)
 
 
+@pytest.mark.slow
 def test_completions_api_against_the_truth(truth_url: str) -> None:
     result = run_once(_settings(truth_url, api="completions", concurrency=2, duration_s=1.5), 0.0)
     assert result.valid, result.problems
     _assert_latencies_match_truth(result)
 
 
+@pytest.mark.slow
 def test_sweep_keeps_rising_on_a_server_that_scales(truth_url: str) -> None:
     settings = _settings(truth_url, concurrency=4, sweep=True, duration_s=1.5)
     result = run_sweep(settings, lambda level: run_once(level, 0.0), lambda: 1.0)

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import anyio
 import httpx
+import pytest
 from mcp import Client
 
 from sagemeter.mcp import ServerConfig, build_server
 from tests.mcp_helpers import Progress, alive, error_line, ok, text_of
 
 
+@pytest.mark.slow
 async def test_checkpoints_start_measure_compare_stop(tmp_path: Path) -> None:
     results = tmp_path / "results"
     async with Client(build_server(ServerConfig(results_dir=results))) as client:

@@ -81,6 +81,7 @@ async def test_a_dry_run_needs_no_permission_and_masks_the_token(
     assert world.moto.calls == []
 
 
+@pytest.mark.slow
 async def test_quota_price_deploy_list_status_invoke_delete(
     runtime: RuntimeFake, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -320,6 +321,7 @@ async def test_a_dry_run_shows_the_image_the_registry_offers_and_the_article_set
     assert world.moto.calls == []
 
 
+@pytest.mark.slow
 async def test_measure_endpoint_finds_a_bare_name_in_the_configured_region(
     runtime: RuntimeFake, world: World, tmp_path: Path
 ) -> None:

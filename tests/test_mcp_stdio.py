@@ -11,10 +11,13 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from mcp import Client, StdioServerParameters
 
 from sagemeter import sagemaker as sm
 from tests.mcp_helpers import alive, error_line, ok
+
+pytestmark = pytest.mark.slow
 
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import World

@@ -7,10 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sagemeter.compare import combine
 from sagemeter.measure.workflow import fidelity_reference, measure_target
 from sagemeter.settings import quick_settings
 from sagemeter.targets import parse_target
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_again_forced_along_a_agrees_everywhere(engine_url: str, tmp_path: Path) -> None:

@@ -6,11 +6,15 @@ import asyncio
 import hashlib
 from pathlib import Path
 
+import pytest
+
 from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
 from sagemeter.results import load_result
 from sagemeter.settings import quick_settings
 from sagemeter.targets import parse_target
+
+pytestmark = pytest.mark.slow
 
 
 def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:

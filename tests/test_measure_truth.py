@@ -78,6 +78,7 @@ def _assert_level(result: MeasureResult, concurrency: int) -> None:
     assert figure == pytest.approx(_level_truth(concurrency), rel=0.05), concurrency
 
 
+@pytest.mark.slow
 def test_a_clean_server_gives_the_truth(tmp_path: Path) -> None:
     with running_truth_server(TRUTH) as url:
         result = _measure(url, tmp_path)
@@ -97,6 +98,7 @@ def test_a_clean_server_gives_the_truth(tmp_path: Path) -> None:
     assert all(r.usage_tokens == r.events for r in decode.records)  # no token missed or added
 
 
+@pytest.mark.slow
 def test_empty_tokens_and_reasoning_are_token_events(tmp_path: Path) -> None:
     """vLLM streams "" for special tokens; a reasoning model thinks in `delta.reasoning` first.
     TTFT is the first token event, whatever it carries, and the counts agree with usage."""
@@ -114,6 +116,7 @@ def test_empty_tokens_and_reasoning_are_token_events(tmp_path: Path) -> None:
     assert not any("disagree" in warning for warning in result.detail.warnings)
 
 
+@pytest.mark.slow
 def test_a_usage_count_that_lies_is_flagged_per_phase(tmp_path: Path) -> None:
     """The server's usage says 3 tokens more than it streamed: every decode and parallel reply
     disagrees with its token events, by +3, and the result says so (load's rule, shared)."""
@@ -130,6 +133,7 @@ def test_a_usage_count_that_lies_is_flagged_per_phase(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [503, 429])
 def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
     tmp_path: Path, status: int
@@ -162,6 +166,7 @@ def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
             _assert_level(result, level.concurrency)
 
 
+@pytest.mark.slow
 def test_a_stall_mid_reply_is_cut_and_sent_again(tmp_path: Path) -> None:
     faults = Faults(stall_every=5, stall_s=3.0, stall_after=3)
     with running_truth_server(TRUTH, faults=faults) as url:
@@ -174,6 +179,7 @@ def test_a_stall_mid_reply_is_cut_and_sent_again(tmp_path: Path) -> None:
     assert all(r.total_s < 1.0 for r in result.detail.decode.records if r.ok)
 
 
+@pytest.mark.slow
 def test_cut_streams_are_failures_and_their_batches_do_not_count(tmp_path: Path) -> None:
     faults = Faults(drop_every=4, drop_after=3)
     with running_truth_server(TRUTH, faults=faults) as url:
@@ -228,6 +234,7 @@ def _sagemeter(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_command_exits_2_or_3_and_says_why(tmp_path: Path) -> None:
     common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4"]
     with running_truth_server(TRUTH, faults=Faults(answer="html")) as url:
@@ -250,6 +257,7 @@ def test_the_command_exits_2_or_3_and_says_why(tmp_path: Path) -> None:
     assert any(reason.startswith("4 at once") for reason in written["incomplete_because"])
 
 
+@pytest.mark.slow
 def test_the_api_key_is_sent_by_the_main_process_and_by_the_batch_workers(tmp_path: Path) -> None:
     """The server refuses generations without `Authorization: Bearer KEY`: the preflight and
     decode (this process) and every parallel batch (worker processes) must carry the key."""
@@ -273,6 +281,7 @@ def test_the_api_key_is_sent_by_the_main_process_and_by_the_batch_workers(tmp_pa
     assert key not in text and key not in keyed.stdout + keyed.stderr  # never written or shown
 
 
+@pytest.mark.slow
 def test_unanswered_questions_leave_quality_open_and_the_verdict_inconclusive(
     tmp_path: Path,
 ) -> None:

@@ -390,6 +390,7 @@ def test_questions_show_bad_input_is_a_user_error(args: list[str], needle: str) 
     assert needle in str(done.exception)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", builtin_sets())
 def test_questions_show_json_prints_every_item_of_every_built_in_set(
     name: str, sagemeter_env: dict[str, str]

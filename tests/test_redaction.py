@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sagemeter.redaction import MASK, redact, register_secret
 from tests.wire import WireServer, json_response
 
@@ -52,6 +54,7 @@ def _nothing_leaked(done: subprocess.CompletedProcess[str], folder: Path) -> Non
             assert KEY not in path.read_text(errors="replace"), path
 
 
+@pytest.mark.slow
 def test_an_echoed_key_is_masked_and_a_refusing_server_is_not_hammered(tmp_path: Path) -> None:
     with WireServer({CHAT: _echo_401}) as server:
         load = _run(

@@ -32,6 +32,7 @@ def article_run(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_report_writes_markdown_html_and_plots(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -45,6 +46,7 @@ def test_report_writes_markdown_html_and_plots(
     assert len(parse_html((folder / "report.html").read_text()).images) == 4
 
 
+@pytest.mark.slow
 def test_price_per_hour_adds_the_cost_rows(sagemeter_env: dict[str, str], tmp_path: Path) -> None:
     folder = copy_run(FIXED_RUN, tmp_path / "run")
     done = run(
@@ -60,6 +62,7 @@ def test_price_per_hour_adds_the_cost_rows(sagemeter_env: dict[str, str], tmp_pa
     assert (folder / "plots" / "cost.png").is_file()
 
 
+@pytest.mark.slow
 def test_compare_two_runs_warns_when_methods_differ(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -96,6 +99,7 @@ def test_compare_two_runs_warns_when_methods_differ(
     assert sorted(p.name for p in (out / "plots").iterdir()) == ["quality.png", "throughput.png"]
 
 
+@pytest.mark.slow
 def test_compare_names_each_setting_that_differs(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:

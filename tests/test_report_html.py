@@ -81,6 +81,7 @@ def test_html_fetches_nothing_and_fits_a_phone(report: Path) -> None:
     assert "width=device-width" in str(viewport["content"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("width", "mobile"), [(390, True), (800, False)])
 def test_chromium_renders_the_tables_and_images(
     report: Path, tmp_path: Path, width: int, mobile: bool

@@ -25,6 +25,7 @@ def fixed_plots() -> dict[str, bytes]:
     return render_plots(run_series(run))
 
 
+@pytest.mark.slow
 def test_every_plot_is_drawn_at_its_size_and_not_blank(fixed_plots: dict[str, bytes]) -> None:
     assert set(fixed_plots) == set(PLOT_KEYS)
     for key, png in fixed_plots.items():
@@ -56,6 +57,7 @@ def test_cost_plot_needs_a_price_and_minimal_files_skip_what_they_lack(tmp_path:
     assert set(drawn) == {"throughput", "cost", "quality"}
 
 
+@pytest.mark.slow
 def test_png_format_writes_the_plot_files(tmp_path: Path) -> None:
     run = copy_run(FIXED_RUN, tmp_path / "run")
     written = write_report(run, "png", price_per_hour=1.0)

@@ -233,6 +233,7 @@ def test_unreachable_aws_is_one_line(world: World, monkeypatch: pytest.MonkeyPat
     )
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_deploy_exits_130_and_list_shows_the_endpoint(world: World) -> None:
     """A real process and a real SIGINT; moto is driven to keep the endpoint Creating."""
     world.moto.initial_status = "Creating"
@@ -352,6 +353,7 @@ def test_aws_default_region_then_the_profile_when_aws_region_is_unset(
     )
 
 
+@pytest.mark.slow
 def test_the_article_recipe_after_a_capacity_fallback(world: World, runtime: RuntimeFake) -> None:
     """us-east-2 (first asked) refuses for quota; the endpoint lands in us-east-1. The deploy
     names the placed target, NAME alone finds it, NAME@us-east-2 says where it is, and the
@@ -412,6 +414,7 @@ def test_list_all_shows_every_endpoint_and_says_why_a_price_is_missing(world: Wo
 # --------------------------------------------------------------------------- role
 
 
+@pytest.mark.slow
 def test_role_create_waits_for_iam_and_grants_only_what_the_docs_say(
     world: World, sagemaker_proxy: SageMakerProxy
 ) -> None:

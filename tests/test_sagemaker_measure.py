@@ -36,6 +36,7 @@ def _container_log(name: str, lines: list[str]) -> None:
     logs.put_log_events(logGroupName=group, logStreamName="AllTraffic/i-0", logEvents=events)
 
 
+@pytest.mark.slow
 def test_measure_a_sagemaker_endpoint_writes_a_full_result(
     world: World, runtime: RuntimeFake, tmp_path: Path
 ) -> None:
@@ -145,6 +146,7 @@ def test_a_bare_name_finds_where_it_was_placed_and_a_wrong_region_says_where(
     assert not list(tmp_path.glob("measure-*.json"))
 
 
+@pytest.mark.slow
 def test_a_bare_name_not_deployed_here_is_in_the_configured_region_and_says_so(
     world: World, runtime: RuntimeFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,6 +62,7 @@ async def test_plain_and_streamed_replies_agree_through_split_parts(runtime: Run
     assert second["body"]["model"] == "smollm2-q4_1" and second["body"]["ignore_eos"] is True
 
 
+@pytest.mark.slow
 async def test_sixteen_at_once_share_one_pool(runtime: RuntimeFake) -> None:
     async with _client(concurrency=16) as client:
         run = await client.batch([_request(stream=True, max_tokens=4) for _ in range(16)])

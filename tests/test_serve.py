@@ -10,6 +10,9 @@ import sys
 import time
 
 import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
 
 
 def test_serve_answers_then_stops_on_ctrl_c(sagemeter_env: dict[str, str]) -> None:

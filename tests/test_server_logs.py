@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sagemeter.engines.llamacpp import LocalEngine
+
+pytestmark = pytest.mark.slow
 
 VLLM_LOG = """INFO vLLM API server version 0.30.0
 INFO Initializing a V1 LLM engine (v0.30.0) with config: model='old', quantization=fp8, enforce_eager=False

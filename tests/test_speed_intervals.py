@@ -169,6 +169,7 @@ def aba_files(tmp_path: Path) -> list[Path]:
     return paths
 
 
+@pytest.mark.slow
 def test_combine_gives_every_ratio_an_interval_and_flags_the_ones_within_drift(
     aba_files: list[Path],
 ) -> None:
@@ -185,6 +186,7 @@ def test_combine_gives_every_ratio_an_interval_and_flags_the_ones_within_drift(
     assert all(value is not None for value in decode.intervals)
 
 
+@pytest.mark.slow
 def test_drift_is_reported_for_every_figure(aba_files: list[Path]) -> None:
     comparison = combine(aba_files)
     assert comparison.drift is not None
@@ -206,6 +208,7 @@ def test_without_a_re_measure_a_ratio_is_flagged_only_when_its_interval_reaches_
     assert flag is not None and "includes 1" in flag
 
 
+@pytest.mark.slow
 def test_cost_intervals_are_the_throughput_intervals_inverted(aba_files: list[Path]) -> None:
     rows = {row.key: row for row in combine(aba_files, price_per_hour=1.0).rows}
     throughput, cost = rows["load_c16_tokens_per_second"], rows["usd_per_million_tokens_c16"]

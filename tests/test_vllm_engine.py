@@ -37,10 +37,13 @@ from sagemeter.fidelity.vocabulary import gguf_vocabulary, hf_vocabulary
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
 from sagemeter.transport.client import HttpClient
 
-pytestmark = pytest.mark.skipif(
-    sys.platform != "linux" or platform.machine() != "x86_64",
-    reason="vLLM's CPU build runs on x86_64 Linux (README: Real vLLM)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        sys.platform != "linux" or platform.machine() != "x86_64",
+        reason="vLLM's CPU build runs on x86_64 Linux (README: Real vLLM)",
+    ),
+]
 
 PROMPTS = [
     "What is the capital of France?",
