@@ -59,6 +59,7 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(help="client processes [cores]", show_default=False)
         ] = None,
         out: Annotated[Path | None, typer.Option(help="write the result JSON here")] = None,
+        force: Annotated[bool, typer.Option(help="replace --out if it already exists")] = False,
         rate: Annotated[
             float | None, typer.Option(help="Poisson arrivals per second (open loop)")
         ] = None,
@@ -122,7 +123,7 @@ def register(app: typer.Typer) -> None:
         if out is not None:
             from sagemeter.atomic import check_output_file
 
-            check_output_file(out, "--out")
+            check_output_file(out, "--out", force=force)
         if ray is not None:
             _check_ray(ray)
             if shard is not None or start_at is not None:
@@ -194,6 +195,7 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(help="client processes [cores]", show_default=False)
         ] = None,
         out: Annotated[Path | None, typer.Option(help="write every level's figures here")] = None,
+        force: Annotated[bool, typer.Option(help="replace --out if it already exists")] = False,
         ray: Annotated[
             str | None,
             typer.Option(
@@ -213,7 +215,7 @@ def register(app: typer.Typer) -> None:
 
         asked = _levels(levels)
         if out is not None:
-            check_output_file(out, "--out")
+            check_output_file(out, "--out", force=force)
         if not seconds > 0:
             raise UserError(f"--seconds {seconds!r}: give a positive number")
         if workers is not None and workers < 1:
@@ -237,7 +239,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"wrote {out}", highlight=False)
 
 
-def merge_shard_files(out: Path, shards: list[Path]) -> None:
+def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
     """Merge shard results, print the merged tables and write the merged file (also `combine`'s
     path when it is given shard files)."""
     from rich.console import Console
@@ -247,7 +249,7 @@ def merge_shard_files(out: Path, shards: list[Path]) -> None:
     from sagemeter.loadgen.shards import merge_shards
     from sagemeter.loadgen.tables import result_tables
 
-    check_output_file(out, "OUT")
+    check_output_file(out, "OUT", force=force, inputs=shards)
     merged = merge_shards([load_result(path) for path in shards])
     console = Console()
     for table in result_tables(merged):

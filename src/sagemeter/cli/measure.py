@@ -160,6 +160,9 @@ def measure(
             "ray://HOST:PORT or HOST:PORT)",
         ),
     ] = None,
+    force: Annotated[
+        bool, typer.Option(help="replace OUT_DIR/measure-NAME.json if it already exists")
+    ] = False,
 ) -> None:
     """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json.
 
@@ -194,6 +197,7 @@ def measure(
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
+    _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
     if ray is not None:
         from sagemeter.targets import SageMakerTarget
         from sagemeter.transport.ray_pool import join_for_batches
@@ -241,7 +245,7 @@ def _measure_with_progress(
     # Bad input fails here, before a progress bar is drawn.
     check_target(parsed)
     check_output_folder(out_dir, "OUT_DIR")
-    check_output_file(result_path(out_dir, name), "the result file")
+    check_output_file(result_path(out_dir, name), "the result file", force=True)
     total = total_requests(settings, len(selected_questions(settings).questions))
     with new_progress(transient=True) as bar:
         task = bar.add_task(name, total=total)
@@ -260,6 +264,18 @@ def _measure_with_progress(
         )
         bar.update(task, description=f"{name}: done")
     return outcome
+
+
+def _check_result_file(
+    out_dir: Path, name: str, force: bool, inputs: list[Path | str | None]
+) -> None:
+    """The result file is a new name (or replaced only with --force) and none of the inputs."""
+    from sagemeter.atomic import check_output_file, check_output_folder
+    from sagemeter.results import result_path
+
+    check_output_folder(out_dir, "OUT_DIR")
+    given = [Path(item) for item in inputs if item is not None]
+    check_output_file(result_path(out_dir, name), "the result file", force=force, inputs=given)
 
 
 def register(app: typer.Typer) -> None:
