@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from sagemeter.errors import UserError
+from sagemeter.printable import printable
 
 
 def _duration(text: str | None, flag: str) -> float | None:
@@ -120,6 +121,9 @@ def register(app: typer.Typer) -> None:
         from sagemeter.transport.request import DEFAULT_PROMPT
 
         parse_address(target)
+        from sagemeter.transport.request import check_api_key
+
+        check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
         if out is not None:
             from sagemeter.atomic import check_output_file
 
@@ -177,7 +181,7 @@ def register(app: typer.Typer) -> None:
         for table in result_tables(result):
             console.print(table)
         for problem in result.problems:
-            console.print(f"problem: {problem}", highlight=False)
+            console.print(f"problem: {printable(problem)}", highlight=False, markup=False)
         if out is not None:
             before = time.perf_counter()
             write_result(out, result)
@@ -255,7 +259,7 @@ def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
     for table in result_tables(merged):
         console.print(table)
     for problem in merged.problems:
-        console.print(f"problem: {problem}", highlight=False)
+        console.print(f"problem: {printable(problem)}", highlight=False, markup=False)
     write_result(out, merged)
     console.print(f"wrote {out}", highlight=False)
 

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from sagemeter.cli.common import console, err_console, new_progress
 from sagemeter.errors import UserError
+from sagemeter.printable import printable
 
 if TYPE_CHECKING:
     from sagemeter.fidelity.records import FidelityRecord
@@ -173,6 +175,9 @@ def measure(
     from sagemeter.targets import parse_target
 
     parsed = parse_target(target)
+    from sagemeter.transport.request import check_api_key
+
+    check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
     from sagemeter.engines.server_logs import check_log_options, read_server_log
 
     check_log_options(parsed, server_log, docker)
@@ -224,7 +229,7 @@ def measure(
     console.print(f"wrote {path}")
     if result.complete is False:
         missing = "; ".join(result.incomplete_because)
-        err_console.print(f"[yellow]incomplete:[/] {missing}", highlight=False)
+        err_console.print(f"[yellow]incomplete:[/] {escape(printable(missing))}", highlight=False)
         raise typer.Exit(3)
 
 

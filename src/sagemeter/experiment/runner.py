@@ -763,7 +763,11 @@ class _NoWatch:
 def _api_key(target: Target) -> str | None:
     """A hosted OpenAI-compatible endpoint's key, from the environment as `measure` takes it."""
     if isinstance(target, OpenAITarget):
-        return os.environ.get("OPENAI_API_KEY") or None
+        from sagemeter.transport.request import check_api_key
+
+        key = os.environ.get("OPENAI_API_KEY") or None
+        check_api_key(key, "OPENAI_API_KEY")
+        return key
     return None
 
 
