@@ -7,6 +7,7 @@ object. The measuring phases build theirs the same way, one shape at a time.
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
 import urllib.error
@@ -103,6 +104,11 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
         raise UserError(f"cannot reach {address.base_url}: {reason}") from None
     except ValueError:
         raise UserError(f"GET {url} did not answer JSON; name the model with --model") from None
+    except http.client.HTTPException as exc:  # headers only, a cut body, a garbage status line
+        raise UserError(
+            f"GET {url} did not answer HTTP ({type(exc).__name__}): check the address, or name "
+            "the model with --model"
+        ) from None
     return first_model_id(listing, url)
 
 
