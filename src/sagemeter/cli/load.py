@@ -32,6 +32,8 @@ def _levels(text: str) -> list[int]:
 
     if max(levels) > MAX_CONCURRENCY:
         raise UserError(f"--levels {text!r}: at most {MAX_CONCURRENCY} streams at once")
+    if len(set(levels)) != len(levels):
+        raise UserError(f"--levels {text!r}: give each level once")
     return levels
 
 

@@ -219,7 +219,11 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         ],
         price_per_hour: Annotated[
             float | None,
-            Field(gt=0, description="USD per instance-hour: adds cost per million tokens"),
+            Field(
+                gt=0,
+                allow_inf_nan=False,
+                description="USD per instance-hour: adds cost per million tokens",
+            ),
         ] = None,
         name: Annotated[
             str | None, Field(description="comparison name (default: the result names)")
@@ -229,6 +233,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             Field(
                 gt=0,
                 le=100,
+                allow_inf_nan=False,
                 description="quality verdict margin in points (default: the one the first "
                 "result declared, else 2)",
             ),
