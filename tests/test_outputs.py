@@ -197,3 +197,25 @@ async def test_mcp_tools_keep_the_same_rule(tmp_path: Path) -> None:
     assert "is a symbolic link" in error_line(linked)
     assert (results / "measure-linked.json").is_symlink()
     assert not (tmp_path / "elsewhere.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "existing"])
+@pytest.mark.parametrize("command", ["demo", "report --compare"])
+def test_folder_outputs_refuse_anything_but_a_folder(
+    command: str, kind: str, tmp_path: Path
+) -> None:
+    """`demo` and `report --compare` write into a folder: a device, FIFO or file there is refused."""
+    out = tmp_path / "out"
+    _make(kind, out, tmp_path)
+    runs = [tmp_path / "run-a", tmp_path / "run-b"]
+    for run in runs:
+        run.mkdir()
+    args = ["demo", "--out", str(out)]
+    if command != "demo":
+        args = ["report", "--compare", *map(str, runs), "--out", str(out)]
+    before = _state(out)
+    done = CliRunner().invoke(APP, args)
+    assert isinstance(done.exception, UserError), done.output
+    what = {"device": "a device", "fifo": "a FIFO", "existing": "a file"}[kind]
+    assert f"is {what}, not a folder" in str(done.exception)
+    assert _state(out) == before

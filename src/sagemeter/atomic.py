@@ -105,7 +105,8 @@ def check_output_folder(folder: Path, label: str) -> Path:
     if len(os.fsencode(text)) >= PATH_MAX:
         raise UserError(f"{label}: the path is longer than this system allows ({PATH_MAX} bytes)")
     if folder.exists() and not folder.is_dir():
-        raise UserError(f"{label} {text}: is a file, not a folder")
+        kind = _KINDS.get(stat.S_IFMT(folder.stat().st_mode), "a file")
+        raise UserError(f"{label} {text}: is {kind}, not a folder")
     existing = _nearest_existing(folder.absolute())
     if not existing.is_dir():
         raise UserError(f"{label} {text}: {existing} is a file, so no folder can be made there")
