@@ -137,6 +137,7 @@ def test_combine_command_prints_the_verdict_and_refuses_a_bad_margin(
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "quality verdict, b against a" in done.stdout and "FAIL" in done.stdout
-    bad = subprocess.run([*command, "--margin", "0"], capture_output=True, text=True, check=False)
+    again = [*command, "--margin", "0", "--force"]  # c.json exists: replacing it is asked for
+    bad = subprocess.run(again, capture_output=True, text=True, check=False)
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1 and "margin" in bad.stderr

@@ -11,8 +11,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,10 @@ def _current_umask() -> int:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` in one step; an interrupted write leaves the old file or none."""
+    """Replace `path` with `data` in one step; an interrupted write leaves the old file or none.
+
+    A symlink, device or FIFO at `path` is refused, never replaced by a regular file."""
+    refuse_special(path, "the output")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
@@ -100,7 +105,8 @@ def check_output_folder(folder: Path, label: str) -> Path:
     if len(os.fsencode(text)) >= PATH_MAX:
         raise UserError(f"{label}: the path is longer than this system allows ({PATH_MAX} bytes)")
     if folder.exists() and not folder.is_dir():
-        raise UserError(f"{label} {text}: is a file, not a folder")
+        kind = _KINDS.get(stat.S_IFMT(folder.stat().st_mode), "a file")
+        raise UserError(f"{label} {text}: is {kind}, not a folder")
     existing = _nearest_existing(folder.absolute())
     if not existing.is_dir():
         raise UserError(f"{label} {text}: {existing} is a file, so no folder can be made there")
@@ -118,19 +124,69 @@ def check_output_folder(folder: Path, label: str) -> Path:
     return folder
 
 
-def check_output_file(path: Path, label: str) -> Path:
-    """`path` can be written (or replaced) atomically; else one UserError line, before any work."""
+def check_output_file(
+    path: Path,
+    label: str,
+    *,
+    force: bool,
+    inputs: Sequence[Path] = (),
+    to_replace: str = "use --force to replace it",
+) -> Path:
+    """`path` can be written (or replaced) atomically; else one UserError line, before any work.
+
+    The one rule for every output of every command and face: a new name in a writable folder or
+    a regular file, never a symlink, FIFO, device or socket (a rename would replace the device
+    itself), never one of the command's own `inputs`, and an existing file only with `force`
+    (a finished result is never lost to a slip of the argument order).
+    """
     text = str(path)
     if "\x00" in text:
         raise UserError(f"{label} {text!r}: a path cannot hold a NUL character")
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise UserError(f"{label} {text}: is a folder; give a file name")
+    refuse_special(path, label)
+    for given in inputs:
+        if _same_file(path, given):
+            raise UserError(
+                f"{label} {text}: is also one of this command's inputs; give a new file name"
+            )
+    if path.exists() and not force:
+        raise UserError(f"{label} {text}: already exists; {to_replace}")
     check_output_folder(path.parent, label)
     existing = _nearest_existing(path.parent.absolute())
     # The temporary file's name is the final name plus a few characters.
     if len(os.fsencode(path.name)) + 16 > _name_max(existing):
         raise UserError(f"{label} {text}: the file name is too long for this system")
     return path
+
+
+def refuse_special(path: Path, label: str) -> None:
+    """One UserError line when `path` is a symlink or exists as anything but a regular file."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return  # a new name (or one the write itself will explain)
+    if stat.S_ISLNK(mode):
+        raise UserError(f"{label} {path}: is a symbolic link; give the file itself or a new name")
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise UserError(f"{label} {path}: is {kind}, not a regular file; give a file name")
+
+
+_KINDS = {
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a.absolute() == b.absolute()
 
 
 def describe_write_error(exc: OSError) -> str:

@@ -6,13 +6,20 @@ result file or the screen. Two nets catch them: the secret values this process k
 in use, registered by the face that got it, and the credentials in its environment), and the
 shapes credentials have (bearer tokens, `Authorization` and `x-api-key` values, AWS access key
 ids, Hugging Face and OpenAI-style keys). Both are replaced by `***`.
+
+A known value is masked in every form a server or a writer may give it back in: as it is,
+JSON-escaped (a key holding `"` or `\\` is `\\"` inside a JSON string, and the file is
+redacted after encoding), with non-ASCII as `\\uXXXX`, and URL-encoded.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import threading
+import urllib.parse
 from typing import TextIO
 
 MASK = "***"
@@ -51,12 +58,30 @@ def register_secret(value: str | None) -> None:
             _known.add(value)
 
 
+@functools.lru_cache(maxsize=256)
+def encoded_forms(value: str) -> frozenset[str]:
+    """`value` as it is and as JSON (once, or twice: a server's JSON error body quoted inside
+    a result file) and URLs encode it: what a file or an echo may hold."""
+    escaped = json.dumps(value, ensure_ascii=False)[1:-1]
+    return frozenset(
+        {
+            value,
+            escaped,
+            json.dumps(escaped, ensure_ascii=False)[1:-1],
+            json.dumps(value)[1:-1],
+            urllib.parse.quote(value, safe=""),
+            urllib.parse.quote_plus(value, safe=""),
+        }
+    )
+
+
 def _secret_values() -> list[str]:
     values = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
     with _lock:
         values.extend(_known)
+    forms = {form for v in values if len(v) >= SHORTEST_SECRET for form in encoded_forms(v)}
     # Longest first, so a secret containing another is masked whole.
-    return sorted({v for v in values if len(v) >= SHORTEST_SECRET}, key=len, reverse=True)
+    return sorted(forms, key=len, reverse=True)
 
 
 def redact(text: str) -> str:

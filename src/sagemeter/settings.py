@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sagemeter.errors import UserError
 from sagemeter.questions.scoring import ScoringRule
@@ -28,6 +28,8 @@ ARTICLE_STORY = "Write a long, detailed story about a lighthouse keeper on a rem
 
 
 class MeasureSettings(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)  # `--margin nan` says "finite", not "<= 100"
+
     method: Method = Field(
         "sagemeter", description="whose method: ours, or the source article's (see METHOD_SETTINGS)"
     )
@@ -207,6 +209,9 @@ def check_levels(levels: list[int], label: str = "--levels") -> None:
     for level in levels:
         if not 1 <= level <= MAX_CONCURRENCY:
             raise UserError(f"{label}: {level} requests at once is outside 1–{MAX_CONCURRENCY}")
+    twice = sorted({level for level in levels if levels.count(level) > 1})
+    if twice:
+        raise UserError(f"{label}: {', '.join(map(str, twice))} given twice; give each level once")
 
 
 def measure_settings(

@@ -155,6 +155,8 @@ def _parse_url(raw: str) -> OpenAITarget:
         raise UserError(
             f"target {raw!r} has a bad port; accepted forms: {ACCEPTED_FORMS}"
         ) from None
+    if port == 0:
+        raise UserError(f"target {raw!r}: port 0 is no server's port; give the port it listens on")
     if parts.query or parts.fragment:
         raise UserError(f"target {raw!r} must not carry a query or fragment")
     path = parts.path.rstrip("/")

@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     own short messages, exit 2; a command may exit 3 (an incomplete measurement); an OSError
     left over (a full disk at the last write) is one line and exit 1."""
     from sagemeter.cli.interrupt import interrupted_message
+    from sagemeter.printable import printable
 
     _redact_output()
     _register_optional_commands(argv)
@@ -117,16 +118,19 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, standalone_mode=False)
     except UserError as exc:
         # No markup: a message may quote brackets (`pip install 'sagemeter[ray]'`) rich would eat.
-        err_console.print(f"error: {exc}", style="red", highlight=False, markup=False)
+        line = f"error: {printable(str(exc), keep_newlines=True)}"  # may quote a file or server
+        err_console.print(line, style="red", highlight=False, markup=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err_console.print(interrupted_message(), highlight=False, markup=False)
         sys.exit(INTERRUPTED)
     except typer.TyperException as exc:  # a usage error: the same one line, and where to look
-        err_console.print(_usage_line(exc), style="red", highlight=False, markup=False)
+        err_console.print(printable(_usage_line(exc)), style="red", highlight=False, markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
     except OSError as exc:  # not bad input but the machine: exit 1
-        err_console.print(_os_error_line(exc), style="red", highlight=False, markup=False)
+        err_console.print(
+            printable(_os_error_line(exc)), style="red", highlight=False, markup=False
+        )
         sys.exit(1)
     if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code before we see it
         err_console.print(interrupted_message(), highlight=False, markup=False)

@@ -65,12 +65,14 @@ def calibrate_server_command(
     The fault options make it misbehave the way real servers do (see docs/load.md), so what a
     client does with empty tokens, reasoning, errors, stalls and cut streams can be checked.
     """
-    from sagemeter.atomic import write_text_atomic
+    from sagemeter.atomic import check_output_file, write_text_atomic
     from sagemeter.calibrate.faults import Faults
     from sagemeter.calibrate.loops import run_precisely
     from sagemeter.calibrate.server import serve
     from sagemeter.calibrate.timing import TruthTiming, parse_duration
 
+    if port_file is not None:  # a scratch file, rewritten each start; never a device or link
+        check_output_file(port_file, "--port-file", force=True)
     timing = TruthTiming(parse_duration(ttft, "--ttft"), parse_duration(itl, "--itl"))
     try:
         faults = Faults(

@@ -82,12 +82,13 @@ def collect_command(
         str | None, typer.Option(help="llamacpp or vllm [asked of the server]")
     ] = None,
     system_prompt: Annotated[str | None, typer.Option(help="system message")] = None,
+    force: Annotated[bool, typer.Option(help="replace OUT if it already exists")] = False,
 ) -> None:
     """Record one endpoint's top-k next-token distributions along greedy (or A's) answers."""
     from sagemeter.atomic import check_output_file
     from sagemeter.fidelity.records import load_record, save_record
 
-    check_output_file(out, "OUT")
+    check_output_file(out, "OUT", force=force, inputs=[reference] if reference else [])
     reference_record = load_record(reference) if reference else None
     if reference_record is not None:
         prompts: list[str] = []
@@ -121,12 +122,16 @@ def compare_command(
     b: Annotated[Path, typer.Argument(help="B's record, forced along A", show_default=False)],
     floor: Annotated[Path | None, typer.Option(help="A' record (A again), the noise floor")] = None,
     out: Annotated[Path | None, typer.Option(help="also write the comparison as JSON")] = None,
+    force: Annotated[bool, typer.Option(help="replace --out if it already exists")] = False,
 ) -> None:
     """Compare B (and A') against A: top-token agreement, KL(A‖B), first divergences."""
-    from sagemeter.atomic import write_text_atomic
+    from sagemeter.atomic import check_output_file, write_text_atomic
     from sagemeter.fidelity.compare import compare_fidelity, summary_lines
     from sagemeter.fidelity.records import load_record
 
+    if out is not None:
+        given = [a, b] + ([floor] if floor else [])
+        check_output_file(out, "--out", force=force, inputs=given)
     comparison = compare_fidelity(
         load_record(a), load_record(b), load_record(floor) if floor else None
     )

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from sagemeter.errors import UserError
+from sagemeter.printable import printable
 
 
 def _duration(text: str | None, flag: str) -> float | None:
@@ -31,6 +32,8 @@ def _levels(text: str) -> list[int]:
 
     if max(levels) > MAX_CONCURRENCY:
         raise UserError(f"--levels {text!r}: at most {MAX_CONCURRENCY} streams at once")
+    if len(set(levels)) != len(levels):
+        raise UserError(f"--levels {text!r}: give each level once")
     return levels
 
 
@@ -59,6 +62,7 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(help="client processes [cores]", show_default=False)
         ] = None,
         out: Annotated[Path | None, typer.Option(help="write the result JSON here")] = None,
+        force: Annotated[bool, typer.Option(help="replace --out if it already exists")] = False,
         rate: Annotated[
             float | None, typer.Option(help="Poisson arrivals per second (open loop)")
         ] = None,
@@ -119,10 +123,13 @@ def register(app: typer.Typer) -> None:
         from sagemeter.transport.request import DEFAULT_PROMPT
 
         parse_address(target)
+        from sagemeter.transport.request import check_api_key
+
+        check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
         if out is not None:
             from sagemeter.atomic import check_output_file
 
-            check_output_file(out, "--out")
+            check_output_file(out, "--out", force=force)
         if ray is not None:
             _check_ray(ray)
             if shard is not None or start_at is not None:
@@ -176,7 +183,7 @@ def register(app: typer.Typer) -> None:
         for table in result_tables(result):
             console.print(table)
         for problem in result.problems:
-            console.print(f"problem: {problem}", highlight=False)
+            console.print(f"problem: {printable(problem)}", highlight=False, markup=False)
         if out is not None:
             before = time.perf_counter()
             write_result(out, result)
@@ -194,6 +201,7 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(help="client processes [cores]", show_default=False)
         ] = None,
         out: Annotated[Path | None, typer.Option(help="write every level's figures here")] = None,
+        force: Annotated[bool, typer.Option(help="replace --out if it already exists")] = False,
         ray: Annotated[
             str | None,
             typer.Option(
@@ -213,7 +221,7 @@ def register(app: typer.Typer) -> None:
 
         asked = _levels(levels)
         if out is not None:
-            check_output_file(out, "--out")
+            check_output_file(out, "--out", force=force)
         if not seconds > 0:
             raise UserError(f"--seconds {seconds!r}: give a positive number")
         if workers is not None and workers < 1:
@@ -237,7 +245,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"wrote {out}", highlight=False)
 
 
-def merge_shard_files(out: Path, shards: list[Path]) -> None:
+def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
     """Merge shard results, print the merged tables and write the merged file (also `combine`'s
     path when it is given shard files)."""
     from rich.console import Console
@@ -247,13 +255,13 @@ def merge_shard_files(out: Path, shards: list[Path]) -> None:
     from sagemeter.loadgen.shards import merge_shards
     from sagemeter.loadgen.tables import result_tables
 
-    check_output_file(out, "OUT")
+    check_output_file(out, "OUT", force=force, inputs=shards)
     merged = merge_shards([load_result(path) for path in shards])
     console = Console()
     for table in result_tables(merged):
         console.print(table)
     for problem in merged.problems:
-        console.print(f"problem: {problem}", highlight=False)
+        console.print(f"problem: {printable(problem)}", highlight=False, markup=False)
     write_result(out, merged)
     console.print(f"wrote {out}", highlight=False)
 

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from sagemeter.cli.common import console, err_console, new_progress
 from sagemeter.errors import UserError
+from sagemeter.printable import printable
 
 if TYPE_CHECKING:
     from sagemeter.fidelity.records import FidelityRecord
@@ -160,6 +162,9 @@ def measure(
             "ray://HOST:PORT or HOST:PORT)",
         ),
     ] = None,
+    force: Annotated[
+        bool, typer.Option(help="replace OUT_DIR/measure-NAME.json if it already exists")
+    ] = False,
 ) -> None:
     """Measure one endpoint the article's way and write OUT_DIR/measure-NAME.json.
 
@@ -170,6 +175,9 @@ def measure(
     from sagemeter.targets import parse_target
 
     parsed = parse_target(target)
+    from sagemeter.transport.request import check_api_key
+
+    check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
     from sagemeter.engines.server_logs import check_log_options, read_server_log
 
     check_log_options(parsed, server_log, docker)
@@ -194,6 +202,7 @@ def measure(
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
+    _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
     if ray is not None:
         from sagemeter.targets import SageMakerTarget
         from sagemeter.transport.ray_pool import join_for_batches
@@ -220,7 +229,7 @@ def measure(
     console.print(f"wrote {path}")
     if result.complete is False:
         missing = "; ".join(result.incomplete_because)
-        err_console.print(f"[yellow]incomplete:[/] {missing}", highlight=False)
+        err_console.print(f"[yellow]incomplete:[/] {escape(printable(missing))}", highlight=False)
         raise typer.Exit(3)
 
 
@@ -241,7 +250,7 @@ def _measure_with_progress(
     # Bad input fails here, before a progress bar is drawn.
     check_target(parsed)
     check_output_folder(out_dir, "OUT_DIR")
-    check_output_file(result_path(out_dir, name), "the result file")
+    check_output_file(result_path(out_dir, name), "the result file", force=True)
     total = total_requests(settings, len(selected_questions(settings).questions))
     with new_progress(transient=True) as bar:
         task = bar.add_task(name, total=total)
@@ -260,6 +269,18 @@ def _measure_with_progress(
         )
         bar.update(task, description=f"{name}: done")
     return outcome
+
+
+def _check_result_file(
+    out_dir: Path, name: str, force: bool, inputs: list[Path | str | None]
+) -> None:
+    """The result file is a new name (or replaced only with --force) and none of the inputs."""
+    from sagemeter.atomic import check_output_file, check_output_folder
+    from sagemeter.results import result_path
+
+    check_output_folder(out_dir, "OUT_DIR")
+    given = [Path(item) for item in inputs if item is not None]
+    check_output_file(result_path(out_dir, name), "the result file", force=force, inputs=given)
 
 
 def register(app: typer.Typer) -> None:

@@ -126,6 +126,7 @@ def _print_table(question_set: QuestionSet, shown: list[Question], of: int) -> N
     from rich.console import Console
     from rich.table import Table
 
+    from sagemeter.printable import printable
     from sagemeter.questions.scoring import answer_kind
 
     table = Table(
@@ -134,7 +135,6 @@ def _print_table(question_set: QuestionSet, shown: list[Question], of: int) -> N
     for column in ("id", "family", "scored as", "prompt", "answer"):
         table.add_column(column)
     for question in shown:
-        table.add_row(
-            question.id, question.family, answer_kind(question), question.prompt, question.answer
-        )
+        cells = (question.id, question.family, answer_kind(question), question.prompt)
+        table.add_row(*(printable(cell) for cell in (*cells, question.answer)))
     Console().print(table)

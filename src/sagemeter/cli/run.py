@@ -49,6 +49,7 @@ from sagemeter.experiment import (
 )
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
+from sagemeter.printable import printable
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.sagemaker.redact import redact
 
@@ -168,7 +169,7 @@ class Screen:
         self.close(record.state)
         if self.quiet:
             return
-        note = f": {escape(redact(record.note))}" if record.note else ""
+        note = f": {escape(printable(redact(record.note)))}" if record.note else ""
         self.console.print(
             f"[{record.index}/{self.total}] {escape(record.label)} {record.state} "
             f"({_minutes(record.elapsed_s)}{self._cost(journal)}){note}"
@@ -198,7 +199,7 @@ class Screen:
 
     def note(self, text: str) -> None:
         self.close()
-        self.console.print(f"  {escape(redact(text))}")
+        self.console.print(f"  {escape(printable(redact(text)))}")
 
     def deleted(self, report: sm.DeleteReport) -> None:
         steps = ", ".join(f"{step.kind} {step.outcome}" for step in report.steps)
@@ -305,11 +306,13 @@ def report_outcome(outcome: RunOutcome, signal_name: str | None, err: Console) -
     """The last lines of a run that did not end well (or ended incomplete), and its exit code."""
     if outcome.state == "done":
         if outcome.incomplete:
-            err.print(f"[yellow]incomplete:[/] {escape('; '.join(outcome.incomplete))}")
+            err.print(f"[yellow]incomplete:[/] {escape(printable('; '.join(outcome.incomplete)))}")
             return EXIT_INCOMPLETE
         return 0
     made = outcome.journal.deployments
-    err.print(f"[red]{outcome.state}:[/] {escape(redact(outcome.stopped_because or ''))}")
+    err.print(
+        f"[red]{outcome.state}:[/] {escape(printable(redact(outcome.stopped_because or '')))}"
+    )
     if outcome.left_running:
         err.print(
             "still running (it bills until deleted): " + "; ".join(left_running_lines(outcome))

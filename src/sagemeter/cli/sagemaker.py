@@ -26,6 +26,7 @@ from rich.text import Text
 from sagemeter import sagemaker as sm
 from sagemeter.compare.costs import check_price
 from sagemeter.errors import UserError
+from sagemeter.printable import printable
 from sagemeter.sagemaker.aws import explain
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.sagemaker.redact import redact
@@ -64,7 +65,7 @@ def _err() -> Console:
 
 
 def _error_line(message: str) -> None:
-    _err().print(f"[red]error:[/] {escape(redact(message))}")
+    _err().print(f"[red]error:[/] {escape(printable(redact(message)))}")
 
 
 def guarded(fn: Callable[P, R]) -> Callable[P, R]:

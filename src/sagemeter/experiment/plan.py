@@ -36,7 +36,7 @@ _VERBATIM_KEYS = frozenset({"env"})
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class MeasureOptions(_Strict):
@@ -246,7 +246,9 @@ class Plan(_Strict):
     estimate: EstimateOptions = Field(default_factory=EstimateOptions)
     arms: list[Arm] = Field(alias="arm", min_length=2)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
     @field_validator("name")
     @classmethod

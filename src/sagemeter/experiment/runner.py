@@ -205,7 +205,7 @@ def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_sourc
             "or choose another --out"
         )
     if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"--out {run_dir}: is a file, not a folder")
+        check_output_folder(run_dir, "--out")  # says what is there (a file, a device, a FIFO)
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty: choose another --out (or an empty folder)")
     check_output_folder(run_dir, "--out")  # made here, and proved writable
@@ -763,7 +763,11 @@ class _NoWatch:
 def _api_key(target: Target) -> str | None:
     """A hosted OpenAI-compatible endpoint's key, from the environment as `measure` takes it."""
     if isinstance(target, OpenAITarget):
-        return os.environ.get("OPENAI_API_KEY") or None
+        from sagemeter.transport.request import check_api_key
+
+        key = os.environ.get("OPENAI_API_KEY") or None
+        check_api_key(key, "OPENAI_API_KEY")
+        return key
     return None
 
 

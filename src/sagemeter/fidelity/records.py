@@ -103,10 +103,9 @@ def save_record(path: Path, record: FidelityRecord) -> None:
 
 def load_record(path: Path) -> FidelityRecord:
     """Read a record, or raise UserError naming the file and what is wrong with it."""
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    from sagemeter.textfiles import read_utf8
+
+    raw = read_utf8(path)
     try:
         payload = json.loads(raw)
     except ValueError:

@@ -18,10 +18,9 @@ def write_result(path: Path, result: LoadResult) -> None:
 
 def load_result(path: Path) -> LoadResult:
     """A `sagemeter load` result file, or a UserError naming the file and what is wrong."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    from sagemeter.textfiles import read_utf8
+
+    text = read_utf8(path)
     try:
         result = LoadResult.model_validate_json(text)
     except ValidationError as exc:

@@ -14,9 +14,9 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 from rich.console import Console
 
+from sagemeter.atomic import check_output_file
 from sagemeter.compare import combine, save_comparison
 from sagemeter.engines.endpoints import check_target
-from sagemeter.errors import UserError
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
@@ -42,6 +42,9 @@ class Tally:
     def __init__(self) -> None:
         self.done = 0
         self.phase = "starting"
+
+
+_REPLACE_OR_RENAME = "pass force=true to replace it, or choose another name"
 
 
 def measure_text(result: MeasureResult, path: Path) -> str:
@@ -158,10 +161,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         result_name = name or parsed.default_name
         check_result_name(result_name, label="name")
         path = result_path(config.results_dir, result_name)
-        if path.exists():
-            raise UserError(
-                f"a result named {result_name!r} already exists ({path}): choose another name"
-            )
+        check_output_file(path, "the result file", force=False, to_replace="choose another name")
         check_target(parsed)
         total = total_requests(settings, len(selected_questions(settings).questions))
         async with Relay(ctx) as relay:
@@ -219,7 +219,11 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         ],
         price_per_hour: Annotated[
             float | None,
-            Field(gt=0, description="USD per instance-hour: adds cost per million tokens"),
+            Field(
+                gt=0,
+                allow_inf_nan=False,
+                description="USD per instance-hour: adds cost per million tokens",
+            ),
         ] = None,
         name: Annotated[
             str | None, Field(description="comparison name (default: the result names)")
@@ -229,10 +233,14 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             Field(
                 gt=0,
                 le=100,
+                allow_inf_nan=False,
                 description="quality verdict margin in points (default: the one the first "
                 "result declared, else 2)",
             ),
         ] = None,
+        force: Annotated[
+            bool, Field(description="replace compare-NAME.json if it already exists")
+        ] = False,
     ) -> Annotated[CallToolResult, CompareAnswer]:
         """The article's comparison table: each figure, its ratio (with its 95% interval) to the
         first, costs, A-B-A drift, and the quality verdict (PASS / FAIL / INCONCLUSIVE).
@@ -246,6 +254,9 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         out_name = name or "-vs-".join(comparison.names)
         check_result_name(out_name, label="name")  # the default, made of the results' names
         out = config.results_dir / f"compare-{out_name}.json"
+        check_output_file(
+            out, "the comparison file", force=force, inputs=paths, to_replace=_REPLACE_OR_RENAME
+        )
         save_comparison(comparison, out)
         buffer = io.StringIO()
         print_comparison(Console(file=buffer, width=120, color_system=None), comparison)

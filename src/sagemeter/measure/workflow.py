@@ -121,7 +121,7 @@ async def measure_target(
     check_target(target)
     question_set = selected_questions(settings)
     check_output_folder(out_dir, "OUT_DIR")
-    check_output_file(result_path(out_dir, name), "the result file")
+    check_output_file(result_path(out_dir, name), "the result file", force=True)
     started = utc_now()
     on_phase("starting")
     log_path = out_dir / f"engine-{name}.log"

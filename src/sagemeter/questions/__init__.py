@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from sagemeter.errors import UserError
+from sagemeter.textfiles import decode_utf8
 
 BUILTIN_DIR = Path(__file__).parent
 
@@ -86,7 +87,7 @@ def load_question_set(spec: str) -> QuestionSet:
         )
     raw = path.read_bytes()
     items = []
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+    for number, line in enumerate(decode_utf8(path, raw).splitlines(), start=1):
         if not line.strip():
             continue
         try:

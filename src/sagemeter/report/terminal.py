@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sagemeter.compare import Comparison, Row, across_methods_note
+from sagemeter.printable import printable
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
 
@@ -133,7 +134,7 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         for line in fidelity.summary:
             console.print(f"  {line}", highlight=False, markup=False)
     for warning in comparison.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
 
 
 def _spread_text(spread: Spread | None, scale: float = 1.0, unit: str = "") -> str:

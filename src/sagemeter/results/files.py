@@ -50,12 +50,9 @@ def load_result(path: Path) -> MeasureResult:
     Reads sagemeter's own files, the article's minimal ones, and the article's own full result
     shape (`sagemeter.results.article`).
     """
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
+    from sagemeter.textfiles import read_utf8
+
+    raw = read_utf8(path)
     try:
         payload = json.loads(raw)
     except json.JSONDecodeError as exc:

@@ -6,7 +6,7 @@ raw (every timing, every answer, the environment) lives in the versioned `detail
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -367,15 +367,16 @@ class Detail(BaseModel):
 class MeasureResult(BaseModel):
     """`measure-NAME.json`. Article keys first; `detail` holds the evidence behind each figure."""
 
-    model_config = ConfigDict(extra="allow")
+    # A hand-edited NaN, inf or negative figure is refused when read back, naming the key.
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     name: str | None = None
     complete: bool | None = Field(
         None, description="False when a figure that was asked for is missing (None: not said)"
     )
-    decode_tokens_per_second: float | None = None
+    decode_tokens_per_second: float | None = Field(None, ge=0)
     per_call_fixed_cost_seconds: float | None = None
-    load_tokens_per_second: dict[str, float | None] = Field(
+    load_tokens_per_second: dict[str, Annotated[float, Field(ge=0)] | None] = Field(
         default_factory=dict,
         description="keyed by requests at once; null for a level asked for that has no figure "
         "(why: `incomplete_because`, `detail.load.levels[].problem`)",
@@ -387,14 +388,16 @@ class MeasureResult(BaseModel):
         None, description="the quality count with its Wilson 95% interval"
     )
     ttft_median_ms: float | None = Field(
-        None, description="time to first token, median of the decode phase's long replies"
+        None, ge=0, description="time to first token, median of the decode phase's long replies"
     )
     inter_token_latency_median_ms: float | None = Field(
-        None, description="gap between token events, median over the decode phase's long replies"
+        None,
+        ge=0,
+        description="gap between token events, median over the decode phase's long replies",
     )
-    weights_gib: float | None = None
-    kv_cache_tokens: int | None = None
-    load_seconds: float | None = None
+    weights_gib: float | None = Field(None, ge=0)
+    kv_cache_tokens: int | None = Field(None, ge=0)
+    load_seconds: float | None = Field(None, ge=0)
     incomplete_because: list[str] = Field(
         default_factory=list, description="each figure asked for and missing, with its reason"
     )

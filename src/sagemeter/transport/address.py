@@ -43,6 +43,8 @@ def parse_address(url: str) -> ServerAddress:
     if parts.query or parts.fragment or parts.username or parts.password:
         raise UserError(f"target {url!r}: no query, fragment or credentials in the URL; {hint}")
     tls = parts.scheme == "https"
+    if port == 0:
+        raise UserError(f"target {url!r}: port 0 is no server's port; {hint}")
     if port is None:
         port = 443 if tls else 80
     host = parts.hostname

@@ -7,6 +7,7 @@ object. The measuring phases build theirs the same way, one shape at a time.
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
 import urllib.error
@@ -38,6 +39,16 @@ def request_body(api: str, model: str, prompt: str, max_tokens: int) -> dict[str
     return body
 
 
+def check_api_key(api_key: str | None, label: str = "the API key") -> None:
+    """A key holding CR, LF or another control character would end the header early (and let
+    its rest inject one): one UserError line, which never shows the value."""
+    if api_key and any(ord(char) < 0x20 or ord(char) == 0x7F for char in api_key):
+        raise UserError(
+            f"{label}: holds a control character (CR, LF, tab or similar), which cannot go in "
+            "an HTTP header; check how it was copied (the value is not shown)"
+        )
+
+
 def http_request(
     address: ServerAddress,
     method: str,
@@ -52,6 +63,7 @@ def http_request(
     The API key becomes a secret of this process: no output will show it (redaction.py).
     """
     register_secret(api_key)
+    check_api_key(api_key)
     payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
     head = [f"{method} {path} HTTP/1.1", f"Host: {address.host_header}"]
     if body is not None:
@@ -73,6 +85,7 @@ def request_bytes(
 def discover_model(address: ServerAddress, api_key: str | None) -> str:
     """The first model id of GET /v1/models; a server that cannot be reached is a UserError."""
     url = f"{address.base_url}/v1/models"
+    check_api_key(api_key)
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
@@ -91,6 +104,11 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
         raise UserError(f"cannot reach {address.base_url}: {reason}") from None
     except ValueError:
         raise UserError(f"GET {url} did not answer JSON; name the model with --model") from None
+    except http.client.HTTPException as exc:  # headers only, a cut body, a garbage status line
+        raise UserError(
+            f"GET {url} did not answer HTTP ({type(exc).__name__}): check the address, or name "
+            "the model with --model"
+        ) from None
     return first_model_id(listing, url)
 
 
