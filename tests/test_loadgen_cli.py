@@ -228,3 +228,24 @@ def test_load_exits_0_when_the_run_is_good_and_reopens_show(
     done, failed = (int(n) for n in completed.split("│")[2].split("/"))
     assert failed == 0
     assert row.split("│")[2].split()[0] == str(done - 2)  # all but each stream's first
+
+
+def test_selfcheck_fails_only_when_a_level_got_no_answer_or_none_was_valid() -> None:
+    """The rule `selfcheck` exits 3 by: a high level the client cannot keep up with is its
+    finding; a level with no answer at all, or no valid level, is a failed check."""
+    from sagemeter.cli.load import failed_selfcheck
+    from sagemeter.loadgen.result import LoadResult
+    from sagemeter.loadgen.selfcheck import LevelCheck, SelfCheck
+
+    def level(concurrency: int, completed: int, valid: bool) -> LevelCheck:
+        result = LoadResult.model_construct(requests_completed=completed)
+        return LevelCheck.model_construct(concurrency=concurrency, valid=valid, result=result)
+
+    def check(*levels: LevelCheck) -> SelfCheck:
+        return SelfCheck.model_construct(levels=list(levels))
+
+    assert failed_selfcheck(check(level(1, 40, True), level(128, 900, False))) is None
+    no_answer = failed_selfcheck(check(level(1, 40, True), level(16, 0, False)))
+    assert no_answer == "16 at once: every request failed; nothing was checked"
+    none_valid = failed_selfcheck(check(level(1, 40, False), level(16, 300, False)))
+    assert none_valid is not None and none_valid.startswith("no level was valid")
