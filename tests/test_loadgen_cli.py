@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.calibrate.faults import Faults
 
 SHARED_KEYS = {
     "output_tokens_per_second",
@@ -196,3 +197,58 @@ def test_selfcheck_prints_truth_against_measured_per_level(
         assert tps["error_pct"] == pytest.approx(
             (tps["measured"] - tps["truth"]) / tps["truth"] * 100
         )
+
+
+def test_load_exits_3_when_every_request_failed(
+    sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A failed job never exits 0: every request answered HTTP 500, so no figure exists."""
+    faults = Faults(fail_every=1)
+    with running_truth_server(TruthTiming(ttft_s=0.01, itl_s=0.001), faults=faults) as url:
+        out_file = tmp_path / "load.json"
+        args = ["load", url, "-c", "2", "--max-tokens", "4", "--duration", "0.5s"]
+        code, out, err = run([*args, "--out", str(out_file)], sagemeter_env, tmp_path)
+    assert code == 3, (out, err)
+    assert "requests completed / failed" in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("incomplete: every request failed"), err
+    assert "Traceback" not in err
+    assert json.loads(out_file.read_text())["requests_completed"] == 0  # still written
+
+
+def test_load_exits_0_when_the_run_is_good_and_reopens_show(
+    sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A server that closes every reused connection unanswered: nothing fails, exit 0, and the
+    table says how many requests were sent again on a new connection."""
+    faults = Faults(connection_close="on-reuse")
+    with running_truth_server(TruthTiming(ttft_s=0.05, itl_s=0.005), faults=faults) as url:
+        args = ["load", url, "-c", "2", "--max-tokens", "16", "--duration", "1.5s"]
+        code, out, err = run(args, sagemeter_env, tmp_path)
+    assert code == 0, (out, err)
+    row = next(line for line in out.splitlines() if "reopened" in line)
+    completed = next(line for line in out.splitlines() if "completed / failed" in line)
+    done, failed = (int(n) for n in completed.split("│")[2].split("/"))
+    assert failed == 0
+    assert row.split("│")[2].split()[0] == str(done - 2)  # all but each stream's first
+
+
+def test_selfcheck_fails_only_when_a_level_got_no_answer_or_none_was_valid() -> None:
+    """The rule `selfcheck` exits 3 by: a high level the client cannot keep up with is its
+    finding; a level with no answer at all, or no valid level, is a failed check."""
+    from sagemeter.cli.load import failed_selfcheck
+    from sagemeter.loadgen.result import LoadResult
+    from sagemeter.loadgen.selfcheck import LevelCheck, SelfCheck
+
+    def level(concurrency: int, completed: int, valid: bool) -> LevelCheck:
+        result = LoadResult.model_construct(requests_completed=completed)
+        return LevelCheck.model_construct(concurrency=concurrency, valid=valid, result=result)
+
+    def check(*levels: LevelCheck) -> SelfCheck:
+        return SelfCheck.model_construct(levels=list(levels))
+
+    assert failed_selfcheck(check(level(1, 40, True), level(128, 900, False))) is None
+    no_answer = failed_selfcheck(check(level(1, 40, True), level(16, 0, False)))
+    assert no_answer == "16 at once: every request failed; nothing was checked"
+    none_valid = failed_selfcheck(check(level(1, 40, False), level(16, 300, False)))
+    assert none_valid is not None and none_valid.startswith("no level was valid")

@@ -17,6 +17,28 @@ from sagemeter.calibrate import arrival, wire
 from sagemeter.calibrate.http1 import BadRequest, Request, parse_request
 
 READ_SIZE = 65536
+CLOSE_HEADER = b"connection: close\r\n"
+CLOSE_MODES = ("", "always", "after-reply", "on-reuse")
+
+
+class ClosePolicy:
+    """How the server ends kept-alive connections, shared by all of them, with what it cost.
+
+    "" keeps them alive. "always" sends `Connection: close` and closes after each reply.
+    "after-reply" closes after each reply without saying so (the client learns from the end of
+    file, often only when it sends again). "on-reuse" answers the first request of a connection
+    and closes the connection, unanswered, when a second request arrives on it: what a client
+    sees when a server closed an idle connection just before the client reused it.
+    `lost` counts the requests closed unanswered that way.
+    """
+
+    __slots__ = ("lost", "mode")
+
+    def __init__(self, mode: str = "") -> None:
+        if mode not in CLOSE_MODES:
+            raise ValueError(f"connection_close must be one of {CLOSE_MODES}")
+        self.mode = mode
+        self.lost = 0
 
 
 class RequestError(Exception):
@@ -42,6 +64,8 @@ class Connection:
         "closed",
         "fd",
         "loop",
+        "policy",
+        "replies",
         "respond",
         "sock",
         "stamped",
@@ -54,8 +78,11 @@ class Connection:
         loop: asyncio.AbstractEventLoop,
         respond: Responder,
         stamped: bool = False,
+        policy: ClosePolicy | None = None,
     ):
         self.sock = sock
+        self.policy = policy or ClosePolicy()
+        self.replies = 0
         self.stamped = stamped
         # When the request being answered arrived (monotonic): the kernel's stamp of its
         # bytes, or, for a pipelined request, the moment the one before it was finished.
@@ -73,6 +100,9 @@ class Connection:
     def write(self, data: bytes) -> None:
         if self.closed:
             return
+        if self.policy.mode == "always" and data[:9] == b"HTTP/1.1 " and CLOSE_HEADER not in data:
+            line_end = data.index(b"\r\n") + 2
+            data = data[:line_end] + CLOSE_HEADER + data[line_end:]
         if self.unsent:
             self.unsent += data
             return
@@ -91,6 +121,9 @@ class Connection:
         """The timed reply is out: close if asked, else answer a pipelined request next."""
         self.busy = False
         self.arrived = time.monotonic()
+        self.replies += 1
+        if self.policy.mode in ("always", "after-reply"):
+            self.close_after = True
         if self.close_after:
             self._close_when_sent()
         elif self.buffer:
@@ -148,7 +181,11 @@ class Connection:
                 return
             if request is None:
                 return
-            self.close_after = request.close
+            if self.policy.mode == "on-reuse" and self.replies > 0:
+                self.policy.lost += 1
+                self.close()  # unread bytes left: the kernel resets the connection
+                return
+            self.close_after = request.close or self.policy.mode in ("always", "after-reply")
             try:
                 answer = self.respond(request, self)
             except RequestError as exc:
@@ -157,16 +194,24 @@ class Connection:
                 self.busy = True
                 return
             self.write(answer)
-            if request.close:
+            self.replies += 1
+            if self.close_after:
                 self._close_when_sent()
 
 
 class Listener:
     """Accepts connections on 127.0.0.1 and hands each to a `Connection`."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, port: int, respond: Responder) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        port: int,
+        respond: Responder,
+        policy: ClosePolicy | None = None,
+    ) -> None:
         self.loop = loop
         self.respond = respond
+        self.policy = policy or ClosePolicy()
         self.accepted = 0
         self.kernel_stamps: bool | None = None  # known once a connection is accepted
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -192,7 +237,7 @@ class Listener:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.accepted += 1
             self.kernel_stamps = arrival.enable_stamps(sock)
-            Connection(sock, self.loop, self.respond, self.kernel_stamps)
+            Connection(sock, self.loop, self.respond, self.kernel_stamps, self.policy)
 
     def close(self) -> None:
         self.loop.remove_reader(self.sock.fileno())

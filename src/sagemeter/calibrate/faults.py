@@ -23,6 +23,10 @@ checked against `TruthTiming`.
   (a hosted endpoint's habit), so a client that loses its key anywhere is seen to.
 - `answer`: every generation is answered 200 with an HTML page (`html`) or with JSON that has no
   `choices` (`no-choices`): the server is not a chat API.
+- `connection_close`: how kept-alive connections end (`ClosePolicy` in connection.py):
+  `always` (`Connection: close` on every reply, then closed), `after-reply` (closed after every
+  reply without the header, as llama.cpp's server does) or `on-reuse` (a second request on a
+  connection is met by a close before any answer: every reuse is lost, the count is in /stats).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 ANSWERS = ("", "html", "no-choices")
+CONNECTION_CLOSES = ("", "always", "after-reply", "on-reuse")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class Faults:
     usage_offset: int = 0
     require_key: str = ""
     answer: Literal["", "html", "no-choices"] = ""
+    connection_close: Literal["", "always", "after-reply", "on-reuse"] = ""
 
     def __post_init__(self) -> None:
         for name in ("empty_every", "reasoning_tokens", "fail_every", "stall_every", "drop_every"):
@@ -60,6 +66,9 @@ class Faults:
             raise ValueError("stall_s must be 0 or more; stall_after and drop_after at least 1")
         if self.answer not in ANSWERS:
             raise ValueError(f"answer must be one of {ANSWERS}")
+        if self.connection_close not in CONNECTION_CLOSES:
+            choices = ", ".join(c for c in CONNECTION_CLOSES if c)
+            raise ValueError(f"connection_close must be one of {choices}")
 
     @property
     def any(self) -> bool:

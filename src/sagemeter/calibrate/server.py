@@ -32,7 +32,7 @@ from typing import Any
 
 from sagemeter.calibrate import wire
 from sagemeter.calibrate.child import die_with_parent, running_truth_server
-from sagemeter.calibrate.connection import Connection, Listener, RequestError
+from sagemeter.calibrate.connection import ClosePolicy, Connection, Listener, RequestError
 from sagemeter.calibrate.faults import Faults, nth
 from sagemeter.calibrate.http1 import Request
 from sagemeter.calibrate.loops import run_precisely
@@ -134,6 +134,8 @@ class TruthApp:
             "batch_gap_s": scheduler.batch_gap_s,
             "niceness": os.getpriority(os.PRIO_PROCESS, 0),
             "generation_requests": self.generations,
+            # Requests met by a close before any answer (--connection-close on-reuse).
+            "closed_unanswered": self.listener.policy.lost if self.listener else 0,
         }
 
     def respond(self, request: Request, connection: Connection) -> bytes | None:
@@ -244,7 +246,8 @@ async def serve(
     """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound."""
     loop = asyncio.get_running_loop()
     app = TruthApp(timing, Scheduler(loop, grid_period(batch_gap_s, timing.itl_s)), faults)
-    listener = Listener(loop, port, app.respond)
+    policy = ClosePolicy(faults.connection_close if faults is not None else "")
+    listener = Listener(loop, port, app.respond, policy)
     app.listener = listener
     if on_ready is not None:
         on_ready(listener.port)
@@ -287,7 +290,7 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="store_true")
         elif item.name == "retry_after_s":
             parser.add_argument(flag, type=float)
-        elif item.name in ("answer", "require_key"):
+        elif item.name in ("answer", "require_key", "connection_close"):
             parser.add_argument(flag, default="")
         elif item.name == "stall_s":
             parser.add_argument(flag, type=float, default=0.0)

@@ -59,6 +59,14 @@ def calibrate_server_command(
     answer: Annotated[
         str, typer.Option(help="fault: answer every generation as `html` or `no-choices`")
     ] = "",
+    connection_close: Annotated[
+        str,
+        typer.Option(
+            help="fault: end kept-alive connections: `always` (Connection: close), "
+            "`after-reply` (closed silently after each reply) or `on-reuse` (a reused "
+            "connection is closed before any answer)"
+        ),
+    ] = "",
 ) -> None:
     """Serve an OpenAI-compatible API on 127.0.0.1 with known timing, until Ctrl-C.
 
@@ -92,6 +100,7 @@ def calibrate_server_command(
             usage_offset=usage_offset,
             require_key=require_key,
             answer=answer,  # type: ignore[arg-type]  # checked by Faults
+            connection_close=connection_close,  # type: ignore[arg-type]  # checked by Faults
         )
     except ValueError as exc:
         raise UserError(f"calibrate-server: {exc}") from None

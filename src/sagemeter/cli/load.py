@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sagemeter.errors import UserError
 from sagemeter.printable import printable
+
+if TYPE_CHECKING:
+    from sagemeter.loadgen.result import LoadResult
+    from sagemeter.loadgen.selfcheck import SelfCheck
 
 
 def _duration(text: str | None, flag: str) -> float | None:
@@ -111,10 +115,10 @@ def register(app: typer.Typer) -> None:
             return
         started = time.perf_counter()
         from rich.console import Console
+        from rich.markup import escape
 
         from sagemeter.loadgen.files import write_result
         from sagemeter.loadgen.loadrun import run_once
-        from sagemeter.loadgen.result import LoadResult
         from sagemeter.loadgen.schedule import parse_shard
         from sagemeter.loadgen.settings import LoadSettings
         from sagemeter.loadgen.sweep import run_sweep
@@ -190,6 +194,10 @@ def register(app: typer.Typer) -> None:
             console.print(f"wrote {out} ({time.perf_counter() - before:.3f} s)", highlight=False)
         if result.cluster is not None and result.cluster.lost_nodes:
             raise typer.Exit(3)  # a node's requests are missing: the figures are not the run asked
+        why = failed_run(result)
+        if why is not None:
+            Console(stderr=True).print(f"[yellow]incomplete:[/] {escape(why)}", highlight=False)
+            raise typer.Exit(3)
 
     @app.command()
     def selfcheck(
@@ -214,6 +222,7 @@ def register(app: typer.Typer) -> None:
         """Measure a server of known timing: where does this machine's client stop being right?"""
         started = time.perf_counter()
         from rich.console import Console
+        from rich.markup import escape
 
         from sagemeter.atomic import check_output_file, write_text_atomic
         from sagemeter.loadgen.selfcheck import run_selfcheck
@@ -243,6 +252,31 @@ def register(app: typer.Typer) -> None:
         if out is not None:
             write_text_atomic(out, check.model_dump_json(indent=1) + "\n")
             console.print(f"wrote {out}", highlight=False)
+        why = failed_selfcheck(check)
+        if why is not None:
+            Console(stderr=True).print(f"[yellow]incomplete:[/] {escape(why)}", highlight=False)
+            raise typer.Exit(3)
+
+
+def failed_run(result: LoadResult) -> str | None:
+    """Why a load run (or a sweep) did not do its job, or None: exit code 3 then, as for an
+    incomplete measurement, so a script never takes a run of failures for a result."""
+    if result.requests_completed == 0:
+        return f"every request failed ({result.requests_failed}); no figure was measured"
+    if not result.valid:
+        return "the run is not valid: " + "; ".join(result.invalid_because)
+    return None
+
+
+def failed_selfcheck(check: SelfCheck) -> str | None:
+    """Why a self-check did not do its job, or None. A high level the client cannot keep up
+    with is a finding, not a failure; a level with no answer at all, or no valid level, is."""
+    for level in check.levels:
+        if level.result.requests_completed == 0:
+            return f"{level.concurrency} at once: every request failed; nothing was checked"
+    if check.levels and not any(level.valid for level in check.levels):
+        return "no level was valid: this machine's client was not right even at the lowest"
+    return None
 
 
 def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:

@@ -120,6 +120,8 @@ def build_result(
         asked_concurrency=asked_concurrency,
         asked_rate=settings.rate,
         requests_failed=figures.requests_failed,
+        requests_reopened=figures.requests_reopened,
+        reopen_lost_s=figures.reopen_lost_s,
         decode_tokens_per_second=figures.decode_tokens_per_second,
         invalid_because=invalid,
         window=figures.window,
@@ -150,6 +152,8 @@ def raw_record(record: RequestRecord) -> RawRecord:
         done=record.done,
         error=record.error,
         reasoning_events=record.reasoning_events,
+        reopened_from_us=record.reopened_from_us,
+        connect_from_us=record.connect_from_us,
     )
 
 
@@ -174,6 +178,10 @@ def record_from_raw(raw: RawRecord, offset_us: int = 0) -> RequestRecord:
         done=raw.done,
         error=raw.error,
         reasoning_events=raw.reasoning_events,
+        reopened_from_us=(
+            None if raw.reopened_from_us is None else raw.reopened_from_us + offset_us
+        ),
+        connect_from_us=None if raw.connect_from_us is None else raw.connect_from_us + offset_us,
     )
 
 

@@ -50,6 +50,8 @@ class Figures:
     achieved_concurrency: float
     requests_completed: int
     requests_failed: int
+    requests_reopened: int
+    reopen_lost_s: float
     output_tokens: int
     goodput: Goodput | None
     tokens: TokenCheck
@@ -93,8 +95,12 @@ def _weight(record: RequestRecord) -> float:
 
 
 def _send_lags(records: Sequence[RequestRecord], mode: Literal["closed", "poisson"]) -> list[float]:
+    """The client's own delays, up to when it set out to send (`first_send_us`): the connect
+    or lost send a server's closing of a connection costs is not counted as the client's lag."""
     if mode == "poisson":
-        return [(r.send_us - r.scheduled_us) * US for r in records if r.scheduled_us is not None]
+        return [
+            (r.first_send_us - r.scheduled_us) * US for r in records if r.scheduled_us is not None
+        ]
     by_stream: dict[int, list[RequestRecord]] = defaultdict(list)
     for record in records:
         by_stream[record.stream].append(record)
@@ -102,7 +108,7 @@ def _send_lags(records: Sequence[RequestRecord], mode: Literal["closed", "poisso
     for stream_records in by_stream.values():
         stream_records.sort(key=lambda r: r.index)
         for before, after in itertools.pairwise(stream_records):
-            gaps.append((after.send_us - before.end_us) * US)
+            gaps.append((after.first_send_us - before.end_us) * US)
     return gaps
 
 
@@ -209,6 +215,8 @@ def summarize(
         achieved_concurrency=in_flight_us * US / length_s,
         requests_completed=len(ok),
         requests_failed=len(failed),
+        requests_reopened=sum(1 for r in records if r.reopened),
+        reopen_lost_s=math.fsum(r.reopen_lost_s for r in records),
         output_tokens=sum(r.tokens for r in ok),
         goodput=goodput,
         tokens=token_check,

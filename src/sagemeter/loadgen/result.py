@@ -114,6 +114,16 @@ class RawRecord(BaseModel):
     done: bool
     error: str | None
     reasoning_events: int = 0
+    reopened_from_us: int | None = Field(
+        default=None,
+        description="sent first on a kept-alive connection the server had closed, then again "
+        "at once on a new one from send_us; not a retry nor a failure",
+    )
+    connect_from_us: int | None = Field(
+        default=None,
+        description="when a new connection was begun because the server had ended the "
+        "stream's last one (Connection: close, or closed idle)",
+    )
 
 
 class RawRun(BaseModel):
@@ -209,6 +219,15 @@ class LoadResult(BaseModel):
     asked_concurrency: int | None
     asked_rate: float | None
     requests_failed: int
+    requests_reopened: int = Field(
+        default=0,
+        description="requests whose kept-alive connection the server had closed unanswered, "
+        "sent again at once on a new connection (not retries, not failures)",
+    )
+    reopen_lost_s: float = Field(
+        default=0.0,
+        description="seconds those lost sends cost in all (TTFT counts from the resend)",
+    )
     decode_tokens_per_second: Distribution
     invalid_because: list[str]
     window: Window

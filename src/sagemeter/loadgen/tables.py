@@ -34,6 +34,10 @@ def result_tables(result: LoadResult) -> list[Table]:
     rows = [
         ("output tokens/s (steady window)", _num(result.output_tokens_per_second)),
         ("requests completed / failed", f"{result.requests_completed} / {result.requests_failed}"),
+        (
+            "reopened (server closed a kept-alive connection)",
+            f"{result.requests_reopened} ({result.reopen_lost_s * 1000:.1f} ms lost)",
+        ),
         ("output tokens", f"{result.output_tokens:,}"),
         ("achieved concurrency", _num(result.achieved_concurrency, 2)),
         (

@@ -49,6 +49,7 @@ async def measure_quality(
                 finish_reason=record.finish_reason,
                 error=record.error,
                 retries=record.retries,
+                reopened=record.reopened,
             )
         )
     return QualityDetail.from_items(

@@ -330,6 +330,7 @@ def assemble_result(
     retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
     retries = sum(r.retries for r in records) + sum(i.retries for i in quality.items)
     retries += fidelity.retries if fidelity is not None else 0
+    reopened = sum(1 for r in records if r.reopened) + sum(1 for i in quality.items if i.reopened)
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
     warnings = [
         *decode.problems,
@@ -373,6 +374,7 @@ def assemble_result(
             failed_requests=failed,
             retried_requests=retried,
             retries=retries,
+            reopened_requests=reopened,
             warnings=warnings,
         ),
     )

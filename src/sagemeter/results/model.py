@@ -206,6 +206,9 @@ class QualityItem(BaseModel):
     finish_reason: str | None = None
     error: str | None = None
     retries: int = 0
+    reopened: bool = Field(
+        False, description="sent again at once after the server closed its kept-alive connection"
+    )
 
     @property
     def answered(self) -> bool:
@@ -358,6 +361,11 @@ class Detail(BaseModel):
     failed_requests: int = 0
     retried_requests: int = Field(0, description="requests that needed more than one try")
     retries: int = Field(0, description="tries sent again after a transient failure, in all")
+    reopened_requests: int = Field(
+        0,
+        description="requests sent again at once on a new connection because the server had "
+        "closed their kept-alive one before answering (not retries, not failures)",
+    )
     warnings: list[str] = Field(default_factory=list)
     source_format: str = Field(
         "sagemeter", description="who wrote the file: sagemeter, or the article's compare.py"

@@ -19,6 +19,7 @@ from typing import Any
 from sagemeter.transport.address import ServerAddress, parse_address
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
+from sagemeter.transport.reopen import send_reopening
 from sagemeter.transport.request import http_request
 from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries
 
@@ -44,7 +45,9 @@ class HttpClient:
     """Requests to one server, each on a kept-alive connection of a small pool.
 
     `timeout_s` bounds a whole request, `stall_s` the silence once tokens flow; failed requests
-    are sent again by `retry` (`sent_again` counts those tries). Records are frozen on this
+    are sent again by `retry` (`sent_again` counts those tries); a request whose kept-alive
+    connection the server had closed goes out again at once on a new one (`reopened` counts
+    those; it is not a retry). Records are frozen on this
     client's timeline (`origin`, a perf_counter instant, taken together with the wall clock
     `origin_wall`).
     """
@@ -64,6 +67,7 @@ class HttpClient:
         self.stall_s = stall_s
         self.retry = retry
         self.sent_again = 0
+        self.reopened = 0  # requests sent again at once on a new connection (reopen.py)
         self.origin = time.perf_counter()
         self.origin_wall = time.time()
         self._idle: list[Connection] = []
@@ -85,53 +89,46 @@ class HttpClient:
     def _kept_alive(self) -> Connection | None:
         while self._idle:
             connection = self._idle.pop()
-            if connection.reusable and not connection.closed:
+            if connection.reusable:
                 return connection
+            connection.close()
         return None
+
+    async def _connect(self) -> Connection:
+        address = self.address
+        loop = asyncio.get_running_loop()
+        return await open_connection(loop, address.host, address.port, self._tls, address.host)
 
     async def _send_once(
         self, payload: bytes, record: LiveRecord, stream: bool, keep_text: bool, timeout_s: float
     ) -> LiveRecord:
-        """One try; a kept-alive connection the server closed as we reused it is replaced.
-
-        Servers close idle connections when they like; if ours was closed just as we sent, the
-        server never saw the request, so it goes out again on a fresh connection at once, as
-        browsers do. That is not a retry of the request: it never reached the server.
-        """
+        """One try, on a kept-alive connection when one is idle (reopened if the server had
+        closed it, `reopen.py`), else on a new one."""
         connection = self._kept_alive()
-        if connection is not None:
-            record = await self._send_on(connection, payload, record, stream, keep_text, timeout_s)
-            if not (record.error and record.transient and record.status is None):
+        if connection is None:
+            try:
+                connection = await self._connect()
+            except OSError as exc:
+                record.send = record.end = time.perf_counter()
+                reason = connect_failure(exc)
+                address = self.address
+                record.error = f"cannot connect to {address.host}:{address.port}: {reason}"
                 return record
-            record.error, record.transient = None, False
-        address = self.address
-        try:
-            loop = asyncio.get_running_loop()
-            connection = await open_connection(
-                loop, address.host, address.port, self._tls, address.host
-            )
-        except OSError as exc:
-            record.send = record.end = time.perf_counter()
-            reason = connect_failure(exc)
-            record.error = f"cannot connect to {address.host}:{address.port}: {reason}"
-            return record
-        return await self._send_on(connection, payload, record, stream, keep_text, timeout_s)
-
-    async def _send_on(
-        self,
-        connection: Connection,
-        payload: bytes,
-        record: LiveRecord,
-        stream: bool,
-        keep_text: bool,
-        timeout_s: float,
-    ) -> LiveRecord:
         stall = self.stall_s if stream else 0.0
-        record = await connection.send(
-            payload, record, timeout_s, stream=stream, stall_s=stall, keep_text=keep_text
+        record, used = await send_reopening(
+            connection,
+            self._connect,
+            payload,
+            record,
+            timeout_s,
+            stream=stream,
+            stall_s=stall,
+            keep_text=keep_text,
         )
-        if connection.reusable and not connection.closed:
-            self._idle.append(connection)
+        if record.reopened_from is not None:
+            self.reopened += 1
+        if used is not None and used.reusable:
+            self._idle.append(used)
         return record
 
     async def exchange(

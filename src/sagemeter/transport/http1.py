@@ -9,6 +9,11 @@ body bytes go straight to the byte-level SSE splitter, and each read is time-sta
 A reply that is not streamed (a JSON body) is kept whole when the caller asks for it. Failures
 never raise: they are written into the record with their reason, and the ones worth sending again
 (HTTP 429/500/502/503/504, a connection closed before any answer) are marked `transient`.
+
+A connection is reused only while the server allows it: not after a response that says
+`Connection: close` (or is HTTP/1.0 without keep-alive), not beyond `Keep-Alive: max=N` more
+requests, not once it has been idle for `Keep-Alive: timeout=` (less a margin). A server may
+still close an idle connection silently; `reopen.py` sends such a request again.
 """
 
 from __future__ import annotations
@@ -29,6 +34,26 @@ ERROR_BODY_LIMIT = 2048
 BODY_LIMIT = 64 * 1024 * 1024  # a whole (non-streamed) reply larger than this is refused
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_AFTER_LIMIT_S = 300.0
+# A connection idle this long before the server's announced `Keep-Alive: timeout=` is not reused:
+# the server may close it while our request is on its way.
+KEEP_ALIVE_MARGIN_S = 0.5
+
+
+def keep_alive_limits(value: bytes) -> tuple[int | None, float | None]:
+    """`max` (requests still allowed) and `timeout` (idle seconds) of a `Keep-Alive` header."""
+    left: int | None = None
+    idle: float | None = None
+    for part in value.decode("latin-1").split(","):
+        name, _, number = part.partition("=")
+        name = name.strip().lower()
+        try:
+            if name == "max":
+                left = max(0, int(number.strip()))
+            elif name == "timeout":
+                idle = max(0.0, float(number.strip()))
+        except ValueError:
+            continue
+    return left, idle
 
 
 def retry_after_seconds(value: bytes) -> float | None:
@@ -70,7 +95,21 @@ class Connection(asyncio.Protocol):
         self._expect_stream = True
         self._body = bytearray()
         self.closed = False
-        self.reusable = True
+        self._keep = True  # False once the server said (or showed) it will not take another
+        self._left: int | None = None  # requests the server still allows (`Keep-Alive: max=`)
+        self._idle_s: float | None = None  # its idle limit (`Keep-Alive: timeout=`)
+        self._idle_since = 0.0
+        self.replies = 0  # responses that ended on this connection: reused when > 0
+
+    @property
+    def reusable(self) -> bool:
+        """Whether another request may go on this connection, as far as the server has said."""
+        if self.closed or not self._keep or (self._left is not None and self._left <= 0):
+            return False
+        if self._idle_s is not None:
+            idle = time.perf_counter() - self._idle_since
+            return idle < self._idle_s - min(KEEP_ALIVE_MARGIN_S, self._idle_s / 2)
+        return True
 
     # asyncio.Protocol
 
@@ -80,12 +119,13 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.reusable = False
+        self._keep = False
         record = self._record
         if record is not None and not self._answered:
             # Nothing of the answer came back: the server (or a kept-alive connection it had
             # just closed) never processed it, so sending it again is safe.
             record.transient = True
+            record.lost_unanswered = True
             reason = f"connection lost before any answer: {exc}" if exc else None
             self._finish(reason or "connection closed by the server before any answer")
             return
@@ -120,7 +160,13 @@ class Connection(asyncio.Protocol):
         if name in (b"content-length", b"transfer-encoding"):
             self._framed = True
         if name == b"connection" and value.strip().lower() == b"close":
-            self.reusable = False
+            self._keep = False
+        elif name == b"keep-alive":
+            left, idle = keep_alive_limits(value)
+            if left is not None:
+                self._left = left
+            if idle is not None:
+                self._idle_s = idle
         elif name == b"content-type" and value.strip().lower().startswith(b"text/event-stream"):
             self._streamed = True
         elif name == b"retry-after" and self._record is not None:
@@ -156,7 +202,9 @@ class Connection(asyncio.Protocol):
             if tail:
                 self.on_body(tail + b"\n\n")
         if not self._parser.should_keep_alive():
-            self.reusable = False
+            self._keep = False
+        self.replies += 1
+        self._idle_since = time.perf_counter()
         self._finish(self._outcome(record))
         if not self.reusable:
             self.close()
@@ -182,11 +230,14 @@ class Connection(asyncio.Protocol):
         self._record, self._future = record, future
         self._expect_stream, self._stall_s = stream, stall_s
         self._answered = False
+        if self._left is not None:
+            self._left -= 1
         if keep_text and record.pieces is None:
             record.pieces = []
         if self.closed or self._transport is None:
             record.send = time.perf_counter()
             record.transient = True
+            record.lost_unanswered = True
             self._finish("connection closed before the request was sent")
             return future
         self._timer = self._loop.call_later(timeout_s, self._on_timeout, timeout_s)
@@ -196,7 +247,7 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
-        self.reusable = False
+        self._keep = False
         if self._transport is not None:
             self._transport.close()
 

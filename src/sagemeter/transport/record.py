@@ -52,6 +52,14 @@ class LiveRecord:
     status: int | None = None
     retry_after_s: float | None = None
     transient: bool = False
+    # The connection closed before any byte of the answer (the request never reached work).
+    lost_unanswered: bool = False
+    # When a send on a reused kept-alive connection was lost that way and sent again at once on
+    # a fresh one (`reopen.py`); `send` is then the resend's instant.
+    reopened_from: float | None = None
+    # When the client began connecting anew because the server had ended (or would not keep)
+    # the stream's connection: the server's cost, not the client's lag.
+    connect_from: float | None = None
     body: bytes | None = None
     pieces: list[str] | None = None
     max_tokens: int | None = None
@@ -90,11 +98,17 @@ class LiveRecord:
                 for send, end, error, status, waited in self.attempts_raw
             ],
             text=None if self.pieces is None else "".join(self.pieces),
+            reopened_from_us=_us_or_none(self.reopened_from, origin),
+            connect_from_us=_us_or_none(self.connect_from, origin),
         )
 
 
 def _us(seconds: float) -> int:
     return round(seconds * 1e6)
+
+
+def _us_or_none(instant: float | None, origin: float) -> int | None:
+    return None if instant is None else _us(instant - origin)
 
 
 @dataclass(slots=True)
@@ -106,7 +120,10 @@ class RequestRecord:
     last byte of the response arrived; `arrivals_us` holds one instant per token event (reasoning
     events included; `reasoning_events` says how many of them were reasoning). `attempts` are the
     earlier tries of the same request that failed and were sent again; the times above are the
-    final attempt's.
+    final attempt's. `reopened_from_us` is set when the request first went out on a reused
+    kept-alive connection that the server had closed (nothing came back) and was sent again at
+    once on a fresh one: `send_us` (and so TTFT) is the resend's, and `reopen_lost_s` is the time
+    the lost send cost. That is neither a retry nor a failure.
     """
 
     stream: int
@@ -126,6 +143,8 @@ class RequestRecord:
     status: int | None = None
     attempts: list[Attempt] = field(default_factory=list)
     text: str | None = None
+    reopened_from_us: int | None = None
+    connect_from_us: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -147,6 +166,23 @@ class RequestRecord:
     @property
     def retries(self) -> int:
         return len(self.attempts)
+
+    @property
+    def reopened(self) -> bool:
+        return self.reopened_from_us is not None
+
+    @property
+    def first_send_us(self) -> int:
+        """When the client set out to send: before a lost send, or before a connect that the
+        server made necessary by ending the stream's connection (else `send_us`)."""
+        return min(
+            t for t in (self.send_us, self.reopened_from_us, self.connect_from_us) if t is not None
+        )
+
+    @property
+    def reopen_lost_s(self) -> float:
+        """Seconds from the lost send on a closed kept-alive connection to the resend (or 0)."""
+        return 0.0 if self.reopened_from_us is None else (self.send_us - self.reopened_from_us) * US
 
     @property
     def total_s(self) -> float:
@@ -174,6 +210,12 @@ class RequestRecord:
             scheduled_us=None if self.scheduled_us is None else self.scheduled_us + offset_us,
             send_us=self.send_us + offset_us,
             end_us=self.end_us + offset_us,
+            reopened_from_us=(
+                None if self.reopened_from_us is None else self.reopened_from_us + offset_us
+            ),
+            connect_from_us=(
+                None if self.connect_from_us is None else self.connect_from_us + offset_us
+            ),
             arrivals_us=[t + offset_us for t in self.arrivals_us],
             attempts=[
                 dataclasses.replace(a, send_us=a.send_us + offset_us, end_us=a.end_us + offset_us)

@@ -28,6 +28,7 @@ from typing import IO, Any
 from sagemeter.transport.clock import LagSampler, perf_counter_at
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
+from sagemeter.transport.reopen import send_reopening
 from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries
 
 READY = b"ready\n"
@@ -238,13 +239,26 @@ class Worker:
                 if fresh is None:
                     return record
                 current = held[0] = fresh
-            return await current.send(payload, record, plan.timeout_s, stall_s=plan.stall_s)
+            return await self.send_on(current, held, payload, record)
 
         record = await send_with_retries(
             send, lambda: LiveRecord(first.stream, 0, max_tokens=plan.max_tokens), plan.retry
         )
         if held[0] is not connection:
             held[0].close()
+        return record
+
+    async def send_on(
+        self, connection: Connection, held: list[Connection], payload: bytes, record: LiveRecord
+    ) -> LiveRecord:
+        """Send on `connection`, reopened at once if the server had closed it (`reopen.py`);
+        `held[0]` becomes the connection the request ended on."""
+        plan = self.plan
+        record, used = await send_reopening(
+            connection, self.connect, payload, record, plan.timeout_s, stall_s=plan.stall_s
+        )
+        if used is not None:
+            held[0] = used
         return record
 
     async def connected_or_error(self, record: LiveRecord) -> Connection | None:
@@ -264,15 +278,22 @@ class Worker:
         payload = own[plan.streams.index(stream)] if own else plan.payload
         limit = plan.requests_per_stream
         index = 0
-        held = [connection]
+        held: list[Connection | None] = [connection]
 
         async def send(record: LiveRecord) -> LiveRecord:
             current = held[0]
             if current is None or not current.reusable:
+                if current is not None:  # the server ended it: connecting is not our lag
+                    current.close()
+                    record.connect_from = time.perf_counter()
                 current = held[0] = await self.connected_or_error(record)
                 if current is None:
                     return record
-            return await current.send(payload, record, plan.timeout_s, stall_s=plan.stall_s)
+            record, used = await send_reopening(
+                current, self.connect, payload, record, plan.timeout_s, stall_s=plan.stall_s
+            )
+            held[0] = used
+            return record
 
         def fresh(number: int) -> Callable[[], LiveRecord]:
             return lambda: LiveRecord(stream, number, max_tokens=plan.max_tokens)
@@ -326,6 +347,8 @@ class Worker:
         while self.idle and connection is None:
             candidate = self.idle.pop()
             connection = candidate if candidate.reusable else None
+            if connection is None:
+                candidate.close()
         if self.output.stopped_early is not None:
             return  # the first requests all failed: the rest of the schedule is not sent
         if connection is None:
@@ -333,9 +356,12 @@ class Worker:
             if connection is None:
                 self.keep(record)
                 return
-        self.keep(await connection.send(self.plan.payload, record, self.plan.timeout_s))
-        if connection.reusable:
-            self.idle.append(connection)
+        record, used = await send_reopening(
+            connection, self.connect, self.plan.payload, record, self.plan.timeout_s
+        )
+        self.keep(record)
+        if used is not None and used.reusable:
+            self.idle.append(used)
 
 
 def run_plan(plan: WorkerPlan, channel_in: IO[bytes], channel_out: IO[bytes]) -> None:
