@@ -25,6 +25,7 @@ from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
+from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.load import load_request_count, measure_load
@@ -179,6 +180,15 @@ async def measure_target(
             statistic=settings.load_statistic,
             pause_s=settings.batch_pause_s,
             progress=progress,
+            one_at_once_expected=(
+                one_at_once_expected(
+                    decode.tokens_per_second,
+                    decode.per_call_fixed_cost_s,
+                    settings.load_max_tokens,
+                )
+                if decode.valid
+                else None
+            ),
         )
         await meter.end("parallel", [r for level in load.levels for r in level.records])
         on_phase("quality")
@@ -334,6 +344,8 @@ def assemble_result(
     warnings = [
         *decode.problems,
         *(level.problem for level in load.levels if level.problem),
+        *(f"decode: measured again: {why}" for why in decode.measured_again),
+        *(f"{lv.concurrency} at once: {why}" for lv in load.levels for why in lv.measured_again),
         *_client_bound_warnings(decode),
         *token_warnings(decode, load),
         *(fidelity_warnings or []),
