@@ -118,3 +118,27 @@ def test_a_stall_in_every_batch_of_4_leaves_no_figure(tmp_path: Path) -> None:
     assert result.decode_tokens_per_second == pytest.approx(1 / TRUTH.itl_s, rel=0.05)
     assert result.detail is not None and result.detail.decode is not None
     assert len(result.detail.decode.measured_again) == 2
+
+
+def test_a_timed_out_request_fails_its_batch_and_is_counted(tmp_path: Path) -> None:
+    """One request of the first 4-at-once batch pauses past the 0.5 s timeout: it is a failure
+    of its batch (never a figure, not sent again), the batch runs again, the level's figure is
+    the truth's, and the summary counts the failure as a timeout."""
+    settings = _settings(1).model_copy(update={"timeout_s": 0.5})
+    stalled = _first_four_at_once(settings) + 1
+    with running_truth_server(TRUTH, faults=Faults(stall_once=stalled, stall_s=STALL_S)) as url:
+        result = _measure(url, tmp_path, settings)
+    assert result.detail is not None and result.detail.load is not None
+    level = result.detail.load.levels[1]
+    failed = [batch for batch in level.batches if batch.failed]
+    assert len(failed) == 1 and failed[0].complete is False
+    assert failed[0].reason is not None and "timeout: no complete response" in failed[0].reason
+    assert result.load_tokens_per_second["4"] == pytest.approx(
+        TRUTH.tokens_per_second(4, LOAD_TOKENS), rel=0.1
+    )
+    assert result.detail.failed_requests == result.detail.timed_out_requests == 1
+    assert result.detail.retries == 0
+    assert (
+        "1 requests failed: 1 timed out (a timeout is not sent again)"
+        in (result.detail.warnings)[-1]
+    )

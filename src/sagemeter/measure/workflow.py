@@ -350,8 +350,10 @@ def assemble_result(
         *token_warnings(decode, load),
         *(fidelity_warnings or []),
     ]
+    errors = [r.error for r in records if not r.ok] + [i.error for i in quality.items if i.error]
+    timed_out = sum(1 for error in errors if error and error.startswith(TIMEOUT_PREFIX))
     if failed:
-        warnings.append(f"{failed} requests failed after their retries; see detail records")
+        warnings.append(failure_summary(failed, timed_out))
     if retries:
         warnings.append(f"{retries} tries were sent again after a transient failure")
     streaming = decode.ttft_s, decode.inter_token_latency_s
@@ -383,12 +385,29 @@ def assemble_result(
             fidelity=fidelity,
             server_metrics=server_metrics,
             failed_requests=failed,
+            timed_out_requests=timed_out,
             retried_requests=retried,
             retries=retries,
             warnings=warnings,
         ),
     )
     return fill_derived(result)
+
+
+TIMEOUT_PREFIX = "timeout:"
+
+
+def failure_summary(failed: int, timed_out: int) -> str:
+    """Every failed request counted, and how: a timeout is a failure that is never sent again."""
+    parts = []
+    if timed_out:
+        parts.append(f"{timed_out} timed out (a timeout is not sent again)")
+    if failed > timed_out:
+        parts.append(f"{failed - timed_out} failed otherwise, after any retries")
+    return (
+        f"{failed} requests failed: {', '.join(parts)}; their batches and replies are not in "
+        "any figure (see detail records)"
+    )
 
 
 def missing_figures(

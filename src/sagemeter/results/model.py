@@ -364,6 +364,9 @@ class Detail(BaseModel):
         None, description="the server's own /metrics counts per phase beside the client's"
     )
     failed_requests: int = 0
+    timed_out_requests: int = Field(
+        0, description="of the failed requests, those that timed out (never sent again)"
+    )
     retried_requests: int = Field(0, description="requests that needed more than one try")
     retries: int = Field(0, description="tries sent again after a transient failure, in all")
     warnings: list[str] = Field(default_factory=list)
