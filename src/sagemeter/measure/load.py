@@ -252,7 +252,7 @@ async def measure_load(
         doubt = level_doubt(concurrency, level.tokens_per_second, smaller, one_at_once_expected)
         if doubt is not None:
             prior = set_aside(level, doubt)
-            level = await measure(concurrency, prior=prior)
+            level = await measure(concurrency, prior=prior, progress=no_progress)
             still = level_doubt(concurrency, level.tokens_per_second, smaller, one_at_once_expected)
             if still is not None:
                 level.tokens_per_second = level.tokens_per_second_ci95 = None
