@@ -88,6 +88,23 @@ def test_a_one_time_stall_in_a_batch_is_run_again_and_the_figure_is_the_truth(
     assert not result.detail.load.levels[0].measured_again
 
 
+def test_one_at_once_far_below_the_decode_rate_is_run_again(tmp_path: Path) -> None:
+    """The only 1-at-once batch stalls: 3.7 tokens/s against the 44 the decode rate (100/s) and
+    its 50 ms per call predict, so the level runs again and reads the truth."""
+    settings = _settings(1)
+    stalled = _first_four_at_once(settings) - 1  # the 1-at-once batch, just before
+    with running_truth_server(TRUTH, faults=Faults(stall_once=stalled, stall_s=STALL_S)) as url:
+        result = _measure(url, tmp_path, settings)
+    assert result.load_tokens_per_second["1"] == pytest.approx(
+        TRUTH.tokens_per_second(1, LOAD_TOKENS), rel=0.1
+    )
+    assert result.complete is True, result.incomplete_because
+    assert result.detail is not None and result.detail.load is not None
+    level = result.detail.load.levels[0]
+    assert [batch.complete for batch in level.batches] == [False, True]
+    assert level.measured_again and "the decode rate predicts" in level.measured_again[0]
+
+
 def test_a_one_time_stall_in_a_decode_reply_is_asked_again(tmp_path: Path) -> None:
     """The first long reply (request 5) pauses: it is set aside, one more is asked, and the rate
     is the truth's 100 tokens/s."""
