@@ -16,9 +16,10 @@ def _record(
 
 
 def test_rate_and_fixed_cost_from_medians() -> None:
-    # 0.5 s fixed cost per call, then exactly 100 tokens/s, with one outlier per length.
-    short = [_record(16, 0.5 + 0.16 + d) for d in (0.0, 0.01, -0.01, 0.0, 0.9)]
-    long = [_record(512, 0.5 + 5.12 + d) for d in (0.0, 0.02, -0.02, 0.0, 3.0)]
+    # 0.5 s fixed cost per call, then exactly 100 tokens/s, with one slow reply per length (not
+    # so slow that it disagrees with its twins, see test_replies_that_disagree_leave_no_rate).
+    short = [_record(16, 0.5 + 0.16 + d) for d in (0.0, 0.01, -0.01, 0.0, 0.2)]
+    long = [_record(512, 0.5 + 5.12 + d) for d in (0.0, 0.02, -0.02, 0.0, 2.0)]
     detail = fit_decode(short, long, short_tokens=16, long_tokens=512)
     assert detail.valid
     assert detail.tokens_per_second == pytest.approx(100.0, rel=1e-9)
@@ -69,3 +70,27 @@ def test_no_rate_when_long_is_not_slower() -> None:
     detail = fit_decode([_record(16, 2.0)], [_record(512, 1.0)], short_tokens=16, long_tokens=512)
     assert not detail.valid
     assert any("not slower" in p for p in detail.problems)
+
+
+def test_replies_that_disagree_leave_no_rate() -> None:
+    """A long reply 3 s slower than its twins (a stall that stayed after measuring again): the
+    median would hide it, but the rate is refused with the reason, and the set-aside replies
+    never enter the figures."""
+    short = [_record(16, 0.66)] * 3
+    long = [_record(512, 5.62), _record(512, 5.63), _record(512, 8.62)]
+    detail = fit_decode(short, long, short_tokens=16, long_tokens=512)
+    assert not detail.valid and detail.tokens_per_second is None
+    assert detail.problems[0].startswith("no decode rate: replies of one length disagree: 1 long")
+    stalled = _record(512, 8.62)
+    aside = fit_decode(
+        short,
+        [_record(512, 5.62), _record(512, 5.62), stalled],
+        short_tokens=16,
+        long_tokens=512,
+        repeats=2,
+        aside=[stalled],
+        measured_again=["1 long replies took up to 8.62 s against 5.62 s"],
+    )
+    assert aside.valid and aside.tokens_per_second == pytest.approx(100.0, rel=1e-6)
+    assert aside.long_times_s == [5.62, 5.62] and len(aside.records) == 6
+    assert aside.measured_again == ["1 long replies took up to 8.62 s against 5.62 s"]

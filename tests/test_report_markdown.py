@@ -312,6 +312,33 @@ def test_a_win_smaller_than_the_drift_is_no_win(
     assert pick_best(values, higher=higher, noise=noise) == (marks, why)
 
 
+def test_a_figure_from_an_incomplete_file_is_never_crowned(tmp_path: Path) -> None:
+    """smollm2-q4_1 wins every speed row of the committed run; marked incomplete (a level stayed
+    stalled), none of its figures gets the medal, and the row says why. The complete file's
+    figures are still crowned where they win."""
+    from sagemeter.report.figures import pick_best
+
+    why = "the best figure's file is incomplete"
+    assert pick_best([10.0, 20.0], higher=True, incomplete=[False, True]) == ([False, False], why)
+    assert pick_best([10.0, 20.0], higher=False, incomplete=[False, True]) == ([True, False], "")
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("smollm2-q4_1", "smollm2-f32"):
+        shutil.copy(FIXED_RUN / f"measure-{name}.json", run)
+    mark_incomplete(run / "measure-smollm2-q4_1.json", [MISSING])
+    write_report(run, "md")
+    text = (run / "report.md").read_text(encoding="utf-8")
+    sections = md_sections(text)
+    which = rows_by_label(md_tables(sections["So, which one?"])[0])
+    assert not which["Decode speed"][1].best and not which["Decode speed"][0].best
+    assert why in " ".join(cell.text for cell in which["Decode speed"])
+    for title in ("Decode speed", "Parallel requests"):
+        for table in md_tables(sections[title]):
+            for cells in table[1:]:
+                assert len(cells) < 3 or not cells[2].best, (title, cells[0].text)  # q4_1
+    assert not any(cell.best for cells in which.values() for cell in cells[1:2])
+
+
 def test_a_decode_note_beside_a_valid_rate_is_a_note_not_a_lost_rate(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()

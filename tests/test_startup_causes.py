@@ -140,7 +140,7 @@ def test_llamacpp_without_a_known_cause_shows_its_last_error_line() -> None:
         "0.00.412.390 I main: exiting"
     )
     cause = failure_cause(log, LLAMACPP_CAUSES, port=1, file="m.gguf")
-    assert cause == "0.00.412.377 E srv    load_model: something new went wrong"
+    assert cause == "0.00.412.377 E srv load_model: something new went wrong"  # one line
 
 
 def _failing_vllm(tmp_path: Path, lines: list[str]) -> VllmInstall:

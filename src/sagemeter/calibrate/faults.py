@@ -15,6 +15,8 @@ checked against `TruthTiming`.
   `Retry-After` header when given.
 - `stall_every`, `stall_s`, `stall_after`: the stream pauses `stall_s` after its first
   `stall_after` tokens, then goes on (every later deadline moves by the pause).
+- `stall_once`: only the Nth generation request stalls so (`stall_s`, `stall_after`), once: a
+  server that hiccupped one time, whose every other figure is still the truth.
 - `drop_every`, `drop_after`: the connection is closed after `drop_after` tokens of the stream.
 - `silent`: requests are read and never answered.
 - `usage_offset`: every reply's `usage.completion_tokens` says N more tokens than were sent
@@ -48,6 +50,7 @@ class Faults:
     stall_every: int = 0
     stall_s: float = 0.0
     stall_after: int = 1
+    stall_once: int = 0
     drop_every: int = 0
     drop_after: int = 1
     silent: bool = False
@@ -57,7 +60,14 @@ class Faults:
     connection_close: Literal["", "always", "after-reply", "on-reuse"] = ""
 
     def __post_init__(self) -> None:
-        for name in ("empty_every", "reasoning_tokens", "fail_every", "stall_every", "drop_every"):
+        for name in (
+            "empty_every",
+            "reasoning_tokens",
+            "fail_every",
+            "stall_every",
+            "stall_once",
+            "drop_every",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more")
         if not 400 <= self.fail_status <= 599:

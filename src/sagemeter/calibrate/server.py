@@ -197,7 +197,7 @@ class TruthApp:
                 text = "" if empty else wire.TOKEN_TEXT
                 return wire.content_chunk(kind, model, index == 0, text, reasoning)
 
-        stall = nth(faults.stall_every, number)
+        stall = nth(faults.stall_every, number) or number == faults.stall_once > 0
         drop = nth(faults.drop_every, number)
         if chunk_for is None and not stall and not drop:
             return None

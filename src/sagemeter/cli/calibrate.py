@@ -45,6 +45,9 @@ def calibrate_server_command(
     ] = 0,
     stall: Annotated[str, typer.Option(help="fault: how long a stalled stream pauses")] = "0s",
     stall_after: Annotated[int, typer.Option(help="fault: tokens before the pause")] = 1,
+    stall_once: Annotated[
+        int, typer.Option(help="fault: only the Nth generation request pauses (--stall long), once")
+    ] = 0,
     drop_every: Annotated[
         int, typer.Option(help="fault: every Nth stream is cut after --drop-after tokens")
     ] = 0,
@@ -94,6 +97,7 @@ def calibrate_server_command(
             stall_every=stall_every,
             stall_s=parse_duration(stall, "--stall"),
             stall_after=stall_after,
+            stall_once=stall_once,
             drop_every=drop_every,
             drop_after=drop_after,
             silent=silent,

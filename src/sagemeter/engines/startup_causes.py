@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from sagemeter.transport.upstream import one_line
+
 OUT_OF_MEMORY = "out of memory: the model and its KV cache do not fit"
 PORT_IN_USE = "port {port} on 127.0.0.1 is already in use"
 Causes = tuple[tuple[re.Pattern[str], str], ...]
@@ -76,4 +78,4 @@ def failure_cause(text: str, causes: Causes, **names: object) -> str:
         return cause
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     errors = [line for line in lines if " E " in line or "error" in line.lower()]
-    return (errors or lines or ["its log is empty"])[-1][:300]
+    return one_line((errors or lines or ["its log is empty"])[-1])

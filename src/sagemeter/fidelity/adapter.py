@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import Engine, Position, TopToken
 from sagemeter.transport.client import HttpClient, JsonReply, TransportError
+from sagemeter.transport.upstream import one_line
 
 # The vLLM JSON encoder turns -inf into -9999.0; we do the same so every record is plain JSON.
 LOGPROB_FLOOR = -9999.0
@@ -94,16 +95,7 @@ async def request_json(
 
 def error_text(reply: JsonReply) -> str:
     """The server's own error message, short, whatever shape its error body has."""
-    payload = reply.payload
-    if payload is None:
-        return reply.text.strip()[:200] or "(empty body)"
-    if isinstance(payload, dict):
-        error = payload.get("error", payload)
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])[:200]
-        if isinstance(payload.get("message"), str):
-            return str(payload["message"])[:200]
-    return str(payload)[:200]
+    return one_line(reply.text) or "(empty body)"
 
 
 def shape_error(path: str, what: str) -> UserError:

@@ -7,7 +7,9 @@ token, and the engine's own decode rate where it reports one.
 
 A reply that failed (after the wire's own retries) or stopped short is never a point of the
 line: the pair is asked again, up to `repeats` extra times, so the figure rests on `repeats`
-good replies of each length or is absent with its reason.
+good replies of each length or is absent with its reason. A good reply far slower than the
+fastest of its length (a stall, measure/agreement.py) is set aside and its length asked again, up
+to AGAIN_LIMIT rounds; if they still disagree there is no rate.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from sagemeter.measure import ProgressFn, no_progress
+from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
 from sagemeter.measure.stats import CpuClock, client_share, median, spread
@@ -24,9 +27,6 @@ from sagemeter.transport.health import WORKER_CPU_SHARE_MAX, pct
 from sagemeter.transport.record import RequestRecord
 
 DECODE_PROMPT = "Write a long story about a lighthouse keeper and the sea."
-# A good reply this many times slower than its length's median (and a second more) is named in
-# the warnings: the median does not move, but the server hiccupped.
-SLOW_OUTLIER_FACTOR = 3.0
 
 
 def decode_request_count(repeats: int, warmup: int) -> int:
@@ -56,19 +56,28 @@ async def measure_decode(
         progress(1)
     short: list[RequestRecord] = []
     long: list[RequestRecord] = []
+    aside: list[RequestRecord] = []
+    again: list[str] = []
     cpu = CpuClock()
-    pairs = 0
-    while pairs < 2 * repeats:
-        good_short = sum(_good(r) for r in short)
-        good_long = sum(_good(r) for r in long)
-        if good_short >= repeats and good_long >= repeats:
-            break
+    pairs = rounds = 0
+    while pairs < 2 * repeats + AGAIN_LIMIT:
+        counted_short = _counted(short, aside)
+        counted_long = _counted(long, aside)
+        if len(counted_short) >= repeats and len(counted_long) >= repeats:
+            slow = _disagreeing("short", counted_short) + _disagreeing("long", counted_long)
+            if not slow or rounds >= AGAIN_LIMIT:
+                break
+            rounds += 1
+            for records, why in slow:
+                aside.extend(records)
+                again.append(why)
+            continue
         if any(r.ok and not r.honoured_length for r in (*short, *long)):
             break  # the server stops early: asking again cannot make the rate
         pairs += 1
-        wanted = ((short_tokens, short, good_short), (long_tokens, long, good_long))
-        for length, bucket, good in wanted:
-            if good < repeats:
+        wanted = ((short_tokens, short, counted_short), (long_tokens, long, counted_long))
+        for length, bucket, counted in wanted:
+            if len(counted) < repeats:
                 bucket.append(await client.chat(_request(prompt, length)))
                 progress(1)
     records = [*short, *long]
@@ -80,7 +89,28 @@ async def measure_decode(
         long_tokens=long_tokens,
         repeats=repeats,
         client=share,
+        aside=aside,
+        measured_again=again,
     )
+
+
+def _counted(bucket: list[RequestRecord], aside: list[RequestRecord]) -> list[RequestRecord]:
+    return [r for r in bucket if _good(r) and not any(r is other for other in aside)]
+
+
+def _disagreeing(label: str, records: list[RequestRecord]) -> list[tuple[list[RequestRecord], str]]:
+    """The replies far slower than the fastest of their length, and why (empty if none)."""
+    slow = [records[index] for index in too_slow([r.total_s for r in records])]
+    if not slow:
+        return []
+    fastest = min(r.total_s for r in records)
+    return [
+        (
+            slow,
+            f"{len(slow)} {label} replies took up to {max(r.total_s for r in slow):.2f} s "
+            f"against {fastest:.2f} s for the fastest (a stall?)",
+        )
+    ]
 
 
 def _request(prompt: str, max_tokens: int) -> ChatRequest:
@@ -102,19 +132,6 @@ def _problems(label: str, records: list[RequestRecord]) -> list[str]:
     return problems
 
 
-def _slow_outliers(label: str, times: list[float]) -> list[str]:
-    if len(times) < 3:
-        return []
-    middle = median(times)
-    slow = [t for t in times if t > SLOW_OUTLIER_FACTOR * middle and t > middle + 1.0]
-    if not slow:
-        return []
-    return [
-        f"{len(slow)} {label} replies took up to {max(slow):.2f} s against a median of "
-        f"{middle:.3f} s: the server paused (the rate uses medians, which it does not move)"
-    ]
-
-
 def fit_decode(
     short: list[RequestRecord],
     long: list[RequestRecord],
@@ -123,16 +140,20 @@ def fit_decode(
     long_tokens: int,
     repeats: int | None = None,
     client: ClientShare | None = None,
+    aside: list[RequestRecord] | None = None,
+    measured_again: list[str] | None = None,
 ) -> DecodeDetail:
     """The decode figures from finished records; refuses to compute a rate from bad replies.
 
     Failed or short replies are kept as records but never enter the figures; with `repeats`, the
     rate needs that many good replies of each length. `client` is the measuring client's own
     share of the time it timed: a saturated client may have set the pace, so there is no rate.
+    `aside`: replies set aside as stalled (kept, not counted); replies of one length that still
+    disagree (measure/agreement.py) leave no rate.
     """
     notes = [*_problems("short", short), *_problems("long", long)]
-    good_short = [r for r in short if _good(r)]
-    good_long = [r for r in long if _good(r)]
+    good_short = _counted(short, aside or [])
+    good_long = _counted(long, aside or [])
     needed = repeats if repeats is not None else max(len(short), len(long))
     detail = DecodeDetail(
         short_tokens=short_tokens,
@@ -144,6 +165,10 @@ def fit_decode(
     )
     blocking = client_bound(client)
     detail.client = client
+    detail.measured_again = list(measured_again or [])
+    for label, counted in (("short", good_short), ("long", good_long)):
+        for _records, why in _disagreeing(label, counted):
+            blocking.append(f"no decode rate: replies of one length disagree: {why}")
     if len(good_short) < needed or len(good_long) < needed:
         blocking.append(
             f"no decode rate: {len(good_short)} short and {len(good_long)} long replies were "
@@ -186,8 +211,6 @@ def fit_decode(
             if r.first_token_s is not None and r.tokens > 1
         ]
     )
-    notes += _slow_outliers("short", detail.short_times_s)
-    notes += _slow_outliers("long", detail.long_times_s)
     detail.problems = [*blocking, *notes]
     detail.valid = not blocking and detail.tokens_per_second is not None
     if not detail.valid:

@@ -7,15 +7,19 @@ the median of their rates; every batch and request is kept.
 A batch counts only when every request succeeded at its first try and the client kept up: a
 failed request leaves tokens out, a retried one adds its wait to the wall time, and a client that
 fell behind timed itself. Such a batch is kept with its reason and run again, up to `reruns`
-extra batches per level; a level with no complete batch has no figure and says why.
+extra batches per level; a level with no complete batch has no figure and says why. Batches
+that disagree, and levels that contradict each other, are run again and then flagged
+(measure/agreement.py): a stall never becomes a figure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 
 from sagemeter.measure import ProgressFn, no_progress
+from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, too_slow
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import level_figure, level_samples
 from sagemeter.measure.stats import spread
@@ -119,30 +123,69 @@ async def measure_level(
     statistic: str = "pooled",
     pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
+    prior: LoadLevel | None = None,
 ) -> LoadLevel:
     """`batches` complete batches of `concurrency` at once, running up to `reruns` more; after
-    each batch, `pause_s` of quiet (outside every timed wall)."""
+    each batch, `pause_s` of quiet (outside every timed wall).
+
+    A complete batch far slower than the level's fastest (measure/agreement.py) is set aside and
+    run again, up to AGAIN_LIMIT rounds; if they still disagree the level has no figure. `prior`:
+    this level measured before and set aside whole; its batches and records are kept, not counted.
+    """
     runs: list[BatchRun] = []
     summaries: list[LoadBatch] = []
-    while sum(b.complete for b in summaries) < batches and len(summaries) < batches + reruns:
-        run = await client.batch(batch_requests(concurrency, max_tokens, prompt))
-        progress(concurrency if len(summaries) < batches else 0)
-        runs.append(run)
-        summaries.append(summarise_batch(concurrency, run))
-        if pause_s > 0:
-            await asyncio.sleep(pause_s)
-    counted = [run for run, batch in zip(runs, summaries, strict=True) if batch.complete]
-    good = [record for run in counted for record in run.records]
+    again: list[str] = list(prior.measured_again) if prior else []
+    extra = rounds = 0
+    disagreement = None
+    while True:
+        while (
+            sum(b.complete for b in summaries) < batches
+            and len(summaries) < batches + reruns + extra
+        ):
+            run = await client.batch(batch_requests(concurrency, max_tokens, prompt))
+            progress(concurrency if len(summaries) < batches else 0)
+            runs.append(run)
+            summaries.append(summarise_batch(concurrency, run))
+            if pause_s > 0:
+                await asyncio.sleep(pause_s)
+        counted = [index for index, batch in enumerate(summaries) if batch.complete]
+        slow = [counted[i] for i in too_slow([summaries[i].wall_s for i in counted])]
+        if not slow:
+            break
+        fastest = min(summaries[i].wall_s for i in counted)
+        why = (
+            f"a batch took {max(summaries[i].wall_s for i in slow):.2f} s against "
+            f"{fastest:.2f} s for the level's fastest (a stall?)"
+        )
+        if rounds >= AGAIN_LIMIT:
+            disagreement = f"no figure: its batches still disagree after {rounds} reruns: {why}"
+            break
+        rounds += 1
+        extra += len(slow)
+        again.append(f"{len(slow)} of {len(counted)} batches set aside and run again: {why}")
+        for index in slow:
+            summaries[index] = summaries[index].model_copy(
+                update={"complete": False, "reason": f"set aside: {why}"}
+            )
+    counted_runs = [run for run, batch in zip(runs, summaries, strict=True) if batch.complete]
+    good = [record for run in counted_runs for record in run.records]
     level = LoadLevel(
         concurrency=concurrency,
-        batches=summaries,
+        batches=[*(prior.batches if prior else []), *summaries],
         ttft_s=spread([r.first_token_s for r in good if r.first_token_s is not None]),
         inter_token_latency_s=spread([gap for r in good for gap in r.gaps_s()]),
         reasoning_events=sum(r.reasoning_events for r in good),
-        records=[record for run in runs for record in run.records],
+        records=[
+            *(prior.records if prior else []),
+            *(record for run in runs for record in run.records),
+        ],
         client=_client_share(runs, sum(batch.wall_s for batch in summaries)),
+        measured_again=again,
     )
     complete = level.complete_batches
+    if disagreement is not None:
+        level.problem = disagreement
+        return level
     level.tokens_per_second = level_figure(level, statistic)
     if level.tokens_per_second is not None:
         level.tokens_per_second_ci95 = interval(level_samples(level, statistic))
@@ -157,6 +200,21 @@ async def measure_level(
     return level
 
 
+def set_aside(level: LoadLevel, why: str) -> LoadLevel:
+    """The level with every batch no longer counted (kept, with `why`), to be measured again."""
+    return level.model_copy(
+        update={
+            "batches": [
+                batch.model_copy(update={"complete": False, "reason": f"set aside: {why}"})
+                if batch.complete
+                else batch
+                for batch in level.batches
+            ],
+            "measured_again": [*level.measured_again, f"the level was run again: {why}"],
+        }
+    )
+
+
 async def measure_load(
     client: ChatClient,
     *,
@@ -168,19 +226,36 @@ async def measure_load(
     statistic: str = "pooled",
     pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
+    one_at_once_expected: float | None = None,
 ) -> LoadDetail:
-    results = [
-        await measure_level(
-            client,
-            concurrency,
-            max_tokens=max_tokens,
-            batches=batches,
-            reruns=reruns,
-            prompt=prompt,
-            statistic=statistic,
-            pause_s=pause_s,
-            progress=progress,
-        )
-        for concurrency in levels
-    ]
+    """Every level in turn. A level far below a smaller one, or 1 at once far below what the
+    decode rate predicts (`one_at_once_expected`), is run once more; if it stays, no figure."""
+    measure = functools.partial(
+        measure_level,
+        client,
+        max_tokens=max_tokens,
+        batches=batches,
+        reruns=reruns,
+        prompt=prompt,
+        statistic=statistic,
+        pause_s=pause_s,
+        progress=progress,
+    )
+    results: list[LoadLevel] = []
+    for concurrency in levels:
+        smaller = [
+            (done.concurrency, done.tokens_per_second)
+            for done in results
+            if done.tokens_per_second is not None
+        ]
+        level = await measure(concurrency)
+        doubt = level_doubt(concurrency, level.tokens_per_second, smaller, one_at_once_expected)
+        if doubt is not None:
+            prior = set_aside(level, doubt)
+            level = await measure(concurrency, prior=prior, progress=no_progress)
+            still = level_doubt(concurrency, level.tokens_per_second, smaller, one_at_once_expected)
+            if still is not None:
+                level.tokens_per_second = level.tokens_per_second_ci95 = None
+                level.problem = f"no figure: run again, it stayed: {still}"
+        results.append(level)
     return LoadDetail(max_tokens=max_tokens, batches_per_level=batches, levels=results)

@@ -25,6 +25,7 @@ from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
+from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.load import load_request_count, measure_load
@@ -179,6 +180,15 @@ async def measure_target(
             statistic=settings.load_statistic,
             pause_s=settings.batch_pause_s,
             progress=progress,
+            one_at_once_expected=(
+                one_at_once_expected(
+                    decode.tokens_per_second,
+                    decode.per_call_fixed_cost_s,
+                    settings.load_max_tokens,
+                )
+                if decode.valid
+                else None
+            ),
         )
         await meter.end("parallel", [r for level in load.levels for r in level.records])
         on_phase("quality")
@@ -335,12 +345,16 @@ def assemble_result(
     warnings = [
         *decode.problems,
         *(level.problem for level in load.levels if level.problem),
+        *(f"decode: measured again: {why}" for why in decode.measured_again),
+        *(f"{lv.concurrency} at once: {why}" for lv in load.levels for why in lv.measured_again),
         *_client_bound_warnings(decode),
         *token_warnings(decode, load),
         *(fidelity_warnings or []),
     ]
+    errors = [r.error for r in records if not r.ok] + [i.error for i in quality.items if i.error]
+    timed_out = sum(1 for error in errors if error and error.startswith(TIMEOUT_PREFIX))
     if failed:
-        warnings.append(f"{failed} requests failed after their retries; see detail records")
+        warnings.append(failure_summary(failed, timed_out))
     if retries:
         warnings.append(f"{retries} tries were sent again after a transient failure")
     streaming = decode.ttft_s, decode.inter_token_latency_s
@@ -372,6 +386,7 @@ def assemble_result(
             fidelity=fidelity,
             server_metrics=server_metrics,
             failed_requests=failed,
+            timed_out_requests=timed_out,
             retried_requests=retried,
             retries=retries,
             reopened_requests=reopened,
@@ -379,6 +394,22 @@ def assemble_result(
         ),
     )
     return fill_derived(result)
+
+
+TIMEOUT_PREFIX = "timeout:"
+
+
+def failure_summary(failed: int, timed_out: int) -> str:
+    """Every failed request counted, and how: a timeout is a failure that is never sent again."""
+    parts = []
+    if timed_out:
+        parts.append(f"{timed_out} timed out (a timeout is not sent again)")
+    if failed > timed_out:
+        parts.append(f"{failed - timed_out} failed otherwise, after any retries")
+    return (
+        f"{failed} requests failed: {', '.join(parts)}; their batches and replies are not in "
+        "any figure (see detail records)"
+    )
 
 
 def missing_figures(

@@ -22,7 +22,7 @@ from sagemeter.report.figures import (
     quality_shares,
     truncate,
 )
-from sagemeter.report.rows import levels_of, name_of, noise_of, scoring_text
+from sagemeter.report.rows import incomplete_of, levels_of, name_of, noise_of, scoring_text
 from sagemeter.report.runs import Run
 from sagemeter.report.verdict import fidelity_blocks, verdict_blocks
 from sagemeter.results import MeasureResult, QualityItem, Share
@@ -121,6 +121,7 @@ def which_one_section(run: Run) -> Section:
         only = Paragraph("One checkpoint only: nothing to choose between.")
         return Section(title, anchor, [only])
     noise = noise_of(run)
+    incomplete = incomplete_of(run)
     levels = levels_of(contenders)
     top = levels[-1] if levels else None
     rows: list[list[Cell]] = []
@@ -130,7 +131,9 @@ def which_one_section(run: Run) -> Section:
         name: str, values: list[float | None], texts: list[str], higher: bool, timed: bool = True
     ) -> None:
         # Only timed figures drift between runs; a file size does not.
-        marks, why = pick_best(values, higher=higher, noise=noise if timed else None)
+        marks, why = pick_best(
+            values, higher=higher, noise=noise if timed else None, incomplete=incomplete
+        )
         rows.append(
             [
                 label(name),

@@ -66,12 +66,17 @@ def ratio(value: float | None, base: float | None) -> str:
 
 
 def pick_best(
-    values: Sequence[float | None], *, higher: bool, noise: float | None = None
+    values: Sequence[float | None],
+    *,
+    higher: bool,
+    noise: float | None = None,
+    incomplete: Sequence[bool] = (),
 ) -> tuple[list[bool], str]:
     """Which value wins (at most one), and why none does when none is marked.
 
     A win smaller than `noise` (the A-A' drift, as a fraction) is no win: it is within what the
-    same checkpoint measured twice varies by.
+    same checkpoint measured twice varies by. A figure from a file that is `incomplete` (it
+    missed a figure it asked for, so something went wrong in its run) is never crowned.
     """
     marks = [False] * len(values)
     known = [(index, value) for index, value in enumerate(values) if value is not None]
@@ -84,6 +89,8 @@ def pick_best(
     gap = abs(best - runner_up) / abs(runner_up) if runner_up else math.inf
     if noise is not None and gap <= noise:
         return marks, f"within the A–A′ drift ({noise:.1%})"
+    if best_index < len(incomplete) and incomplete[best_index]:
+        return marks, "the best figure's file is incomplete"
     marks[best_index] = True
     return marks, ""
 

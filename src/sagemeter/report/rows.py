@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sagemeter.compare import Row, incomplete_note
 from sagemeter.report.document import (
     Cell,
@@ -75,6 +77,11 @@ def batch_spread(result: MeasureResult, level: str) -> Spread | None:
     return found.batch_rates if found else None
 
 
+def incomplete_of(run: Run) -> list[bool]:
+    """Which contenders said `complete: false`: none of their figures is ever crowned."""
+    return [result.complete is False for result in run.contenders]
+
+
 def noise_of(run: Run) -> float | None:
     drift = run.comparison.drift if run.comparison else None
     return drift.max_abs_relative_change if drift else None
@@ -125,6 +132,7 @@ def figure_row(
     *,
     higher: bool | None = None,
     noise: float | None = None,
+    incomplete: Sequence[bool] = (),
     money: bool = False,
     scale: float = 1.0,
     with_ratio: bool = True,
@@ -133,7 +141,7 @@ def figure_row(
     """One row: a label, each result's figure (winner marked when `higher` is set), ratios."""
     marks = [False] * len(values)
     if higher is not None:
-        marks, _ = pick_best(values, higher=higher, noise=noise)
+        marks, _ = pick_best(values, higher=higher, noise=noise, incomplete=incomplete)
     notes = notes or [""] * len(values)
     row = [label(title)]
     row += [

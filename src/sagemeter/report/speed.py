@@ -32,6 +32,7 @@ from sagemeter.report.rows import (
     batches_note,
     comparison_row,
     figure_row,
+    incomplete_of,
     interval_note,
     latency_note,
     level_detail,
@@ -45,6 +46,7 @@ from sagemeter.results import MeasureResult, Spread
 
 
 def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
+    incomplete = incomplete_of(run)
     contenders = run.contenders
     decodes = [r.detail.decode if r.detail else None for r in contenders]
     long_tokens = next((d.long_tokens for d in decodes if d), None)
@@ -77,18 +79,32 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
             [rate_note(i) for i in range(len(contenders))],
             higher=True,
             noise=noise,
+            incomplete=incomplete,
             compared=comparison_row(run, "decode_tokens_per_second"),
         ),
         *_predicted_row(contenders),
-        figure_row(f"{n_long}, fastest (s)", stat(long_spreads, "min"), higher=False, noise=noise),
+        figure_row(
+            f"{n_long}, fastest (s)",
+            stat(long_spreads, "min"),
+            higher=False,
+            noise=noise,
+            incomplete=incomplete,
+        ),
         figure_row(
             f"{n_long}, median (s)",
             stat(long_spreads, "median"),
             [f"n={s.n}" if s else "" for s in long_spreads],
             higher=False,
             noise=noise,
+            incomplete=incomplete,
         ),
-        figure_row(f"{n_long}, slowest (s)", stat(long_spreads, "max"), higher=False, noise=noise),
+        figure_row(
+            f"{n_long}, slowest (s)",
+            stat(long_spreads, "max"),
+            higher=False,
+            noise=noise,
+            incomplete=incomplete,
+        ),
         figure_row(
             f"{n_short}, median (s)",
             stat(short_spreads, "median"),
@@ -112,6 +128,7 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
                 [spread_note(s, scale=1000, tails=True) for s in spreads],
                 higher=False,
                 noise=noise,
+                incomplete=incomplete,
                 scale=1000,
             )
         )
@@ -223,6 +240,7 @@ def _level_rule(results: list[MeasureResult]) -> str:
 def parallel_section(run: Run) -> Section:
     contenders = run.contenders
     noise = noise_of(run)
+    incomplete = incomplete_of(run)
     levels = levels_of(contenders)
     header = [
         "Requests at once",
@@ -236,6 +254,7 @@ def parallel_section(run: Run) -> Section:
             [_level_note(r, level) for r in contenders],
             higher=True,
             noise=noise,
+            incomplete=incomplete,
             compared=comparison_row(run, f"load_c{level}_tokens_per_second"),
         )
         for level in levels
@@ -261,7 +280,12 @@ def parallel_section(run: Run) -> Section:
         details = [level_detail(r, level) for r in contenders]
         ttft = [d.ttft_s if d else None for d in details]
         itl = [d.inter_token_latency_s if d else None for d in details]
-        marks, _ = pick_best([s.median if s else None for s in ttft], higher=False, noise=noise)
+        marks, _ = pick_best(
+            [s.median if s else None for s in ttft],
+            higher=False,
+            noise=noise,
+            incomplete=incomplete,
+        )
         latency_rows.append(
             [
                 label(level),
@@ -437,7 +461,17 @@ def price_section(run: Run) -> Section:
                 notes.append(f"batches ${low:.2f}–${high:.2f} (n={spread.n})")
             else:
                 notes.append(f"spread {NA}")
-        rows.append(figure_row(level, values, notes, higher=False, noise=noise_of(run), money=True))
+        rows.append(
+            figure_row(
+                level,
+                values,
+                notes,
+                higher=False,
+                noise=noise_of(run),
+                incomplete=incomplete_of(run),
+                money=True,
+            )
+        )
     blocks: list[Block] = [
         Paragraph(
             f"At {money_per_hour(price)} an hour, per million output tokens: "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -27,21 +28,61 @@ def format_value(key: str, value: float | None) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-def comparison_table(comparison: Comparison) -> Table:
-    table = Table(title="comparison", show_lines=False)
-    table.add_column("figure", no_wrap=True)
-    several = len(comparison.names) > 2
-    for number, name in enumerate(comparison.names, start=1):
-        title = f"[{number}] {name}" if several else name
-        if _is_incomplete(comparison, number - 1):
-            title += " (incomplete)"
-        table.add_column(title, justify="right", overflow="fold")
-    for number in range(2, len(comparison.names) + 1):
-        table.add_column(f"[{number}]/[1]" if several else "ratio", justify="right")
-    for row in comparison.rows:
-        ratios = [_ratio_text(row, index) for index in range(len(row.ratios))]
-        table.add_row(row.key, *(format_value(row.key, v) for v in row.values), *ratios)
+# Row keys in words short enough that three files and two ratio columns fit 80 columns.
+_SHORT_WORDS = (
+    ("usd_per_million_tokens_c", "USD/Mtok c"),
+    ("per_call_fixed_cost_seconds", "fixed cost s"),
+    ("inter_token_latency_median_ms", "ITL median ms"),
+    ("_tokens_per_second", " tok/s"),
+    ("load_c", "c"),
+    ("_", " "),
+)
+
+
+def figure_label(key: str, narrow: bool) -> str:
+    """The row's key as the result files spell it, or in short words on a narrow terminal."""
+    if not narrow:
+        return key
+    for long, short in _SHORT_WORDS:
+        key = key.replace(long, short)
+    return key
+
+
+def comparison_table(comparison: Comparison, width: int | None = None) -> Table:
+    """Files as `[1]`, `[2]` … (their names on lines of their own, `name_lines`), each ratio
+    with its interval on a second line, so that the table reads at 80 columns, piped or not;
+    when the full keys would not fit `width`, they are said in short words."""
+    table = _table(comparison, narrow=False)
+    if width is not None and Console(width=10_000).measure(table).maximum > width:
+        table = _table(comparison, narrow=True)
     return table
+
+
+def _table(comparison: Comparison, *, narrow: bool) -> Table:
+    table = Table(title="comparison", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("figure", no_wrap=True)
+    for number in range(1, len(comparison.names) + 1):
+        table.add_column(f"[{number}]", justify="right", no_wrap=True)
+    for number in range(2, len(comparison.names) + 1):
+        table.add_column(f"[{number}]/[1]", justify="right", no_wrap=True)
+    for row in comparison.rows:
+        table.add_row(
+            figure_label(row.key, narrow),
+            *(format_value(row.key, value) for value in row.values),
+            *(_ratio_text(row, index) for index in range(len(row.ratios))),
+        )
+    return table
+
+
+def name_lines(comparison: Comparison) -> list[str]:
+    """`[1] NAME`, one line per file, with `(incomplete)` where it misses a figure."""
+    lines = []
+    for number, name in enumerate(comparison.names, start=1):
+        line = f"[{number}] {name}"
+        if _is_incomplete(comparison, number - 1):
+            line += " (incomplete)"
+        lines.append(line)
+    return lines
 
 
 def _is_incomplete(comparison: Comparison, index: int) -> bool:
@@ -50,18 +91,18 @@ def _is_incomplete(comparison: Comparison, index: int) -> bool:
 
 
 def _ratio_text(row: Row, index: int) -> str:
-    """`2.22 [2.06-2.83]`, with `*` when the ratio cannot be told from no change (or its two
-    files were measured by different methods)."""
+    """`2.22` over `[2.06-2.83]` (a second line), with `*` when the ratio cannot be told from
+    no change (or its two files were measured by different methods)."""
     ratio = row.ratios[index]
     if ratio is None:
         return ""
     text = ratio_text(ratio)
-    bounds = row.ratio_intervals[index] if index < len(row.ratio_intervals) else None
-    if bounds is not None:
-        text += f" [{interval_span(bounds)}]"
     flags = row.ratio_flags
     if index < len(flags) and flags[index]:
         text += " *"
+    bounds = row.ratio_intervals[index] if index < len(row.ratio_intervals) else None
+    if bounds is not None:
+        text += f"\n[{interval_span(bounds)}]"
     return text
 
 
@@ -88,7 +129,9 @@ def methods_line(comparison: Comparison) -> str | None:
 
 
 def print_comparison(console: Console, comparison: Comparison) -> None:
-    console.print(comparison_table(comparison))
+    for name in name_lines(comparison):
+        console.print(name, highlight=False, markup=False)
+    console.print(comparison_table(comparison, console.width))
     if line := methods_line(comparison):
         console.print(line, highlight=False)
     if any(bounds for row in comparison.rows for bounds in row.ratio_intervals):

@@ -129,6 +129,10 @@ class DecodeDetail(BaseModel):
     )
     valid: bool = True
     problems: list[str] = Field(default_factory=list)
+    measured_again: list[str] = Field(
+        default_factory=list,
+        description="replies set aside (far slower than their twins) and asked again, and why",
+    )
     records: list[RequestRecord] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -173,6 +177,10 @@ class LoadLevel(BaseModel):
     )
     client: ClientShare | None = Field(
         None, description="the measuring client's own CPU over the level's batches"
+    )
+    measured_again: list[str] = Field(
+        default_factory=list,
+        description="batches or the whole level set aside (a stall?) and run again, and why",
     )
     records: list[RequestRecord] = Field(default_factory=list)
 
@@ -359,6 +367,9 @@ class Detail(BaseModel):
         None, description="the server's own /metrics counts per phase beside the client's"
     )
     failed_requests: int = 0
+    timed_out_requests: int = Field(
+        0, description="of the failed requests, those that timed out (never sent again)"
+    )
     retried_requests: int = Field(0, description="requests that needed more than one try")
     retries: int = Field(0, description="tries sent again after a transient failure, in all")
     reopened_requests: int = Field(

@@ -33,6 +33,8 @@ from botocore.exceptions import (
 from sagemeter import __version__
 from sagemeter.errors import UserError
 from sagemeter.sagemaker.redact import redact
+from sagemeter.transport.upstream import MAX_CHARS
+from sagemeter.transport.upstream import one_line as upstream_one_line
 
 if TYPE_CHECKING:
     from mypy_boto3_ecr import ECRClient
@@ -156,10 +158,10 @@ def error_message(exc: ClientError) -> str:
     return one_line(message)
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    """Whitespace collapsed, secrets masked, cut to `limit` characters."""
-    flat = " ".join(redact(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+def one_line(text: str, limit: int = MAX_CHARS) -> str:
+    """Secrets masked, then as every upstream error is shown (transport/upstream.py): HTML and
+    repeats dropped, whitespace collapsed, cut to `limit` characters."""
+    return upstream_one_line(redact(text), limit)
 
 
 def is_not_found(exc: ClientError) -> bool:

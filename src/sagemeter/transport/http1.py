@@ -29,6 +29,7 @@ import httptools
 from sagemeter.transport.events import stream_outcome, take_event
 from sagemeter.transport.record import LiveRecord
 from sagemeter.transport.sse import NOT_A_TOKEN, SseSplitter
+from sagemeter.transport.upstream import status_line
 
 ERROR_BODY_LIMIT = 2048
 BODY_LIMIT = 64 * 1024 * 1024  # a whole (non-streamed) reply larger than this is refused
@@ -257,8 +258,7 @@ class Connection(asyncio.Protocol):
             record.transient = self._status in TRANSIENT_STATUSES
             if not self._streamed:
                 record.body = bytes(self._body)
-            text = " ".join(bytes(self._body).decode("utf-8", "replace").split())[:200]
-            return f"HTTP {self._status}: {text}" if text else f"HTTP {self._status}"
+            return status_line(self._status, bytes(self._body))
         if self._expect_stream and not self._streamed:
             return "the server answered 200 without an event stream (no streaming?)"
         if not self._expect_stream:

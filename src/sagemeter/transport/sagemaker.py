@@ -48,6 +48,7 @@ from sagemeter.transport.pool import available_cores
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.retry import RetryPolicy, send_with_retries
 from sagemeter.transport.sse import SseSplitter
+from sagemeter.transport.upstream import one_line
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient as Boto3RuntimeClient
@@ -86,7 +87,7 @@ def _client_error_reason(exc: ClientError) -> tuple[str, bool, int | None]:
     """(the reason in one line, whether it is worth sending again, the container's status)."""
     error = exc.response.get("Error", {})
     code = str(error.get("Code") or "ClientError")
-    message = " ".join(str(error.get("Message") or "").split())[:200]
+    message = one_line(str(error.get("Message") or ""))
     raw_status = str(exc.response.get("OriginalStatusCode") or error.get("OriginalStatusCode"))
     status = int(raw_status) if raw_status.isdigit() else None
     transient = code in TRANSIENT_CODES or (status in TRANSIENT_STATUSES)

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sagemeter.transport.upstream import one_line
+
 # Inside a JSON string every quote is escaped, so none of these byte patterns can match text the
 # model wrote; `"content":[` (chat logprobs) and `"text_offset"` do not match either.
 _TEXT_FIELDS = rb'"(?:content|text)"\s*:\s*"'
@@ -133,9 +135,9 @@ class SpecialEvent:
 
 def _error_text(error: Any) -> str:
     if isinstance(error, dict):
-        message = error.get("message") or error.get("msg") or json.dumps(error)[:200]
-        return str(message)
-    return str(error)[:200]
+        message = error.get("message") or error.get("msg") or json.dumps(error)
+        return one_line(str(message))
+    return one_line(str(error))
 
 
 def parse_special(event: bytes) -> SpecialEvent:
