@@ -23,6 +23,9 @@ from sagemeter.results import MeasureResult
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
 
+# Seconds of timing against the truth server each: the full suite, not the fast tier.
+pytestmark = pytest.mark.slow
+
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.01)
 LOAD_TOKENS = 4
 STALL_S = 1.0

@@ -27,6 +27,9 @@ from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
 from sagemeter.transport.client import HttpClient
 
+# Seconds of timing against the truth server each: the full suite, not the fast tier.
+pytestmark = pytest.mark.slow
+
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.005)
 TOKENS = 16
 MODES = ("always", "after-reply", "on-reuse")
