@@ -46,8 +46,13 @@ vllm-engine: $(TEST_STAMP)
 system-packages:
 	@bash scripts/system-packages
 
+# The fast tier first (its answer comes in minutes), then the slow one; both always run and
+# the target fails when either did.
 test: system-packages lint typecheck vllm-engine
-	$(BIN)/pytest $(PYTEST_ARGS)
+	@$(BIN)/pytest -m "not slow" $(PYTEST_ARGS); fast=$$?; \
+	$(BIN)/pytest -m slow $(PYTEST_ARGS); slow=$$?; \
+	echo "fast tier exit $$fast, slow tier exit $$slow"; \
+	[ $$fast -eq 0 ] && [ $$slow -eq 0 ]
 
 # The fast tier for a developer's own loop: lint, types and every test not marked `slow`.
 check: lint typecheck

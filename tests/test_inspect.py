@@ -149,6 +149,7 @@ def test_predicted_ratio_and_ceilings(f32_folder: Path, ct_folder: Path) -> None
     assert one("local:smollm2-q4_1", gpu="nvidia-h100").ceiling.gpu == "H100"  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_sharded_folder_reads_every_shard_named_by_its_index(
     f32_folder: Path, tmp_path: Path
 ) -> None:

@@ -105,6 +105,7 @@ def test_only_the_header_is_fetched_and_the_facts_match_the_local_file(
     assert ranges == ["bytes=0-100000"]
 
 
+@pytest.mark.slow
 def test_the_article_sized_checkpoint_costs_its_header_not_its_8_gb(
     hub: Hub, files: dict[str, Path]
 ) -> None:

@@ -83,6 +83,7 @@ async def test_checkpoints_start_measure_compare_stop(tmp_path: Path) -> None:
         assert ok(await client.call_tool("stop_local", {}))["stopped"] == []
 
 
+@pytest.mark.slow
 async def test_a_cancelled_measurement_leaves_no_file(engine_url: str, tmp_path: Path) -> None:
     results = tmp_path / "results"
     async with Client(build_server(ServerConfig(results_dir=results))) as client:
