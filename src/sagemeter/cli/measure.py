@@ -202,7 +202,6 @@ def measure(
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)
-    _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
     if ray is not None:
         from sagemeter.targets import SageMakerTarget
         from sagemeter.transport.ray_pool import join_for_batches
@@ -219,6 +218,13 @@ def measure(
 
         reference = read_reference(fidelity_reference)
     log_facts = read_server_log(server_log, docker)  # read first: a wrong log fails at once
+    from sagemeter.engines.endpoints import check_target
+    from sagemeter.measure.workflow import selected_questions
+
+    # Every input is checked before OUT_DIR is made, so bad input leaves no empty folder.
+    check_target(parsed)
+    selected_questions(settings)
+    _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
     from sagemeter.cli import interrupt as activity
 
     activity.doing(f"measuring {parsed} into {out_dir}")
@@ -242,15 +248,8 @@ def _measure_with_progress(
     api_key: str | None = None,
     server_log_facts: StartupFacts | None = None,
 ) -> tuple[MeasureResult, Path]:
-    from sagemeter.atomic import check_output_file, check_output_folder
-    from sagemeter.engines.endpoints import check_target
     from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
-    from sagemeter.results import result_path
 
-    # Bad input fails here, before a progress bar is drawn.
-    check_target(parsed)
-    check_output_folder(out_dir, "OUT_DIR")
-    check_output_file(result_path(out_dir, name), "the result file", force=True)
     total = total_requests(settings, len(selected_questions(settings).questions))
     with new_progress(transient=True) as bar:
         task = bar.add_task(name, total=total)
