@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, cast
 
+from sagemeter.parentwatch import child_env
 from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.worker import (
     FAILED,
@@ -86,8 +87,9 @@ class RunOutput:
 
 
 def _worker_env() -> dict[str, str]:
-    """The parent's environment, with this package importable whatever the install."""
-    env = os.environ.copy()
+    """The parent's environment, with this package importable whatever the install, marked so
+    the worker dies with this process (`sagemeter.parentwatch`)."""
+    env = child_env(os.environ.copy())
     source_root = str(Path(__file__).resolve().parents[2])
     paths = [source_root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
