@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -147,3 +148,65 @@ child.stdout.readline()
 print(child.pid, flush=True)
 time.sleep(60)
 """
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_end_load_like_ctrl_c(
+    truth_url: str, tmp_path: Path, signum: int, code: int
+) -> None:
+    process, workers = _start_load(truth_url, tmp_path)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=5)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert lines[-1].startswith("interrupted while"), stderr
+    _assert_stops_sending(truth_url, workers)
+
+
+RUN_PLAN = """name = "hangup"
+[measure]
+short-tokens = 4
+long-tokens = 400
+repeats = 2
+levels = [1]
+load-tokens = 8
+batches = 1
+questions-per-family = 1
+quality-max-tokens = 8
+
+[[arm]]
+name = "a"
+target = "{url}"
+
+[[arm]]
+name = "b"
+target = "{url}"
+"""
+
+
+def test_sighup_stops_run_and_leaves_the_journal_stopped(truth_url: str, tmp_path: Path) -> None:
+    """A closed terminal is a stop like Ctrl-C: the journal says stopped, exit 129."""
+    (tmp_path / "plan.toml").write_text(RUN_PLAN.format(url=truth_url))
+    journal = tmp_path / "run" / "journal.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--out", "run"],
+        cwd=tmp_path,
+        env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while not (journal.exists() and '"running"' in journal.read_text()):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGHUP)
+    _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 129, stderr
+    assert "Traceback" not in stderr and "stopped: SIGHUP" in stderr
+    state = json.loads(journal.read_text())
+    assert state["state"] == "stopped"
+    assert all(step["state"] != "running" for step in state["steps"])

@@ -115,11 +115,19 @@ class WorkerPool:
     def __enter__(self) -> WorkerPool:
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.close(abort=exc_type is not None)
 
-    def close(self) -> None:
-        """Close every worker's stdin (it exits after its current plan), then make sure."""
+    def close(self, abort: bool = False) -> None:
+        """Close every worker's stdin (it exits after its current plan), then make sure.
+
+        `abort` (an interrupt, an error): kill them at once, since a worker in the middle of a
+        plan would otherwise keep sending until its deadline.
+        """
+        if abort:
+            for process in self.processes:
+                if process.poll() is None:
+                    process.kill()
         for process in self.processes:
             if process.stdin is not None and not process.stdin.closed:
                 process.stdin.close()
