@@ -1,29 +1,88 @@
-"""Reading a text file a person gave: its text, or one UserError line naming the file.
+"""Reading a file a person gave: its text, or one UserError line naming the file.
 
 Questions, results, load results and fidelity records are UTF-8. A file saved as UTF-16 (what
 some Windows editors and PowerShell's `>` write) or a binary file given by mistake would
-otherwise end in a UnicodeDecodeError traceback.
+otherwise end in a UnicodeDecodeError traceback. Every read is bounded: a named pipe would block
+forever and a device (`/dev/zero`) never ends, so only regular files are read, and only up to a
+size that fits what the file is for.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
+import os
+import stat
 from pathlib import Path
 
 from sagemeter.errors import UserError
 
+MIB = 1 << 20
+RESULTS_CAP = 256 * MIB  # a load result with every raw record of a long run is tens of MiB
+LOG_CAP = 64 * MIB  # a server log: its start-up facts are in the first few hundred lines
+PLAN_CAP = 1 * MIB  # an experiment plan is a page of TOML (the examples are under 4 KiB)
+QUESTIONS_CAP = 32 * MIB  # a question set is a few thousand JSON lines
 
-def read_utf8(path: Path) -> str:
-    """The text of `path`, or one UserError line: missing, a folder, unreadable, not UTF-8."""
-    try:
-        raw = path.read_bytes()
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
+
+
+def read_capped(path: Path, cap: int, what: str = "") -> bytes:
+    """The bytes of `path` if it is a regular file of at most `cap` bytes; else one UserError
+    line (missing, a folder, a pipe or device, too large, unreadable). `what` names the file's
+    role in the message (`--server-log`)."""
+    label = f"{what} {path}" if what else str(path)
+    try:  # O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
+        raise UserError(f"{label}: no such file") from None
     except IsADirectoryError:
-        raise UserError(f"{path}: is a folder, not a file") from None
+        raise UserError(f"{label}: is a folder, not a file") from None
     except OSError as exc:
-        raise UserError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return decode_utf8(path, raw)
+        raise UserError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    with contextlib.closing(_Fd(fd)):
+        mode, size = os.fstat(fd).st_mode, os.fstat(fd).st_size
+        if stat.S_ISDIR(mode):
+            raise UserError(f"{label}: is a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{label}: is {_kind(mode)}, not a regular file; give a file")
+        if size > cap:
+            raise UserError(
+                f"{label}: is {size / MIB:.1f} MiB, more than the {cap // MIB} MiB read"
+            )
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        left = cap + 1
+        try:
+            while left > 0 and (chunk := os.read(fd, min(left, MIB))):
+                chunks.append(chunk)
+                left -= len(chunk)
+        except OSError as exc:
+            raise UserError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    if left <= 0:  # it grew past the cap while being read
+        raise UserError(f"{label}: is more than the {cap // MIB} MiB read")
+    return b"".join(chunks)
+
+
+class _Fd:
+    """A raw descriptor closed by `contextlib.closing`."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def read_utf8(path: Path, cap: int = RESULTS_CAP, what: str = "") -> str:
+    """The text of `path`, or one UserError line: missing, a folder, a pipe or device, larger
+    than `cap`, unreadable, not UTF-8."""
+    return decode_utf8(path, read_capped(path, cap, what))
 
 
 def decode_utf8(path: Path, raw: bytes) -> str:

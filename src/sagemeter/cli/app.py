@@ -6,7 +6,11 @@ calls one library function, and renders. `main` turns errors into one line and a
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
+from types import FrameType
 
 import typer
 
@@ -83,6 +87,38 @@ def _redact_output() -> None:
 
 
 INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C (128 + SIGINT)
+_received: list[int] = []  # SIGTERM / SIGHUP taken for a Ctrl-C, so the exit code tells which
+
+
+def _like_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (a supervisor, `kill`) and SIGHUP (a closed terminal or SSH session) take the
+    Ctrl-C path: whatever SIGINT would do now (asyncio's cancel, KeyboardInterrupt) cleans up
+    the same way, then the exit code is 128 + the signal's number."""
+    _received.append(signum)
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+def _handle_stop_signals() -> None:
+    """Route SIGTERM and SIGHUP through `_like_ctrl_c` (only the main thread may)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for each in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(each, _like_ctrl_c)
+
+
+def _interrupted_code() -> int:
+    """130 for Ctrl-C; 143 for SIGTERM, 129 for SIGHUP."""
+    return 128 + _received[0] if _received else INTERRUPTED
+
+
+def _say_interrupted(message: str) -> None:
+    """The one line; a hung-up terminal may refuse it, which must not become a traceback."""
+    with contextlib.suppress(OSError, ValueError):
+        err_console.print(message, highlight=False, markup=False)
 
 
 def _usage_line(exc: Exception) -> str:
@@ -106,13 +142,15 @@ def _os_error_line(exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: UserError → one line on stderr and exit 2; Ctrl-C → what was interrupted
-    and what was kept, exit 130. Usage errors (unknown command, missing argument) are click's
-    own short messages, exit 2; a command may exit 3 (an incomplete measurement); an OSError
-    left over (a full disk at the last write) is one line and exit 1."""
+    and what was kept, exit 130 (SIGTERM and SIGHUP the same, exit 143 and 129). Usage errors
+    (unknown command, missing argument) are click's own short messages, exit 2; a command may
+    exit 3 (an incomplete measurement); an OSError left over (a full disk at the last write) is
+    one line and exit 1."""
     from sagemeter.cli.interrupt import interrupted_message
     from sagemeter.printable import printable
 
     _redact_output()
+    _handle_stop_signals()
     _register_optional_commands(argv)
     try:
         code = app(args=argv, standalone_mode=False)
@@ -122,8 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print(line, style="red", highlight=False, markup=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
-        err_console.print(interrupted_message(), highlight=False, markup=False)
-        sys.exit(INTERRUPTED)
+        _say_interrupted(interrupted_message())
+        sys.exit(_interrupted_code())
     except typer.TyperException as exc:  # a usage error: the same one line, and where to look
         err_console.print(printable(_usage_line(exc)), style="red", highlight=False, markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
@@ -133,5 +171,6 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(1)
     if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code before we see it
-        err_console.print(interrupted_message(), highlight=False, markup=False)
+        _say_interrupted(interrupted_message())
+        code = _interrupted_code()
     sys.exit(code if isinstance(code, int) else 0)

@@ -55,8 +55,9 @@ from sagemeter.sagemaker.redact import redact
 
 EXIT_FAILED = 1
 EXIT_INCOMPLETE = 3
-EXIT_BY_SIGNAL = {"Ctrl-C": 130, "SIGTERM": 143}
-SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+EXIT_BY_SIGNAL = {"Ctrl-C": 130, "SIGTERM": 143, "SIGHUP": 129}
+# SIGHUP: a closed terminal or SSH session stops the run like Ctrl-C (clean up, journal, exit).
+SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
 
 def _out() -> Console:
@@ -84,7 +85,7 @@ def _money(value: float | None) -> str:
 
 
 class SignalStop:
-    """Ctrl-C / SIGTERM → the run's StopFlag; the second one → `Abandoned` at once."""
+    """Ctrl-C / SIGTERM / SIGHUP → the run's StopFlag; the second one → `Abandoned` at once."""
 
     def __init__(self, stop: StopFlag, console: Console) -> None:
         self.stop = stop
@@ -98,15 +99,16 @@ class SignalStop:
             already = self.stop.reason
             self.stop.request(name, "signal")
             what = f"already stopping ({already})" if already else "stopping"
-            os.write(
-                2,
-                f"\n{name}: {what}; everything this run created will be deleted before it "
-                f"exits ({name} again leaves that to --resume)\n".encode(),
-            )
+            with contextlib.suppress(OSError):  # a hung-up terminal refuses writes
+                os.write(
+                    2,
+                    f"\n{name}: {what}; everything this run created will be deleted before it "
+                    f"exits ({name} again leaves that to --resume)\n".encode(),
+                )
             return
         for each in SIGNAL_NAMES:  # a third one ends the process the ordinary way
             signal.signal(
-                each, signal.SIG_DFL if each == signal.SIGTERM else signal.default_int_handler
+                each, signal.default_int_handler if each == signal.SIGINT else signal.SIG_DFL
             )
         raise Abandoned(name)
 

@@ -24,6 +24,7 @@ from sagemeter.engines.checkpoints import Checkpoint
 from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, failure_cause
 from sagemeter.engines.startup_log import parse_llamacpp_log
 from sagemeter.errors import UserError
+from sagemeter.parentwatch import child_env
 from sagemeter.results import StartupFacts
 
 DEFAULT_PARALLEL_SLOTS = 16
@@ -110,6 +111,7 @@ class LocalEngine:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
+                env=child_env(os.environ.copy()),  # it dies with us, even if we are killed
                 start_new_session=True,  # Ctrl-C reaches us; we stop the engine ourselves
             )
         try:

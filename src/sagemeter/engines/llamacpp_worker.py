@@ -15,6 +15,8 @@ import signal
 import sys
 import threading
 
+from sagemeter.parentwatch import die_with_parent
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sagemeter-llamacpp-worker")
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=-1)
     parser.add_argument("--alias", default=None)
     args = parser.parse_args(argv)
+    # Its stdin closing covers a parent that died, unless the pipe leaked to another process.
+    die_with_parent(signal.SIGTERM)
 
     import xllamacpp
 

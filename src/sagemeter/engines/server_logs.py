@@ -43,14 +43,10 @@ def read_server_log(server_log: Path | None, docker: str | None) -> StartupFacts
 
 
 def _read_file(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise UserError(f"--server-log {path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"--server-log {path}: a folder, not a log file") from None
-    except OSError as exc:
-        raise UserError(f"--server-log {path}: cannot be read ({exc.strerror})") from None
+    """The log's text; a FIFO, a device or more than 64 MiB is refused in one line."""
+    from sagemeter.textfiles import LOG_CAP, read_capped
+
+    return read_capped(path, LOG_CAP, "--server-log").decode("utf-8", errors="replace")
 
 
 def docker_logs(container: str) -> str:

@@ -376,14 +376,17 @@ def parse_plan(text: str, source: str = "plan") -> Plan:
 
 def load_plan(path: Path) -> tuple[Plan, str]:
     """The plan in `path` and its text (copied into the run folder)."""
+    from sagemeter.textfiles import PLAN_CAP, decode_utf8, read_capped
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such plan file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder; give the plan's .toml file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot be read ({exc})") from None
+        raw = read_capped(path, PLAN_CAP)
+    except UserError as exc:
+        if path.is_dir():
+            raise UserError(f"{path}: is a folder; give the plan's .toml file") from None
+        if not path.exists() and not path.is_symlink():
+            raise UserError(f"{path}: no such plan file") from None
+        raise exc from None
+    text = decode_utf8(path, raw)
     return parse_plan(text, str(path)), text
 
 

@@ -24,6 +24,7 @@ from sagemeter.transport.worker import WorkerPlan
 # connecting does not land in the first requests' send lag.
 PREOPEN_SECONDS = 2.0
 PREOPEN_MAX = 256
+START_AT_MAX_AHEAD_S = 86_400.0  # --start-at lines shards up within minutes, never days
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,12 @@ def run_once(settings: LoadSettings, started: float, api_key: str | None = None)
     endpoint = parse_address(settings.target)
     if settings.start_at is not None and settings.start_at < time.time():
         raise UserError(f"--start-at {settings.start_at:.3f} is in the past")
+    if settings.start_at is not None and settings.start_at > time.time() + START_AT_MAX_AHEAD_S:
+        ahead_h = (settings.start_at - time.time()) / 3600
+        raise UserError(
+            f"--start-at {settings.start_at:.3f} is {ahead_h:,.0f} h from now; "
+            "give a start within a day (a mistyped time would wait for ever)"
+        )
     share = shard_share(settings)
     units = len(share.streams) or len(share.arrivals)
     workers = max(1, min(settings.worker_count(), units))

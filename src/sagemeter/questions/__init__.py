@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from sagemeter.errors import UserError
-from sagemeter.textfiles import decode_utf8
+from sagemeter.textfiles import QUESTIONS_CAP, decode_utf8, read_capped
 
 BUILTIN_DIR = Path(__file__).parent
 
@@ -85,7 +85,7 @@ def load_question_set(spec: str) -> QuestionSet:
         raise UserError(
             f"question set {spec!r} is neither built in ({', '.join(builtin_sets())}) nor a file"
         )
-    raw = path.read_bytes()
+    raw = read_capped(path, QUESTIONS_CAP)
     items = []
     for number, line in enumerate(decode_utf8(path, raw).splitlines(), start=1):
         if not line.strip():

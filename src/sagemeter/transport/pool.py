@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, cast
 
+from sagemeter.parentwatch import child_env
 from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.worker import (
     FAILED,
@@ -86,8 +87,9 @@ class RunOutput:
 
 
 def _worker_env() -> dict[str, str]:
-    """The parent's environment, with this package importable whatever the install."""
-    env = os.environ.copy()
+    """The parent's environment, with this package importable whatever the install, marked so
+    the worker dies with this process (`sagemeter.parentwatch`)."""
+    env = child_env(os.environ.copy())
     source_root = str(Path(__file__).resolve().parents[2])
     paths = [source_root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
@@ -113,11 +115,19 @@ class WorkerPool:
     def __enter__(self) -> WorkerPool:
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.close(abort=exc_type is not None)
 
-    def close(self) -> None:
-        """Close every worker's stdin (it exits after its current plan), then make sure."""
+    def close(self, abort: bool = False) -> None:
+        """Close every worker's stdin (it exits after its current plan), then make sure.
+
+        `abort` (an interrupt, an error): kill them at once, since a worker in the middle of a
+        plan would otherwise keep sending until its deadline.
+        """
+        if abort:
+            for process in self.processes:
+                if process.poll() is None:
+                    process.kill()
         for process in self.processes:
             if process.stdin is not None and not process.stdin.closed:
                 process.stdin.close()

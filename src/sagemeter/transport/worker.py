@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from sagemeter.parentwatch import die_with_parent
 from sagemeter.transport.clock import LagSampler, perf_counter_at
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
@@ -388,10 +389,13 @@ def main() -> None:
 
     The worker serves plans until its stdin closes, so a measurement's batches reuse it.
     """
+    die_with_parent()  # a killed parent must not leave this worker sending requests
     channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but the protocol may reach the parent's pipe
-    # Ctrl-C reaches the whole process group; the parent stops the workers itself.
+    # Ctrl-C (and a closed terminal's SIGHUP) reach the whole process group; the parent stops
+    # the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     while True:
         try:
             plan: WorkerPlan = receive_message(channel_in)
