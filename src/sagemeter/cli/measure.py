@@ -212,19 +212,20 @@ def measure(
                 "endpoint's batches go through boto3 on this machine: leave out --ray"
             )
         join_for_batches(ray)
+    log_facts = read_server_log(server_log, docker)  # read first: a wrong log fails at once
+    from sagemeter.engines.endpoints import check_target
+    from sagemeter.measure.workflow import selected_questions
+
+    # The inputs are checked before OUT_DIR is made, so bad input leaves no empty folder; the
+    # fidelity reference is read after the output check, which names an output given as input.
+    check_target(parsed)
+    selected_questions(settings)
+    _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
     reference = None
     if fidelity_reference is not None:
         from sagemeter.measure.workflow import fidelity_reference as read_reference
 
         reference = read_reference(fidelity_reference)
-    log_facts = read_server_log(server_log, docker)  # read first: a wrong log fails at once
-    from sagemeter.engines.endpoints import check_target
-    from sagemeter.measure.workflow import selected_questions
-
-    # Every input is checked before OUT_DIR is made, so bad input leaves no empty folder.
-    check_target(parsed)
-    selected_questions(settings)
-    _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
     from sagemeter.cli import interrupt as activity
 
     activity.doing(f"measuring {parsed} into {out_dir}")
