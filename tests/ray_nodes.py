@@ -20,6 +20,7 @@ written to ~/.ray.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -50,7 +51,12 @@ def node_main() -> None:
 
 # The rules that say the client itself could not keep up: on a machine shared with other work a
 # run may honestly say so. Any other reason (concurrency short, a clock, a lost node) is a failure.
-CLIENT_LIMITS = ("LOOP_LAG_P99_LIMIT_S", "WORKER_CPU_SHARE_MAX", "CLIENT_CPU_SHARE_MAX")
+CLIENT_LIMITS = (
+    "LOOP_LAG_P99_LIMIT_S",
+    "WORKER_CPU_SHARE_MAX",
+    "CLIENT_CPU_SHARE_MAX",
+    "SEND_LAG_P99_LIMIT_S",
+)
 
 
 def only_client_limits(reasons: list[str]) -> bool:
@@ -61,6 +67,18 @@ def assert_valid_unless_client_bound(judged: dict[str, Any]) -> None:
     """`judged` (a result, a node, a level) is valid, or says only that the client fell behind."""
     reasons = judged["invalid_because"]
     assert judged["valid"] or only_client_limits(reasons), reasons
+
+
+def ran_unless_client_bound(code: int, err: str, out: Path) -> dict[str, Any]:
+    """The file of a `load` or `selfcheck` that exited 0, or 3 only because its own client fell
+    behind (which it writes, then says on stderr). Any other exit or reason fails the test."""
+    assert code in (0, 3), err
+    data: dict[str, Any] = json.loads(out.read_text())
+    if code == 3:
+        judged = data.get("levels") or [data]
+        assert "incomplete:" in err, err
+        assert all(only_client_limits(item["invalid_because"]) for item in judged), err
+    return data
 
 
 def free_port() -> int:

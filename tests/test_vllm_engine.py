@@ -244,7 +244,7 @@ def test_load_counts_equal_the_servers_metrics(
     before = settled_metrics(vllm_server)
     out = tmp_path / "load.json"
     done = run_cli(
-        sagemeter_env, "load", vllm_server.root_url, "--concurrency", "4", "--max-tokens", "32",
+        sagemeter_env, "load", vllm_server.root_url, "--concurrency", "4", "--max-tokens", "8",
         "--duration", "4s", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

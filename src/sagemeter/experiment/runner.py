@@ -435,6 +435,10 @@ class _Run:
             self._done(record, _placed_note(self._ensure_live(visit)))
         elif spec.kind == "measure":
             todo = [v for v in spec.visits if not _measured(self.run_dir, v.result_name)]
+            if not todo and record.state in ("running", "stopped"):
+                # The session before wrote every file, then was killed or stopped before it said so.
+                self._done(record, self._adopt_results(spec.visits))
+                return
             if not todo:
                 self._skip(record, "measured before; the result file is kept as it is")
                 return
@@ -483,6 +487,15 @@ class _Run:
             return None
         result = load_result(result_path(self.run_dir, first.result_name))
         return result.detail.fidelity if result.detail else None
+
+    def _adopt_results(self, done: list[Visit]) -> str:
+        """Take the result files an interrupted session finished as this step's own."""
+        names = [visit.result_name for visit in done]
+        for name in names:
+            result = load_result(result_path(self.run_dir, name))
+            if result.complete is False:
+                self.journal.incomplete.append(f"{name}: {'; '.join(result.incomplete_because)}")
+        return "wrote " + ", ".join(f"measure-{name}.json" for name in names)
 
     def _measure(self, todo: list[Visit]) -> str:
         targets = {visit.result_name: self._target(visit) for visit in todo}
