@@ -33,6 +33,28 @@ def shared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def q4_path() -> Path:
+    return resolve_checkpoint("smollm2-q4_1").path
+
+
+@pytest.fixture(scope="session")
+def f32_folder(q4_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 4-bit GGUF widened to a Hugging Face safetensors folder, made once for the session
+    (about 20 s; read-only to every test)."""
+    from tests.checkpoint_files import write_hf_safetensors
+
+    return write_hf_safetensors(q4_path, tmp_path_factory.mktemp("smollm2-f32-hf"))
+
+
+@pytest.fixture(scope="session")
+def ct_folder(q4_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same weights as a 4-bit compressed-tensors folder, made once for the session."""
+    from tests.checkpoint_files import write_compressed_tensors
+
+    return write_compressed_tensors(q4_path, tmp_path_factory.mktemp("smollm2-w4-ct"))
+
+
+@pytest.fixture(scope="session")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEngine]:
     """The embedded engine on the shipped 4-bit checkpoint, started once for the whole session."""
     log = tmp_path_factory.mktemp("engine") / "engine.log"

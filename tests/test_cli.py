@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.busy_host import assert_complete_or_busy, assert_decode_rate_or_busy
 from tests.conftest import reference_file
 
 
@@ -112,11 +113,12 @@ def test_measure_quick_against_a_running_server(
     engine_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
     done = run(["measure", str(tmp_path), engine_url, "--quick", "--name", "q4"], sagemeter_env)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in (0, 3), done.stderr
     path = tmp_path / "measure-q4.json"
     assert f"wrote {path}" in done.stdout
     result = json.loads(path.read_text())
-    assert result["decode_tokens_per_second"] > 0
+    assert_complete_or_busy(done.returncode, result)
+    assert_decode_rate_or_busy(result)
     assert set(result["load_tokens_per_second"]) == {"1", "4"}
     assert result["quality"].endswith("/6")
     detail = result["detail"]

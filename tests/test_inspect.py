@@ -27,28 +27,11 @@ from sagemeter.inspect.text import facts_lines
 from sagemeter.paths import shown
 from tests.checkpoint_files import (
     to_bf16_bits,
-    write_compressed_tensors,
-    write_hf_safetensors,
 )
 
 VOCAB, HIDDEN, FFN, LAYERS, KV = 49_152, 576, 1536, 30, 192
 LINEAR_PARAMS = LAYERS * (2 * HIDDEN * HIDDEN + 2 * KV * HIDDEN + 3 * HIDDEN * FFN)
 NORM_PARAMS = LAYERS * 2 * HIDDEN + HIDDEN
-
-
-@pytest.fixture(scope="session")
-def q4_path() -> Path:
-    return resolve_checkpoint("smollm2-q4_1").path
-
-
-@pytest.fixture(scope="session")
-def f32_folder(q4_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_hf_safetensors(q4_path, tmp_path_factory.mktemp("smollm2-f32-hf"))
-
-
-@pytest.fixture(scope="session")
-def ct_folder(q4_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_compressed_tensors(q4_path, tmp_path_factory.mktemp("smollm2-w4-ct"))
 
 
 @pytest.fixture

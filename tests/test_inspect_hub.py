@@ -16,11 +16,9 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.errors import UserError
 from sagemeter.inspect.build import inspect_sources
 from tests.article_header import QAT_CONFIG, qat_entries, write_checkpoint
-from tests.checkpoint_files import write_compressed_tensors, write_hf_safetensors
 from tests.hub_fake import Hub, Repo, serve_hub
 
 TOKEN = "hf_secret_token_for_the_gated_test"
@@ -35,11 +33,11 @@ def header_length(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    q4 = resolve_checkpoint("smollm2-q4_1").path
+def files(
+    q4_path: Path, f32_folder: Path, ct_folder: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    q4, f32, ct = q4_path, f32_folder, ct_folder  # the session's, shared with test_inspect.py
     root = tmp_path_factory.mktemp("hub-files")
-    f32 = write_hf_safetensors(q4, root / "f32")
-    ct = write_compressed_tensors(q4, root / "ct")
     qat = write_checkpoint(root / "qat", qat_entries(), QAT_CONFIG)
     sharded = root / "sharded"
     sharded.mkdir()
