@@ -1,5 +1,5 @@
 """`sagemeter run` with SageMaker arms, as a user runs it (a real subprocess), against moto's
-server and the loopback runtime that forwards to the real embedded engine.
+server and the loopback runtime, which forwards to a known-truth server.
 
 A capacity failure that falls back to another region (measured, priced and deleted where it was
 placed), SIGTERM while an endpoint is Creating (waited out, then deleted: nothing left in moto),
@@ -16,11 +16,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 
+from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.sagemaker.ledger import Ledger
 from tests.sagemaker_fakes import RuntimeFake, World
 
@@ -28,6 +30,17 @@ pytestmark = pytest.mark.slow
 
 REGIONS = ("us-east-1", "us-east-2", "us-west-2")
 FAST = ("--poll-seconds", "0.05")
+
+
+@pytest.fixture(scope="module")
+def runtime_fake() -> Iterator[RuntimeFake]:
+    """The loopback runtime in front of a known-truth server rather than the embedded engine:
+    these runs are about endpoints' lifecycles, and the truth server answers in milliseconds
+    (the real engine behind the runtime is tested in test_sagemaker_measure.py)."""
+    with running_truth_server(TruthTiming(ttft_s=0.01, itl_s=0.002)) as url:
+        fake = RuntimeFake(url + "/v1")
+        yield fake
+        fake.close()
 
 
 def plan_text(

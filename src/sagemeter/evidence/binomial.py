@@ -8,6 +8,7 @@ looks only at the items where the two checkpoints disagree.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 from sagemeter.evidence import lazy_scipy
 
@@ -18,7 +19,7 @@ def z_two_sided(level: float = DEFAULT_LEVEL) -> float:
     """The standard-normal point leaving (1 − level)/2 in each tail (1.96 for 95%)."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"a confidence level lies strictly between 0 and 1, got {level}")
-    return float(lazy_scipy.stats().norm.ppf(0.5 + level / 2))
+    return NormalDist().inv_cdf(0.5 + level / 2)  # the standard library's: no scipy import
 
 
 def _check_counts(successes: int, total: int) -> None:
@@ -83,7 +84,9 @@ def mcnemar_exact_p(losses: int, gains: int) -> float:
     flips = losses + gains
     if flips == 0:
         return 1.0
-    return min(1.0, 2.0 * float(lazy_scipy.stats().binom.cdf(min(losses, gains), flips, 0.5)))
+    # Exact in integers: P(X <= k) = sum of C(flips, i) over i <= k, divided by 2**flips.
+    tail = sum(math.comb(flips, i) for i in range(min(losses, gains) + 1))
+    return min(1.0, 2 * tail / (1 << flips))
 
 
 def min_flips_for_significance(alpha: float = 1 - DEFAULT_LEVEL) -> int:

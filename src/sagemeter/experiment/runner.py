@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -488,7 +488,7 @@ class _Run:
         result = load_result(result_path(self.run_dir, first.result_name))
         return result.detail.fidelity if result.detail else None
 
-    def _adopt_results(self, done: list[Visit]) -> str:
+    def _adopt_results(self, done: Sequence[Visit]) -> str:
         """Take the result files an interrupted session finished as this step's own."""
         names = [visit.result_name for visit in done]
         for name in names:
