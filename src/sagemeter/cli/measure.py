@@ -109,7 +109,7 @@ def measure(
         str | None,
         typer.Option(
             help="prefill: short and long prompt length in the server's tokens, or none "
-            "[256,4096; 128,1024 with --quick; none with --method article]"
+            "[256,4096; none with --quick or --method article]"
         ),
     ] = None,
     levels: Annotated[str | None, typer.Option(help="parallel: requests at once [1,4,16]")] = None,

@@ -109,7 +109,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             Field(
                 description="prefill: the short and the long prompt's length in the server's "
                 "tokens, e.g. [256, 4096]; [] leaves the phase out (default: [256, 4096], "
-                "[128, 1024] when quick, none with the article's method)"
+                "none when quick or with the article's method)"
             ),
         ] = None,
         load_levels: Annotated[
