@@ -48,7 +48,8 @@ class OpenAIChat:
         )
         self.model = model
         self.max_model_len: int | None = None  # the context, where /v1/models says it (vLLM)
-        self._model_asked = False
+        self._model_asked = model is not None  # a given model needs no question per request
+        self._models_read = False
         self._batches = BatchSender()
 
     @property
@@ -70,20 +71,29 @@ class OpenAIChat:
         client wins) and its context length; None when it lists none."""
         if not self._model_asked:
             self._model_asked = True
-            try:
-                reply = await self.http.call_json("GET", "/v1/models")
-            except TransportError:
-                return self.model
-            models = reply.payload.get("data") if isinstance(reply.payload, dict) else None
-            if reply.status == 200 and isinstance(models, list) and models:
-                first = models[0]
-                if isinstance(first, dict) and first.get("id") is not None:
-                    self.model = self.model or str(first["id"])
-                    self.max_model_len = _whole(first.get("max_model_len"))
+            await self._read_models()
         return self.model
 
+    async def _read_models(self) -> None:
+        """Ask /v1/models once: the first model's id (unless one was given) and its context."""
+        if self._models_read:
+            return
+        self._models_read = True
+        try:
+            reply = await self.http.call_json("GET", "/v1/models")
+        except TransportError:
+            return
+        models = reply.payload.get("data") if isinstance(reply.payload, dict) else None
+        if reply.status == 200 and isinstance(models, list) and models:
+            first = models[0]
+            if isinstance(first, dict) and first.get("id") is not None:
+                self.model = self.model or str(first["id"])
+                self.max_model_len = _whole(first.get("max_model_len"))
+
     async def describe(self) -> dict[str, Any]:
-        """Engine, version and model as the server says (llama.cpp /props, vLLM /version)."""
+        """Engine, version, model and context as the server says (/v1/models, llama.cpp
+        /props, vLLM /version); asked once per measurement, never per request."""
+        await self._read_models()
         info: dict[str, Any] = {"base_url": self.base_url, "model": await self.resolve_model()}
         if self.max_model_len is not None:
             info["max_model_len"] = self.max_model_len
