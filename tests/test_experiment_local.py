@@ -40,6 +40,7 @@ load-tokens = 8
 batches = 1
 questions-per-family = 1
 quality-max-tokens = 8
+prefill-tokens = "none"
 """
 
 LOCAL_PLAN = (

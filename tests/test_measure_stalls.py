@@ -38,6 +38,7 @@ def _settings(batches: int) -> MeasureSettings:
         long_tokens=24,
         decode_repeats=2,
         decode_warmup=1,
+        prefill_tokens=[],  # the prefill phase has tests of its own (test_measure_prefill.py)
         load_levels=[1, 4],
         load_max_tokens=LOAD_TOKENS,
         load_batches=batches,

@@ -38,6 +38,7 @@ def _settings(**changes: object) -> MeasureSettings:
         short_tokens=4,
         long_tokens=24,
         decode_repeats=3,
+        prefill_tokens=[],  # the prefill phase has tests of its own (test_measure_prefill.py)
         load_levels=[1, 8],
         load_max_tokens=LOAD_TOKENS,
         load_batches=2,

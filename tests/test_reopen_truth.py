@@ -138,6 +138,7 @@ def test_measure_quick_loses_nothing(servers: dict[str, str], mode: str, tmp_pat
         short_tokens=4,
         long_tokens=16,
         decode_repeats=2,
+        prefill_tokens=[],  # the prefill phase has tests of its own (test_measure_prefill.py)
         load_levels=[1, 4, 16, 64],
         load_max_tokens=TOKENS,
         load_batches=1,

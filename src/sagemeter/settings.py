@@ -40,6 +40,11 @@ class MeasureSettings(BaseModel):
     decode_prompt: str | None = Field(
         None, description="decode: the prompt of every reply (None: the built-in story prompt)"
     )
+    prefill_tokens: list[int] = Field(
+        default_factory=lambda: [256, 4096],
+        description="prefill: the short and the long prompt's length in the server's tokens "
+        "(empty: the phase is not run; the article's method runs none)",
+    )
     load_levels: list[int] = Field(default_factory=lambda: [1, 4, 16], min_length=1)
     load_max_tokens: int = Field(256, gt=0, description="parallel: tokens per reply")
     load_batches: int = Field(2, gt=0, description="parallel: batches per level")
@@ -106,6 +111,11 @@ class MeasureSettings(BaseModel):
         return max(self.load_levels)
 
     @property
+    def max_prompt_tokens(self) -> int:
+        """The longest prompt the measurement sends on purpose (0: only short ones)."""
+        return max(self.prefill_tokens, default=0)
+
+    @property
     def max_reply_tokens(self) -> int:
         return max(self.long_tokens, self.load_max_tokens, self.quality_max_tokens)
 
@@ -113,6 +123,7 @@ class MeasureSettings(BaseModel):
 # What each method sets; every other setting is the same for both.
 METHOD_SETTINGS: dict[Method, dict[str, Any]] = {
     "sagemeter": {
+        "prefill_tokens": [256, 4096],
         "decode_warmup": 1,
         "decode_prompt": None,
         "load_prompt": None,
@@ -123,6 +134,7 @@ METHOD_SETTINGS: dict[Method, dict[str, Any]] = {
         "scoring": "strict",
     },
     "article": {
+        "prefill_tokens": [],  # the article measured no prefill
         "decode_warmup": 0,
         "decode_prompt": ARTICLE_STORY,
         "load_prompt": ARTICLE_STORY,
@@ -149,6 +161,9 @@ def quick_settings() -> MeasureSettings:
         long_tokens=48,  # far enough from the short replies to stay above the noise
         decode_repeats=2,
         decode_warmup=1,
+        # No prefill phase: a 1,000-token prompt takes ~30 s on a 2-core laptop's embedded
+        # engine, which a smoke test cannot afford; --prefill-tokens adds it.
+        prefill_tokens=[],
         load_levels=[1, 4],
         load_max_tokens=16,
         load_batches=1,
@@ -168,6 +183,7 @@ def demo_settings() -> MeasureSettings:
         short_tokens=16,
         long_tokens=96,
         decode_repeats=5,
+        prefill_tokens=[],  # the article's method measured no prefill
         load_levels=[1, 4, 16],
         load_max_tokens=32,
         load_batches=2,
@@ -248,4 +264,41 @@ def settings_with(
     if settings.long_tokens <= settings.short_tokens:
         raise UserError(f"{label('long_tokens')} must be larger than {label('short_tokens')}")
     check_levels(settings.load_levels, label("load_levels"))
+    check_prefill_tokens(settings.prefill_tokens, label("prefill_tokens"))
     return settings
+
+
+PREFILL_MIN_TOKENS = 16
+PREFILL_MAX_TOKENS = 1_000_000
+_PREFILL_OFF = frozenset({"", "0", "none", "off"})
+
+
+def parse_prefill_tokens(text: str, label: str = "--prefill-tokens") -> list[int]:
+    """`256,4096` → [256, 4096]; `none`, `off` or `0` → [] (the phase is not run)."""
+    if text.strip().lower() in _PREFILL_OFF:
+        return []
+    try:
+        lengths = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UserError(
+            f"{label} {text!r}: give two prompt lengths in tokens, short first (e.g. 256,4096), "
+            "or none"
+        ) from None
+    check_prefill_tokens(lengths, label)
+    return lengths
+
+
+def check_prefill_tokens(lengths: list[int], label: str = "--prefill-tokens") -> None:
+    """Two lengths, the short first, each from PREFILL_MIN_TOKENS to PREFILL_MAX_TOKENS; or none."""
+    if not lengths:
+        return
+    shown = ",".join(map(str, lengths))
+    if len(lengths) != 2:
+        raise UserError(f"{label} {shown}: give exactly two lengths, short first (e.g. 256,4096)")
+    if lengths[0] >= lengths[1]:
+        raise UserError(f"{label} {shown}: the short length comes first and must be the smaller")
+    if not all(PREFILL_MIN_TOKENS <= length <= PREFILL_MAX_TOKENS for length in lengths):
+        raise UserError(
+            f"{label} {shown}: each length must be from {PREFILL_MIN_TOKENS} to "
+            f"{PREFILL_MAX_TOKENS:,} tokens"
+        )

@@ -45,12 +45,16 @@ def _wait_for_port(process: subprocess.Popen[bytes], port_file: Path) -> int:
 
 @contextlib.contextmanager
 def running_truth_server(
-    timing: TruthTiming, batch_gap_s: float | None = None, faults: Faults | None = None
+    timing: TruthTiming,
+    batch_gap_s: float | None = None,
+    faults: Faults | None = None,
+    max_model_len: int | None = None,
 ) -> Iterator[str]:
     """Start the server on 127.0.0.1, yield its base URL (no /v1), stop it on exit.
 
     `batch_gap_s` overrides how long a token between the first and the end may wait to share a
-    wake-up with others (see `sagemeter.calibrate.scheduler`); `faults` make it misbehave.
+    wake-up with others (see `sagemeter.calibrate.scheduler`); `faults` make it misbehave;
+    `max_model_len` gives it a context length (said in /v1/models, enforced).
     """
     with tempfile.TemporaryDirectory(prefix="truth-server-") as folder:
         port_file = Path(folder) / "port"
@@ -63,6 +67,12 @@ def running_truth_server(
             f"--port-file={port_file}",
             f"--parent-pid={os.getpid()}",
         ]
+        if timing.prefill_s:
+            command.append(f"--prefill={timing.prefill_s!r}")
+        if timing.prefix_cache:
+            command.append("--prefix-cache")
+        if max_model_len is not None:
+            command.append(f"--max-model-len={max_model_len}")
         if batch_gap_s is not None:
             command.append(f"--batch-gap={batch_gap_s!r}")
         if faults is not None:

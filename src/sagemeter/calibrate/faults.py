@@ -19,6 +19,8 @@ checked against `TruthTiming`.
   server that hiccupped one time, whose every other figure is still the truth.
 - `drop_every`, `drop_after`: the connection is closed after `drop_after` tokens of the stream.
 - `silent`: requests are read and never answered.
+- `no_prompt_tokens`: `usage` leaves out `prompt_tokens` (a server that gives no prompt count,
+  as some proxies do); prompts still take their prefill time.
 - `usage_offset`: every reply's `usage.completion_tokens` says N more tokens than were sent
   (fewer when negative, never below 0): a server whose count lies, which a client must flag.
 - `require_key`: a generation request without `Authorization: Bearer KEY` is answered HTTP 401
@@ -55,6 +57,7 @@ class Faults:
     drop_after: int = 1
     silent: bool = False
     usage_offset: int = 0
+    no_prompt_tokens: bool = False
     require_key: str = ""
     answer: Literal["", "html", "no-choices"] = ""
     connection_close: Literal["", "always", "after-reply", "on-reuse"] = ""

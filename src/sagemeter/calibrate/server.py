@@ -36,6 +36,7 @@ from sagemeter.calibrate.connection import ClosePolicy, Connection, Listener, Re
 from sagemeter.calibrate.faults import Faults, nth
 from sagemeter.calibrate.http1 import Request
 from sagemeter.calibrate.loops import run_precisely
+from sagemeter.calibrate.prompts import PrefixCache, prompt_tokens
 from sagemeter.calibrate.scheduler import DEFAULT_BATCH_GAP_S, Scheduler, grid_period
 from sagemeter.calibrate.streams import Counters, StreamFaults, StreamReply, WholeReply
 from sagemeter.calibrate.timing import TruthTiming
@@ -92,12 +93,20 @@ class TruthApp:
     """Routes requests and keeps the counters; one per server."""
 
     def __init__(
-        self, timing: TruthTiming, scheduler: Scheduler, faults: Faults | None = None
+        self,
+        timing: TruthTiming,
+        scheduler: Scheduler,
+        faults: Faults | None = None,
+        max_model_len: int | None = None,
     ) -> None:
         self.timing = timing
         self.scheduler = scheduler
         self.faults = faults or Faults()
+        self.max_model_len = max_model_len
         self.counters = Counters()
+        self.cache = PrefixCache() if timing.prefix_cache else None
+        self.prompt_tokens = 0
+        self.cached_prompt_tokens = 0
         self.generations = 0
         self.started = time.monotonic()
         self.listener: Listener | None = None
@@ -131,6 +140,12 @@ class TruthApp:
             "first_token_lateness_sum_s": self.counters.first_token_late_sum_s,
             "ttft_s": self.timing.ttft_s,
             "itl_s": self.timing.itl_s,
+            "prefill_s": self.timing.prefill_s,
+            "prefix_cache": self.timing.prefix_cache,
+            # Prompt tokens of every generation request, and those the prefix cache served.
+            "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "max_model_len": self.max_model_len,
             "batch_gap_s": scheduler.batch_gap_s,
             "niceness": os.getpriority(os.PRIO_PROCESS, 0),
             "generation_requests": self.generations,
@@ -158,7 +173,7 @@ class TruthApp:
                 raise RequestError(405, f"{request.path} takes GET")
             raise RequestError(404, f"no such path: {request.path}")
         if request.path == "/v1/models":
-            return wire.MODELS
+            return wire.models(self.max_model_len)
         if request.path == "/health":
             return wire.HEALTH
         if request.path == "/stats":
@@ -208,6 +223,23 @@ class TruthApp:
             drop_after=faults.drop_after if drop else None,
         )
 
+    def _prompt(self, body: dict[str, Any], max_tokens: int) -> wire.PromptCount:
+        """The prompt's token count and the tokens the prefix cache served, counted in /stats;
+        a prompt that does not fit the context is refused."""
+        tokens = prompt_tokens(body)
+        limit = self.max_model_len
+        if limit is not None and len(tokens) + max_tokens > limit:
+            raise RequestError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{len(tokens) + max_tokens} tokens ({len(tokens)} in the messages, "
+                f"{max_tokens} in the completion).",
+            )
+        cached = self.cache.take(tokens) if self.cache is not None else None
+        self.prompt_tokens += len(tokens)
+        self.cached_prompt_tokens += cached or 0
+        return wire.PromptCount(tokens=len(tokens), cached=cached)
+
     def _schedule(
         self,
         kind: wire.Kind,
@@ -219,19 +251,22 @@ class TruthApp:
         tokens = _max_tokens(body)
         model = _model(body)
         reported = max(0, tokens + self.faults.usage_offset)  # what `usage` says
-        first_at = arrived + self.timing.ttft_s
+        prompt = self._prompt(body, tokens)
+        first_at = arrived + self.timing.first_token_seconds(prompt.tokens or 0, prompt.cached or 0)
+        if self.faults.no_prompt_tokens:
+            prompt = wire.PromptCount(tokens=None)
         itl = self.timing.itl_s
         if body.get("stream") is True:
             connection.write(wire.STREAM_HEAD)
             chunks = (
                 wire.content_chunk(kind, model, True),
                 wire.content_chunk(kind, model, False),
-                wire.stream_end(kind, model, reported),
+                wire.stream_end(kind, model, reported, prompt),
             )
             reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks, faults)
             self.scheduler.add(first_at, reply)
         else:
-            data = wire.whole_reply(kind, model, tokens, reported)
+            data = wire.whole_reply(kind, model, tokens, reported, prompt)
             whole = WholeReply(connection, self.counters, tokens, data)
             self.scheduler.add(first_at + tokens * itl, whole)
 
@@ -242,10 +277,15 @@ async def serve(
     on_ready: Callable[[int], None] | None = None,
     batch_gap_s: float = DEFAULT_BATCH_GAP_S,
     faults: Faults | None = None,
+    max_model_len: int | None = None,
 ) -> None:
-    """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound."""
+    """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound.
+
+    `max_model_len` (tokens) is said in /v1/models, and a prompt plus its reply that would not
+    fit is refused with HTTP 400, as vLLM does."""
     loop = asyncio.get_running_loop()
-    app = TruthApp(timing, Scheduler(loop, grid_period(batch_gap_s, timing.itl_s)), faults)
+    scheduler = Scheduler(loop, grid_period(batch_gap_s, timing.itl_s))
+    app = TruthApp(timing, scheduler, faults, max_model_len)
     policy = ClosePolicy(faults.connection_close if faults is not None else "")
     listener = Listener(loop, port, app.respond, policy)
     app.listener = listener
@@ -264,6 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m sagemeter.calibrate.server")
     parser.add_argument("--ttft", type=float, required=True, help="seconds to the first token")
     parser.add_argument("--itl", type=float, required=True, help="seconds between tokens")
+    parser.add_argument("--prefill", type=float, default=0.0, help="seconds per prompt token")
+    parser.add_argument("--prefix-cache", action="store_true", help="cache 16-token blocks")
+    parser.add_argument("--max-model-len", type=int, help="context length in tokens")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", type=Path)
     parser.add_argument("--batch-gap", type=float, default=DEFAULT_BATCH_GAP_S)
@@ -278,8 +321,8 @@ def main(argv: list[str] | None = None) -> None:
             write_text_atomic(args.port_file, f"{port}\n")
 
     faults = faults_from(args)
-    timing = TruthTiming(args.ttft, args.itl)
-    run_precisely(serve(timing, args.port, ready, args.batch_gap, faults))
+    timing = TruthTiming(args.ttft, args.itl, args.prefill, args.prefix_cache)
+    run_precisely(serve(timing, args.port, ready, args.batch_gap, faults, args.max_model_len))
 
 
 def add_fault_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,33 +13,55 @@ from sagemeter.errors import UserError
 
 _DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|us|µs|s)?\s*$")
 _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, None: 1.0}
+# One prompt token may take at most this long: a second per token is no server anyone measures.
+MAX_PREFILL_S = 1.0
 
 
 @dataclass(frozen=True)
 class TruthTiming:
-    """Time to first token and the gap between tokens, both in seconds.
+    """Time to first token, the gap between tokens and the time per prompt token, in seconds.
 
-    One streamed request asking N tokens: content chunk k (1-based) leaves at
-    ttft + (k - 1) * itl after the request arrived, and the last chunk (finish_reason "length",
-    usage) with `data: [DONE]` at ttft + N * itl.
+    One streamed request asking N tokens whose prompt has P tokens (the server's count,
+    `sagemeter.calibrate.prompts`), C of them served by the prefix cache: content chunk k
+    (1-based) leaves at ttft + (P - C) * prefill + (k - 1) * itl after the request arrived, and
+    the last chunk (finish_reason "length", usage) with `data: [DONE]` at
+    ttft + (P - C) * prefill + N * itl. With `prefix_cache`, a prompt's leading full blocks of
+    16 tokens that an earlier prompt had are C (vLLM's rule); without it C is 0.
     """
 
     ttft_s: float
     itl_s: float
+    prefill_s: float = 0.0
+    prefix_cache: bool = False
 
     def __post_init__(self) -> None:
         for name, value in (("ttft", self.ttft_s), ("itl", self.itl_s)):
             if not value >= 0.0 or value > 3600.0:
                 raise UserError(f"{name} {value!r} s: give a duration from 0 to 3600 seconds")
+        if not 0.0 <= self.prefill_s <= MAX_PREFILL_S:
+            raise UserError(
+                f"prefill {self.prefill_s!r} s: give a time per prompt token from 0 to "
+                f"{MAX_PREFILL_S:g} s"
+            )
 
     @property
     def tpot_s(self) -> float:
         """Time per output token (first token excluded) equals the inter-token gap here."""
         return self.itl_s
 
-    def request_seconds(self, tokens: int) -> float:
-        """Request arrival to the final chunk of a reply of `tokens` tokens."""
-        return self.ttft_s + tokens * self.itl_s
+    @property
+    def prefill_tokens_per_second(self) -> float | None:
+        """The prefill rate a perfect client measures; None when prompts cost nothing."""
+        return 1.0 / self.prefill_s if self.prefill_s > 0 else None
+
+    def first_token_seconds(self, prompt_tokens: int = 0, cached_tokens: int = 0) -> float:
+        """Request arrival to the first token, for a prompt of `prompt_tokens` tokens of which
+        `cached_tokens` came from the prefix cache."""
+        return self.ttft_s + max(prompt_tokens - cached_tokens, 0) * self.prefill_s
+
+    def request_seconds(self, tokens: int, prompt_tokens: int = 0) -> float:
+        """Request arrival to the final chunk of a reply of `tokens` tokens (nothing cached)."""
+        return self.first_token_seconds(prompt_tokens) + tokens * self.itl_s
 
     def tokens_per_second(self, concurrency: int, tokens: int) -> float:
         """Output tokens per second of `concurrency` closed-loop streams with no client gap."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -44,8 +45,28 @@ def _envelope(kind: Kind, model: str, choice: dict[str, Any]) -> dict[str, Any]:
     return {**head, "created": 0, "model": model, "choices": [choice]}
 
 
-def _usage(tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": 0, "completion_tokens": tokens, "total_tokens": tokens}
+@dataclass(frozen=True)
+class PromptCount:
+    """What `usage` says of the prompt: its tokens (None: the key is left out, a server that
+    gives no count) and, when the prefix cache is on, how many it served (vLLM's
+    `prompt_tokens_details.cached_tokens`)."""
+
+    tokens: int | None = 0
+    cached: int | None = None
+
+
+NO_PROMPT = PromptCount()
+
+
+def _usage(tokens: int, prompt: PromptCount = NO_PROMPT) -> dict[str, Any]:
+    usage: dict[str, Any] = {}
+    if prompt.tokens is not None:
+        usage["prompt_tokens"] = prompt.tokens
+    usage["completion_tokens"] = tokens
+    usage["total_tokens"] = tokens + (prompt.tokens or 0)
+    if prompt.tokens is not None and prompt.cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": prompt.cached}
+    return usage
 
 
 STREAM_HEAD = (
@@ -77,14 +98,14 @@ def content_chunk(
 
 
 @functools.lru_cache(maxsize=1024)
-def stream_end(kind: Kind, model: str, tokens: int) -> bytes:
-    """The finish event (finish_reason "length" and usage saying `tokens`), `[DONE]`, and the
-    last HTTP chunk."""
+def stream_end(kind: Kind, model: str, tokens: int, prompt: PromptCount = NO_PROMPT) -> bytes:
+    """The finish event (finish_reason "length" and usage saying `tokens` and `prompt`),
+    `[DONE]`, and the last HTTP chunk."""
     if kind is Kind.CHAT:
         choice: dict[str, Any] = {"index": 0, "delta": {}, "finish_reason": "length"}
     else:
         choice = {"index": 0, "text": "", "finish_reason": "length"}
-    final = {**_envelope(kind, model, choice), "usage": _usage(tokens)}
+    final = {**_envelope(kind, model, choice), "usage": _usage(tokens, prompt)}
     return _http_chunk(_event(final) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
 
@@ -131,8 +152,15 @@ NO_CHOICES = json_response(200, {"id": "x", "object": "status", "status": "ok"})
 
 
 @functools.lru_cache(maxsize=1024)
-def whole_reply(kind: Kind, model: str, tokens: int, reported: int | None = None) -> bytes:
-    """A non-streamed reply of `tokens` tokens; its usage says `reported` (default: `tokens`)."""
+def whole_reply(
+    kind: Kind,
+    model: str,
+    tokens: int,
+    reported: int | None = None,
+    prompt: PromptCount = NO_PROMPT,
+) -> bytes:
+    """A non-streamed reply of `tokens` tokens; its usage says `reported` (default: `tokens`)
+    and `prompt`."""
     text = TOKEN_TEXT * tokens
     if kind is Kind.CHAT:
         body: dict[str, Any] = {
@@ -152,16 +180,21 @@ def whole_reply(kind: Kind, model: str, tokens: int, reported: int | None = None
             "object": "text_completion",
             "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
         }
-    usage = _usage(tokens if reported is None else reported)
+    usage = _usage(tokens if reported is None else reported, prompt)
     body.update(created=0, model=model, usage=usage)
     return json_response(200, body)
 
 
-MODELS = json_response(
-    200,
-    {
-        "object": "list",
-        "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "sagemeter"}],
-    },
-)
+@functools.cache
+def models(max_model_len: int | None = None) -> bytes:
+    """GET /v1/models: the one model, with its context length when the server has one (vLLM's
+    `max_model_len`)."""
+    model: dict[str, Any] = {"id": MODEL_ID, "object": "model", "created": 0}
+    model["owned_by"] = "sagemeter"
+    if max_model_len is not None:
+        model["max_model_len"] = max_model_len
+    return json_response(200, {"object": "list", "data": [model]})
+
+
+MODELS = models()
 HEALTH = json_response(200, {"status": "ok"})

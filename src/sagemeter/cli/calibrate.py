@@ -21,6 +21,25 @@ def calibrate_server_command(
         str, typer.Option(help="time to first token: 50ms, 0.05s or 0.05 (seconds)")
     ] = "50ms",
     itl: Annotated[str, typer.Option(help="time between tokens: 4ms, 0.004s or 0.004")] = "4ms",
+    prefill: Annotated[
+        str,
+        typer.Option(
+            help="time per prompt token not served by the prefix cache, e.g. 40us [0: free]"
+        ),
+    ] = "0s",
+    prefix_cache: Annotated[
+        bool,
+        typer.Option(
+            help="cache prompts in blocks of 16 tokens, as vLLM does: a prompt's leading full "
+            "blocks that an earlier prompt had cost no prefill"
+        ),
+    ] = False,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="context length in tokens: said in /v1/models, longer requests refused"
+        ),
+    ] = None,
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0 picks a free one)")
     ] = 0,
@@ -59,6 +78,9 @@ def calibrate_server_command(
     usage_offset: Annotated[
         int, typer.Option(help="fault: usage reports N more tokens than were sent (N < 0: fewer)")
     ] = 0,
+    no_prompt_tokens: Annotated[
+        bool, typer.Option(help="fault: usage leaves out prompt_tokens (no prompt count)")
+    ] = False,
     answer: Annotated[
         str, typer.Option(help="fault: answer every generation as `html` or `no-choices`")
     ] = "",
@@ -84,7 +106,12 @@ def calibrate_server_command(
 
     if port_file is not None:  # a scratch file, rewritten each start; never a device or link
         check_output_file(port_file, "--port-file", force=True)
-    timing = TruthTiming(parse_duration(ttft, "--ttft"), parse_duration(itl, "--itl"))
+    timing = TruthTiming(
+        parse_duration(ttft, "--ttft"),
+        parse_duration(itl, "--itl"),
+        parse_duration(prefill, "--prefill"),
+        prefix_cache,
+    )
     try:
         faults = Faults(
             empty_every=empty_every,
@@ -102,6 +129,7 @@ def calibrate_server_command(
             drop_after=drop_after,
             silent=silent,
             usage_offset=usage_offset,
+            no_prompt_tokens=no_prompt_tokens,
             require_key=require_key,
             answer=answer,  # type: ignore[arg-type]  # checked by Faults
             connection_close=connection_close,  # type: ignore[arg-type]  # checked by Faults
@@ -120,10 +148,22 @@ def calibrate_server_command(
             f"{timing.tokens_per_second(16, 256):,.0f} tokens/s; GET /stats for its own CPU; "
             "Ctrl-C stops it"
         )
+        if timing.prefill_s or timing.prefix_cache:
+            rate = timing.prefill_tokens_per_second
+            console.print(
+                f"prefill {timing.prefill_s * 1e6:g} µs per prompt token"
+                + (f" ({rate:,.0f} tokens/s)" if rate else "")
+                + (
+                    "; prefix cache on (blocks of 16 tokens)"
+                    if timing.prefix_cache
+                    else "; no prefix cache"
+                )
+                + "; the server counts a prompt as 3 template tokens plus its words"
+            )
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            run_precisely(serve(timing, port, ready, faults=faults))
+            run_precisely(serve(timing, port, ready, faults=faults, max_model_len=max_model_len))
     except OSError as exc:
         raise UserError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     console.print("stopped")

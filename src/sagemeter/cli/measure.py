@@ -51,14 +51,18 @@ def _settings(
     retries: int | None = None,
     reruns: int | None = None,
     method: str | None = None,
+    prefill_tokens: str | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
-    from sagemeter.settings import measure_settings
+    from sagemeter.settings import measure_settings, parse_prefill_tokens
 
     overrides = {
         "short_tokens": short_tokens,
         "long_tokens": long_tokens,
         "decode_repeats": repeats,
+        "prefill_tokens": (
+            parse_prefill_tokens(prefill_tokens) if prefill_tokens is not None else None
+        ),
         "load_levels": _parse_levels(levels) if levels else None,
         "load_max_tokens": load_tokens,
         "load_batches": batches,
@@ -98,7 +102,16 @@ def measure(
         int | None, typer.Option(help="decode: short reply length [16]")
     ] = None,
     long_tokens: Annotated[int | None, typer.Option(help="decode: long reply length [512]")] = None,
-    repeats: Annotated[int | None, typer.Option(help="decode: replies of each length [5]")] = None,
+    repeats: Annotated[
+        int | None, typer.Option(help="decode and prefill: replies of each length [5]")
+    ] = None,
+    prefill_tokens: Annotated[
+        str | None,
+        typer.Option(
+            help="prefill: short and long prompt length in the server's tokens, or none "
+            "[256,4096; none with --quick or --method article]"
+        ),
+    ] = None,
     levels: Annotated[str | None, typer.Option(help="parallel: requests at once [1,4,16]")] = None,
     load_tokens: Annotated[
         int | None, typer.Option(help="parallel: tokens per reply [256]")
@@ -199,6 +212,7 @@ def measure(
         retries,
         reruns,
         method,
+        prefill_tokens,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

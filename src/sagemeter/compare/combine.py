@@ -196,6 +196,8 @@ def _same_checkpoint(a: MeasureResult, b: MeasureResult) -> bool:
 
 def speed_figures(result: MeasureResult) -> dict[str, float | None]:
     figures: dict[str, float | None] = {"decode_tokens_per_second": result.decode_tokens_per_second}
+    if _has_prefill(result):
+        figures["prefill_tokens_per_second"] = result.prefill_tokens_per_second
     for level, value in result.load_tokens_per_second.items():
         figures[f"load_c{level}_tokens_per_second"] = value
     return figures
@@ -308,6 +310,8 @@ def combine(
     ]
     if any(r.detail and r.detail.decode for r in results):
         rows.extend(_streaming_rows(results))
+    if any(_has_prefill(r) for r in results):
+        rows.extend(_prefill_rows(results))
     levels = _levels(results)
     for level in levels:
         values = [r.load_tokens_per_second.get(level) for r in results]
@@ -628,6 +632,21 @@ def _streaming_rows(results: list[MeasureResult]) -> list[Row]:
             [median_of(r, "inter_token_latency_s", 1000.0) for r in results],
             "figure",
         ),
+    ]
+
+
+def _has_prefill(result: MeasureResult) -> bool:
+    """The file ran the prefill phase (older files and the article's have no such phase)."""
+    ran = result.detail is not None and result.detail.prefill is not None
+    return ran or result.prefill_tokens_per_second is not None
+
+
+def _prefill_rows(results: list[MeasureResult]) -> list[Row]:
+    """Prompt processing: the prefill rate (a speed, higher is better) and the first token's
+    wait at the long prompt (lower is better); null for a file without the phase."""
+    return [
+        _row("prefill_tokens_per_second", [r.prefill_tokens_per_second for r in results], "speed"),
+        _row("ttft_long_prompt_ms", [r.ttft_long_prompt_ms for r in results], "figure"),
     ]
 
 

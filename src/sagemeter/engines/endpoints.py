@@ -58,10 +58,18 @@ async def open_endpoint(
     *,
     concurrency: int,
     max_reply_tokens: int = 512,
+    max_prompt_tokens: int = 0,
     log_path: Path | None = None,
     wire: WireOptions | None = None,
 ) -> AsyncIterator[Endpoint]:
-    """Yield an open Endpoint for `target`; a local engine started here is stopped on exit."""
+    """Yield an open Endpoint for `target`; a local engine started here is stopped on exit.
+
+    A vLLM started here gets a context for the longest reply plus the longest prompt
+    (`max_prompt_tokens`, at least PROMPT_ALLOWANCE_TOKENS): its KV cache is sized by memory, not
+    by the context. The embedded llama.cpp keeps its slots at the longest reply plus
+    PROMPT_ALLOWANCE_TOKENS (it allocates every slot's whole context at start, for as many slots
+    as requests at once); it says its context (`n_ctx`), and a longer prompt is cut to fit with a
+    note."""
     wire = wire or WireOptions()
     if isinstance(target, OpenAITarget):
         async with _chat_client(target.base_url, wire) as client:
@@ -80,7 +88,9 @@ async def open_endpoint(
     elif isinstance(target, VllmTarget):
         from sagemeter.engines.vllm_endpoint import open_vllm_endpoint
 
-        async with open_vllm_endpoint(target, max_reply_tokens, log_path, wire) as endpoint:
+        async with open_vllm_endpoint(
+            target, max_reply_tokens, log_path, wire, max_prompt_tokens
+        ) as endpoint:
             yield endpoint
     elif isinstance(target, SageMakerTarget):
         async with _sagemaker_endpoint(target, concurrency, wire) as endpoint:
@@ -112,11 +122,15 @@ def check_target(target: Target) -> None:
 
 
 PROMPT_ALLOWANCE_TOKENS = 512
+# Beyond a prefill phase's longest prompt: its sizing's error and the one reply token.
+PROMPT_MARGIN_TOKENS = 128
 
 
-def slot_context(max_reply_tokens: int) -> int:
-    """Context per engine slot: the longest reply plus room for its prompt, in 256-token steps."""
-    needed = max_reply_tokens + PROMPT_ALLOWANCE_TOKENS
+def slot_context(max_reply_tokens: int, max_prompt_tokens: int = 0) -> int:
+    """Context per engine slot: the longest reply plus room for the longest prompt (at least
+    PROMPT_ALLOWANCE_TOKENS), in 256-token steps."""
+    prompt = max(PROMPT_ALLOWANCE_TOKENS, max_prompt_tokens + PROMPT_MARGIN_TOKENS)
+    needed = max_reply_tokens + prompt
     return max(1024, -(-needed // 256) * 256)
 
 

@@ -14,9 +14,9 @@ from sagemeter.fidelity.vocabulary import hf_vocabulary
 from sagemeter.targets import VllmTarget
 
 
-def max_model_len_for(max_reply_tokens: int) -> int:
+def max_model_len_for(max_reply_tokens: int, max_prompt_tokens: int = 0) -> int:
     """vLLM's context: the longest reply plus room for its prompt, at least 2,048 tokens."""
-    return max(DEFAULT_MAX_MODEL_LEN, slot_context(max_reply_tokens))
+    return max(DEFAULT_MAX_MODEL_LEN, slot_context(max_reply_tokens, max_prompt_tokens))
 
 
 def environment_of(server: VllmServer) -> dict[str, object]:
@@ -39,14 +39,18 @@ def environment_of(server: VllmServer) -> dict[str, object]:
 
 @contextlib.asynccontextmanager
 async def open_vllm_endpoint(
-    target: VllmTarget, max_reply_tokens: int, log_path: Path | None, wire: WireOptions
+    target: VllmTarget,
+    max_reply_tokens: int,
+    log_path: Path | None,
+    wire: WireOptions,
+    max_prompt_tokens: int = 0,
 ) -> AsyncIterator[Endpoint]:
     """Start vLLM for `target`, yield it as an Endpoint, and stop it whatever happens."""
     server = await asyncio.to_thread(
         prepare_server,
         target.checkpoint,
         log_path=log_path,
-        max_model_len=max_model_len_for(max_reply_tokens),
+        max_model_len=max_model_len_for(max_reply_tokens, max_prompt_tokens),
     )
     try:
         # Inside the try: a cancel or Ctrl-C while vLLM compiles must still stop it.

@@ -31,6 +31,7 @@ def demo_measure_options() -> dict[str, Any]:
         "short_tokens": settings.short_tokens,
         "long_tokens": settings.long_tokens,
         "repeats": settings.decode_repeats,
+        "prefill_tokens": settings.prefill_tokens,
         "levels": settings.load_levels,
         "load_tokens": settings.load_max_tokens,
         "batches": settings.load_batches,

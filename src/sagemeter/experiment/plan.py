@@ -48,6 +48,9 @@ class MeasureOptions(_Strict):
     short_tokens: int | None = None
     long_tokens: int | None = None
     repeats: int | None = None
+    prefill_tokens: list[int] | None = Field(
+        None, description='[256, 4096], "256,4096", or "none" / [] (the phase is not run)'
+    )
     levels: list[int] | None = None
     load_tokens: int | None = None
     batches: int | None = None
@@ -90,6 +93,19 @@ class MeasureOptions(_Strict):
                 raise ValueError(f"{value!r}: give whole numbers, e.g. [1, 4, 16]") from None
         return value
 
+    @field_validator("prefill_tokens", mode="before")
+    @classmethod
+    def _prefill_tokens(cls, value: Any) -> Any:
+        """`[256, 4096]`, or `"256,4096"` / `"none"` as the command line writes it."""
+        if isinstance(value, str):
+            from sagemeter.settings import parse_prefill_tokens
+
+            try:
+                return parse_prefill_tokens(value, repr(value))
+            except UserError as exc:
+                raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
+        return value
+
     @field_validator("timeout", "stall", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
@@ -109,6 +125,7 @@ class MeasureOptions(_Strict):
             "short_tokens": self.short_tokens,
             "long_tokens": self.long_tokens,
             "decode_repeats": self.repeats,
+            "prefill_tokens": self.prefill_tokens,
             "load_levels": self.levels,
             "load_max_tokens": self.load_tokens,
             "load_batches": self.batches,

@@ -58,6 +58,9 @@ def measure_text(result: MeasureResult, path: Path) -> str:
         f"parallel {speeds or '-'} tok/s",
         f"quality {result.quality or '-'}",
     ]
+    if result.detail is not None and result.detail.prefill is not None:
+        rate = format_value("prefill", result.prefill_tokens_per_second)
+        parts.insert(2, f"prefill {rate} tok/s")
     if result.weights_gib is not None:
         parts.append(f"weights {format_value('weights_gib', result.weights_gib)} GiB")
     warnings = result.detail.warnings if result.detail else []
@@ -101,6 +104,14 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         decode_repeats: Annotated[
             int | None, Field(gt=0, description="decode: replies of each length")
         ] = None,
+        prefill_tokens: Annotated[
+            list[int] | None,
+            Field(
+                description="prefill: the short and the long prompt's length in the server's "
+                "tokens, e.g. [256, 4096]; [] leaves the phase out (default: [256, 4096], "
+                "none when quick or with the article's method)"
+            ),
+        ] = None,
         load_levels: Annotated[
             list[int] | None, Field(description="parallel: requests at once, e.g. [1, 4, 16]")
         ] = None,
@@ -136,7 +147,8 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             Field(ge=0, le=20, description="tries sent again after a 429, 5xx or reset (3)"),
         ] = None,
     ) -> Annotated[CallToolResult, MeasureAnswer]:
-        """Measure one endpoint the article's way (decode rate, parallel load, quality).
+        """Measure one endpoint the article's way (decode rate, parallel load, quality) and its
+        prompt processing (prefill rate, TTFT at a long prompt, the prefix cache).
 
         Writes measure-NAME.json in the results folder and returns its figures; unset knobs keep
         the article's values (or the quick ones). Sends progress; cancelling leaves no file.
@@ -146,6 +158,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "short_tokens": short_tokens,
             "long_tokens": long_tokens,
             "decode_repeats": decode_repeats,
+            "prefill_tokens": prefill_tokens,
             "load_levels": load_levels,
             "load_max_tokens": load_max_tokens,
             "load_batches": load_batches,
@@ -189,6 +202,8 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             path=str(written),
             decode_tokens_per_second=result.decode_tokens_per_second,
             per_call_fixed_cost_seconds=result.per_call_fixed_cost_seconds,
+            prefill_tokens_per_second=result.prefill_tokens_per_second,
+            ttft_long_prompt_ms=result.ttft_long_prompt_ms,
             load_tokens_per_second=result.load_tokens_per_second,
             quality=result.quality,
             ttft_median_ms=result.ttft_median_ms,

@@ -37,6 +37,12 @@ class MeasureAnswer(BaseModel):
     path: str = Field(description="the result file, for compare_results")
     decode_tokens_per_second: float | None
     per_call_fixed_cost_seconds: float | None
+    prefill_tokens_per_second: float | None = Field(
+        None, description="prompt tokens per second (null: not measured; see incomplete_because)"
+    )
+    ttft_long_prompt_ms: float | None = Field(
+        None, description="time to first token at the long prompt, median"
+    )
     load_tokens_per_second: dict[str, float | None] = Field(
         description="keyed by requests at once; null for a level with no figure (see "
         "incomplete_because)"

@@ -20,6 +20,7 @@ from sagemeter.results import (
     LoadDetail,
     LoadLevel,
     MeasureResult,
+    PrefillDetail,
 )
 from sagemeter.transport.record import RequestRecord
 
@@ -41,6 +42,36 @@ def decode_samples(detail: DecodeDetail | None) -> FigureSamples | None:
         groups=(
             np.asarray(detail.short_times_s, dtype=float).reshape(-1, 1),
             np.asarray(detail.long_times_s, dtype=float).reshape(-1, 1),
+        ),
+        statistic=rate,
+    )
+
+
+def prefill_samples(detail: PrefillDetail | None) -> FigureSamples | None:
+    """(median long − median short prompt tokens) / (median TTFT(long) − median TTFT(short)),
+    each prompt's own count kept with its TTFT when resampled; a resample where long prompts
+    are not slower counts as an unbounded rate."""
+    if detail is None or not detail.short_ttft_s or not detail.long_ttft_s:
+        return None
+    if len(detail.short_prompt_tokens) != len(detail.short_ttft_s):
+        return None
+    if len(detail.long_prompt_tokens) != len(detail.long_ttft_s):
+        return None
+
+    def rate(groups: Sequence[np.ndarray]) -> np.ndarray:
+        short, long = groups
+        tokens = np.median(long[..., 0], axis=1) - np.median(short[..., 0], axis=1)
+        delta = np.median(long[..., 1], axis=1) - np.median(short[..., 1], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(delta > 0, tokens / np.where(delta > 0, delta, 1.0), np.inf)
+
+    def group(tokens: list[int], ttfts: list[float]) -> np.ndarray:
+        return np.column_stack([np.asarray(tokens, float), np.asarray(ttfts, float)])
+
+    return FigureSamples(
+        groups=(
+            group(detail.short_prompt_tokens, detail.short_ttft_s),
+            group(detail.long_prompt_tokens, detail.long_ttft_s),
         ),
         statistic=rate,
     )
@@ -84,6 +115,11 @@ def speed_samples(result: MeasureResult) -> dict[str, FigureSamples]:
         found["decode_tokens_per_second"] = decode
     if detail.decode is not None:
         found.update(_streaming_samples(detail.decode))
+    prefill = detail.prefill
+    if result.prefill_tokens_per_second is not None and (samples := prefill_samples(prefill)):
+        found["prefill_tokens_per_second"] = samples
+    if result.ttft_long_prompt_ms is not None and prefill is not None and prefill.long_ttft_s:
+        found["ttft_long_prompt_ms"] = samples_of([t * 1000.0 for t in prefill.long_ttft_s])
     if detail.load is not None:
         statistic = str(detail.settings.get("load_statistic", "pooled"))
         for level in detail.load.levels:
@@ -138,7 +174,10 @@ def level_figure(level: LoadLevel, statistic: str = "pooled") -> float | None:
 
 
 def speed_summaries(
-    decode: DecodeDetail | None, load: LoadDetail | None, statistic: str = "pooled"
+    decode: DecodeDetail | None,
+    load: LoadDetail | None,
+    statistic: str = "pooled",
+    prefill: PrefillDetail | None = None,
 ) -> dict[str, FigureSummary]:
     """The top-level `intervals`: each speed figure, its repeats' spread, its interval."""
     summaries: dict[str, FigureSummary] = {}
@@ -153,6 +192,12 @@ def speed_summaries(
             ci95=_rounded_interval(
                 decode.tokens_per_second_ci95 or interval(decode_samples(decode))
             ),
+        )
+    if prefill is not None and prefill.valid and prefill.tokens_per_second is not None:
+        summaries["prefill_tokens_per_second"] = FigureSummary(
+            value=round(prefill.tokens_per_second, 3),
+            repeats=min(len(prefill.short_ttft_s), len(prefill.long_ttft_s)),
+            ci95=_rounded_interval(prefill.tokens_per_second_ci95),
         )
     for level in load.levels if load is not None else []:
         if level.tokens_per_second is None:

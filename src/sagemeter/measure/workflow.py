@@ -29,6 +29,7 @@ from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.load import load_request_count, measure_load
+from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import measure_quality
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
@@ -39,6 +40,7 @@ from sagemeter.results import (
     Environment,
     LoadDetail,
     MeasureResult,
+    PrefillDetail,
     QualityDetail,
     StartupFacts,
     result_path,
@@ -49,6 +51,7 @@ from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
 from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
+from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
 
 PhaseFn = Callable[[str], None]
@@ -90,6 +93,7 @@ def selected_questions(settings: MeasureSettings) -> QuestionSet:
 def total_requests(settings: MeasureSettings, question_count: int) -> int:
     return (
         decode_request_count(settings.decode_repeats, settings.decode_warmup)
+        + prefill_request_count(settings.prefill_tokens, settings.decode_repeats)
         + load_request_count(settings.load_levels, settings.load_batches)
         + question_count
     )
@@ -137,6 +141,7 @@ async def measure_target(
         target,
         concurrency=settings.max_concurrency,
         max_reply_tokens=settings.max_reply_tokens,
+        max_prompt_tokens=settings.max_prompt_tokens,
         log_path=log_path,
         wire=wire,
     ) as endpoint:
@@ -168,6 +173,12 @@ async def measure_target(
             decode.records,
             unrecorded=(settings.decode_warmup, settings.decode_warmup * settings.short_tokens),
         )
+        prefill = None
+        if settings.prefill_tokens:
+            on_phase("prefill")
+            await meter.begin()
+            prefill = await _prefill(client, settings, described, progress)
+            await meter.end("prefill", [*prefill.probe_records, *prefill_records(prefill)])
         on_phase("parallel")
         await meter.begin()
         load = await measure_load(
@@ -230,9 +241,34 @@ async def measure_target(
         fidelity,
         [*fidelity_warnings, *meter.warnings()],
         server_metrics=meter.detail,
+        prefill=prefill,
     )
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
+
+
+async def _prefill(
+    client: ChatClient, settings: MeasureSettings, described: dict[str, Any], progress: ProgressFn
+) -> PrefillDetail:
+    """The prefill phase at the settings' two lengths, within the context the server said."""
+    short, long = settings.prefill_tokens
+    context = described.get("max_model_len") or described.get("n_ctx")
+    return await measure_prefill(
+        client,
+        short_tokens=short,
+        long_tokens=long,
+        repeats=settings.decode_repeats,
+        context_tokens=context if isinstance(context, int) else None,
+        progress=progress,
+    )
+
+
+def prefill_records(prefill: PrefillDetail | None) -> list[RequestRecord]:
+    """The phase's timed requests: the points and the prefix-cache pair (not the probes)."""
+    if prefill is None:
+        return []
+    cache = prefill.prefix_cache.records if prefill.prefix_cache else []
+    return [*prefill.records, *cache]
 
 
 def save_or_rescue(result: MeasureResult, path: Path) -> Path:
@@ -333,22 +369,30 @@ def assemble_result(
     fidelity_warnings: list[str] | None = None,
     *,
     server_metrics: ServerMetrics | None = None,
+    prefill: PrefillDetail | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
-    records = [*decode.records, *(r for level in load.levels for r in level.records)]
+    records = [
+        *decode.records,
+        *(prefill.probe_records if prefill else []),
+        *prefill_records(prefill),
+        *(r for level in load.levels for r in level.records),
+    ]
     failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)
     retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
     retries = sum(r.retries for r in records) + sum(i.retries for i in quality.items)
     retries += fidelity.retries if fidelity is not None else 0
     reopened = sum(1 for r in records if r.reopened) + sum(1 for i in quality.items if i.reopened)
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
+    missing[1:1] = missing_prefill(settings, prefill)
     warnings = [
         *decode.problems,
+        *prefill_warnings(prefill),
         *(level.problem for level in load.levels if level.problem),
         *(f"decode: measured again: {why}" for why in decode.measured_again),
         *(f"{lv.concurrency} at once: {why}" for lv in load.levels for why in lv.measured_again),
         *_client_bound_warnings(decode),
-        *token_warnings(decode, load),
+        *token_warnings(decode, load, prefill),
         *(fidelity_warnings or []),
     ]
     errors = [r.error for r in records if not r.ok] + [i.error for i in quality.items if i.error]
@@ -367,6 +411,10 @@ def assemble_result(
             str(level.concurrency): _round(level.tokens_per_second) for level in load.levels
         },
         quality=f"{quality.correct}/{quality.answered_count}",
+        prefill_tokens_per_second=(
+            _round(prefill.tokens_per_second) if prefill and prefill.valid else None
+        ),
+        ttft_long_prompt_ms=ttft_long_prompt_ms(prefill),
         ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
         inter_token_latency_median_ms=(
             _round(streaming[1].median * 1000.0, 4) if streaming[1] else None
@@ -375,12 +423,13 @@ def assemble_result(
         kv_cache_tokens=startup.kv_cache_tokens if startup else None,
         load_seconds=startup.load_seconds if startup else None,
         incomplete_because=missing,
-        intervals=speed_summaries(decode, load, settings.load_statistic),
+        intervals=speed_summaries(decode, load, settings.load_statistic, prefill),
         detail=Detail(
             settings=settings.model_dump(),
             environment=environment,
             startup=startup,
             decode=decode,
+            prefill=prefill,
             load=load,
             quality=quality,
             fidelity=fidelity,
@@ -394,6 +443,33 @@ def assemble_result(
         ),
     )
     return fill_derived(result)
+
+
+def ttft_long_prompt_ms(prefill: PrefillDetail | None) -> float | None:
+    """The long prompts' median TTFT, when every repeat of them was counted by the server."""
+    if prefill is None or len(prefill.long_ttft_s) < prefill.repeats or not prefill.long_ttft:
+        return None
+    return _round(prefill.long_ttft.median * 1000.0)
+
+
+def missing_prefill(settings: MeasureSettings, prefill: PrefillDetail | None) -> list[str]:
+    """The prefill rate, when the phase ran and could not give it, with why (a phase that was
+    not run, e.g. by `--method article`, misses nothing)."""
+    if not settings.prefill_tokens or prefill is None or prefill.valid:
+        return []
+    return [f"prefill rate: {prefill.problems[0] if prefill.problems else 'no figure'}"]
+
+
+def prefill_warnings(prefill: PrefillDetail | None) -> list[str]:
+    """What the phase saw besides its figure: clamps, failures, stalls, the cache pair."""
+    if prefill is None:
+        return []
+    found = [p if p.startswith("prefill") else f"prefill: {p}" for p in prefill.problems]
+    found += [f"prefill: measured again: {why}" for why in prefill.measured_again]
+    cache = prefill.prefix_cache
+    if cache is not None and cache.problem:
+        found.append(f"prefill, the repeated prompt: {cache.problem}")
+    return found
 
 
 TIMEOUT_PREFIX = "timeout:"
@@ -437,9 +513,13 @@ def missing_figures(
     return missing
 
 
-def token_warnings(decode: DecodeDetail, load: LoadDetail) -> list[str]:
+def token_warnings(
+    decode: DecodeDetail, load: LoadDetail, prefill: PrefillDetail | None = None
+) -> list[str]:
     """Replies whose `usage` and counted token events disagree, per phase (load's own rule)."""
     phases = [("decode", decode.records)]
+    if prefill is not None:
+        phases.append(("prefill", prefill_records(prefill)))
     phases += [(f"{level.concurrency} at once", level.records) for level in load.levels]
     warnings = []
     for phase, records in phases:

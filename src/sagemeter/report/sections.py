@@ -30,6 +30,7 @@ from sagemeter.report.figures import (
     region_of,
     short_sha,
 )
+from sagemeter.report.prefill import prefill_section
 from sagemeter.report.rows import (
     MINIMAL_NOTE,
     incomplete_notes,
@@ -48,6 +49,7 @@ from sagemeter.results import MeasureResult
 def build_document(run: Run) -> Document:
     """The whole single-run report."""
     contenders = run.contenders
+    prefill = prefill_section(run)
     return Document(
         title="sagemeter report: " + " vs ".join(name_of(r) for r in contenders),
         lede=lede(run),
@@ -55,6 +57,7 @@ def build_document(run: Run) -> Document:
             compared_section(run),
             startup_section(run),
             decode_section(run),
+            *([prefill] if prefill else []),
             parallel_section(run),
             quality_section(run),
             aba_section(run),
@@ -270,8 +273,16 @@ def scope_section(run: Run) -> Section:
     failed = sum(r.detail.failed_requests for r in detailed if r.detail)
     if detailed:
         items.append(f"Failed requests across all runs: {failed}.")
+    prefill_ran = any(r.detail.prefill for r in detailed if r.detail)
+    if prefill_ran:
+        items.append(
+            "Prefill: two prompt lengths, one token each, every prompt unique; the same long "
+            "prompt sent twice for the prefix cache."
+        )
     not_measured = [
-        "Prompts were short; long-prompt behaviour (prefill) was not measured.",
+        "Long prompts under load (many long prompts at once) were not measured."
+        if prefill_ran
+        else "Prompts were short; long-prompt behaviour (prefill) was not measured.",
         "Only temperature 0; sampling at other temperatures was not measured.",
         "Every request came from one client process on one machine.",
     ]

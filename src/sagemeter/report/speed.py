@@ -427,6 +427,8 @@ FIGURE_TITLES = {
     "per_call_fixed_cost_seconds": "Per-call fixed cost (s)",
     "engine_decode_tokens_per_second": "Engine's own decode (tokens/s)",
     "ttft_median_ms": "Time to first token, median (ms)",
+    "prefill_tokens_per_second": "Prefill (prompt tokens/s)",
+    "ttft_long_prompt_ms": "Time to first token, long prompt (ms)",
     "inter_token_latency_median_ms": "Inter-token latency, median (ms)",
     "quality_correct": "Correct answers",
 }

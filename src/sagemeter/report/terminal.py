@@ -210,6 +210,8 @@ def print_result(console: Console, result: MeasureResult) -> None:
         )
         if decode.reasoning_events:
             table.add_row("  reasoning token events", str(decode.reasoning_events))
+    if detail and detail.prefill:
+        _prefill_rows(table, result)
     if detail and detail.load:
         for level in detail.load.levels:
             value = format_value("load", level.tokens_per_second)
@@ -229,6 +231,35 @@ def print_result(console: Console, result: MeasureResult) -> None:
     if detail:
         for warning in detail.warnings:
             console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+def _prefill_rows(table: Table, result: MeasureResult) -> None:
+    """The prefill rate (or why there is none), the TTFT at each length and the cache pair."""
+    prefill = result.detail.prefill if result.detail else None
+    if prefill is None:
+        return
+    value = format_value("prefill", result.prefill_tokens_per_second)
+    if not prefill.valid and prefill.problems:
+        value += f" ({prefill.problems[0]})"
+    table.add_row("prefill tokens/s", value)
+    if prefill.per_call_fixed_cost_s is not None:
+        table.add_row(
+            "  first-token fixed cost s", format_value("cost", prefill.per_call_fixed_cost_s)
+        )
+    table.add_row(
+        f"  TTFT, {prefill.short_tokens}-token prompt",
+        _spread_text(prefill.short_ttft, 1000, " ms"),
+    )
+    table.add_row(
+        f"  TTFT, {prefill.long_tokens}-token prompt", _spread_text(prefill.long_ttft, 1000, " ms")
+    )
+    if prefill.engine_tokens_per_second is not None:
+        table.add_row(
+            "  engine's own prompt tokens/s", _spread_text(prefill.engine_tokens_per_second)
+        )
+    cache = prefill.prefix_cache
+    if cache is not None and cache.speedup is not None:
+        table.add_row("  same long prompt again", f"{cache.speedup:.2f}× faster to a first token")
 
 
 def _quality_text(result: MeasureResult) -> str:

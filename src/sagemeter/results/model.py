@@ -141,6 +141,74 @@ class DecodeDetail(BaseModel):
         return upgrade_records(data)
 
 
+class PrefixCacheCheck(BaseModel):
+    """The same long prompt sent twice in a row: how much faster the second first token came."""
+
+    prompt_tokens: int | None = Field(None, description="the server's count of the prompt")
+    first_ttft_s: float | None = None
+    second_ttft_s: float | None = None
+    speedup: float | None = Field(None, description="first TTFT / second TTFT")
+    cached_tokens_reported: int | None = Field(
+        None,
+        description="what the server said its prefix cache served on the second send "
+        "(usage.prompt_tokens_details.cached_tokens, llama.cpp timings.cache_n); None: not said",
+    )
+    problem: str | None = Field(None, description="why there is no speed-up, when there is none")
+    records: list[RequestRecord] = Field(default_factory=list)
+
+
+class PrefillDetail(BaseModel):
+    """Prompt processing, the decode differential applied to the prompt: single streamed requests
+    asking one token, at two prompt lengths, every prompt unique from its first token."""
+
+    short_tokens: int = Field(description="the short prompt's length asked for, server tokens")
+    long_tokens: int = Field(description="the long prompt's length asked for (after any clamp)")
+    repeats: int
+    context_tokens: int | None = Field(
+        None, description="the server's context as it said it (max_model_len, n_ctx)"
+    )
+    short_words: int | None = Field(None, description="filler words sent for the short length")
+    long_words: int | None = Field(None, description="filler words sent for the long length")
+    short_prompt_tokens: list[int] = Field(
+        default_factory=list, description="the server's own count of each counted short prompt"
+    )
+    long_prompt_tokens: list[int] = Field(default_factory=list)
+    short_ttft_s: list[float] = Field(
+        default_factory=list, description="time to first token of each counted short prompt"
+    )
+    long_ttft_s: list[float] = Field(default_factory=list)
+    tokens_per_second: float | None = Field(
+        None,
+        description="(median long − median short prompt tokens) / (median TTFT(long) − median "
+        "TTFT(short))",
+    )
+    tokens_per_second_ci95: Interval | None = Field(
+        None, description="bootstrap 95% interval of the rate, both lengths resampled"
+    )
+    per_call_fixed_cost_s: float | None = Field(
+        None,
+        description="median TTFT(short) − short tokens / rate: what a first token costs "
+        "besides the prompt",
+    )
+    least_squares_tokens_per_second: float | None = Field(
+        None, description="one over the slope of a line through every (tokens, TTFT) point"
+    )
+    short_ttft: Spread | None = None
+    long_ttft: Spread | None = None
+    engine_tokens_per_second: Spread | None = Field(
+        None, description="the engine's own prompt rate on the long prompts (llama.cpp timings)"
+    )
+    prefix_cache: PrefixCacheCheck | None = None
+    client: ClientShare | None = None
+    valid: bool = True
+    problems: list[str] = Field(default_factory=list)
+    measured_again: list[str] = Field(default_factory=list)
+    probe_records: list[RequestRecord] = Field(
+        default_factory=list, description="the requests that sized the text (not in any figure)"
+    )
+    records: list[RequestRecord] = Field(default_factory=list)
+
+
 class LoadBatch(BaseModel):
     """One batch: every request sent at once. Only complete batches make the level's figure."""
 
@@ -358,6 +426,9 @@ class Detail(BaseModel):
     environment: Environment
     startup: StartupFacts | None = None
     decode: DecodeDetail | None = None
+    prefill: PrefillDetail | None = Field(
+        None, description="prompt processing (None: not measured, e.g. --method article)"
+    )
     load: LoadDetail | None = None
     quality: QualityDetail | None = None
     fidelity: FidelityRecord | None = Field(
@@ -413,6 +484,15 @@ class MeasureResult(BaseModel):
         None,
         ge=0,
         description="gap between token events, median over the decode phase's long replies",
+    )
+    prefill_tokens_per_second: float | None = Field(
+        None,
+        ge=0,
+        description="prompt tokens per second, the two-length differential (null: not measured "
+        "or no honest figure; why: `detail.prefill.problems`, `incomplete_because`)",
+    )
+    ttft_long_prompt_ms: float | None = Field(
+        None, ge=0, description="time to first token at the long prompt, median (prefill phase)"
     )
     weights_gib: float | None = Field(None, ge=0)
     kv_cache_tokens: int | None = Field(None, ge=0)

@@ -80,6 +80,12 @@ def _special(record: LiveRecord, event: bytes) -> None:
         record.engine_tokens = special.engine_tokens
     if special.engine_rate is not None:
         record.engine_rate = special.engine_rate
+    if special.prompt_tokens is not None:
+        record.prompt_tokens = special.prompt_tokens
+    if special.cached_prompt_tokens is not None:
+        record.cached_prompt_tokens = special.cached_prompt_tokens
+    if special.engine_prompt_rate is not None:
+        record.engine_prompt_rate = special.engine_prompt_rate
     if special.finish_reason is not None:
         record.finish_reason = special.finish_reason
     if special.error is not None and record.error is None:

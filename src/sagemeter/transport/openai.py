@@ -47,7 +47,9 @@ class OpenAIChat:
             retry=retry or RetryPolicy(),
         )
         self.model = model
-        self._model_asked = model is not None
+        self.max_model_len: int | None = None  # the context, where /v1/models says it (vLLM)
+        self._model_asked = model is not None  # a given model needs no question per request
+        self._models_read = False
         self._batches = BatchSender()
 
     @property
@@ -65,23 +67,36 @@ class OpenAIChat:
         await self.aclose()
 
     async def resolve_model(self) -> str | None:
-        """The server's first model id (vLLM needs it in every body); None when it lists none."""
+        """The server's first model id (vLLM needs it in every body; a model given to the
+        client wins) and its context length; None when it lists none."""
         if not self._model_asked:
             self._model_asked = True
-            try:
-                reply = await self.http.call_json("GET", "/v1/models")
-            except TransportError:
-                return None
-            models = reply.payload.get("data") if isinstance(reply.payload, dict) else None
-            if reply.status == 200 and isinstance(models, list) and models:
-                first = models[0]
-                if isinstance(first, dict) and first.get("id") is not None:
-                    self.model = str(first["id"])
+            await self._read_models()
         return self.model
 
+    async def _read_models(self) -> None:
+        """Ask /v1/models once: the first model's id (unless one was given) and its context."""
+        if self._models_read:
+            return
+        self._models_read = True
+        try:
+            reply = await self.http.call_json("GET", "/v1/models")
+        except TransportError:
+            return
+        models = reply.payload.get("data") if isinstance(reply.payload, dict) else None
+        if reply.status == 200 and isinstance(models, list) and models:
+            first = models[0]
+            if isinstance(first, dict) and first.get("id") is not None:
+                self.model = self.model or str(first["id"])
+                self.max_model_len = _whole(first.get("max_model_len"))
+
     async def describe(self) -> dict[str, Any]:
-        """Engine, version and model as the server says (llama.cpp /props, vLLM /version)."""
+        """Engine, version, model and context as the server says (/v1/models, llama.cpp
+        /props, vLLM /version); asked once per measurement, never per request."""
+        await self._read_models()
         info: dict[str, Any] = {"base_url": self.base_url, "model": await self.resolve_model()}
+        if self.max_model_len is not None:
+            info["max_model_len"] = self.max_model_len
         for path, key in (("/props", "build_info"), ("/version", "version")):
             try:
                 reply = await self.http.call_json("GET", path, timeout_s=5.0)
@@ -90,6 +105,10 @@ class OpenAIChat:
             facts = reply.payload
             if reply.status != 200 or not isinstance(facts, dict):
                 continue
+            settings = facts.get("default_generation_settings")
+            context = _whole(settings.get("n_ctx")) if isinstance(settings, dict) else None
+            if context is not None:
+                info["n_ctx"] = context  # llama.cpp: one slot's context
             template = facts.get("chat_template")
             if isinstance(template, str) and template:
                 info["chat_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
@@ -140,3 +159,10 @@ class OpenAIChat:
             raise Unreachable(f"a streamed reply: {streamed.error}")
         if not streamed.arrivals_us and not streamed.usage_tokens:
             raise Unreachable("the streamed reply carried no token")
+
+
+def _whole(value: Any) -> int | None:
+    """A positive JSON integer, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None

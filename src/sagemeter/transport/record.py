@@ -63,6 +63,11 @@ class LiveRecord:
     body: bytes | None = None
     pieces: list[str] | None = None
     max_tokens: int | None = None
+    # The prompt as the server counted it (`usage.prompt_tokens`), the part its prefix cache
+    # served, and the engine's own prompt rate (llama.cpp `timings.prompt_per_second`).
+    prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    engine_prompt_rate: float | None = None
     # Earlier tries sent again: (send, end, error, status, seconds waited after it).
     attempts_raw: list[tuple[float, float, str, int | None, float]] = field(default_factory=list)
 
@@ -100,6 +105,9 @@ class LiveRecord:
             text=None if self.pieces is None else "".join(self.pieces),
             reopened_from_us=_us_or_none(self.reopened_from, origin),
             connect_from_us=_us_or_none(self.connect_from, origin),
+            prompt_tokens=self.prompt_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            engine_prompt_rate=self.engine_prompt_rate,
         )
 
 
@@ -123,7 +131,9 @@ class RequestRecord:
     final attempt's. `reopened_from_us` is set when the request first went out on a reused
     kept-alive connection that the server had closed (nothing came back) and was sent again at
     once on a fresh one: `send_us` (and so TTFT) is the resend's, and `reopen_lost_s` is the time
-    the lost send cost. That is neither a retry nor a failure.
+    the lost send cost. That is neither a retry nor a failure. `prompt_tokens` is the server's
+    own count of the prompt (`usage.prompt_tokens`, None when it gave none),
+    `cached_prompt_tokens` the part its prefix cache served where it says so.
     """
 
     stream: int
@@ -145,6 +155,9 @@ class RequestRecord:
     text: str | None = None
     reopened_from_us: int | None = None
     connect_from_us: int | None = None
+    prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    engine_prompt_rate: float | None = None
 
     @property
     def ok(self) -> bool:

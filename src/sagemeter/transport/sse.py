@@ -127,8 +127,11 @@ class SpecialEvent:
 
     done: bool = False
     usage_tokens: int | None = None
+    prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
     engine_tokens: int | None = None
     engine_rate: float | None = None
+    engine_prompt_rate: float | None = None
     finish_reason: str | None = None
     error: str | None = None
 
@@ -138,6 +141,28 @@ def _error_text(error: Any) -> str:
         message = error.get("message") or error.get("msg") or json.dumps(error)
         return one_line(str(message))
     return one_line(str(error))
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else (booleans too)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _read_usage(special: SpecialEvent, usage: dict[str, Any]) -> None:
+    """Completion tokens, and the prompt's count and cached share where the server says them."""
+    if _whole(usage.get("completion_tokens")):
+        special.usage_tokens = usage["completion_tokens"]
+    if _whole(usage.get("prompt_tokens")):
+        special.prompt_tokens = usage["prompt_tokens"]
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and _whole(details.get("cached_tokens")):
+        special.cached_prompt_tokens = details["cached_tokens"]
 
 
 def parse_special(event: bytes) -> SpecialEvent:
@@ -155,15 +180,16 @@ def parse_special(event: bytes) -> SpecialEvent:
     if payload.get("error") is not None or payload.get("object") == "error":
         special.error = _error_text(payload.get("error", payload))
     usage = payload.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-        special.usage_tokens = usage["completion_tokens"]
+    if isinstance(usage, dict):
+        _read_usage(special, usage)
     timings = payload.get("timings")
     if isinstance(timings, dict):
         if isinstance(timings.get("predicted_n"), int):
             special.engine_tokens = timings["predicted_n"]
-        rate = timings.get("predicted_per_second")
-        if isinstance(rate, int | float) and not isinstance(rate, bool):
-            special.engine_rate = float(rate)
+        special.engine_rate = _number(timings.get("predicted_per_second"))
+        special.engine_prompt_rate = _number(timings.get("prompt_per_second"))
+        if special.cached_prompt_tokens is None and _whole(timings.get("cache_n")):
+            special.cached_prompt_tokens = timings["cache_n"]  # llama.cpp's reused prefix
     choices = payload.get("choices")
     if isinstance(choices, list):
         for choice in choices:
