@@ -47,10 +47,11 @@ system-packages:
 	@bash scripts/system-packages
 
 # The fast tier first (its answer comes in minutes), then the slow one; both always run and
+# print their slowest tests (where the time goes, in the CI log too);
 # the target fails when either did.
 test: system-packages lint typecheck vllm-engine
-	@$(BIN)/pytest -m "not slow" $(PYTEST_ARGS); fast=$$?; \
-	$(BIN)/pytest -m slow $(PYTEST_ARGS); slow=$$?; \
+	@$(BIN)/pytest -m "not slow" --durations=10 $(PYTEST_ARGS); fast=$$?; \
+	$(BIN)/pytest -m slow --durations=25 $(PYTEST_ARGS); slow=$$?; \
 	echo "fast tier exit $$fast, slow tier exit $$slow"; \
 	[ $$fast -eq 0 ] && [ $$slow -eq 0 ]
 

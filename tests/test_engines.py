@@ -131,3 +131,37 @@ def test_a_hugging_face_folder_is_served_as_it_is(tmp_path: Path) -> None:
         "auto",
         None,
     )
+
+
+def test_extra_vllm_flags_come_last_and_sagemeters_own_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sagemeter_env: dict[str, str]
+) -> None:
+    from sagemeter.engines.hf_export import served_model
+    from sagemeter.engines.vllm_install import VllmInstall
+    from sagemeter.engines.vllm_server import VllmServer
+
+    folder = tmp_path / "M"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    install = VllmInstall(Path(sys.executable), Path(sys.executable), "PATH")
+    server = VllmServer(served_model(str(folder), install), install, log_path=tmp_path / "l")
+    monkeypatch.setenv("SAGEMETER_VLLM_ARGS", "--enforce-eager --max-num-seqs 4")
+    command = server.command()
+    assert command[-3:] == ["--enforce-eager", "--max-num-seqs", "4"]
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    monkeypatch.delenv("SAGEMETER_VLLM_ARGS")
+    assert "--enforce-eager" not in server.command()
+    # Refused in one line before any work, on every face that starts vLLM.
+    env = {k: v for k, v in sagemeter_env.items() if k != "SAGEMETER_VLLM"}
+    out = tmp_path / "out"
+    measure = ["measure", str(out), "vllm:smollm2-f32"]
+    for extra, args, needle in (
+        ("--port=9", measure, "SAGEMETER_VLLM_ARGS: --port is sagemeter's own"),
+        ("--host 0.0.0.0", measure, "SAGEMETER_VLLM_ARGS: --host is sagemeter's own"),
+        ('--chat-template "x', ["serve", "vllm:smollm2-f32"], "No closing quotation"),
+    ):
+        done = run_cli({**env, "SAGEMETER_VLLM_ARGS": extra}, *args)
+        assert done.returncode == 2, (extra, args, done.stderr)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and needle in lines[0], (extra, done.stderr)
+    assert not out.exists()

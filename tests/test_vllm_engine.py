@@ -296,13 +296,16 @@ def test_measure_quick_on_a_vllm_target(
     tmp_path: Path,
     sagemeter_env: dict[str, str],
 ) -> None:
-    """vllm:smollm2-f32 end to end: a second vLLM started, measured and stopped by measure
-    (the session's compile cache makes this start quicker than the fixture's)."""
+    """vllm:smollm2-f32 end to end: a second vLLM started, measured and stopped by measure.
+    It runs eager (`SAGEMETER_VLLM_ARGS=--enforce-eager`): the fixture's start has already shown
+    the compiled path, and vLLM 0.32's CPU build cannot load its own compile cache back
+    ("'function' object has no attribute 'finalize_loading'"), so it would compile again."""
     env = {
         **sagemeter_env,
         "SAGEMETER_HOME": str(shared_home),  # the exported folder is reused, not made again
         "SAGEMETER_VLLM": str(vllm_install.executable),
         "VLLM_CACHE_ROOT": str(vllm_cache),
+        "SAGEMETER_VLLM_ARGS": "--enforce-eager",
     }
     began = time.perf_counter()
     done = run_cli(env, "measure", str(tmp_path), "vllm:smollm2-f32", "--quick", "--fidelity", "2")
@@ -325,6 +328,8 @@ def test_measure_quick_on_a_vllm_target(
     assert detail["fidelity"]["engine"] == "vllm" and len(detail["fidelity"]["prompts"]) == 2
     assert detail["fidelity"]["vocabulary"]["size"] == 49152
     # Stopped with everything it started: nothing answers on its port any more.
-    port = int(re.search(r"--port (\d+)", log.read_text().splitlines()[0]).group(1))  # type: ignore[union-attr]
+    command = log.read_text().splitlines()[0]
+    assert command.endswith(" --enforce-eager")  # the extra flags, last, as the log shows them
+    port = int(re.search(r"--port (\d+)", command).group(1))  # type: ignore[union-attr]
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)

@@ -9,7 +9,8 @@ exception or Ctrl-C never leaves one running.
 
 On a CPU, vLLM compiles the model at start-up (about 90 s of the 140 s it takes on two cores);
 the compiled code is cached (VLLM_CACHE_ROOT, in sagemeter's cache dir for sagemeter's own
-environment), so the next start of the same model is quicker.
+environment), though vLLM 0.32's CPU build can fail to load it back and compile again.
+`SAGEMETER_VLLM_ARGS` adds `vllm serve` flags (`--enforce-eager` skips the compiling).
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class VllmServer:
             self.model.dtype,
             # Lets sagemeter read the chat template the server uses (for its checksum).
             "--enable-tokenizer-info-endpoint",
+            *extra_vllm_args(),
         ]
 
     def environment(self) -> dict[str, str]:
@@ -208,11 +210,38 @@ class VllmServer:
         self.stop()
 
 
+EXTRA_ARGS_ENV = "SAGEMETER_VLLM_ARGS"
+# sagemeter's own: a local server binds 127.0.0.1 on the port sagemeter chose.
+_OWN_FLAGS = ("--host", "--port")
+
+
+def extra_vllm_args() -> list[str]:
+    """`SAGEMETER_VLLM_ARGS`, split as a shell would: more `vllm serve` flags for every vLLM
+    sagemeter starts (e.g. `--enforce-eager`, which skips the CPU build's minutes of
+    compiling). The log's first line shows the whole command, so a result says how it ran."""
+    import shlex
+
+    text = os.environ.get(EXTRA_ARGS_ENV, "")
+    try:
+        args = shlex.split(text)
+    except ValueError as exc:
+        raise UserError(f"{EXTRA_ARGS_ENV}: {exc}; quote as a shell would") from None
+    for arg in args:
+        if arg.split("=", 1)[0] in _OWN_FLAGS:
+            raise UserError(
+                f"{EXTRA_ARGS_ENV}: {arg.split('=', 1)[0]} is sagemeter's own (it binds "
+                "127.0.0.1 on a port it chooses); leave it out"
+            )
+    return args
+
+
 def check_vllm_target(spec: str) -> None:
-    """Fail before any work when `vllm:SPEC` cannot run: no vLLM, or a checkpoint it can't take."""
+    """Fail before any work when `vllm:SPEC` cannot run: no vLLM, a checkpoint it can't take, or
+    extra flags sagemeter cannot pass."""
     from sagemeter.engines.hf_export import check_vllm_checkpoint
     from sagemeter.engines.vllm_install import require_vllm
 
+    extra_vllm_args()
     check_vllm_checkpoint(spec)
     require_vllm()
 
