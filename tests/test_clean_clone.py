@@ -61,10 +61,10 @@ def test_no_project_file_names_a_path_outside_the_repository() -> None:
 @pytest.mark.parametrize(
     ("relative", "text"),
     [
-        ("tests/conftest.py", 'REFERENCE = Path(__file__).resolve().parents[2] / "shared"'),
-        ("Makefile", "cp ../shared/reference/table.json examples/"),
-        ("docs/x.md", "see [the table](../../shared/reference/table.md)"),
-        ("README.md", "the files are in /work/shared/reference"),
+        ("tests/conftest.py", 'REFERENCE = Path(__file__).resolve().parents[2] / "elsewhere"'),
+        ("Makefile", "cp ../elsewhere/table.json examples/"),
+        ("docs/x.md", "see [the table](../../elsewhere/table.md)"),
+        ("README.md", "the files are in /home/alice/reference"),
     ],
 )
 def test_the_check_finds_each_kind_of_outside_path(relative: str, text: str) -> None:

@@ -226,11 +226,11 @@ def extra_vllm_args() -> list[str]:
         args = shlex.split(text)
     except ValueError as exc:
         raise UserError(f"{EXTRA_ARGS_ENV}: {exc}; quote as a shell would") from None
-    for arg in args:
-        if arg.split("=", 1)[0] in _OWN_FLAGS:
+    for flag in (arg.split("=", 1)[0] for arg in args):
+        if flag in _OWN_FLAGS:
             raise UserError(
-                f"{EXTRA_ARGS_ENV}: {arg.split('=', 1)[0]} is sagemeter's own (it binds "
-                "127.0.0.1 on a port it chooses); leave it out"
+                f"{EXTRA_ARGS_ENV}: {flag} is sagemeter's own (it binds 127.0.0.1 on a port it "
+                "chooses); leave it out"
             )
     return args
 

@@ -266,6 +266,11 @@ def resume_run(
                     estimate=planned)  # fmt: skip
 
 
+def _wrote(names: Sequence[str | None]) -> str:
+    """A measure step's note: the result files it wrote."""
+    return "wrote " + ", ".join(f"measure-{name}.json" for name in names)
+
+
 def _measured(run_dir: Path, name: str) -> bool:
     """A whole result file exists for this visit (files are written atomically)."""
     path = result_path(run_dir, name)
@@ -492,10 +497,13 @@ class _Run:
         """Take the result files an interrupted session finished as this step's own."""
         names = [visit.result_name for visit in done]
         for name in names:
-            result = load_result(result_path(self.run_dir, name))
-            if result.complete is False:
-                self.journal.incomplete.append(f"{name}: {'; '.join(result.incomplete_because)}")
-        return "wrote " + ", ".join(f"measure-{name}.json" for name in names)
+            self._note_incomplete(name, load_result(result_path(self.run_dir, name)))
+        return _wrote(names)
+
+    def _note_incomplete(self, name: str | None, result: MeasureResult) -> None:
+        """The journal keeps why a result is incomplete."""
+        if result.complete is False:
+            self.journal.incomplete.append(f"{name}: {'; '.join(result.incomplete_because)}")
 
     def _measure(self, todo: list[Visit]) -> str:
         targets = {visit.result_name: self._target(visit) for visit in todo}
@@ -506,14 +514,11 @@ class _Run:
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
         for result in results:
-            if result.complete is False:
-                self.journal.incomplete.append(
-                    f"{result.name}: {'; '.join(result.incomplete_because)}"
-                )
-        wrote = ", ".join(f"measure-{result.name}.json" for result in results)
+            self._note_incomplete(result.name, result)
+        wrote = _wrote([result.name for result in results])
         if turns is None:
-            return f"wrote {wrote}"
-        return f"wrote {wrote}; {len(turns.log)} requests and batches sent in turn"
+            return wrote
+        return f"{wrote}; {len(turns.log)} requests and batches sent in turn"
 
     async def _measure_async(
         self,
