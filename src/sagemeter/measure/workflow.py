@@ -178,7 +178,7 @@ async def measure_target(
             on_phase("prefill")
             await meter.begin()
             prefill = await _prefill(client, settings, described, progress)
-            await meter.end("prefill", [*prefill.probe_records, *prefill_records(prefill)])
+            await meter.end("prefill", prefill_sent(prefill))
         on_phase("parallel")
         await meter.begin()
         load = await measure_load(
@@ -269,6 +269,11 @@ def prefill_records(prefill: PrefillDetail | None) -> list[RequestRecord]:
         return []
     cache = prefill.prefix_cache.records if prefill.prefix_cache else []
     return [*prefill.records, *cache]
+
+
+def prefill_sent(prefill: PrefillDetail | None) -> list[RequestRecord]:
+    """Every request the phase sent: the sizing probes too."""
+    return [*prefill.probe_records, *prefill_records(prefill)] if prefill else []
 
 
 def save_or_rescue(result: MeasureResult, path: Path) -> Path:
@@ -374,8 +379,7 @@ def assemble_result(
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     records = [
         *decode.records,
-        *(prefill.probe_records if prefill else []),
-        *prefill_records(prefill),
+        *prefill_sent(prefill),
         *(r for level in load.levels for r in level.records),
     ]
     failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)

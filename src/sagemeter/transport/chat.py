@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from sagemeter.transport.json_values import number
 from sagemeter.transport.record import LiveRecord, RequestRecord
 
 
@@ -66,7 +67,7 @@ def plain_reply(payload: Any) -> tuple[str, str | None, int | None, float | None
     tokens = tokens if isinstance(tokens, int) else None
     timings = payload.get("timings")
     rate = timings.get("predicted_per_second") if isinstance(timings, dict) else None
-    rate = float(rate) if isinstance(rate, int | float) and not isinstance(rate, bool) else None
+    rate = number(rate)
     if "choices" in payload:
         choice = payload["choices"][0]
         message = choice.get("message") or {}

@@ -18,6 +18,7 @@ from sagemeter.transport.client import (
     HttpClient,
     TransportError,
 )
+from sagemeter.transport.json_values import whole
 from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.retry import RetryPolicy
 
@@ -88,7 +89,7 @@ class OpenAIChat:
             first = models[0]
             if isinstance(first, dict) and first.get("id") is not None:
                 self.model = self.model or str(first["id"])
-                self.max_model_len = _whole(first.get("max_model_len"))
+                self.max_model_len = _positive(first.get("max_model_len"))
 
     async def describe(self) -> dict[str, Any]:
         """Engine, version, model and context as the server says (/v1/models, llama.cpp
@@ -106,7 +107,7 @@ class OpenAIChat:
             if reply.status != 200 or not isinstance(facts, dict):
                 continue
             settings = facts.get("default_generation_settings")
-            context = _whole(settings.get("n_ctx")) if isinstance(settings, dict) else None
+            context = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
             if context is not None:
                 info["n_ctx"] = context  # llama.cpp: one slot's context
             template = facts.get("chat_template")
@@ -161,8 +162,7 @@ class OpenAIChat:
             raise Unreachable("the streamed reply carried no token")
 
 
-def _whole(value: Any) -> int | None:
-    """A positive JSON integer, else None."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return None
+def _positive(value: Any) -> int | None:
+    """A positive JSON integer (a context length), else None."""
+    found = whole(value)
+    return found if found is not None and found > 0 else None

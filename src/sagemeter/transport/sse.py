@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sagemeter.transport.json_values import number, whole
 from sagemeter.transport.upstream import one_line
 
 # Inside a JSON string every quote is escaped, so none of these byte patterns can match text the
@@ -143,26 +144,15 @@ def _error_text(error: Any) -> str:
     return one_line(str(error))
 
 
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(value: Any) -> float | None:
-    """A JSON number as a float; None for anything else (booleans too)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
 def _read_usage(special: SpecialEvent, usage: dict[str, Any]) -> None:
     """Completion tokens, and the prompt's count and cached share where the server says them."""
-    if _whole(usage.get("completion_tokens")):
-        special.usage_tokens = usage["completion_tokens"]
-    if _whole(usage.get("prompt_tokens")):
-        special.prompt_tokens = usage["prompt_tokens"]
+    if (completion := whole(usage.get("completion_tokens"))) is not None:
+        special.usage_tokens = completion
+    if (prompt := whole(usage.get("prompt_tokens"))) is not None:
+        special.prompt_tokens = prompt
     details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict) and _whole(details.get("cached_tokens")):
-        special.cached_prompt_tokens = details["cached_tokens"]
+    if isinstance(details, dict) and (cached := whole(details.get("cached_tokens"))) is not None:
+        special.cached_prompt_tokens = cached
 
 
 def parse_special(event: bytes) -> SpecialEvent:
@@ -186,10 +176,10 @@ def parse_special(event: bytes) -> SpecialEvent:
     if isinstance(timings, dict):
         if isinstance(timings.get("predicted_n"), int):
             special.engine_tokens = timings["predicted_n"]
-        special.engine_rate = _number(timings.get("predicted_per_second"))
-        special.engine_prompt_rate = _number(timings.get("prompt_per_second"))
-        if special.cached_prompt_tokens is None and _whole(timings.get("cache_n")):
-            special.cached_prompt_tokens = timings["cache_n"]  # llama.cpp's reused prefix
+        special.engine_rate = number(timings.get("predicted_per_second"))
+        special.engine_prompt_rate = number(timings.get("prompt_per_second"))
+        if special.cached_prompt_tokens is None:
+            special.cached_prompt_tokens = whole(timings.get("cache_n"))  # llama.cpp's reuse
     choices = payload.get("choices")
     if isinstance(choices, list):
         for choice in choices:
