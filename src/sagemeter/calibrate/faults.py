@@ -31,6 +31,8 @@ checked against `TruthTiming`.
   `always` (`Connection: close` on every reply, then closed), `after-reply` (closed after every
   reply without the header, as llama.cpp's server does) or `on-reuse` (a second request on a
   connection is met by a close before any answer: every reuse is lost, the count is in /stats).
+- `swap_model_after`: after N generation requests the server is another model: /v1/models names
+  `truth-swapped` and every later reply's `model` field says so (a server replaced mid-measure).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class Faults:
     require_key: str = ""
     answer: Literal["", "html", "no-choices"] = ""
     connection_close: Literal["", "always", "after-reply", "on-reuse"] = ""
+    swap_model_after: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -70,6 +73,7 @@ class Faults:
             "stall_every",
             "stall_once",
             "drop_every",
+            "swap_model_after",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more")
@@ -97,6 +101,11 @@ class Faults:
             flag = "--" + item.name.replace("_", "-")
             flags.append(flag if value is True else f"{flag}={value}")
         return flags
+
+
+def swapped(faults: Faults, generations: int) -> bool:
+    """Whether the server is the other model by now (`generations` requests have arrived)."""
+    return faults.swap_model_after > 0 and generations > faults.swap_model_after
 
 
 def nth(every: int, number: int) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 from sagemeter.calibrate import wire
 from sagemeter.calibrate.child import die_with_parent, running_truth_server
 from sagemeter.calibrate.connection import ClosePolicy, Connection, Listener, RequestError
-from sagemeter.calibrate.faults import Faults, nth
+from sagemeter.calibrate.faults import Faults, nth, swapped
 from sagemeter.calibrate.http1 import Request
 from sagemeter.calibrate.loops import run_precisely
 from sagemeter.calibrate.prompts import PrefixCache, prompt_tokens
@@ -173,7 +173,8 @@ class TruthApp:
                 raise RequestError(405, f"{request.path} takes GET")
             raise RequestError(404, f"no such path: {request.path}")
         if request.path == "/v1/models":
-            return wire.models(self.max_model_len)
+            model = wire.SWAPPED_MODEL_ID if swapped(self.faults, self.generations) else None
+            return wire.models(self.max_model_len, model or wire.MODEL_ID)
         if request.path == "/health":
             return wire.HEALTH
         if request.path == "/stats":
@@ -202,7 +203,7 @@ class TruthApp:
         self, kind: wire.Kind, body: dict[str, Any], number: int
     ) -> StreamFaults | None:
         faults = self.faults
-        model = _model(body)
+        model = self._reply_model(body)
         chunk_for = None
         if faults.empty_every or (faults.reasoning_tokens and kind is wire.Kind.CHAT):
 
@@ -222,6 +223,10 @@ class TruthApp:
             pause_s=faults.stall_s if stall else 0.0,
             drop_after=faults.drop_after if drop else None,
         )
+
+    def _reply_model(self, body: dict[str, Any]) -> str:
+        """The reply's `model`: the request's, or the other model once it has been swapped in."""
+        return wire.SWAPPED_MODEL_ID if swapped(self.faults, self.generations) else _model(body)
 
     def _prompt(self, body: dict[str, Any], max_tokens: int) -> wire.PromptCount:
         """The prompt's token count and the tokens the prefix cache served, counted in /stats;
@@ -249,7 +254,7 @@ class TruthApp:
     ) -> None:
         arrived = connection.arrived
         tokens = _max_tokens(body)
-        model = _model(body)
+        model = self._reply_model(body)
         reported = max(0, tokens + self.faults.usage_offset)  # what `usage` says
         prompt = self._prompt(body, tokens)
         first_at = arrived + self.timing.first_token_seconds(prompt.tokens or 0, prompt.cached or 0)

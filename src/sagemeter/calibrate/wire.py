@@ -15,6 +15,7 @@ from typing import Any
 
 TOKEN_TEXT = "tok "
 MODEL_ID = "truth"
+SWAPPED_MODEL_ID = "truth-swapped"  # the other model of the `swap_model_after` fault
 
 
 class Kind(Enum):
@@ -186,10 +187,10 @@ def whole_reply(
 
 
 @functools.cache
-def models(max_model_len: int | None = None) -> bytes:
+def models(max_model_len: int | None = None, model_id: str = MODEL_ID) -> bytes:
     """GET /v1/models: the one model, with its context length when the server has one (vLLM's
     `max_model_len`)."""
-    model: dict[str, Any] = {"id": MODEL_ID, "object": "model", "created": 0}
+    model: dict[str, Any] = {"id": model_id, "object": "model", "created": 0}
     model["owned_by"] = "sagemeter"
     if max_model_len is not None:
         model["max_model_len"] = max_model_len

@@ -92,6 +92,13 @@ def calibrate_server_command(
             "connection is closed before any answer)"
         ),
     ] = "",
+    swap_model_after: Annotated[
+        int,
+        typer.Option(
+            help="fault: after N generation requests the server is another model "
+            "(/v1/models and every reply's `model` say truth-swapped)"
+        ),
+    ] = 0,
 ) -> None:
     """Serve an OpenAI-compatible API on 127.0.0.1 with known timing, until Ctrl-C.
 
@@ -133,6 +140,7 @@ def calibrate_server_command(
             require_key=require_key,
             answer=answer,  # type: ignore[arg-type]  # checked by Faults
             connection_close=connection_close,  # type: ignore[arg-type]  # checked by Faults
+            swap_model_after=swap_model_after,
         )
     except ValueError as exc:
         raise UserError(f"calibrate-server: {exc}") from None
