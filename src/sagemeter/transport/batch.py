@@ -84,6 +84,7 @@ class BatchWire:
     stall_s: float
     retry: RetryPolicy
     max_tokens: int | None
+    expected_model: str | None = None
 
 
 def batch_plans(wire: BatchWire, payloads: list[bytes], workers: int) -> list[WorkerPlan]:
@@ -107,6 +108,7 @@ def batch_plans(wire: BatchWire, payloads: list[bytes], workers: int) -> list[Wo
                 max_tokens=wire.max_tokens,
                 stall_s=wire.stall_s,
                 retry=wire.retry,
+                expected_model=wire.expected_model,
             )
         )
     return plans

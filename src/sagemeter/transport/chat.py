@@ -106,6 +106,8 @@ def read_plain_reply(record: LiveRecord) -> LiveRecord:
     record.usage_tokens = tokens
     record.engine_rate = rate
     record.done = True
+    model = payload.get("model") if isinstance(payload, dict) else None
+    record.model = model if isinstance(model, str) else None
     return record
 
 

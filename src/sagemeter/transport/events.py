@@ -88,8 +88,23 @@ def _special(record: LiveRecord, event: bytes) -> None:
         record.engine_prompt_rate = special.engine_prompt_rate
     if special.finish_reason is not None:
         record.finish_reason = special.finish_reason
+    if special.model is not None:
+        record.model = special.model
     if special.error is not None and record.error is None:
         record.error = special.error
+
+
+def check_reply_model(record: LiveRecord, expected: str | None) -> None:
+    """A reply that names another model than the server's first replies did is a failure: the
+    server was swapped, and its figures are not the measured model's."""
+    if expected is None or record.model is None or record.model == expected:
+        return
+    if record.error is None:
+        record.error = (
+            f"the reply came from model {record.model!r}, not {expected!r} as the first replies "
+            "did (the server's model changed)"
+        )
+        record.done = False
 
 
 def stream_outcome(record: LiveRecord) -> str | None:

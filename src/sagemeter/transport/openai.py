@@ -18,6 +18,7 @@ from sagemeter.transport.client import (
     HttpClient,
     TransportError,
 )
+from sagemeter.transport.events import check_reply_model
 from sagemeter.transport.json_values import whole
 from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.retry import RetryPolicy
@@ -51,6 +52,7 @@ class OpenAIChat:
         self.max_model_len: int | None = None  # the context, where /v1/models says it (vLLM)
         self._model_asked = model is not None  # a given model needs no question per request
         self._models_read = False
+        self.reply_model: str | None = None  # the `model` the first reply named
         self._batches = BatchSender()
 
     @property
@@ -131,6 +133,9 @@ class OpenAIChat:
         )
         if not request.stream:
             read_plain_reply(record)
+        check_reply_model(record, self.reply_model)
+        if self.reply_model is None and record.error is None:
+            self.reply_model = record.model
         return self.http.freeze(record)
 
     async def batch(self, requests: list[ChatRequest]) -> BatchRun:
@@ -141,6 +146,7 @@ class OpenAIChat:
             stall_s=self.http.stall_s,
             retry=self.http.retry,
             max_tokens=requests[0].max_tokens if requests else None,
+            expected_model=self.reply_model,
         )
         payloads = [self.payload(request) for request in requests]
         return await self._batches.send(wire, payloads, self.http.origin_wall)

@@ -68,6 +68,8 @@ class LiveRecord:
     prompt_tokens: int | None = None
     cached_prompt_tokens: int | None = None
     engine_prompt_rate: float | None = None
+    # The `model` the reply named (checked against the first replies', never stored).
+    model: str | None = None
     # Earlier tries sent again: (send, end, error, status, seconds waited after it).
     attempts_raw: list[tuple[float, float, str, int | None, float]] = field(default_factory=list)
 

@@ -135,6 +135,7 @@ class SpecialEvent:
     engine_prompt_rate: float | None = None
     finish_reason: str | None = None
     error: str | None = None
+    model: str | None = None
 
 
 def _error_text(error: Any) -> str:
@@ -172,6 +173,8 @@ def parse_special(event: bytes) -> SpecialEvent:
     usage = payload.get("usage")
     if isinstance(usage, dict):
         _read_usage(special, usage)
+    if isinstance(model := payload.get("model"), str):
+        special.model = model
     timings = payload.get("timings")
     if isinstance(timings, dict):
         if isinstance(timings.get("predicted_n"), int):

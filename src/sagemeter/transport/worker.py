@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from sagemeter.parentwatch import die_with_parent
 from sagemeter.transport.clock import LagSampler, perf_counter_at
+from sagemeter.transport.events import check_reply_model
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
@@ -103,6 +104,7 @@ class WorkerPlan:
     max_tokens: int | None = None
     stall_s: float = 0.0
     retry: RetryPolicy = NO_RETRIES
+    expected_model: str | None = None  # a reply naming another model is a failure
 
 
 @dataclass
@@ -192,6 +194,8 @@ class Worker:
         self.output.run_s = time.perf_counter() - self.start
         for connection in self.idle:
             connection.close()
+        for record in self.live:
+            check_reply_model(record, plan.expected_model)
         self.output.records = [record.freeze(self.start) for record in self.live]
         self.output.loop_lag_us = [round(lag * 1e6) for lag in sampler.samples]
         return self.output
