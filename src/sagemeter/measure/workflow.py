@@ -28,6 +28,7 @@ from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
 from sagemeter.measure.figure_samples import speed_summaries
+from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import measure_quality
@@ -39,14 +40,17 @@ from sagemeter.results import (
     Detail,
     Environment,
     LoadDetail,
+    LoadLevel,
     MeasureResult,
     PrefillDetail,
     QualityDetail,
+    QualityItem,
     StartupFacts,
     result_path,
     save_result,
 )
 from sagemeter.results.derived import fill_derived
+from sagemeter.results.model import ServerIdentity
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
 from sagemeter.transport.chat import ChatClient, Unreachable
@@ -155,6 +159,8 @@ async def measure_target(
                 f"target {target} does not answer as a chat API: {exc}{where}"
             ) from None
         described = await client.describe()
+        watch = IdentityWatch(endpoint.http_root, endpoint.api_key)
+        await watch.open()
         meter = MetricsRecorder(_server_root(endpoint))
         await meter.open()
         on_phase("decode")
@@ -174,57 +180,69 @@ async def measure_target(
             unrecorded=(settings.decode_warmup, settings.decode_warmup * settings.short_tokens),
         )
         prefill = None
-        if settings.prefill_tokens:
+        if settings.prefill_tokens and not await watch.check("decode", "prefill"):
             on_phase("prefill")
             await meter.begin()
             prefill = await _prefill(client, settings, described, progress)
             await meter.end("prefill", prefill_sent(prefill))
-        on_phase("parallel")
-        await meter.begin()
-        load = await measure_load(
-            client,
-            levels=settings.load_levels,
-            max_tokens=settings.load_max_tokens,
-            batches=settings.load_batches,
-            reruns=settings.batch_reruns,
-            prompt=settings.load_prompt,
-            statistic=settings.load_statistic,
-            pause_s=settings.batch_pause_s,
-            progress=progress,
-            one_at_once_expected=(
-                one_at_once_expected(
-                    decode.tokens_per_second,
-                    decode.per_call_fixed_cost_s,
-                    settings.load_max_tokens,
-                )
-                if decode.valid
-                else None
-            ),
-        )
-        await meter.end("parallel", [r for level in load.levels for r in level.records])
-        on_phase("quality")
-        await meter.begin()
-        quality = await measure_quality(
-            client,
-            question_set,
-            max_tokens=settings.quality_max_tokens,
-            system_prompt=settings.system_prompt,
-            seed=settings.quality_seed,
-            scoring=settings.scoring,
-            progress=progress,
-        )
-        await meter.end("quality", [], requests=len(quality.items))
+        last = "prefill" if settings.prefill_tokens else "decode"
+        if await watch.check(last, "parallel"):
+            load = skipped_load(settings, str(watch.changed))
+        else:
+            on_phase("parallel")
+            await meter.begin()
+            load = await measure_load(
+                client,
+                levels=settings.load_levels,
+                max_tokens=settings.load_max_tokens,
+                batches=settings.load_batches,
+                reruns=settings.batch_reruns,
+                prompt=settings.load_prompt,
+                statistic=settings.load_statistic,
+                pause_s=settings.batch_pause_s,
+                progress=progress,
+                one_at_once_expected=(
+                    one_at_once_expected(
+                        decode.tokens_per_second,
+                        decode.per_call_fixed_cost_s,
+                        settings.load_max_tokens,
+                    )
+                    if decode.valid
+                    else None
+                ),
+            )
+            await meter.end("parallel", [r for level in load.levels for r in level.records])
+        if await watch.check("parallel", "quality"):
+            quality = skipped_quality(settings, question_set, str(watch.changed))
+        else:
+            on_phase("quality")
+            await meter.begin()
+            quality = await measure_quality(
+                client,
+                question_set,
+                max_tokens=settings.quality_max_tokens,
+                system_prompt=settings.system_prompt,
+                seed=settings.quality_seed,
+                scoring=settings.scoring,
+                progress=progress,
+            )
+            await meter.end("quality", [], requests=len(quality.items))
         quality.chat_template_sha256 = described.get("chat_template_sha256")
         if quality.chat_template_sha256 is None and meter.engine == "vllm" and meter.root:
             sha, why = await vllm_chat_template_sha256(meter.root)
             quality.chat_template_sha256, quality.chat_template_note = sha, why
         fidelity: FidelityRecord | None = None
         fidelity_warnings: list[str] = []
-        if settings.fidelity_prompts or fidelity_reference is not None:
+        wants_fidelity = settings.fidelity_prompts or fidelity_reference is not None
+        if wants_fidelity and await watch.check("quality", "fidelity"):
+            fidelity_warnings = [f"fidelity: not measured: {watch.changed}"]
+        elif wants_fidelity:
             on_phase("fidelity")
             fidelity, fidelity_warnings = await _fidelity(
                 endpoint, settings, question_set, fidelity_reference, wire
             )
+        await watch.check("fidelity" if wants_fidelity else "quality", None)
+        await watch.close()
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
@@ -242,9 +260,47 @@ async def measure_target(
         [*fidelity_warnings, *meter.warnings()],
         server_metrics=meter.detail,
         prefill=prefill,
+        server_identity=watch.record(),
     )
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
+
+
+def identity_reason(changed: str) -> str:
+    """The incomplete-note of a server whose identity changed (`changed` says where)."""
+    after = "; later phases not measured" if " between the " in changed else ""
+    return f"server identity: {changed}{after}"
+
+
+def skipped_load(settings: MeasureSettings, why: str) -> LoadDetail:
+    """The parallel phase not run: every level asked for, without a figure, saying why."""
+    levels = [
+        LoadLevel(concurrency=level, problem=f"not measured: {why}", batches=[])
+        for level in settings.load_levels
+    ]
+    return LoadDetail(
+        max_tokens=settings.load_max_tokens,
+        batches_per_level=settings.load_batches,
+        levels=levels,
+    )
+
+
+def skipped_quality(settings: MeasureSettings, questions: QuestionSet, why: str) -> QualityDetail:
+    """The questions not asked: every one unanswered (not wrong), saying why."""
+    items = [
+        QualityItem.scored(question, None, settings.scoring, error=f"not asked: {why}")
+        for question in questions.questions
+    ]
+    return QualityDetail.from_items(
+        items,
+        question_set=questions.name,
+        question_set_sha256=questions.sha256,
+        max_tokens=settings.quality_max_tokens,
+        temperature=0.0,
+        seed=settings.quality_seed,
+        scoring=settings.scoring,
+        system_prompt=settings.system_prompt,
+    )
 
 
 async def _prefill(
@@ -375,6 +431,7 @@ def assemble_result(
     *,
     server_metrics: ServerMetrics | None = None,
     prefill: PrefillDetail | None = None,
+    server_identity: ServerIdentity | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     records = [
@@ -389,6 +446,8 @@ def assemble_result(
     reopened = sum(1 for r in records if r.reopened) + sum(1 for i in quality.items if i.reopened)
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
     missing[1:1] = missing_prefill(settings, prefill)
+    if server_identity is not None and server_identity.changed:
+        missing.insert(0, identity_reason(server_identity.changed))
     warnings = [
         *decode.problems,
         *prefill_warnings(prefill),
@@ -438,6 +497,7 @@ def assemble_result(
             quality=quality,
             fidelity=fidelity,
             server_metrics=server_metrics,
+            server_identity=server_identity,
             failed_requests=failed,
             timed_out_requests=timed_out,
             retried_requests=retried,

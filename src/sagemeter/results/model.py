@@ -420,6 +420,21 @@ class Environment(BaseModel):
     )
 
 
+class ServerIdentity(BaseModel):
+    """Who answered: `/v1/models` read before the first phase and again at each boundary."""
+
+    model: str | None = Field(None, description="the first model's id as first read")
+    models_sha256: str = Field(
+        description="SHA-256 of the whole model list (each entry's `created` left out)"
+    )
+    checked: list[str] = Field(
+        default_factory=list, description="the phase boundaries where it was read again"
+    )
+    changed: str | None = Field(
+        None, description="the first change seen, and where; the later phases were not measured"
+    )
+
+
 class Detail(BaseModel):
     schema_version: int = SCHEMA_VERSION
     settings: dict[str, Any]
@@ -436,6 +451,9 @@ class Detail(BaseModel):
     )
     server_metrics: ServerMetrics | None = Field(
         None, description="the server's own /metrics counts per phase beside the client's"
+    )
+    server_identity: ServerIdentity | None = Field(
+        None, description="the server's model read between phases (None: it lists no models)"
     )
     failed_requests: int = 0
     timed_out_requests: int = Field(

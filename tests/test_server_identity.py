@@ -1,0 +1,135 @@
+"""A server swapped for another model mid-measure is seen: `/v1/models` is read again at each
+phase boundary, every reply's `model` is held to the first's, and the later phases are not run.
+
+The known-truth server's `swap_model_after` fault is the swap: after N generation requests its
+/v1/models and every reply name `truth-swapped` instead of `truth`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.calibrate.faults import Faults
+from sagemeter.measure.decode import decode_request_count
+from sagemeter.measure.identity import IdentityWatch, change_reason, identity_of
+from sagemeter.measure.workflow import measure_target
+from sagemeter.settings import MeasureSettings
+from sagemeter.targets import parse_target
+from sagemeter.transport.chat import ChatRequest
+from sagemeter.transport.openai import OpenAIChat
+
+FAST = TruthTiming(ttft_s=0.01, itl_s=0.002)
+PREFLIGHT = 2  # a whole and a streamed reply before anything is measured
+SWAPPED = "the server's model changed from truth to truth-swapped"
+
+
+def test_the_identity_is_the_first_id_and_a_digest_that_ignores_created() -> None:
+    listed = {"data": [{"id": "m", "created": 1, "max_model_len": 4096}, {"id": "n"}]}
+    again = {"data": [{"id": "m", "created": 99, "max_model_len": 4096}, {"id": "n"}]}
+    first, second = identity_of(listed), identity_of(again)
+    assert first is not None and first.model == "m" and first == second
+    longer = identity_of({"data": [{"id": "m", "created": 1, "max_model_len": 8192}, {"id": "n"}]})
+    assert longer is not None and longer.models_sha256 != first.models_sha256
+    assert change_reason(first, second, "between the decode and parallel phases") is None
+    assert change_reason(first, longer, "after the quality phase") == (
+        "the server's model list changed after the quality phase (model m)"
+    )
+    assert change_reason(first, None, "x").startswith("the server's model list could not be read")
+    assert identity_of({"object": "error"}) is None
+
+
+def test_a_reply_from_another_model_fails_and_the_boundary_check_names_the_change() -> None:
+    async def run(url: str) -> tuple[list[str | None], str | None, str | None]:
+        watch = IdentityWatch(url)
+        await watch.open()
+        assert watch.first is not None and watch.first.model == "truth"
+        same = await watch.check("decode", "parallel")
+        async with OpenAIChat(url) as client:
+            records = [
+                await client.chat(ChatRequest(prompt="hi", max_tokens=2, stream=stream))
+                for stream in (True, False, True)
+            ]
+        changed = await watch.check("parallel", "quality")
+        await watch.close()
+        return [r.error for r in records], same, changed
+
+    with running_truth_server(FAST, faults=Faults(swap_model_after=1)) as url:
+        errors, same, changed = asyncio.run(run(url))
+    assert same is None
+    assert errors[0] is None
+    for error in errors[1:]:  # streamed and whole replies alike
+        assert error == (
+            "the reply came from model 'truth-swapped', not 'truth' as the first replies did "
+            "(the server's model changed)"
+        )
+    assert changed == f"{SWAPPED} between the parallel and quality phases"
+
+
+def test_a_swap_during_the_parallel_phase_leaves_quality_unasked(tmp_path: Path) -> None:
+    settings = MeasureSettings(
+        short_tokens=4,
+        long_tokens=16,
+        decode_repeats=2,
+        prefill_tokens=[],
+        load_levels=[2],
+        load_max_tokens=8,
+        load_batches=1,
+        batch_reruns=0,
+        questions_per_family=1,
+        quality_max_tokens=8,
+        timeout_s=5.0,
+        stall_s=1.0,
+        retries=1,
+    )
+    decode = decode_request_count(settings.decode_repeats, settings.decode_warmup)
+    # The swap comes with the first request after decode: the parallel phase's first batch.
+    faults = Faults(swap_model_after=PREFLIGHT + decode)
+    with running_truth_server(FAST, faults=faults) as url:
+        result, path = asyncio.run(
+            measure_target(parse_target(url), name="swap", settings=settings, out_dir=tmp_path)
+        )
+    assert result.complete is False
+    reason = f"{SWAPPED} between the parallel and quality phases"
+    assert result.incomplete_because[0] == f"server identity: {reason}; later phases not measured"
+    assert result.decode_tokens_per_second is not None  # measured before the swap: it stands
+    assert result.load_tokens_per_second == {"2": None}  # never the new model's figure
+    detail = result.detail
+    assert detail is not None and detail.quality is not None and detail.load is not None
+    records = [r for level in detail.load.levels for r in level.records]
+    assert records and all("truth-swapped" in (r.error or "") for r in records)
+    assert detail.quality.answered_count == 0
+    assert all(item.error == f"not asked: {reason}" for item in detail.quality.items)
+    identity = detail.server_identity
+    assert identity is not None and identity.model == "truth" and identity.changed == reason
+    assert identity.checked == ["decode/parallel", "parallel/quality"]
+    written = json.loads(path.read_text(encoding="utf-8"))
+    assert written["detail"]["server_identity"]["changed"] == reason
+
+
+@pytest.mark.slow
+def test_the_command_exits_3_when_the_model_changes_after_the_preflight(tmp_path: Path) -> None:
+    env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home")}
+    env.pop("OPENAI_API_KEY", None)
+    with running_truth_server(FAST, faults=Faults(swap_model_after=PREFLIGHT)) as url:
+        done = subprocess.run(
+            [sys.executable, "-m", "sagemeter", "measure", str(tmp_path / "out"), url, "--quick"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    reason = f"{SWAPPED} between the decode and parallel phases"
+    assert reason in " ".join(done.stderr.split())
+    written = json.loads(next((tmp_path / "out").glob("measure-*.json")).read_text())
+    assert written["complete"] is False
+    assert written["incomplete_because"][0].startswith(f"server identity: {reason}")
+    assert written["decode_tokens_per_second"] is None  # every measured reply was the other's
