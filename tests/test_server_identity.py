@@ -112,6 +112,7 @@ def test_a_swap_during_the_parallel_phase_leaves_quality_unasked(tmp_path: Path)
     assert identity.checked == ["decode/parallel", "parallel/quality"]
     written = json.loads(path.read_text(encoding="utf-8"))
     assert written["detail"]["server_identity"]["changed"] == reason
+    assert written["detail"]["host"]["cores"] >= 1
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from sagemeter.atomic import write_text_atomic
 from sagemeter.compare.costs import check_price, cost_per_million_tokens
-from sagemeter.compare.environments import environment_differences
+from sagemeter.compare.environments import busy_hosts, environment_differences
 from sagemeter.errors import UserError
 from sagemeter.evidence import QualityComparison, QualityVerdict, compare_quality, decide
 from sagemeter.evidence.summary import render_summary
@@ -243,6 +243,7 @@ def _check_comparable(paths: list[Path], results: list[MeasureResult]) -> list[s
         raise UserError(f"{odd}: quality has a different number of questions than {first_path}")
     warnings = _asked_differently(paths, results)
     warnings.extend(environment_differences(paths, results))
+    warnings.extend(busy_hosts(paths, results))
     methods = [method_of(result) for result in results]
     if len({method for method in methods if method is not None}) > 1:
         listed = ", ".join(

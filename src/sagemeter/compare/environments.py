@@ -80,3 +80,14 @@ def environment_differences(paths: list[Path], results: list[MeasureResult]) -> 
         listed = ", ".join(f"{name} {value or 'not recorded'}" for name, value in values)
         warnings.append(f"{label} differs: {listed}; {consequence}")
     return warnings
+
+
+def busy_hosts(paths: list[Path], results: list[MeasureResult]) -> list[str]:
+    """One note per result measured on a busy host (`detail.host`): its figures may be low."""
+    notes = []
+    for path, result in zip(paths, results, strict=True):
+        host = result.detail.host if result.detail else None
+        note = host.busy_note() if host else None
+        if note:
+            notes.append(f"{path.name}: {note}")
+    return notes

@@ -28,6 +28,7 @@ from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
 from sagemeter.measure.figure_samples import speed_summaries
+from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
@@ -50,7 +51,7 @@ from sagemeter.results import (
     save_result,
 )
 from sagemeter.results.derived import fill_derived
-from sagemeter.results.model import ServerIdentity
+from sagemeter.results.model import HostLoad, ServerIdentity
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import Target
 from sagemeter.transport.chat import ChatClient, Unreachable
@@ -132,6 +133,8 @@ async def measure_target(
     check_output_folder(out_dir, "OUT_DIR")
     check_output_file(result_path(out_dir, name), "the result file", force=True)
     started = utc_now()
+    host = HostSampler()
+    host.start()
     on_phase("starting")
     log_path = out_dir / f"engine-{name}.log"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -165,6 +168,7 @@ async def measure_target(
         await meter.open()
         on_phase("decode")
         await meter.begin()
+        host.begin("decode")
         decode = await measure_decode(
             client,
             short_tokens=settings.short_tokens,
@@ -179,11 +183,14 @@ async def measure_target(
             decode.records,
             unrecorded=(settings.decode_warmup, settings.decode_warmup * settings.short_tokens),
         )
+        host.end()
         prefill = None
         if settings.prefill_tokens and not await watch.check("decode", "prefill"):
             on_phase("prefill")
             await meter.begin()
+            host.begin("prefill")
             prefill = await _prefill(client, settings, described, progress)
+            host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
         if await watch.check(last, "parallel"):
@@ -191,6 +198,7 @@ async def measure_target(
         else:
             on_phase("parallel")
             await meter.begin()
+            host.begin("parallel")
             load = await measure_load(
                 client,
                 levels=settings.load_levels,
@@ -211,12 +219,14 @@ async def measure_target(
                     else None
                 ),
             )
+            host.end()
             await meter.end("parallel", [r for level in load.levels for r in level.records])
         if await watch.check("parallel", "quality"):
             quality = skipped_quality(settings, question_set, str(watch.changed))
         else:
             on_phase("quality")
             await meter.begin()
+            host.begin("quality")
             quality = await measure_quality(
                 client,
                 question_set,
@@ -226,6 +236,7 @@ async def measure_target(
                 scoring=settings.scoring,
                 progress=progress,
             )
+            host.end()
             await meter.end("quality", [], requests=len(quality.items))
         quality.chat_template_sha256 = described.get("chat_template_sha256")
         if quality.chat_template_sha256 is None and meter.engine == "vllm" and meter.root:
@@ -238,9 +249,11 @@ async def measure_target(
             fidelity_warnings = [f"fidelity: not measured: {watch.changed}"]
         elif wants_fidelity:
             on_phase("fidelity")
+            host.begin("fidelity")
             fidelity, fidelity_warnings = await _fidelity(
                 endpoint, settings, question_set, fidelity_reference, wire
             )
+            host.end()
         await watch.check("fidelity" if wants_fidelity else "quality", None)
         await watch.close()
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
@@ -261,6 +274,7 @@ async def measure_target(
         server_metrics=meter.detail,
         prefill=prefill,
         server_identity=watch.record(),
+        host=host.record(server_here=_server_here(endpoint)),
     )
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
@@ -386,6 +400,21 @@ async def _fidelity(
     return record, []
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+
+
+def _server_here(endpoint: Endpoint) -> bool:
+    """Whether the measured server runs on this host (started here, or at a loopback address):
+    its CPU is then not another process's load."""
+    if endpoint.backend in ("local", "vllm"):
+        return True
+    if endpoint.http_root is None:
+        return False
+    from sagemeter.transport.address import parse_address
+
+    return parse_address(endpoint.http_root).host.strip("[]") in LOOPBACK
+
+
 def _server_root(endpoint: Endpoint) -> str | None:
     """`http://host:port` of the server's own API, where it has one (not SageMaker)."""
     from sagemeter.fidelity.detect import server_root
@@ -432,6 +461,7 @@ def assemble_result(
     server_metrics: ServerMetrics | None = None,
     prefill: PrefillDetail | None = None,
     server_identity: ServerIdentity | None = None,
+    host: HostLoad | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     records = [
@@ -498,6 +528,7 @@ def assemble_result(
             fidelity=fidelity,
             server_metrics=server_metrics,
             server_identity=server_identity,
+            host=host,
             failed_requests=failed,
             timed_out_requests=timed_out,
             retried_requests=retried,

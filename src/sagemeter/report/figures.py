@@ -119,6 +119,19 @@ def hardware_of(result: MeasureResult) -> str:
     return f"{environment.host_cpu or 'unknown CPU'}{cores}"
 
 
+def host_load_of(result: MeasureResult) -> str:
+    """The host's load as the result recorded it: busy and why, or quiet (n/a: not recorded)."""
+    host = result.detail.host if result.detail else None
+    if host is None:
+        return NA
+    if host.busy:
+        return "busy: " + "; ".join(host.busy_because)
+    load = host.load_average_before
+    if load is None:
+        return "quiet"
+    return f"quiet (load average {load:.1f} on {host.cores} cores)"
+
+
 def short_sha(digest: str | None) -> str:
     return NA if not digest else digest[:12]
 

@@ -174,6 +174,9 @@ def decode_section(run: Run) -> Section:
             )
         elif decode and decode.problems:  # the rate stands; what else was seen
             blocks.append(Callout(f"{name_of(result)}, decode: {'; '.join(decode.problems)}"))
+        busy = result.detail.host.busy_note() if result.detail and result.detail.host else None
+        if busy:
+            blocks.append(Callout(f"{name_of(result)}: {busy}"))
     blocks.append(Table(header=header, rows=_decode_rows(run, noise_of(run))))
     blocks += _decode_verdict(contenders)
     blocks.append(

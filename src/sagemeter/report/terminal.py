@@ -231,6 +231,9 @@ def print_result(console: Console, result: MeasureResult) -> None:
     if detail:
         for warning in detail.warnings:
             console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        busy = detail.host.busy_note() if detail.host else None
+        if busy:
+            console.print(f"[yellow]warning:[/] {busy}", highlight=False)
 
 
 def _prefill_rows(table: Table, result: MeasureResult) -> None:

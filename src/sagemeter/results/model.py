@@ -420,6 +420,46 @@ class Environment(BaseModel):
     )
 
 
+class HostPhase(BaseModel):
+    """One phase's shares of all the host's cores (0–1), from /proc/stat and the client's CPU."""
+
+    phase: str
+    seconds: float
+    load_average: float | None = Field(None, description="the 1-minute load average at its end")
+    busy_share: float | None = Field(None, description="all cores' busy share (steal left out)")
+    steal_share: float | None = Field(None, description="ticks the hypervisor stole")
+    client_share: float = Field(
+        0.0, description="this client's CPU (its finished workers too) over the phase's cores"
+    )
+
+
+class HostLoad(BaseModel):
+    """Was the measuring host busy? Named beside the figures; never by itself incomplete."""
+
+    cores: int
+    load_average_before: float | None = Field(None, description="1-minute, before measuring")
+    load_average_during: float | None = Field(None, description="the highest at a phase's end")
+    steal_share: float | None = Field(None, description="the highest phase's CPU steal (0–1)")
+    client_share: float | None = Field(
+        None, description="the highest phase's client CPU share of all cores (0–1)"
+    )
+    server_here: bool = Field(
+        False, description="the measured server ran on this host (its CPU is not others')"
+    )
+    busy: bool = False
+    busy_because: list[str] = Field(default_factory=list)
+    phases: list[HostPhase] = Field(default_factory=list)
+
+    def busy_note(self) -> str | None:
+        """The one line a busy host gets beside the figures (terminal, combine, report)."""
+        if not self.busy:
+            return None
+        return (
+            f"measured on a busy host ({'; '.join(self.busy_because)}): its speed figures may "
+            "be slower than the server can give"
+        )
+
+
 class ServerIdentity(BaseModel):
     """Who answered: `/v1/models` read before the first phase and again at each boundary."""
 
@@ -451,6 +491,9 @@ class Detail(BaseModel):
     )
     server_metrics: ServerMetrics | None = Field(
         None, description="the server's own /metrics counts per phase beside the client's"
+    )
+    host: HostLoad | None = Field(
+        None, description="the measuring host's load before and during (None: older files)"
     )
     server_identity: ServerIdentity | None = Field(
         None, description="the server's model read between phases (None: it lists no models)"
