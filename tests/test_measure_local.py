@@ -58,6 +58,15 @@ def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
     assert [len(level.records) for level in detail.load.levels] == [1, 4]
     assert detail.quality is not None
     assert all(item.reply for item in detail.quality.items)
+    identity = detail.server_identity  # the same real server throughout, read at each boundary
+    assert identity is not None and identity.changed is None
+    assert identity.model == "smollm2-q4_1" and (identity.process or "").startswith("pid ")
+    assert identity.checked == ["decode/parallel", "parallel/quality", "quality"]
+    assert detail.host is not None and [p.phase for p in detail.host.phases] == [
+        "decode",
+        "parallel",
+        "quality",
+    ]
     # How the questions were asked is recorded, down to the server's chat template.
     assert (detail.quality.temperature, detail.quality.seed) == (0.0, 0)
     assert detail.quality.chat_template_sha256 is not None

@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import Vocabulary
@@ -50,6 +50,29 @@ class Endpoint:
     api_key: str | None = field(default=None, repr=False)
     # The checkpoint's own vocabulary fingerprint, where sagemeter holds its files (fidelity).
     vocabulary: Callable[[], Vocabulary | None] = lambda: None
+    # The server process sagemeter started ("pid 123", "pid 123, ended"); None: not ours.
+    process: Callable[[], str | None] = lambda: None
+
+
+class ServerProcess(Protocol):
+    """What a server sagemeter starts tells of its process."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def is_running(self) -> bool: ...
+
+
+def process_of(server: ServerProcess) -> Callable[[], str | None]:
+    """The process's identity as the server-identity check reads it: its pid, and whether it
+    still runs (a server restarted or gone between phases is not the one measured before)."""
+
+    def state() -> str | None:
+        if server.pid is None:
+            return None
+        return f"pid {server.pid}" + ("" if server.is_running() else ", ended")
+
+    return state
 
 
 @contextlib.asynccontextmanager
@@ -190,6 +213,7 @@ async def _local_endpoint(
                 environment=environment,
                 http_root=engine.base_url,
                 vocabulary=lambda: gguf_vocabulary(checkpoint.path),
+                process=process_of(engine),
             )
     finally:
         engine.stop()

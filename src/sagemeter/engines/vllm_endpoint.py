@@ -7,7 +7,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from sagemeter.engines.endpoints import Endpoint, WireOptions, _chat_client, slot_context
+from sagemeter.engines.endpoints import (
+    Endpoint,
+    WireOptions,
+    _chat_client,
+    process_of,
+    slot_context,
+)
 from sagemeter.engines.hf_export import export_record
 from sagemeter.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServer, prepare_server
 from sagemeter.fidelity.vocabulary import hf_vocabulary
@@ -65,6 +71,7 @@ async def open_vllm_endpoint(
                 environment=environment_of(server),
                 http_root=server.base_url,
                 vocabulary=lambda: hf_vocabulary(server.model.folder),
+                process=process_of(server),
             )
     finally:
         await asyncio.to_thread(server.stop)

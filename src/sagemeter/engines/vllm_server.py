@@ -110,6 +110,10 @@ class VllmServer:
             env.setdefault("VLLM_CACHE_ROOT", str(cache_dir() / "engines" / "vllm-cache"))
         return env
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
     def is_running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 

@@ -1,7 +1,8 @@
 """The server's identity between phases: a server swapped for another model mid-measure is seen.
 
 The identity is what `/v1/models` says: the first model's id and a digest of the whole answer
-(each entry's `created` left out, since vLLM and llama.cpp stamp it with the time of the call).
+(each entry's `created` left out, since vLLM and llama.cpp stamp it with the time of the call),
+and for a server sagemeter started, its process (the pid, and whether it still runs).
 It is read before the first phase, again at every phase boundary and at the end: one cheap GET
 each. A change ends the measurement's trust in what follows: the phases after it are not
 measured, and the result says why.
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sagemeter.results.model import ServerIdentity
@@ -24,6 +26,7 @@ class Identity:
 
     model: str | None
     models_sha256: str
+    process: str | None = None
 
 
 def identity_of(payload: Any) -> Identity | None:
@@ -49,6 +52,8 @@ def change_reason(before: Identity, after: Identity | None, between: str) -> str
         return f"the server's model changed from {before.model} to {after.model} {between}"
     if after.models_sha256 != before.models_sha256:
         return f"the server's model list changed {between} (model {before.model})"
+    if after.process != before.process:
+        return f"the server's process changed from {before.process} to {after.process} {between}"
     return None
 
 
@@ -59,8 +64,14 @@ class IdentityWatch:
     identity is unknown from the start, and nothing is claimed about it.
     """
 
-    def __init__(self, root: str | None, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        root: str | None,
+        api_key: str | None = None,
+        process: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self.http = HttpClient(root, api_key=api_key) if root else None
+        self.process = process
         self.first: Identity | None = None
         self.checked: list[str] = []
         self.changed: str | None = None
@@ -71,7 +82,8 @@ class IdentityWatch:
             reply = await self.http.call_json("GET", "/v1/models", timeout_s=10.0)
         except TransportError:
             return None
-        return identity_of(reply.payload) if reply.status == 200 else None
+        found = identity_of(reply.payload) if reply.status == 200 else None
+        return None if found is None else replace(found, process=self.process())
 
     async def open(self) -> None:
         """The identity before the first phase."""
@@ -99,6 +111,7 @@ class IdentityWatch:
         return ServerIdentity(
             model=self.first.model,
             models_sha256=self.first.models_sha256,
+            process=self.first.process,
             checked=list(self.checked),
             changed=self.changed,
         )

@@ -162,7 +162,7 @@ async def measure_target(
                 f"target {target} does not answer as a chat API: {exc}{where}"
             ) from None
         described = await client.describe()
-        watch = IdentityWatch(endpoint.http_root, endpoint.api_key)
+        watch = IdentityWatch(endpoint.http_root, endpoint.api_key, endpoint.process)
         await watch.open()
         meter = MetricsRecorder(_server_root(endpoint))
         await meter.open()

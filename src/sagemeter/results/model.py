@@ -467,6 +467,9 @@ class ServerIdentity(BaseModel):
     models_sha256: str = Field(
         description="SHA-256 of the whole model list (each entry's `created` left out)"
     )
+    process: str | None = Field(
+        None, description="the server process sagemeter started (pid), as first read"
+    )
     checked: list[str] = Field(
         default_factory=list, description="the phase boundaries where it was read again"
     )
