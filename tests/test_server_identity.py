@@ -18,6 +18,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
+from sagemeter.engines.endpoints import process_of
 from sagemeter.measure.decode import decode_request_count
 from sagemeter.measure.identity import IdentityWatch, change_reason, identity_of
 from sagemeter.measure.workflow import measure_target
@@ -134,3 +135,63 @@ def test_the_command_exits_3_when_the_model_changes_after_the_preflight(tmp_path
     assert written["complete"] is False
     assert written["incomplete_because"][0].startswith(f"server identity: {reason}")
     assert written["decode_tokens_per_second"] is None  # every measured reply was the other's
+
+
+class _Child:
+    """A real child process, told as a server sagemeter started tells of its own."""
+
+    def __init__(self) -> None:
+        self.popen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid
+
+    def is_running(self) -> bool:
+        return self.popen.poll() is None
+
+
+def test_a_started_server_whose_process_ended_is_another_server() -> None:
+    child = _Child()
+
+    async def run(url: str) -> tuple[str | None, str | None]:
+        watch = IdentityWatch(url, process=process_of(child))
+        await watch.open()
+        same = await watch.check("decode", "parallel")
+        child.popen.kill()
+        child.popen.wait()
+        changed = await watch.check("parallel", "quality")
+        record = watch.record()
+        assert record is not None and record.process == f"pid {child.pid}"
+        await watch.close()
+        return same, changed
+
+    try:
+        with running_truth_server(FAST) as url:
+            same, changed = asyncio.run(run(url))
+    finally:
+        child.popen.kill()
+        child.popen.wait()
+    assert same is None
+    assert changed == (
+        f"the server's process changed from pid {child.pid} to pid {child.pid}, ended "
+        "between the parallel and quality phases"
+    )
+
+
+@pytest.mark.slow
+async def test_the_mcp_measure_tool_answers_incomplete_with_the_change(tmp_path: Path) -> None:
+    from mcp import Client
+
+    from sagemeter.mcp import ServerConfig, build_server
+    from tests.mcp_helpers import ok, text_of
+
+    results = tmp_path / "results"
+    with running_truth_server(FAST, faults=Faults(swap_model_after=PREFLIGHT)) as url:
+        async with Client(build_server(ServerConfig(results_dir=results))) as client:
+            answer = await client.call_tool("measure_endpoint", {"target": url, "quick": True})
+    found = ok(answer)
+    reason = f"{SWAPPED} between the decode and parallel phases"
+    assert found["complete"] is False
+    assert found["incomplete_because"][0].startswith(f"server identity: {reason}")
+    assert f"INCOMPLETE: server identity: {reason}" in text_of(answer)
