@@ -18,6 +18,9 @@ from typing import Any
 
 from sagemeter.results.model import ServerIdentity
 from sagemeter.transport.client import HttpClient, TransportError
+from sagemeter.transport.retry import RetryPolicy
+
+RETRY = RetryPolicy(retries=2, base_s=0.25, max_s=2.0)
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,8 @@ class IdentityWatch:
     async def _read(self) -> Identity | None:
         assert self.http is not None
         try:
-            reply = await self.http.call_json("GET", "/v1/models", timeout_s=10.0)
+            # A transient failure of this one GET is sent again: it is no change of model.
+            reply = await self.http.call_json("GET", "/v1/models", timeout_s=10.0, retry=RETRY)
         except TransportError:
             return None
         found = identity_of(reply.payload) if reply.status == 200 else None
