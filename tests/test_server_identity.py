@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,43 @@ async def test_the_mcp_measure_tool_answers_incomplete_with_the_change(tmp_path:
     assert found["complete"] is False
     assert found["incomplete_because"][0].startswith(f"server identity: {reason}")
     assert f"INCOMPLETE: server identity: {reason}" in text_of(answer)
+
+
+@pytest.mark.slow  # two command starts
+def test_calibrate_server_swaps_its_model_after_n_generations(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    import httpx
+
+    port_file = tmp_path / "port"
+    command = [sys.executable, "-m", "sagemeter", "calibrate-server", "--ttft", "1ms"]
+    command += ["--itl", "1ms", "--swap-model-after", "1", "--port-file", str(port_file)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sagemeter_env
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port_file.read_text().strip()}") as web:
+            listed = [web.get("/v1/models").json()["data"][0]["id"]]
+            replies = [web.post("/v1/chat/completions", json=body).json()["model"]]
+            listed.append(web.get("/v1/models").json()["data"][0]["id"])  # one generation: same
+            replies.append(web.post("/v1/chat/completions", json=body).json()["model"])
+            listed.append(web.get("/v1/models").json()["data"][0]["id"])
+    finally:
+        process.kill()
+        process.communicate()
+    assert listed == ["truth", "truth", "truth-swapped"]
+    assert replies == ["truth", "truth-swapped"]
+    refused = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "calibrate-server", "--swap-model-after", "-1"],
+        capture_output=True,
+        text=True,
+        env=sagemeter_env,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "swap_model_after must be 0 or more" in refused.stderr
