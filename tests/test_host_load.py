@@ -150,3 +150,13 @@ def test_the_measure_summary_gives_a_busy_host_one_warning_line(tmp_path: Path) 
         "warning: measured on a busy host (load average 5.2 on 2 cores before measuring): its "
         "speed figures may be slower than the server can give"
     ]
+
+
+def test_the_mcp_measure_answer_names_a_busy_host(tmp_path: Path) -> None:
+    from sagemeter.mcp.measure_tools import measure_text
+
+    path = tmp_path / "measure-busy.json"
+    path.write_text((FIXED_RUN / "measure-smollm2-q4_1.json").read_text(), encoding="utf-8")
+    _busy(path)
+    text = measure_text(load_result(path), path)
+    assert "measured on a busy host (load average 5.2 on 2 cores before measuring)" in text

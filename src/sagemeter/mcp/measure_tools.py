@@ -64,6 +64,9 @@ def measure_text(result: MeasureResult, path: Path) -> str:
     if result.weights_gib is not None:
         parts.append(f"weights {format_value('weights_gib', result.weights_gib)} GiB")
     warnings = result.detail.warnings if result.detail else []
+    host = result.detail.host if result.detail else None
+    busy = host.busy_note() if host else None
+    warnings = [*warnings, busy] if busy else warnings
     notes = f"\nwarnings: {'; '.join(warnings)}" if warnings else ""
     if result.complete is False:
         notes = f"\nINCOMPLETE: {'; '.join(result.incomplete_because)}" + notes
