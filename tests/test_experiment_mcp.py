@@ -113,7 +113,7 @@ async def test_run_experiment_guards_writes_and_paths(tmp_path: Path, no_aws: No
         assert planned["problem"].startswith("max_cost_usd: cannot be checked")
 
         outside = await client.call_tool("run_experiment", {"plan_file": "../outside.toml"})
-        assert "inside the results folder" in error_line(outside)
+        assert "other paths are never read" in error_line(outside)
         both = await client.call_tool(
             "run_experiment", {"plan": SAGEMAKER_PLAN, "plan_file": "cloud.toml"}
         )
