@@ -2,9 +2,10 @@
 
 One class of test, through the real MCP client: for each tool argument that names a file (or a
 `local:`/`vllm:` checkpoint file), a path outside the folder that exists and one that does not,
-`../x`, a symlink in the folder that leads out (to a file that exists and to one that does not),
-a named pipe and a folder in the folder all get the same refusal, word for word once the name
-given is taken out, so the answer tells nothing about the machine. Nothing is read or started.
+`../x`, a symlink in the folder that leads out (to a file that exists and to one that does
+not), a link to itself, a named pipe and a folder in the folder all get the same refusal, word
+for word once the name given is taken out, so the answer tells nothing about the machine.
+Nothing is read or started.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ def _bad_names(place: Path, suffix: str, tool: str) -> dict[str, str]:
     (folder / f"link-out{suffix}").symlink_to(real)
     (folder / f"link-nowhere{suffix}").symlink_to(outside / f"missing{suffix}")
     os.mkfifo(folder / f"pipe{suffix}")
+    (folder / f"loop{suffix}").symlink_to(folder / f"loop{suffix}")
     # A folder (where a file is wanted; where a folder may be given, one holding a link out).
     (folder / f"folder{suffix}").mkdir()
     (folder / f"folder{suffix}" / "inner").symlink_to(real)
@@ -141,6 +143,7 @@ def _bad_names(place: Path, suffix: str, tool: str) -> dict[str, str]:
         "link out": f"link-out{suffix}",
         "link out, missing": f"link-nowhere{suffix}",
         "pipe": f"pipe{suffix}",
+        "link loop": f"loop{suffix}",
         **wrong,
     }
 

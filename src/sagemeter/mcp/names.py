@@ -40,7 +40,10 @@ def inside(root: Path, relative: str, refusal: UserError, *, kind: str = "file")
     be regular files or folders inside `root` too. Anything else gets `refusal`, the same text
     whether or not what a link points at exists; a missing name inside `root` is `Missing`."""
     base = root.resolve()
-    real = (root / relative).resolve()  # every symlink followed, `..` collapsed
+    try:
+        real = (root / relative).resolve()  # every symlink followed, `..` collapsed
+    except (OSError, RuntimeError):  # a loop of links
+        raise refusal from None
     if not real.is_relative_to(base):
         raise refusal
     try:
@@ -52,10 +55,13 @@ def inside(root: Path, relative: str, refusal: UserError, *, kind: str = "file")
     if stat.S_ISREG(mode) and kind in ("file", "any"):
         return real
     if stat.S_ISDIR(mode) and kind in ("folder", "any"):
-        for entry in real.rglob("*"):
-            target = entry.resolve()
-            if not target.is_relative_to(base) or not (target.is_file() or target.is_dir()):
-                raise refusal
+        try:
+            for entry in real.rglob("*"):
+                target = entry.resolve()
+                if not target.is_relative_to(base) or not (target.is_file() or target.is_dir()):
+                    raise refusal
+        except (OSError, RuntimeError):
+            raise refusal from None
         return real
     raise refusal
 
