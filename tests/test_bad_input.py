@@ -165,6 +165,34 @@ def test_the_engine_names_a_port_in_use(busy_port: int, tmp_path: Path) -> None:
     assert list((tmp_path / "state" / "logs").glob("smollm2-q4_1-*.log"))
 
 
+def test_serving_mcp_on_a_busy_port_is_refused_before_it_starts(
+    busy_port: int, tmp_path: Path
+) -> None:
+    """The library's `serve` (what `sagemeter mcp --http` calls) binds the port first."""
+    from sagemeter.errors import UserError
+    from sagemeter.mcp import ServerConfig
+    from sagemeter.mcp.server import serve
+
+    with pytest.raises(UserError) as refused:
+        serve(ServerConfig(results_dir=tmp_path), http_port=busy_port)
+    assert str(refused.value).startswith(f"port {busy_port} on 127.0.0.1 is in use: ")
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.slow
+def test_mcp_on_a_busy_port_is_one_line(busy_port: int, tmp_path: Path) -> None:
+    """A port another process holds: one line naming it, before the server starts or says
+    where it listens."""
+    done = _run(
+        ["mcp", "--http", str(busy_port), "--results-dir", str(tmp_path / "results")], tmp_path
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: port {busy_port} on 127.0.0.1 is in use: "), lines[0]
+    assert done.stdout == ""
+
+
 def _small_files_only() -> None:
     """In the child: files may grow to 512 bytes, and a write past that fails with EFBIG (as a
     full disk fails, after every upfront check passed) instead of killing the process."""

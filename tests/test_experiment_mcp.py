@@ -15,6 +15,7 @@ from mcp import Client
 
 from sagemeter.experiment import parse_plan, start_run
 from sagemeter.mcp import ServerConfig, build_server
+from tests.conftest import reference_file
 from tests.mcp_helpers import Progress, error_line, ok, text_of
 
 PLAN = """name = "pair"
@@ -113,7 +114,7 @@ async def test_run_experiment_guards_writes_and_paths(tmp_path: Path, no_aws: No
         assert planned["problem"].startswith("max_cost_usd: cannot be checked")
 
         outside = await client.call_tool("run_experiment", {"plan_file": "../outside.toml"})
-        assert "inside the results folder" in error_line(outside)
+        assert "other paths are never read" in error_line(outside)
         both = await client.call_tool(
             "run_experiment", {"plan": SAGEMAKER_PLAN, "plan_file": "cloud.toml"}
         )
@@ -215,3 +216,34 @@ async def test_run_experiment_reads_plan_files_only_by_name(tmp_path: Path, no_a
         assert "other paths are never read" in error_line(theirs)
         ours = ok(await client.call_tool("run_experiment", {"resume": "ours", "dry_run": True}))
         assert ours["state"] == "planned"
+
+
+@pytest.mark.slow
+async def test_the_run_s_report_leaves_out_a_stray_result_file(
+    tmp_path: Path, no_aws: None
+) -> None:
+    """run_experiment's report (the MCP face of `report`) follows the run's compare.json: a
+    stray measure-*.json dropped into the run folder is left out, and the report says so."""
+    from tests.report_parse import FIXED_RUN, md_sections
+
+    results = tmp_path / "results"
+    run_dir = results / "runs" / "stray"
+    plan = NAMED_PLAN.format(questions="article-40", target="http://127.0.0.1:9")
+    start_run(parse_plan(plan), out=run_dir, plan_text=None, plan_source="test")
+    # Every visit measured before (A, B, A′): only the comparison and the report are left.
+    for mine, fixed in [
+        ("a", "smollm2-f32"),
+        ("b", "smollm2-q4_1"),
+        ("a-again", "smollm2-f32-again"),
+    ]:
+        (run_dir / f"measure-{mine}.json").write_bytes(
+            (FIXED_RUN / f"measure-{fixed}.json").read_bytes()
+        )
+    stray = "measure-gemma-4-e2b.json"
+    (run_dir / stray).write_bytes(reference_file(stray).read_bytes())
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
+        done = ok(await client.call_tool("run_experiment", {"resume": "stray"}))
+    assert done["state"] == "done", done
+    compared = md_sections((run_dir / "report.md").read_text())["What was compared"]
+    assert f"Left out {stray}: compare.json names the run's files" in compared
+    assert "gemma" not in compared.replace(stray, "")

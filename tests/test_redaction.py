@@ -7,6 +7,7 @@ answer; and `load` must not hammer a server that refuses everything.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sagemeter.redaction import MASK, redact, register_secret
+from sagemeter.redaction import MASK, StreamRedaction, redact, register_secret
 from tests.wire import WireServer, json_response
 
 KEY = "sk-test-0123456789abcdefghij"
@@ -92,3 +93,25 @@ def test_shapes_and_known_values_are_masked() -> None:
     assert json.loads(json.dumps(redact("SM_VLLM_MAX_NUM_BATCHED_TOKENS=8192"))) == (
         "SM_VLLM_MAX_NUM_BATCHED_TOKENS=8192"
     )
+
+
+@pytest.mark.parametrize("cuts", [[5], [2, 9], [1, 2, 3, 4, 5, 6, 7, 8], [27]])
+def test_a_secret_split_across_streamed_pieces_is_never_shown(cuts: list[int]) -> None:
+    """Text shown piece by piece (a streamed reply): a known key and a credential shape, each
+    cut across pieces at every place, reach the screen masked, and the rest of the text whole."""
+    known = "Known-Split-Value-4242"
+    register_secret(known)
+    for secret in (known, "sk-abcdefghijklmnopqrstuvwx", "hf_ABCDEFGHIJKLMNOPQRST"):
+        text = f"before {secret} after; then Bearer {secret[::-1]}x and {secret}"
+        offset = text.index(secret)  # the cuts fall inside the first copy of the secret
+        bounds = [0, *(offset + c for c in cuts if c < len(secret)), len(text)]
+        shown: list[str] = []
+        stream = StreamRedaction(shown.append)
+        for low, high in itertools.pairwise(bounds):
+            stream.feed(text[low:high])
+        stream.close()
+        joined = "".join(shown)
+        assert secret not in joined and secret[::-1] not in joined, joined
+        assert all(secret not in piece for piece in shown)
+        assert joined.startswith("before ***") and joined.endswith("and ***"), joined
+        assert joined == redact(text)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from sagemeter.errors import UserError
+from sagemeter.report.runs import left_out_note, load_run
 from tests.conftest import reference_file
 from tests.report_parse import FIXED_RUN, copy_run, md_sections, md_tables, parse_html
 
@@ -156,3 +158,42 @@ def test_bad_input_is_one_line_and_exit_2(
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("error: ") and needle in lines[0]
     assert not list(tmp_path.rglob("report.*"))
+
+
+@pytest.mark.slow
+def test_report_follows_compare_json_and_leaves_out_other_measure_files(
+    sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    """compare.json names the run's files: a stray measure-*.json in the folder is left out,
+    and the command and the report say so in one line each."""
+    folder = copy_run(FIXED_RUN, tmp_path / "run")
+    stray = "measure-gemma-4-e2b.json"
+    (folder / stray).write_bytes(reference_file(stray).read_bytes())
+    done = run(["report", str(folder), "--format", "md"], sagemeter_env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stdout.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and f"left out {stray}: compare.json names" in notes[0], done.stdout
+    compared = md_sections((folder / "report.md").read_text())["What was compared"]
+    assert "smollm2-f32 → smollm2-q4_1 → smollm2-f32-again." in compared
+    assert f"Left out {stray}" in compared
+
+
+def test_the_run_is_compare_json_s_files_in_its_order(tmp_path: Path) -> None:
+    """What `report`, `demo` and `run_experiment` read: compare.json's files and only those,
+    in its order; one it names that is gone is one line. (One named file: no comparison to
+    compute, so the test stays fast.)"""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in ("measure-smollm2-f32.json", "measure-smollm2-q4_1.json"):
+        (folder / name).write_bytes((FIXED_RUN / name).read_bytes())
+    (folder / "compare.json").write_text(json.dumps({"files": ["measure-smollm2-q4_1.json"]}))
+    named = load_run(folder)
+    assert [path.name for path in named.paths] == ["measure-smollm2-q4_1.json"]
+    assert named.order_source == "compare.json" and named.comparison is None
+    assert named.left_out == ["measure-smollm2-f32.json"]
+    note = left_out_note(named) or ""
+    assert note.startswith("left out measure-smollm2-f32.json: compare.json names"), note
+
+    (folder / "measure-smollm2-q4_1.json").unlink()
+    with pytest.raises(UserError, match=r"compare\.json: names measure-smollm2-q4_1\.json, which"):
+        load_run(folder)

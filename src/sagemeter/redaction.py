@@ -10,6 +10,9 @@ ids, Hugging Face and OpenAI-style keys). Both are replaced by `***`.
 A known value is masked in every form a server or a writer may give it back in: as it is,
 JSON-escaped (a key holding `"` or `\\` is `\\"` inside a JSON string, and the file is
 redacted after encoding), with non-ASCII as `\\uXXXX`, and URL-encoded.
+
+A streamed reply is redacted whole: files get its joined text, and text shown as it arrives goes
+through `StreamRedaction`, which holds back what could begin a secret split across pieces.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import re
 import threading
 import urllib.parse
+from collections.abc import Callable
 from typing import TextIO
 
 MASK = "***"
@@ -45,6 +49,9 @@ _SHAPES = (
     re.compile(r"()\bhf_[A-Za-z0-9]{16,}\b"),  # Hugging Face user access tokens
     re.compile(r"()\bsk-[A-Za-z0-9_-]{16,}\b"),
 )
+
+# A shape's label left at the end of a streamed text: its value may come in the next piece.
+_LABEL_AT_END = re.compile(r"(?i)(?:authorization|x-api-key|api[_-]?key|bearer)\S*\s*$")
 
 _known: set[str] = set()
 _lock = threading.Lock()
@@ -92,6 +99,49 @@ def redact(text: str) -> str:
     for shape in _SHAPES:
         text = shape.sub(lambda match: match.group(1) + MASK, text)
     return text
+
+
+class StreamRedaction:
+    """Redaction for text shown as it arrives, piece by piece (a streamed reply printed token by
+    token): a secret a server sends split across pieces (`sk-te`, then `st123`) is in no piece,
+    so each piece alone would pass `redact`. What could still be the start of a secret is held
+    back: the trailing run of non-space characters (a credential shape is one such run) and
+    any tail that begins a known value; the rest is redacted and passed to `emit`. `close`
+    passes the remainder, redacted."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self._emit = emit
+        self._pending = ""
+
+    def feed(self, piece: str) -> None:
+        self._pending += piece
+        cut = self._safe_end(self._pending)
+        if cut > 0:
+            self._emit(redact(self._pending[:cut]))
+            self._pending = self._pending[cut:]
+
+    def close(self) -> None:
+        if self._pending:
+            self._emit(redact(self._pending))
+        self._pending = ""
+
+    @staticmethod
+    def _safe_end(text: str) -> int:
+        """Where `text` may be cut: before its last word, and before any tail that begins (or
+        any known value that spans) the cut."""
+        match = re.search(r"\S*$", text)
+        cut = match.start() if match else len(text)
+        # The word before may be a shape's label (`Bearer`, `Authorization:`): keep it too.
+        label = _LABEL_AT_END.search(text[:cut])
+        if label is not None:
+            cut = label.start()
+        for secret in _secret_values():
+            start = text.rfind(secret[0], max(0, cut - len(secret) + 1), cut)
+            while start != -1:
+                if secret.startswith(text[start : start + len(secret)]):
+                    cut = start
+                start = text.rfind(secret[0], max(0, cut - len(secret) + 1), start)
+        return cut
 
 
 class RedactingStream:

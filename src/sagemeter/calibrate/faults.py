@@ -25,6 +25,10 @@ checked against `TruthTiming`.
   (fewer when negative, never below 0): a server whose count lies, which a client must flag.
 - `require_key`: a generation request without `Authorization: Bearer KEY` is answered HTTP 401
   (a hosted endpoint's habit), so a client that loses its key anywhere is seen to.
+- `echo_key_split`: the first N tokens (N ≥ 2) of every stream carry the request's bearer key,
+  split into N pieces, one per `delta.content` event (a server that echoes what it was sent): no
+  event holds the whole key, only the joined reply does, so redaction must see the joined text.
+  A non-streamed reply's text starts with the whole key.
 - `answer`: every generation is answered 200 with an HTML page (`html`) or with JSON that has no
   `choices` (`no-choices`): the server is not a chat API.
 - `connection_close`: how kept-alive connections end (`ClosePolicy` in connection.py):
@@ -61,6 +65,7 @@ class Faults:
     usage_offset: int = 0
     no_prompt_tokens: bool = False
     require_key: str = ""
+    echo_key_split: int = 0
     answer: Literal["", "html", "no-choices"] = ""
     connection_close: Literal["", "always", "after-reply", "on-reuse"] = ""
     swap_model_after: int = 0
@@ -74,11 +79,14 @@ class Faults:
             "stall_once",
             "drop_every",
             "swap_model_after",
+            "echo_key_split",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more")
         if not 400 <= self.fail_status <= 599:
             raise ValueError("fail_status must be an HTTP error status (400–599)")
+        if self.echo_key_split == 1:
+            raise ValueError("echo_key_split must be 0 (off) or at least 2 pieces")
         if self.stall_s < 0 or self.stall_after < 1 or self.drop_after < 1:
             raise ValueError("stall_s must be 0 or more; stall_after and drop_after at least 1")
         if self.answer not in ANSWERS:

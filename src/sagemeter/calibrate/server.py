@@ -165,7 +165,7 @@ class TruthApp:
                 return wire.error_response(401, "a missing or wrong API key")
             self.generations += 1
             if self.faults.any:
-                return self._misbehave(kind, body, connection, self.generations)
+                return self._misbehave(kind, body, connection, self.generations, request)
             self._schedule(kind, body, connection)
             return None
         if request.method != "GET":
@@ -182,7 +182,12 @@ class TruthApp:
         raise RequestError(404, f"no such path: {request.path}")
 
     def _misbehave(
-        self, kind: wire.Kind, body: dict[str, Any], connection: Connection, number: int
+        self,
+        kind: wire.Kind,
+        body: dict[str, Any],
+        connection: Connection,
+        number: int,
+        request: Request,
     ) -> bytes | None:
         """Answer the `number`-th generation request as the faults say (calibrate/faults.py)."""
         faults = self.faults
@@ -196,21 +201,27 @@ class TruthApp:
             status = faults.fail_status
             message = "rate limited" if status == 429 else "the server failed on purpose"
             return wire.error_response(status, message, retry_after_s=faults.retry_after_s)
-        self._schedule(kind, body, connection, self._stream_faults(kind, body, number))
+        key = request.authorization.removeprefix(b"Bearer ").decode("latin-1")
+        echo = key if faults.echo_key_split else ""
+        stream = self._stream_faults(kind, body, number, echo)
+        self._schedule(kind, body, connection, stream, echo)
         return None
 
     def _stream_faults(
-        self, kind: wire.Kind, body: dict[str, Any], number: int
+        self, kind: wire.Kind, body: dict[str, Any], number: int, key: str = ""
     ) -> StreamFaults | None:
         faults = self.faults
         model = self._reply_model(body)
         chunk_for = None
-        if faults.empty_every or (faults.reasoning_tokens and kind is wire.Kind.CHAT):
+        pieces = key_pieces(key, faults.echo_key_split)
+        if faults.empty_every or (faults.reasoning_tokens and kind is wire.Kind.CHAT) or pieces:
 
             def chunk_for(index: int) -> bytes:
                 empty = faults.empty_every > 0 and index % faults.empty_every == 0
                 reasoning = kind is wire.Kind.CHAT and index < faults.reasoning_tokens
                 text = "" if empty else wire.TOKEN_TEXT
+                if index < len(pieces):
+                    text = pieces[index]
                 return wire.content_chunk(kind, model, index == 0, text, reasoning)
 
         stall = nth(faults.stall_every, number) or number == faults.stall_once > 0
@@ -251,7 +262,10 @@ class TruthApp:
         body: dict[str, Any],
         connection: Connection,
         faults: StreamFaults | None = None,
+        echo: str = "",
     ) -> None:
+        """Reply to one generation when its time comes; `echo` (a key the echo fault sends
+        back) opens a whole reply's text, a stream's comes in pieces through `faults`."""
         arrived = connection.arrived
         tokens = _max_tokens(body)
         model = self._reply_model(body)
@@ -271,9 +285,17 @@ class TruthApp:
             reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks, faults)
             self.scheduler.add(first_at, reply)
         else:
-            data = wire.whole_reply(kind, model, tokens, reported, prompt)
+            data = wire.whole_reply(kind, model, tokens, reported, prompt, echo)
             whole = WholeReply(connection, self.counters, tokens, data)
             self.scheduler.add(first_at + tokens * itl, whole)
+
+
+def key_pieces(key: str, count: int) -> list[str]:
+    """`key` cut into `count` pieces of near-equal length (none when off or no key)."""
+    if count < 2 or not key:
+        return []
+    size = -(-len(key) // count)
+    return [key[start : start + size] for start in range(0, len(key), size)]
 
 
 async def serve(

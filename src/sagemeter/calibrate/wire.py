@@ -159,10 +159,11 @@ def whole_reply(
     tokens: int,
     reported: int | None = None,
     prompt: PromptCount = NO_PROMPT,
+    head: str = "",
 ) -> bytes:
-    """A non-streamed reply of `tokens` tokens; its usage says `reported` (default: `tokens`)
-    and `prompt`."""
-    text = TOKEN_TEXT * tokens
+    """A non-streamed reply of `tokens` tokens (after `head`, an echo fault's text); its usage
+    says `reported` (default: `tokens`) and `prompt`."""
+    text = head + TOKEN_TEXT * tokens
     if kind is Kind.CHAT:
         body: dict[str, Any] = {
             "id": "chatcmpl-truth",

@@ -75,6 +75,13 @@ def calibrate_server_command(
     require_key: Annotated[
         str, typer.Option(help="fault: answer 401 to generations without this bearer key")
     ] = "",
+    echo_key_split: Annotated[
+        int,
+        typer.Option(
+            help="fault: the first N tokens (N ≥ 2) of every stream echo the request's bearer "
+            "key, split into N pieces"
+        ),
+    ] = 0,
     usage_offset: Annotated[
         int, typer.Option(help="fault: usage reports N more tokens than were sent (N < 0: fewer)")
     ] = 0,
@@ -138,6 +145,7 @@ def calibrate_server_command(
             usage_offset=usage_offset,
             no_prompt_tokens=no_prompt_tokens,
             require_key=require_key,
+            echo_key_split=echo_key_split,
             answer=answer,  # type: ignore[arg-type]  # checked by Faults
             connection_close=connection_close,  # type: ignore[arg-type]  # checked by Faults
             swap_model_after=swap_model_after,

@@ -39,6 +39,10 @@ def mcp_command(
     from sagemeter.atomic import check_output_folder
     from sagemeter.mcp import ServerConfig, serve
     from sagemeter.mcp.config import default_results_dir
+    from sagemeter.mcp.server import check_port
+
+    if http is not None:
+        check_port(http)  # before the banner, so a busy port is the only line
 
     folder = results_dir.expanduser().resolve() if results_dir else default_results_dir()
     config = ServerConfig(

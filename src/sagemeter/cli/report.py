@@ -59,7 +59,12 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"give one run folder (or --compare with two), got {len(run_dirs)}")
             if out is not None:
                 raise UserError("--out is for --compare; a run's report goes into its folder")
-            written = write_report(run_dirs[0], format, price_per_hour=price_per_hour)
+            written = write_report(
+                run_dirs[0],
+                format,
+                price_per_hour=price_per_hour,
+                note=lambda line: Console().print(f"note: {line}", highlight=False, soft_wrap=True),
+            )
         console = Console()
         for path in written:
             console.print(f"wrote {path}", highlight=False)

@@ -27,6 +27,7 @@ from sagemeter import sagemaker as sm
 from sagemeter.compare.costs import check_price
 from sagemeter.errors import UserError
 from sagemeter.printable import printable
+from sagemeter.redaction import StreamRedaction
 from sagemeter.sagemaker.aws import explain
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.sagemaker.redact import redact
@@ -529,9 +530,8 @@ def invoke_command(
     name, region = endpoint_region(target, None)
     out = _out()
 
-    def show(piece: str) -> None:
-        out.print(piece, end="", markup=False)
-
+    # Pieces are shown redacted as a whole: a secret split across pieces is in none of them.
+    shown = StreamRedaction(lambda text: out.print(text, end="", markup=False))
     record = sm.invoke(
         name,
         region,
@@ -539,8 +539,9 @@ def invoke_command(
         max_tokens=max_tokens,
         stream=stream,
         temperature=temperature,
-        on_text=show if stream else None,
+        on_text=shown.feed if stream else None,
     )
+    shown.close()
     if not record.ok:
         elsewhere = sm.placed_elsewhere(name, region)
         hint = f" ({elsewhere})" if elsewhere else ""

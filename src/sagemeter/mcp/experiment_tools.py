@@ -82,16 +82,6 @@ class ExperimentAnswer(BaseModel):
     files: list[str] = Field(default_factory=list, description="what the run folder holds")
 
 
-def _inside(root: Path, name: str, what: str) -> Path:
-    """`root/name`, refused when `name` would lead out of `root`."""
-    if not name or Path(name).is_absolute() or ".." in Path(name).parts:
-        raise UserError(f"{what} {name!r}: give a name inside the results folder {root}")
-    path = (root / name).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise UserError(f"{what} {name!r}: give a name inside the results folder {root}")
-    return path
-
-
 class _Ticks:
     """Progress notifications from the run's thread, in order, each one a step further."""
 
@@ -234,7 +224,7 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
         runs = config.results_dir / RUNS_DIR
         writes = "deploys SageMaker endpoints (they bill per hour)"
         if resume is not None:
-            run_dir = _inside(runs, resume, "resume")
+            run_dir = names.run_folder(config, RUNS_DIR, resume)
             source = f"{RUNS_DIR}/{resume}"
             prepared = await anyio.to_thread.run_sync(
                 lambda: resume_run(
@@ -252,7 +242,7 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
                 require_write(config, "run_experiment", writes)
         else:
             if plan_file is not None:
-                path = _inside(config.results_dir, plan_file, "plan_file")
+                path = names.plan_file(config, plan_file)
                 parsed, text = load_plan(path)
             else:
                 assert plan is not None

@@ -33,8 +33,9 @@ def register_inspect_tools(server: MCPServer, config: ServerConfig) -> None:
             list[str],
             Field(
                 min_length=1,
-                description="each hf:ORG/NAME[@REVISION], local:NAME, vllm:NAME, or the name of "
-                "a .safetensors/.gguf file or a folder in the server's results folder; the first "
+                description="each hf:ORG/NAME[@REVISION], local:NAME or vllm:NAME (a built-in "
+                "checkpoint or a .gguf file in the results folder), or the name of a "
+                ".safetensors/.gguf file or a folder in the server's results folder; the first "
                 "is the reference of the ratios",
             ),
         ],

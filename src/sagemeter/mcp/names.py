@@ -5,10 +5,15 @@ and even a "no such file" answer tells it what exists. So result files, question
 local checkpoint files are taken only by name from the results folder (and built-in names where
 a tool has them), checked by the same rule as the command line's names, before any work; any
 other string gets the same refusal, whatever exists on the machine.
+
+`inside` is the one rule every name passes: its symlinks are followed first, and anything that
+then leads out of the folder, or is not a regular file (a pipe, a device, a folder where a file
+is wanted), gets that same refusal, so a link in the folder is no way out of it either.
 """
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,33 +26,103 @@ if TYPE_CHECKING:
     from sagemeter.experiment import Plan
 
 
+NEVER_READ = "other paths are never read, nor links out of it, pipes or devices"
+
+
+class Missing(UserError):
+    """A name inside the results folder that does not exist: it tells nothing about the
+    machine, so it gets its own line."""
+
+
+def inside(root: Path, relative: str, refusal: UserError, *, kind: str = "file") -> Path:
+    """The real path of `root/relative` when it is inside `root` and a regular file (`kind`
+    "file"), a folder ("folder") or either ("any"); a folder's entries, all the way down, must
+    be regular files or folders inside `root` too. Anything else gets `refusal`, the same text
+    whether or not what a link points at exists; a missing name inside `root` is `Missing`."""
+    base = root.resolve()
+    try:
+        real = (root / relative).resolve()  # every symlink followed, `..` collapsed
+    except (OSError, RuntimeError):  # a loop of links
+        raise refusal from None
+    if not real.is_relative_to(base):
+        raise refusal
+    try:
+        mode = real.stat().st_mode
+    except FileNotFoundError:
+        raise Missing(f"{relative!r}: no such file in the results folder ({root})") from None
+    except OSError:
+        raise refusal from None
+    if stat.S_ISREG(mode) and kind in ("file", "any"):
+        return real
+    if stat.S_ISDIR(mode) and kind in ("folder", "any"):
+        try:
+            for entry in real.rglob("*"):
+                target = entry.resolve()
+                if not target.is_relative_to(base) or not (target.is_file() or target.is_dir()):
+                    raise refusal
+        except (OSError, RuntimeError):
+            raise refusal from None
+        return real
+    raise refusal
+
+
+def _refusal(
+    config: ServerConfig, name: str, what: str, kinds: str, builtin: str = ""
+) -> UserError:
+    """The one refusal for `name`, whatever it points at."""
+    return UserError(
+        f"{what} {name[:60]!r}: give {builtin}the name of a {kinds} in this server's results "
+        f"folder ({config.results_dir}); {NEVER_READ}"
+    )
+
+
 def _in_folder(
     config: ServerConfig, name: str, what: str, suffixes: tuple[str, ...], builtin: str = ""
 ) -> Path:
     """`name` (a file name, no folders) inside the results folder, or the one refusal."""
+    folders = "" in suffixes
     kinds = "/".join(suffix for suffix in suffixes if suffix) + (
-        " file or folder" if "" in suffixes else " file"
+        " file or folder" if folders else " file"
     )
-    refusal = UserError(
-        f"{what} {name[:60]!r}: give {builtin}the name of a {kinds} in this server's "
-        f"results folder ({config.results_dir}); other paths are never read"
-    )
+    refusal = _refusal(config, name, what, kinds, builtin)
     if not RESULT_NAME.match(name) or not name.endswith(suffixes):
         raise refusal
-    path = config.results_dir / name
-    if not path.exists():
-        raise UserError(f"{what} {name!r}: no such file in the results folder")
-    return path
+    try:
+        return inside(config.results_dir, name, refusal, kind="any" if folders else "file")
+    except Missing:
+        raise UserError(f"{what} {name!r}: no such file in the results folder") from None
 
 
 def result_file(config: ServerConfig, item: str) -> Path:
     """A result by its name (`measure_endpoint`'s NAME) or file name, in the results folder."""
     if RESULT_NAME.match(item) and not item.endswith(".json"):
-        path = config.results_dir / f"measure-{item}.json"
-        if not path.exists():
-            raise UserError(f"result {item!r}: no measure-{item}.json in the results folder")
-        return path
+        refusal = _refusal(config, item, "result", ".json file")
+        try:
+            return inside(config.results_dir, f"measure-{item}.json", refusal)
+        except Missing:
+            raise UserError(
+                f"result {item!r}: no measure-{item}.json in the results folder"
+            ) from None
     return _in_folder(config, item, "result", (".json",))
+
+
+def plan_file(config: ServerConfig, name: str) -> Path:
+    """An experiment plan: a .toml file in the results folder, by its name."""
+    return _in_folder(config, name, "plan_file", (".toml",))
+
+
+def run_folder(config: ServerConfig, runs: str, name: str) -> Path:
+    """A run folder under `runs/` of the results folder, by its name, for resume."""
+    refusal = UserError(
+        f"resume {name[:60]!r}: give the name of a run folder under {runs}/ in this server's "
+        f"results folder ({config.results_dir}); {NEVER_READ}"
+    )
+    if not RESULT_NAME.match(name):
+        raise refusal
+    try:
+        return inside(config.results_dir, f"{runs}/{name}", refusal, kind="folder")
+    except Missing:
+        raise UserError(f"resume {name!r}: no such run folder under {runs}/") from None
 
 
 def question_set(config: ServerConfig, spec: str | None) -> str | None:
@@ -65,14 +140,13 @@ def question_set(config: ServerConfig, spec: str | None) -> str | None:
 
 
 def checkpoint_source(config: ServerConfig, source: str) -> str:
-    """An inspect source: `hf:`, `local:`/`vllm:` names, or a file or folder in the results
-    folder by name."""
+    """An inspect source: `hf:`, a built-in `local:`/`vllm:` checkpoint or one whose .gguf file
+    is in the results folder (never the server's working folder), or a file or folder in the
+    results folder by name."""
     if source.startswith("hf:"):
         return source
-    if source.startswith(("local:", "vllm:")):
-        name = source.split(":", 1)[1]
-        if RESULT_NAME.match(name):
-            return source
+    if source.strip().startswith(("local:", "vllm:")):
+        return target(config, source)
     return str(_in_folder(config, source, "source", (".safetensors", ".gguf", "")))
 
 
@@ -105,8 +179,9 @@ def plan(config: ServerConfig, given: Plan, source: str, *, resumed: bool = Fals
 
     def named(value: str) -> str:
         path = Path(value)
-        if resumed and path.is_absolute() and path.parent == config.results_dir:
-            return path.name
+        folder, results = path.parent, config.results_dir.resolve()
+        if resumed and path.is_absolute() and results in (folder, folder.resolve()):
+            return path.name  # checked again below, by name, like any other
         return value
 
     def arm_target(text: str) -> str:

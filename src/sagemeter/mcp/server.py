@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,6 +15,7 @@ from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
 from sagemeter import __version__
+from sagemeter.errors import UserError
 from sagemeter.mcp.config import LOGS_FLAG, WRITE_FLAG, ServerConfig
 from sagemeter.mcp.engines import LocalEngines
 from sagemeter.mcp.experiment_tools import register_experiment_tools
@@ -99,8 +101,26 @@ def build_server(
     return server
 
 
+def check_port(port: int) -> None:
+    """One line, before anything starts, when 127.0.0.1:`port` cannot be bound (uvicorn would
+    log a traceback-like error and exit); bound as uvicorn binds it, with SO_REUSEADDR, so a
+    port left in TIME_WAIT by an earlier server is not taken for busy."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((LOCALHOST, port))
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise UserError(
+                f"port {port} on {LOCALHOST} is in use: {reason}; stop what holds it or give "
+                "another --http PORT"
+            ) from None
+
+
 def serve(config: ServerConfig, http_port: int | None = None) -> None:
     """Run until the client goes away: stdio, or streamable HTTP on 127.0.0.1:PORT/mcp."""
+    if http_port is not None:
+        check_port(http_port)
     engines = LocalEngines(config.results_dir)
     server = build_server(config, engines)
     try:

@@ -1,7 +1,9 @@
 """A run folder read for a report: its result files in run order, their comparison, the price.
 
-The run order comes from `compare.json` (written by `combine` and `demo`, A first) when it names
-the files, else from each result's start time, else from the file names (and the report says so).
+When `compare.json` (written by `combine`, `demo` and `run`, A first) names its files, the run is
+exactly those files in that order: another measure-*.json in the folder (a stray copy, a test
+run) is left out, and the report and `sagemeter report` say so in one note. Without it, the
+run is every measure-*.json, ordered by start time, else by file name (and the report says so).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Run:
     price_per_hour: float | None
     order_source: str = field(default="file names")
     experiment_order: str | None = None  # how `sagemeter run` ordered them (ABA, interleaved…)
+    left_out: list[str] = field(default_factory=list)  # measure files compare.json does not name
 
     @property
     def label(self) -> str:
@@ -51,10 +54,12 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
     if not folder.is_dir():
         raise UserError(f"{folder}: not a folder (give the run folder that holds measure-*.json)")
     found = sorted(folder.glob("measure-*.json"))
-    if not found:
-        raise UserError(f"{folder}: no result files (measure-*.json) in this folder")
     check_price(price_per_hour)
     saved_order, saved_price, experiment_order = _read_compare_file(folder / COMPARE_FILE)
+    if saved_order:
+        found = _named_files(folder, saved_order)
+    elif not found:
+        raise UserError(f"{folder}: no result files (measure-*.json) in this folder")
     results = {path: load_result(path) for path in found}
     paths, source = _run_order(found, results, saved_order)
     price = price_per_hour if price_per_hour is not None else saved_price
@@ -67,6 +72,34 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
         price_per_hour=price,
         order_source=source,
         experiment_order=experiment_order,
+        left_out=_left_out(folder, saved_order),
+    )
+
+
+def _named_files(folder: Path, names: list[str]) -> list[Path]:
+    """compare.json's files in its order; one it names that is missing is one UserError."""
+    missing = [name for name in names if not (folder / name).is_file()]
+    if missing:
+        raise UserError(
+            f"{folder / COMPARE_FILE}: names {missing[0]}, which is not in {folder}; restore it, "
+            f"or remove {COMPARE_FILE} to report every measure-*.json in the folder"
+        )
+    return [folder / name for name in names]
+
+
+def _left_out(folder: Path, named: list[str]) -> list[str]:
+    if not named:
+        return []
+    return sorted(path.name for path in folder.glob("measure-*.json") if path.name not in named)
+
+
+def left_out_note(run: Run) -> str | None:
+    """The one line that says which measure files the report leaves out, and why."""
+    if not run.left_out:
+        return None
+    return (
+        f"left out {', '.join(run.left_out)}: {COMPARE_FILE} names the run's files "
+        f"({', '.join(path.name for path in run.paths)}) and the report follows it"
     )
 
 
@@ -99,9 +132,8 @@ def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None]
 def _run_order(
     found: list[Path], results: dict[Path, MeasureResult], saved: list[str]
 ) -> tuple[list[Path], str]:
-    by_name = {path.name: path for path in found}
-    if saved and set(saved) == set(by_name) and len(saved) == len(by_name):
-        return [by_name[name] for name in saved], COMPARE_FILE
+    if saved:
+        return found, COMPARE_FILE  # already compare.json's files, in its order
     starts = {
         path: result.detail.environment.started_utc
         for path, result in results.items()

@@ -42,7 +42,7 @@ from sagemeter.report.rows import (
     ratio_header,
     scoring_text,
 )
-from sagemeter.report.runs import Run
+from sagemeter.report.runs import Run, left_out_note
 from sagemeter.report.speed import aba_section, decode_section, parallel_section, price_section
 from sagemeter.results import MeasureResult
 
@@ -154,6 +154,9 @@ def compared_section(run: Run) -> Section:
         "file names": "by file name: no compare.json or start times say otherwise",
     }[run.order_source]
     blocks.append(Paragraph(f"Order of runs ({source}): {order}.{_experiment_order(run)}"))
+    left_out = left_out_note(run)
+    if left_out is not None:
+        blocks.append(Paragraph(left_out[0].upper() + left_out[1:] + "."))
     blocks.append(Table(header=header, rows=rows))
     return Section("What was compared", "compared", blocks)
 

@@ -6,7 +6,7 @@ Every file is written atomically, so a reader sees the old report, none, or the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sagemeter.atomic import write_bytes_atomic, write_text_atomic
@@ -17,7 +17,7 @@ from sagemeter.report.html import render_html
 from sagemeter.report.markdown import render_markdown
 from sagemeter.report.plots import Series, palette, render_plots
 from sagemeter.report.rows import name_of
-from sagemeter.report.runs import Run, load_run
+from sagemeter.report.runs import Run, left_out_note, load_run
 from sagemeter.report.sections import build_document
 
 FORMATS = ("md", "html", "png")
@@ -88,14 +88,19 @@ def write_report(
     formats: str | Iterable[str] = FORMATS,
     *,
     price_per_hour: float | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Write `report.md`, `report.html` and `plots/*.png` (as asked) into `run_dir`.
 
     The price defaults to the one recorded in the folder's compare.json. Bad input (missing
-    folder, no result files, an unreadable file) is one UserError. Returns the paths written.
+    folder, no result files, an unreadable file) is one UserError. Returns the paths written;
+    `note` hears what a person should know about the run read (files it leaves out).
     """
     chosen = parse_formats(formats)
     run = load_run(run_dir, price_per_hour=price_per_hour)
+    left_out = left_out_note(run)
+    if note is not None and left_out is not None:
+        note(left_out)
     return _write(build_document(run), run_series(run), run_dir, chosen)
 
 
