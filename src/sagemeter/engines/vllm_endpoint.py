@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from sagemeter.engines.endpoints import Endpoint, WireOptions, _chat_client, slot_context
+from sagemeter.engines.endpoints import Endpoint, WireOptions, chat_client, slot_context
 from sagemeter.engines.hf_export import export_record
 from sagemeter.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServer, prepare_server
 from sagemeter.fidelity.vocabulary import hf_vocabulary
@@ -56,7 +56,7 @@ async def open_vllm_endpoint(
         # Inside the try: a cancel or Ctrl-C while vLLM compiles must still stop it.
         await asyncio.to_thread(server.start)
         assert server.base_url is not None
-        async with _chat_client(server.base_url, wire, model=server.model.name) as client:
+        async with chat_client(server.base_url, wire, model=server.model.name) as client:
             yield Endpoint(
                 target=target,
                 backend="vllm",
