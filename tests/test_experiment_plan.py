@@ -188,13 +188,12 @@ def test_the_journal_counts_each_endpoint_from_its_deploy_to_its_deletion() -> N
 
 
 def test_vllm_arms_are_planned_with_their_start_and_local_arms_priced_while_measured() -> None:
-    from sagemeter.experiment.estimate import (
-        LOCAL_START_S,
-        VLLM_START_S,
-        estimate,
-        measure_seconds,
-    )
+    from sagemeter.engines.registry import engine_named
+    from sagemeter.experiment.estimate import estimate, measure_seconds
     from sagemeter.targets import VllmTarget
+
+    local_start_s = engine_named("local").start_seconds  # type: ignore[union-attr]
+    vllm_start_s = engine_named("vllm").start_seconds  # type: ignore[union-attr]
 
     text = TWO_ARMS.replace('"local:smollm2-q4_1"', '"vllm:smollm2-f32"')
     plan = parse_plan(text)
@@ -202,12 +201,12 @@ def test_vllm_arms_are_planned_with_their_start_and_local_arms_priced_while_meas
     planned = estimate(plan, {}, None)
     measured = measure_seconds(plan.settings(), plan.estimate.tokens_per_second)
     minutes = {row.label: row.minutes for row in planned.steps}
-    assert minutes["measure a"] == round((measured + LOCAL_START_S) / 60, 1)
-    assert minutes["measure b"] == round((measured + VLLM_START_S) / 60, 1)
+    assert minutes["measure a"] == round((measured + local_start_s) / 60, 1)
+    assert minutes["measure b"] == round((measured + vllm_start_s) / 60, 1)
     assert planned.usd == 0 and all(row.usd is None for row in planned.steps)  # no price given
 
     priced = estimate(parse_plan("price_per_hour = 3.6\n" + text), {}, None)
-    seconds = 3 * measured + 2 * LOCAL_START_S + VLLM_START_S  # a, b, a-again
+    seconds = 3 * measured + 2 * local_start_s + vllm_start_s  # a, b, a-again
     assert priced.usd == pytest.approx(3.6 * seconds / 3600, abs=0.01)
     assert [row.usd is not None for row in priced.steps] == [True, True, True, False, False]
 

@@ -333,3 +333,40 @@ def test_measure_quick_on_a_vllm_target(
     port = int(re.search(r"--port (\d+)", command).group(1))  # type: ignore[union-attr]
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_measure_quick_on_vllm_serve_given_as_a_command(
+    vllm_install: VllmInstall,
+    vllm_server: Served,
+    vllm_cache: Path,
+    tmp_path: Path,
+    sagemeter_env: dict[str, str],
+) -> None:
+    """`cmd:"vllm serve … --port {port}"`: vLLM's own command line, started, measured and stopped
+    by sagemeter's `cmd` engine, its start-up facts read from the log by the vLLM parser. Eager,
+    for the reason the test above gives."""
+    command = (
+        f"{vllm_install.executable} serve {vllm_server.folder} --host 127.0.0.1 --port {{port}} "
+        "--served-model-name smollm2 --max-model-len 2048 --dtype float32 --enforce-eager"
+    )
+    env = {
+        **sagemeter_env,
+        "VLLM_CACHE_ROOT": str(vllm_cache),
+        "VLLM_CPU_KVCACHE_SPACE": "4",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+    }
+    began = time.perf_counter()
+    done = run_cli(env, "measure", str(tmp_path), f"cmd:{command}", "--name", "v", "--quick")
+    TIMINGS["measure_cmd_vllm_s"] = time.perf_counter() - began
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "measure-v.json").read_text())
+    detail = result["detail"]
+    assert detail["environment"]["backend"] == "cmd"
+    log = tmp_path / "engine-v.log"
+    assert detail["startup"]["source"] == f"vllm log (engine log {log})"
+    assert result["weights_gib"] == 0.5 and result["load_seconds"] > 0
+    assert result["decode_tokens_per_second"] > 0
+    port = int(re.search(r"--port (\d+)", log.read_text().splitlines()[0]).group(1))  # type: ignore[union-attr]
+    with pytest.raises(httpx.ConnectError):  # stopped, with every process vLLM started
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)

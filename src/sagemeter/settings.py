@@ -89,6 +89,13 @@ class MeasureSettings(BaseModel):
     timeout_s: float = Field(
         120.0, gt=0, le=86400, description="the longest one request may take, every try alike"
     )
+    startup_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        description="a server sagemeter starts (local:, vllm:, cmd:): the longest wait for it to "
+        "answer (None: the engine's own, cmd: 600 s)",
+    )
     stall_s: float = Field(
         30.0,
         gt=0,

@@ -5,6 +5,9 @@ Accepted forms:
   local:CHECKPOINT        the embedded llama.cpp engine (a checkpoint name or a .gguf path)
   vllm:CHECKPOINT         a real `vllm serve` started by sagemeter (a checkpoint name, a .gguf
                           path exported to a Hugging Face folder, or a Hugging Face folder)
+  cmd:COMMAND             any OpenAI-compatible server, started from this command line
+                          (`{port}` marks where the port goes)
+  ENGINE:SPEC             a server an engine plug-in starts (`sagemeter.engines.registry`)
   NAME@REGION             an Amazon SageMaker real-time endpoint
   NAME                    a SageMaker endpoint: in the region this machine placed it, else in the
                           configured region (AWS_REGION, AWS_DEFAULT_REGION, the profile's)
@@ -13,15 +16,41 @@ Accepted forms:
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from sagemeter.errors import UserError
 
 ACCEPTED_FORMS = (
     "http://HOST:PORT (OpenAI-compatible server), local:CHECKPOINT (embedded engine), "
-    "vllm:CHECKPOINT (vLLM started by sagemeter), NAME@REGION (SageMaker)"
+    "vllm:CHECKPOINT (vLLM started by sagemeter), cmd:COMMAND (a server started from a command "
+    "line with {port}), NAME@REGION (SageMaker)"
 )
+ENGINE_PREFIX = re.compile(r"^([a-z][a-z0-9_-]*):(?!//)(.*)$", re.DOTALL)
+PORT_MARK = "{port}"
+MASK = "***"
+# Flags whose value is a secret: --api-key, --token, --hf-token, --password, --secret ...
+SECRET_FLAG = re.compile(r"^--?[\w-]*(key|token|secret|password|passwd)[\w-]*$", re.IGNORECASE)
+
+
+def masked_words(words: list[str]) -> list[str]:
+    """A command line with the values of secret-looking flags masked (`--f V` and `--f=V`)."""
+    shown: list[str] = []
+    hide_next = False
+    for word in words:
+        flag, equals, _ = word.partition("=")
+        if hide_next:
+            shown.append(MASK)
+            hide_next = False
+        elif equals and SECRET_FLAG.match(flag):
+            shown.append(f"{flag}={MASK}")
+        else:
+            shown.append(word)
+            hide_next = bool(SECRET_FLAG.match(word))
+    return shown
+
 
 # SageMaker endpoint names (botocore's EndpointName pattern): 1-63 alphanumerics and hyphens,
 # not starting or ending with a hyphen. Shared with the SageMaker deploy spec.
@@ -44,11 +73,23 @@ class OpenAITarget:
         return self.base_url
 
 
+class EngineTarget:
+    """A server an engine starts and stops on this machine, written `ENGINE:SPEC`; `engine` names
+    its plug-in in `sagemeter.engines.registry` (built in: local, vllm, cmd)."""
+
+    engine: ClassVar[str]
+
+    @property
+    def default_name(self) -> str:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class LocalTarget:
+class LocalTarget(EngineTarget):
     """A checkpoint for the embedded engine, started and stopped by sagemeter."""
 
     checkpoint: str
+    engine: ClassVar[str] = "local"
 
     @property
     def default_name(self) -> str:
@@ -60,10 +101,11 @@ class LocalTarget:
 
 
 @dataclass(frozen=True)
-class VllmTarget:
+class VllmTarget(EngineTarget):
     """A checkpoint served by a real `vllm serve` that sagemeter starts and stops."""
 
     checkpoint: str
+    engine: ClassVar[str] = "vllm"
 
     @property
     def default_name(self) -> str:
@@ -72,6 +114,38 @@ class VllmTarget:
 
     def __str__(self) -> str:
         return f"vllm:{self.checkpoint}"
+
+
+@dataclass(frozen=True)
+class CommandTarget(EngineTarget):
+    """Any OpenAI-compatible server, started from `command` (split as a shell would, run without
+    one) with `{port}` replaced by a free port; sagemeter stops it after the run."""
+
+    command: str
+    engine: ClassVar[str] = "cmd"
+
+    def words(self) -> list[str]:
+        """The command line, split as a shell would (checked when parsed)."""
+        return shlex.split(self.command)
+
+    @property
+    def default_name(self) -> str:
+        """`cmd-` and the program's name (with its module or subcommand): `cmd-vllm-serve`."""
+        words = [word for word in self.words() if PORT_MARK not in word]
+        program = words[0].rsplit("/", 1)[-1]
+        rest = words[1:]
+        if program.startswith("python") and "-m" in rest[:-1]:
+            program = rest[rest.index("-m") + 1]
+        elif rest and not rest[0].startswith("-"):
+            program = f"{program}-{rest[0].rsplit('/', 1)[-1]}"
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", program).strip("-.") or "server"
+        return f"cmd-{slug}"[:100]
+
+    def __str__(self) -> str:
+        """As results and messages show it: the values of secret flags masked."""
+        words = self.words()
+        masked = masked_words(words)
+        return f"cmd:{self.command}" if masked == words else f"cmd:{shlex.join(masked)}"
 
 
 @dataclass(frozen=True)
@@ -92,7 +166,23 @@ class SageMakerTarget:
         return f"{self.name}@{self.region}"
 
 
-Target = OpenAITarget | LocalTarget | VllmTarget | SageMakerTarget
+Target = OpenAITarget | EngineTarget | SageMakerTarget
+
+
+def parse_command(spec: str, text: str) -> CommandTarget:
+    """`cmd:COMMAND`: a command line with `{port}`, split as a shell would (quotes and all)."""
+    try:
+        words = shlex.split(spec)
+    except ValueError as exc:
+        raise UserError(f"target {text!r}: {exc}; quote the command as a shell would") from None
+    if not words:
+        raise UserError(f'target {text!r} names no command; write cmd:"PROGRAM ... {{port}}"')
+    if not any(PORT_MARK in word for word in words):
+        raise UserError(
+            f"target {text!r}: the command must say where its port goes with {PORT_MARK} "
+            f"(e.g. --port {PORT_MARK}); sagemeter picks a free port on 127.0.0.1"
+        )
+    return CommandTarget(spec.strip())
 
 
 def parse_target(text: str) -> Target:
@@ -114,6 +204,11 @@ def parse_target(text: str) -> Target:
                 f"target {text!r} names no checkpoint; accepted forms: {ACCEPTED_FORMS}"
             )
         return VllmTarget(checkpoint)
+    if raw.startswith("cmd:"):
+        return parse_command(raw.removeprefix("cmd:"), text)
+    plugged = ENGINE_PREFIX.match(raw)
+    if plugged is not None:
+        return _plugin_target(plugged.group(1), plugged.group(2).strip(), text)
     if "@" in raw:
         name, _, region = raw.partition("@")
         if not SAGEMAKER_ENDPOINT_NAME.match(name):
@@ -127,6 +222,18 @@ def parse_target(text: str) -> Target:
     if SAGEMAKER_ENDPOINT_NAME.match(raw):
         return _bare_sagemaker(raw, text)
     raise UserError(f"target {text!r} is not understood; accepted forms: {ACCEPTED_FORMS}")
+
+
+def _plugin_target(engine: str, spec: str, text: str) -> EngineTarget:
+    """`ENGINE:SPEC` for an engine plug-in installed beside sagemeter (its own parser)."""
+    from sagemeter.engines.registry import engine_named
+
+    plugin = engine_named(engine)
+    if plugin is None:
+        raise UserError(
+            f"target {text!r}: no engine is called {engine!r}; accepted forms: {ACCEPTED_FORMS}"
+        )
+    return plugin.parse(spec, text)
 
 
 def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:

@@ -46,29 +46,50 @@ def checkpoints(
 
 
 def serve(
-    target: Annotated[str, typer.Argument(help="local:CHECKPOINT or vllm:CHECKPOINT")],
+    target: Annotated[
+        str,
+        typer.Argument(help='local:CHECKPOINT, vllm:CHECKPOINT or cmd:"COMMAND --port {port}"'),
+    ],
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0 picks a free one)")
     ] = 8080,
     parallel: Annotated[
         int, typer.Option(min=1, max=512, help="parallel slots (embedded engine)")
     ] = 16,
+    startup_timeout: Annotated[
+        str | None,
+        typer.Option(
+            help="cmd: targets: the longest wait for the server to answer [10m]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
     from sagemeter.engines.checkpoints import resolve_checkpoint
     from sagemeter.engines.llamacpp import LocalEngine
-    from sagemeter.targets import LocalTarget, VllmTarget, parse_target
+    from sagemeter.targets import ENGINE_PREFIX, EngineTarget, LocalTarget, VllmTarget, parse_target
 
-    parsed = parse_target(target)
+    parsed = parse_target(target) if ENGINE_PREFIX.match(target.strip()) else None
     if isinstance(parsed, VllmTarget):
         from sagemeter.cli.engines import serve_vllm
 
         serve_vllm(parsed, port)
         return
+    if isinstance(parsed, EngineTarget) and not isinstance(parsed, LocalTarget):
+        from sagemeter.calibrate.timing import parse_duration
+        from sagemeter.cli.engines import serve_engine
+
+        wait = (
+            None
+            if startup_timeout is None
+            else parse_duration(startup_timeout, "--startup-timeout")
+        )
+        serve_engine(parsed, port, wait)
+        return
     if not isinstance(parsed, LocalTarget):
         raise UserError(
-            f"serve runs a local engine only; give local:CHECKPOINT or vllm:CHECKPOINT, "
-            f"not {target!r}"
+            "serve starts a server on this machine; give local:CHECKPOINT, vllm:CHECKPOINT or "
+            f'cmd:"COMMAND --port {{port}}", not {target!r}'
         )
     checkpoint = resolve_checkpoint(parsed.checkpoint)
     engine = LocalEngine(checkpoint, parallel=parallel, port=port)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,7 +11,7 @@ import typer
 from sagemeter.errors import UserError
 
 if TYPE_CHECKING:
-    from sagemeter.targets import VllmTarget
+    from sagemeter.targets import EngineTarget, VllmTarget
 
 engines_app = typer.Typer(
     name="engines",
@@ -92,23 +93,65 @@ def serve_vllm(target: VllmTarget, port: int) -> None:
     )
 
 
-def run_on_vllm(target_text: str, max_tokens: int, run: Callable[[str], None]) -> None:
-    """Start vLLM for `target_text`, call `run` with its URL, and stop it whatever happens."""
+def run_on_engine(
+    target_text: str,
+    max_tokens: int,
+    concurrency: int,
+    run: Callable[[str], None],
+    startup_timeout_s: float | None = None,
+) -> None:
+    """Start the server an engine target names (local:, vllm:, cmd:, a plug-in's), call `run`
+    with its URL, and stop it whatever happens."""
     from rich.console import Console
+    from rich.markup import escape
 
-    from sagemeter.engines.vllm_endpoint import max_model_len_for
-    from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
-    from sagemeter.targets import VllmTarget, parse_target
+    from sagemeter.engines.registry import StartRequest, engine_of
+    from sagemeter.targets import EngineTarget, parse_target
 
     parsed = parse_target(target_text)
-    assert isinstance(parsed, VllmTarget)
-    check_vllm_target(parsed.checkpoint)
+    assert isinstance(parsed, EngineTarget)
+    engine = engine_of(parsed)
+    engine.check(parsed)
     status = Console(stderr=True)
-    server = prepare_server(parsed.checkpoint, max_model_len=max_model_len_for(max_tokens))
-    try:
-        with status.status("starting vLLM (it compiles the model first)"):
-            url = server.start()
-        status.print(f"vLLM serves {server.model.name} at {url} (log {server.log_path})")
-        run(url)
-    finally:
-        server.stop()
+    with contextlib.ExitStack() as stack:
+        with status.status(f"starting {parsed.default_name}") as shown:
+            request = StartRequest(
+                concurrency=concurrency,
+                max_reply_tokens=max_tokens,
+                startup_timeout_s=startup_timeout_s,
+                on_wait=lambda seconds, line: shown.update(
+                    f"starting {parsed.default_name} ({seconds:.0f} s) {escape(line[:80])}"
+                ),
+            )
+            server = stack.enter_context(engine.serving(parsed, request))
+        assert server.base_url is not None
+        status.print(f"{parsed.default_name} serves at {server.base_url} (log {server.log_path})")
+        run(server.base_url)
+
+
+def serve_engine(target: EngineTarget, port: int, startup_timeout_s: float | None) -> None:
+    """`sagemeter serve ENGINE:SPEC` for an engine other than local: and vllm: (cmd:, a
+    plug-in's): started on `port`, held until Ctrl-C or until it dies, then stopped."""
+    from rich.markup import escape
+
+    from sagemeter.cli.common import err_console, serve_until_ctrl_c
+    from sagemeter.engines.registry import StartRequest, engine_of
+
+    engine = engine_of(target)
+    engine.check(target)
+    with contextlib.ExitStack() as stack:
+        with err_console.status(f"starting {target.default_name}") as shown:
+            request = StartRequest(
+                port=port,
+                startup_timeout_s=startup_timeout_s,
+                on_wait=lambda seconds, line: shown.update(
+                    f"starting {target.default_name} ({seconds:.0f} s) {escape(line[:80])}"
+                ),
+            )
+            server = stack.enter_context(engine.serving(target, request))
+        serve_until_ctrl_c(
+            server,
+            serving=lambda: f"serving {target.default_name} at [bold]{server.base_url}[/]",
+            log_label="engine log",
+            died=f"{target.default_name} stopped unexpectedly",
+        )

@@ -55,7 +55,11 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def load(
         target: Annotated[
-            str, typer.Argument(help="http://HOST:PORT (with /v1 or not) or vllm:CHECKPOINT")
+            str,
+            typer.Argument(
+                help="http://HOST:PORT (with /v1 or not), or a server sagemeter starts for the "
+                'run: local:CHECKPOINT, vllm:CHECKPOINT, cmd:"COMMAND --port {port}"'
+            ),
         ],
         concurrency: Annotated[
             int, typer.Option("--concurrency", "-c", help="streams at once (closed loop)")
@@ -88,6 +92,14 @@ def register(app: typer.Typer) -> None:
         model: Annotated[str | None, typer.Option(help="model name [the server's first]")] = None,
         prompt: Annotated[str | None, typer.Option(help="the prompt sent")] = None,
         timeout: Annotated[str, typer.Option(help="per-request limit")] = "300s",
+        startup_timeout: Annotated[
+            str | None,
+            typer.Option(
+                help="local:, vllm:, cmd: targets: the longest wait for the server to answer "
+                "[the engine's own; cmd: 10m]",
+                show_default=False,
+            ),
+        ] = None,
         raw: Annotated[bool, typer.Option("--raw", help="keep every request's timing")] = False,
         uvloop: Annotated[bool, typer.Option(help="use uvloop when installed")] = True,
         ray: Annotated[
@@ -105,13 +117,29 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Load an OpenAI-compatible server and measure it, checking the client kept up.
 
-        A vllm:CHECKPOINT target is started first (and stopped after) like measure's.
+        A server target (local:, vllm:, cmd:) is started first (and stopped after), as
+        measure's are.
         """
-        if target.startswith("vllm:"):
-            from sagemeter.cli.engines import run_on_vllm
+        # Its own parameters, before anything else is named here ("load" itself is a free name).
+        arguments = {key: value for key, value in locals().items() if key != "load"}
+        from sagemeter.targets import ENGINE_PREFIX, EngineTarget, parse_target
 
-            arguments = dict(locals())
-            run_on_vllm(target, max_tokens, lambda url: load(**{**arguments, "target": url}))
+        if ENGINE_PREFIX.match(target.strip()) and isinstance(parse_target(target), EngineTarget):
+            from sagemeter.calibrate.timing import parse_duration
+            from sagemeter.cli.engines import run_on_engine
+
+            wait = (
+                None
+                if startup_timeout is None
+                else parse_duration(startup_timeout, "--startup-timeout")
+            )
+            run_on_engine(
+                target,
+                max_tokens,
+                concurrency,
+                lambda url: load(**{**arguments, "target": url}),
+                startup_timeout_s=wait,
+            )
             return
         started = time.perf_counter()
         from rich.console import Console

@@ -19,6 +19,13 @@ def mcp_command(
     allow_logs: Annotated[
         bool, typer.Option("--allow-logs", help="allow reading endpoints' container logs")
     ] = False,
+    allow_commands: Annotated[
+        bool,
+        typer.Option(
+            "--allow-commands",
+            help='allow cmd:"COMMAND" targets (they run a program on this machine)',
+        ),
+    ] = False,
     http: Annotated[
         int | None,
         typer.Option(
@@ -48,6 +55,7 @@ def mcp_command(
     config = ServerConfig(
         allow_write=allow_write,
         allow_logs=allow_logs,
+        allow_commands=allow_commands,
         results_dir=check_output_folder(folder, "--results-dir"),
         poll_s=poll_seconds,
     )
@@ -55,7 +63,9 @@ def mcp_command(
     Console(stderr=True, highlight=False, markup=False).print(
         f"sagemeter mcp on {where}: deploy/delete "
         f"{'allowed' if allow_write else 'refused (--allow-write)'}, logs "
-        f"{'allowed' if allow_logs else 'refused (--allow-logs)'}, results in {config.results_dir}"
+        f"{'allowed' if allow_logs else 'refused (--allow-logs)'}, cmd: targets "
+        f"{'allowed' if allow_commands else 'refused (--allow-commands)'}, results in "
+        f"{config.results_dir}"
     )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in a terminal: engines were stopped
         serve(config, http_port=http)

@@ -52,6 +52,7 @@ def _settings(
     reruns: int | None = None,
     method: str | None = None,
     prefill_tokens: str | None = None,
+    startup_timeout: str | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
     from sagemeter.settings import measure_settings, parse_prefill_tokens
@@ -75,6 +76,11 @@ def _settings(
         "stall_s": parse_duration(stall, "--stall") if stall is not None else None,
         "retries": retries,
         "batch_reruns": reruns,
+        "startup_timeout_s": (
+            parse_duration(startup_timeout, "--startup-timeout")
+            if startup_timeout is not None
+            else None
+        ),
     }
     return measure_settings(quick, overrides, method=method)
 
@@ -84,7 +90,8 @@ def measure(
     target: Annotated[
         str,
         typer.Argument(
-            help="http://HOST:PORT, local:CHECKPOINT, vllm:CHECKPOINT, NAME@REGION or NAME "
+            help="http://HOST:PORT, local:CHECKPOINT, vllm:CHECKPOINT, "
+            'cmd:"COMMAND --port {port}", NAME@REGION or NAME '
             "(SageMaker: where this machine placed it, else the configured region)"
         ),
     ],
@@ -155,6 +162,13 @@ def measure(
     retries: Annotated[
         int | None, typer.Option(help="tries sent again after a 429, 5xx or a reset [3]")
     ] = None,
+    startup_timeout: Annotated[
+        str | None,
+        typer.Option(
+            help="local:, vllm:, cmd: targets: the longest wait for the server sagemeter "
+            "starts to answer, e.g. 10m [the engine's own; cmd: 10m]"
+        ),
+    ] = None,
     reruns: Annotated[
         int | None,
         typer.Option(help="parallel: extra batches per level to replace ones that don't count [2]"),
@@ -213,6 +227,7 @@ def measure(
         reruns,
         method,
         prefill_tokens,
+        startup_timeout,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

@@ -15,7 +15,7 @@ from pathlib import Path
 from sagemeter.results import Environment, MeasureResult
 
 # Backends whose server ran on the measuring host, so host_cpu / host_cores describe the server.
-LOCAL_BACKENDS = frozenset({"local", "vllm"})
+LOCAL_BACKENDS = frozenset({"local", "vllm", "cmd"})  # servers started on this host
 
 HARDWARE = "a speed ratio between them is partly the hardware's, not the checkpoints'"
 SOFTWARE = "a ratio between them is partly the server software's, not the checkpoints'"

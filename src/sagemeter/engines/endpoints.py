@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sagemeter.errors import UserError
+from sagemeter.engines.registry import StartRequest, engine_of
 from sagemeter.fidelity.records import Vocabulary
 from sagemeter.results import StartupFacts
-from sagemeter.targets import LocalTarget, OpenAITarget, SageMakerTarget, Target, VllmTarget
+from sagemeter.targets import EngineTarget, OpenAITarget, SageMakerTarget, Target
 from sagemeter.transport.chat import ChatClient
 from sagemeter.transport.client import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 from sagemeter.transport.openai import OpenAIChat
@@ -84,6 +84,7 @@ async def open_endpoint(
     max_prompt_tokens: int = 0,
     log_path: Path | None = None,
     wire: WireOptions | None = None,
+    startup_timeout_s: float | None = None,
 ) -> AsyncIterator[Endpoint]:
     """Yield an open Endpoint for `target`; a local engine started here is stopped on exit.
 
@@ -92,10 +93,11 @@ async def open_endpoint(
     by the context. The embedded llama.cpp keeps its slots at the longest reply plus
     PROMPT_ALLOWANCE_TOKENS (it allocates every slot's whole context at start, for as many slots
     as requests at once); it says its context (`n_ctx`), and a longer prompt is cut to fit with a
-    note."""
+    note. Every engine's server (local, vllm, cmd, plug-ins) is started by its registry entry;
+    `startup_timeout_s` (None: the engine's own) bounds the wait for it to answer."""
     wire = wire or WireOptions()
     if isinstance(target, OpenAITarget):
-        async with _chat_client(target.base_url, wire) as client:
+        async with chat_client(target.base_url, wire) as client:
             yield Endpoint(
                 target=target,
                 backend="openai-http",
@@ -103,23 +105,20 @@ async def open_endpoint(
                 http_root=target.base_url,
                 api_key=wire.api_key,
             )
-    elif isinstance(target, LocalTarget):
-        async with _local_endpoint(
-            target, concurrency, max_reply_tokens, log_path, wire
-        ) as endpoint:
-            yield endpoint
-    elif isinstance(target, VllmTarget):
-        from sagemeter.engines.vllm_endpoint import open_vllm_endpoint
-
-        async with open_vllm_endpoint(
-            target, max_reply_tokens, log_path, wire, max_prompt_tokens
-        ) as endpoint:
-            yield endpoint
     elif isinstance(target, SageMakerTarget):
         async with _sagemaker_endpoint(target, concurrency, wire) as endpoint:
             yield endpoint
-    else:  # pragma: no cover - the Target union is closed
-        raise UserError(f"unsupported target {target}")
+    else:
+        request = StartRequest(
+            concurrency=concurrency,
+            max_reply_tokens=max_reply_tokens,
+            max_prompt_tokens=max_prompt_tokens,
+            log_path=log_path,
+            wire=wire,
+            startup_timeout_s=startup_timeout_s,
+        )
+        async with engine_of(target).endpoint(target, request) as endpoint:
+            yield endpoint
 
 
 def placement_hint(target: Target) -> str:
@@ -134,14 +133,8 @@ def placement_hint(target: Target) -> str:
 
 def check_target(target: Target) -> None:
     """Fail fast, before anything starts, on a target that cannot work (e.g. unknown checkpoint)."""
-    if isinstance(target, LocalTarget):
-        from sagemeter.engines.checkpoints import resolve_checkpoint
-
-        resolve_checkpoint(target.checkpoint, derive=False)
-    elif isinstance(target, VllmTarget):
-        from sagemeter.engines.vllm_server import check_vllm_target
-
-        check_vllm_target(target.checkpoint)
+    if isinstance(target, EngineTarget):
+        engine_of(target).check(target)
 
 
 PROMPT_ALLOWANCE_TOKENS = 512
@@ -157,7 +150,7 @@ def slot_context(max_reply_tokens: int, max_prompt_tokens: int = 0) -> int:
     return max(1024, -(-needed // 256) * 256)
 
 
-def _chat_client(base_url: str, wire: WireOptions, model: str | None = None) -> OpenAIChat:
+def chat_client(base_url: str, wire: WireOptions, model: str | None = None) -> OpenAIChat:
     return OpenAIChat(
         base_url,
         model=model,
@@ -166,57 +159,6 @@ def _chat_client(base_url: str, wire: WireOptions, model: str | None = None) -> 
         stall_s=wire.stall_s,
         retry=wire.retry,
     )
-
-
-@contextlib.asynccontextmanager
-async def _local_endpoint(
-    target: LocalTarget,
-    concurrency: int,
-    max_reply_tokens: int,
-    log_path: Path | None,
-    wire: WireOptions,
-) -> AsyncIterator[Endpoint]:
-    import asyncio
-
-    from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
-    from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
-    from sagemeter.fidelity.vocabulary import gguf_vocabulary
-    from sagemeter.inspect.predicted import facts_for_environment
-
-    checkpoint = await asyncio.to_thread(resolve_checkpoint, target.checkpoint)
-    engine = LocalEngine(
-        checkpoint,
-        parallel=max(DEFAULT_PARALLEL_SLOTS, concurrency),
-        ctx_per_slot=slot_context(max_reply_tokens),
-        log_path=log_path,
-    )
-    try:
-        # Inside the try: a cancel or Ctrl-C while it loads must still stop the engine.
-        await asyncio.to_thread(engine.start)
-        summary = gguf_summary(checkpoint.path)
-        environment = {
-            "engine": "llama.cpp (embedded)",
-            "engine_version": engine_version(),
-            "model": checkpoint.description,
-            "checkpoint_file": checkpoint.path.name,
-            "checkpoint_sha256": await asyncio.to_thread(sha256_of, checkpoint.path),
-            "checkpoint_bits_per_weight": summary["bits_per_weight"],
-            "checkpoint_facts": await asyncio.to_thread(facts_for_environment, checkpoint.path),
-        }
-        assert engine.base_url is not None
-        async with _chat_client(engine.base_url, wire, model=checkpoint.name) as client:
-            yield Endpoint(
-                target=target,
-                backend="local",
-                client=client,
-                startup_facts=engine.startup_facts,
-                environment=environment,
-                http_root=engine.base_url,
-                vocabulary=lambda: gguf_vocabulary(checkpoint.path),
-                process=process_of(engine),
-            )
-    finally:
-        engine.stop()
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,7 @@ from pathlib import Path
 from sagemeter.engines.endpoints import (
     Endpoint,
     WireOptions,
-    _chat_client,
+    chat_client,
     process_of,
     slot_context,
 )
@@ -62,7 +62,7 @@ async def open_vllm_endpoint(
         # Inside the try: a cancel or Ctrl-C while vLLM compiles must still stop it.
         await asyncio.to_thread(server.start)
         assert server.base_url is not None
-        async with _chat_client(server.base_url, wire, model=server.model.name) as client:
+        async with chat_client(server.base_url, wire, model=server.model.name) as client:
             yield Endpoint(
                 target=target,
                 backend="vllm",

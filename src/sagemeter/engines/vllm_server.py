@@ -1,6 +1,6 @@
 """`vllm serve` on 127.0.0.1, started and stopped by sagemeter like the embedded engine.
 
-Lifecycle: `start()` launches vLLM through `vllm_launcher` (so vLLM never outlives sagemeter),
+Lifecycle: `start()` launches vLLM through `launcher` (so vLLM never outlives sagemeter),
 writes its whole output to a log file, waits until `/health` answers and the model is listed,
 and, if vLLM exits first, fails with the cause its log names (`startup_causes`: port in use,
 out of memory, no room for the KV cache, no model or no valid config), else the log's last
@@ -15,21 +15,20 @@ environment), though vLLM 0.32's CPU build can fail to load it back and compile 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 from sagemeter.engines.hf_export import ServedModel
+from sagemeter.engines.launched import (
+    LaunchedServer,
+    WaitFn,
+    free_port,
+    get_json,
+    listed_models,
+    no_wait,
+    tail,
+)
 from sagemeter.engines.startup_causes import VLLM_CAUSES, matched_cause
 from sagemeter.engines.startup_log import parse_vllm_log
 from sagemeter.engines.vllm_install import MANAGED_ORIGIN, VllmInstall
@@ -37,25 +36,17 @@ from sagemeter.errors import UserError
 from sagemeter.paths import cache_dir
 from sagemeter.results import StartupFacts
 
+__all__ = ["VllmServer", "free_port", "prepare_server"]
+
 START_TIMEOUT_S = 900.0  # two busy cores compile for minutes
 DEFAULT_MAX_MODEL_LEN = 2048
 CPU_KV_CACHE_GIB = "4"  # vLLM's CPU build reserves this much RAM for the KV cache
-WaitFn = Callable[[float], None]
 
 
-def _no_wait(_: float) -> None:
-    """Default: nothing to show while vLLM starts."""
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (vLLM takes a port number, not 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class VllmServer:
+class VllmServer(LaunchedServer):
     """One `vllm serve` process (and its engine processes) for one model folder."""
+
+    what = "vLLM"
 
     def __init__(
         self,
@@ -66,18 +57,10 @@ class VllmServer:
         port: int = 0,
         max_model_len: int = DEFAULT_MAX_MODEL_LEN,
     ) -> None:
+        super().__init__(log_path=log_path, port=port)
         self.model = model
         self.install = install
-        self.log_path = log_path
-        self.port = port or free_port()
         self.max_model_len = max_model_len
-        self.base_url: str | None = None
-        self.started_s: float | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def root_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
         """The `vllm serve` command line (also written at the top of the log)."""
@@ -110,108 +93,32 @@ class VllmServer:
             env.setdefault("VLLM_CACHE_ROOT", str(cache_dir() / "engines" / "vllm-cache"))
         return env
 
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+    def start(self, timeout_s: float = START_TIMEOUT_S, on_wait: WaitFn = no_wait) -> str:
+        """Start vLLM and return its OpenAI base URL (ending in /v1) once it lists the model."""
+        return super().start(timeout_s, on_wait)
 
-    def is_running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def start(self, timeout_s: float = START_TIMEOUT_S, on_wait: WaitFn = _no_wait) -> str:
-        """Start vLLM and return its OpenAI base URL (ending in /v1) once it answers."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        began = time.perf_counter()
-        with self.log_path.open("wb") as log:
-            log.write(f"$ {' '.join(self.command())}\n".encode())
-            log.flush()
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "sagemeter.engines.vllm_launcher", *self.command()],
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.environment(),
-                start_new_session=True,  # its own process group: stopped as one
-            )
-        try:
-            self._wait_ready(began + timeout_s, began, on_wait)
-        except BaseException:
-            self.stop()
-            raise
-        self.started_s = time.perf_counter() - began
-        self.base_url = self.root_url + "/v1"
-        return self.base_url
-
-    def _serves_model(self) -> bool:
+    def ready(self) -> bool:
         """vLLM answers /health and lists the model (it is still loading until then)."""
-        try:
-            with urllib.request.urlopen(self.root_url + "/health", timeout=5.0) as health:
-                if health.status != 200:
-                    return False
-            with urllib.request.urlopen(self.root_url + "/v1/models", timeout=5.0) as answer:
-                listed = json.loads(answer.read())
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
-        models = listed.get("data") if isinstance(listed, dict) else None
-        return isinstance(models, list) and any(
-            isinstance(m, dict) and m.get("id") == self.model.name for m in models
+        return get_json(self.root_url + "/health") is not None and (
+            self.model.name in listed_models(self.root_url)
         )
 
-    def _wait_ready(self, deadline: float, began: float, on_wait: WaitFn) -> None:
-        assert self._process is not None
-        while time.perf_counter() < deadline:
-            if self._process.poll() is not None:
-                raise UserError(
-                    f"vLLM exited while starting {self.model.name}: {self._failure_cause()} "
-                    f"(log {self.log_path})"
-                )
-            if self._serves_model():
-                return
-            on_wait(time.perf_counter() - began)
-            time.sleep(0.5)
-        raise UserError(
-            f"vLLM did not answer within {deadline - began:.0f} s; log {self.log_path}: "
-            f"{self._failure_cause()}"
-        )
+    def exited(self, code: int) -> str:
+        return f"vLLM exited while starting {self.model.name}"
 
-    def _failure_cause(self) -> str:
+    def failure_cause(self, log_text: str) -> str:
         """Why vLLM did not start, in words, from its own log (else the log's last lines)."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
+        if not log_text:
             return "it left no log"
-        cause = matched_cause(text, VLLM_CAUSES, port=self.port, model=self.model.folder)
-        return cause or _tail(text)
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """End vLLM: close the launcher's stdin (vLLM's own shutdown), then kill the group."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None and process.stdin:
-            process.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=timeout_s)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
-        process.wait()
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        cause = matched_cause(log_text, VLLM_CAUSES, port=self.port, model=self.model.folder)
+        return cause or tail(log_text)
 
     def startup_facts(self) -> StartupFacts:
         return parse_vllm_log(self.log_text().splitlines(), origin=f"engine log {self.log_path}")
 
-    def __enter__(self) -> VllmServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 EXTRA_ARGS_ENV = "SAGEMETER_VLLM_ARGS"
@@ -280,9 +187,3 @@ def prepare_server(
         port=port,
         max_model_len=max_model_len,
     )
-
-
-def _tail(text: str, lines: int = 3) -> str:
-    """A log's last non-empty lines on one line: vLLM's failure is usually at its end."""
-    useful = [line.strip() for line in text.splitlines() if line.strip()]
-    return " | ".join(useful[-lines:]) or "(empty log)"

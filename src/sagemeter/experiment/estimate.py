@@ -21,9 +21,6 @@ from sagemeter.sagemaker.pricing import try_hourly_price
 from sagemeter.settings import MeasureSettings
 
 REQUEST_ALLOWANCE_S = 0.1  # time to first token and the call's own cost, per request sent alone
-LOCAL_START_S = 10.0  # loading a checkpoint into the embedded engine
-# `vllm serve` on the CPU build, start to ready: 97-127 s measured on 2 cores (docs/vllm.md).
-VLLM_START_S = 140.0
 
 
 class ArmPrice(BaseModel):
@@ -77,13 +74,14 @@ def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> floa
 
 
 def start_seconds(arm: Arm) -> float:
-    """The time to start the engine a `local:` or `vllm:` arm is measured on (once per visit)."""
-    target = arm.target or ""
-    if target.startswith("local:"):
-        return LOCAL_START_S
-    if target.startswith("vllm:"):
-        return VLLM_START_S
-    return 0.0
+    """The time to start the server an engine arm (local:, vllm:, cmd:, a plug-in's) is
+    measured on, once per visit: its engine's own estimate."""
+    from sagemeter.engines.registry import engine_named
+    from sagemeter.targets import ENGINE_PREFIX
+
+    prefix = ENGINE_PREFIX.match((arm.target or "").strip())
+    engine = engine_named(prefix.group(1)) if prefix else None
+    return engine.start_seconds if engine is not None else 0.0
 
 
 def arm_price(plan: Plan, arm: Arm, spec: sm.DeploySpec | None, aws: sm.Aws | None) -> ArmPrice:

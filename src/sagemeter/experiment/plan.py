@@ -61,6 +61,9 @@ class MeasureOptions(_Strict):
     fidelity: int | None = None
     timeout: float | None = Field(None, description='seconds, or a duration such as "120s"')
     stall: float | None = Field(None, description='seconds, or a duration such as "30s"')
+    startup_timeout: float | None = Field(
+        None, description='local:, vllm:, cmd: arms: seconds, or a duration such as "10m"'
+    )
     retries: int | None = None
     reruns: int | None = None
     ray: str | None = Field(
@@ -106,7 +109,7 @@ class MeasureOptions(_Strict):
                 raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
         return value
 
-    @field_validator("timeout", "stall", mode="before")
+    @field_validator("timeout", "stall", "startup_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         """A number of seconds, or a duration such as "120s" or "500ms"."""
@@ -138,6 +141,7 @@ class MeasureOptions(_Strict):
             "stall_s": self.stall,
             "retries": self.retries,
             "batch_reruns": self.reruns,
+            "startup_timeout_s": self.startup_timeout,
         }
         return measure_settings(self.quick, overrides, method=self.method, label=_measure_key)
 
@@ -152,6 +156,7 @@ _MEASURE_KEYS = {
     "timeout_s": "timeout",
     "stall_s": "stall",
     "batch_reruns": "reruns",
+    "startup_timeout_s": "startup_timeout",
 }
 
 

@@ -10,6 +10,7 @@ from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 
 WRITE_FLAG = "--allow-write"
 LOGS_FLAG = "--allow-logs"
+COMMANDS_FLAG = "--allow-commands"
 
 
 def default_results_dir() -> Path:
@@ -24,5 +25,6 @@ class ServerConfig:
 
     allow_write: bool = False
     allow_logs: bool = False
+    allow_commands: bool = False  # cmd: targets run a command line the assistant wrote
     results_dir: Path = field(default_factory=default_results_dir)
     poll_s: float = DEFAULT_POLL_S

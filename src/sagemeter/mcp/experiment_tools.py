@@ -194,8 +194,9 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
             Field(
                 description="the plan as TOML text: name, order (ABA by default, or "
                 "interleaved), price_per_hour, max_cost_usd, [measure], and two or more [[arm]] "
-                'each with target = "local:…|vllm:…|http://…|NAME@REGION" (local: and vllm: '
-                "engines started per visit) or an [arm.sagemaker] table (model, instance_type, "
+                'each with target = "local:…|vllm:…|cmd:…|http://…|NAME@REGION" (local:, vllm: '
+                "and cmd: (needs --allow-commands) servers started per visit) or an "
+                "[arm.sagemaker] table (model, instance_type, "
                 "region, fallback_regions, env); [measure] ray = ADDRESS sends batches from a "
                 "Ray cluster"
             ),

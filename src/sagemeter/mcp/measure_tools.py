@@ -84,8 +84,10 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             str,
             Field(
                 description="http://HOST:PORT (OpenAI-compatible), local:CHECKPOINT (embedded "
-                "engine, started and stopped here), NAME@REGION (SageMaker) or NAME (SageMaker, "
-                "where this machine placed it, else the configured region)"
+                "engine, started and stopped here), vllm:CHECKPOINT, cmd:COMMAND (a server "
+                "started from a command line with {port}; needs the user's --allow-commands), "
+                "NAME@REGION (SageMaker) or NAME (SageMaker, where this machine placed it, else "
+                "the configured region)"
             ),
         ],
         name: Annotated[

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sagemeter.errors import UserError
-from sagemeter.mcp.config import ServerConfig
+from sagemeter.mcp.config import COMMANDS_FLAG, ServerConfig
 from sagemeter.questions import builtin_sets
 from sagemeter.results import RESULT_NAME
 
@@ -163,6 +163,7 @@ def local_checkpoint(config: ServerConfig, spec: str) -> str:
 def target(config: ServerConfig, text: str) -> str:
     """A measure target whose local checkpoint, if any, is named by the rules above."""
     text = text.strip()  # as parse_target reads it, so " local:/x" is no way around the rule
+    require_commands(config, text)
     for prefix in ("local:", "vllm:"):
         if text.startswith(prefix):
             return prefix + local_checkpoint(config, text.removeprefix(prefix).strip())
@@ -185,6 +186,7 @@ def plan(config: ServerConfig, given: Plan, source: str, *, resumed: bool = Fals
         return value
 
     def arm_target(text: str) -> str:
+        require_commands(config, text)
         for prefix in ("local:", "vllm:"):
             if text.strip().startswith(prefix):
                 return prefix + named(text.strip().removeprefix(prefix).strip())
@@ -206,3 +208,19 @@ def plan(config: ServerConfig, given: Plan, source: str, *, resumed: bool = Fals
             raise UserError(f'{source}: arm "{arm.name}".target: {exc}') from None
     measure = given.measure.model_copy(update={"questions": checked})
     return given.model_copy(update={"measure": measure, "arms": arms})
+
+
+def require_commands(config: ServerConfig, target: str) -> None:
+    """Refuse a target whose engine runs a command line the caller wrote (`cmd:`), unless the
+    user started the server allowing it: an assistant must not run programs on its own."""
+    from sagemeter.engines.registry import engine_named
+    from sagemeter.targets import ENGINE_PREFIX
+
+    prefix = ENGINE_PREFIX.match(target.strip())
+    engine = engine_named(prefix.group(1)) if prefix else None
+    if engine is not None and engine.runs_commands and not config.allow_commands:
+        raise UserError(
+            f"{engine.name}: targets run a command on this machine, and this server was started "
+            f"without {COMMANDS_FLAG}: ask the user to restart it as `sagemeter mcp "
+            f"{COMMANDS_FLAG}` to allow it"
+        )

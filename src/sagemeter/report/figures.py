@@ -100,8 +100,8 @@ def region_of(result: MeasureResult) -> str:
     if result.detail is None:
         return NA
     environment = result.detail.environment
-    if environment.backend == "local":
-        return "this machine (local)"
+    if environment.backend in ("local", "vllm", "cmd"):
+        return f"this machine ({environment.backend})"
     try:
         target = parse_target(environment.target)
     except Exception:  # an old or foreign target string: say what is known, not why

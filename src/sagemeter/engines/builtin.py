@@ -1,0 +1,179 @@
+"""sagemeter's own engines as registry entries: `local:` (the embedded llama.cpp) and `vllm:`.
+
+Each entry only points at the code that already runs that engine; `cmd:` lives in `command`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+from sagemeter.engines.endpoints import (
+    Endpoint,
+    WireOptions,
+    chat_client,
+    process_of,
+    slot_context,
+)
+from sagemeter.engines.registry import Engine, Served, StartRequest
+from sagemeter.targets import EngineTarget, LocalTarget, VllmTarget
+
+
+@contextlib.asynccontextmanager
+async def local_endpoint(
+    target: LocalTarget,
+    concurrency: int,
+    max_reply_tokens: int,
+    log_path: Path | None,
+    wire: WireOptions,
+) -> AsyncIterator[Endpoint]:
+    from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
+    from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
+    from sagemeter.fidelity.vocabulary import gguf_vocabulary
+    from sagemeter.inspect.predicted import facts_for_environment
+
+    checkpoint = await asyncio.to_thread(resolve_checkpoint, target.checkpoint)
+    engine = LocalEngine(
+        checkpoint,
+        parallel=max(DEFAULT_PARALLEL_SLOTS, concurrency),
+        ctx_per_slot=slot_context(max_reply_tokens),
+        log_path=log_path,
+    )
+    try:
+        # Inside the try: a cancel or Ctrl-C while it loads must still stop the engine.
+        await asyncio.to_thread(engine.start)
+        summary = gguf_summary(checkpoint.path)
+        environment = {
+            "engine": "llama.cpp (embedded)",
+            "engine_version": engine_version(),
+            "model": checkpoint.description,
+            "checkpoint_file": checkpoint.path.name,
+            "checkpoint_sha256": await asyncio.to_thread(sha256_of, checkpoint.path),
+            "checkpoint_bits_per_weight": summary["bits_per_weight"],
+            "checkpoint_facts": await asyncio.to_thread(facts_for_environment, checkpoint.path),
+        }
+        assert engine.base_url is not None
+        async with chat_client(engine.base_url, wire, model=checkpoint.name) as client:
+            yield Endpoint(
+                target=target,
+                backend="local",
+                client=client,
+                startup_facts=engine.startup_facts,
+                environment=environment,
+                http_root=engine.base_url,
+                vocabulary=lambda: gguf_vocabulary(checkpoint.path),
+                process=process_of(engine),
+            )
+    finally:
+        engine.stop()
+
+
+class LocalEngineEntry:
+    """`local:CHECKPOINT`: the embedded llama.cpp engine on a checkpoint sagemeter ships."""
+
+    name = "local"
+    form = "local:CHECKPOINT"
+    start_seconds = 10.0  # loading a checkpoint into the embedded engine
+    runs_commands = False
+
+    def parse(self, spec: str, text: str) -> EngineTarget:
+        from sagemeter.targets import parse_target
+
+        parsed = parse_target(f"local:{spec}")
+        assert isinstance(parsed, LocalTarget)
+        return parsed
+
+    def check(self, target: EngineTarget) -> None:
+        from sagemeter.engines.checkpoints import resolve_checkpoint
+
+        assert isinstance(target, LocalTarget)
+        resolve_checkpoint(target.checkpoint, derive=False)
+
+    def endpoint(
+        self, target: EngineTarget, request: StartRequest
+    ) -> contextlib.AbstractAsyncContextManager[Endpoint]:
+        assert isinstance(target, LocalTarget)
+        return local_endpoint(
+            target,
+            request.concurrency,
+            request.max_reply_tokens,
+            request.log_path,
+            request.wire or WireOptions(),
+        )
+
+    @contextlib.contextmanager
+    def serving(self, target: EngineTarget, request: StartRequest) -> Iterator[Served]:
+        from sagemeter.engines.checkpoints import resolve_checkpoint
+        from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine
+
+        assert isinstance(target, LocalTarget)
+        engine = LocalEngine(
+            resolve_checkpoint(target.checkpoint),
+            parallel=max(DEFAULT_PARALLEL_SLOTS, request.concurrency),
+            ctx_per_slot=slot_context(request.max_reply_tokens),
+            port=request.port,
+            log_path=request.log_path,
+        )
+        with engine:
+            yield engine
+
+
+class VllmEngineEntry:
+    """`vllm:CHECKPOINT`: a real `vllm serve` (its CPU build, or one the user points at)."""
+
+    name = "vllm"
+    form = "vllm:CHECKPOINT"
+    # `vllm serve` on the CPU build, start to ready: 97-127 s measured on 2 cores (docs/vllm.md).
+    start_seconds = 140.0
+    runs_commands = False
+
+    def parse(self, spec: str, text: str) -> EngineTarget:
+        from sagemeter.targets import parse_target
+
+        parsed = parse_target(f"vllm:{spec}")
+        assert isinstance(parsed, VllmTarget)
+        return parsed
+
+    def check(self, target: EngineTarget) -> None:
+        from sagemeter.engines.vllm_server import check_vllm_target
+
+        assert isinstance(target, VllmTarget)
+        check_vllm_target(target.checkpoint)
+
+    def endpoint(
+        self, target: EngineTarget, request: StartRequest
+    ) -> contextlib.AbstractAsyncContextManager[Endpoint]:
+        from sagemeter.engines.vllm_endpoint import open_vllm_endpoint
+
+        assert isinstance(target, VllmTarget)
+        return open_vllm_endpoint(
+            target,
+            request.max_reply_tokens,
+            request.log_path,
+            request.wire or WireOptions(),
+            request.max_prompt_tokens,
+        )
+
+    @contextlib.contextmanager
+    def serving(self, target: EngineTarget, request: StartRequest) -> Iterator[Served]:
+        from sagemeter.engines.vllm_endpoint import max_model_len_for
+        from sagemeter.engines.vllm_server import START_TIMEOUT_S, prepare_server
+
+        assert isinstance(target, VllmTarget)
+        server = prepare_server(
+            target.checkpoint,
+            log_path=request.log_path,
+            port=request.port,
+            max_model_len=max_model_len_for(request.max_reply_tokens, request.max_prompt_tokens),
+        )
+        try:  # stopped on any exit, also while it starts
+            server.start(request.startup_timeout_s or START_TIMEOUT_S)
+            yield server
+        finally:
+            server.stop()
+
+
+LOCAL: Engine = LocalEngineEntry()
+VLLM: Engine = VllmEngineEntry()

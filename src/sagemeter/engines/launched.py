@@ -1,0 +1,193 @@
+"""One lifecycle for a server process sagemeter starts on 127.0.0.1 and stops again.
+
+`vllm serve` and a `cmd:` command share it: the command line goes at the top of a log file that
+takes all of the server's output; the server runs under `launcher` in its own process group (so
+it never outlives sagemeter, even after SIGKILL); `start()` waits until `ready()` says it
+serves, shows the wait through `on_wait`, and, when the server exits first or the deadline
+passes, fails with the cause its log names; `stop()` asks the server to end (SIGTERM through
+the launcher), then kills whatever is left of the group. Use it as a context manager so an
+exception or Ctrl-C never leaves one running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from sagemeter.errors import UserError
+
+WaitFn = Callable[[float], None]
+POLL_S = 0.5
+
+
+def no_wait(_: float) -> None:
+    """Default: nothing to show while the server starts."""
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (for servers that take a port number, not 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def get_json(url: str, timeout_s: float = 5.0) -> Any:
+    """The JSON a server answers at `url`, or None while it cannot answer (not up, 503, junk)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            if answer.status != 200:
+                return None
+            return json.loads(answer.read(1 << 20))
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def listed_models(root_url: str) -> list[str]:
+    """The model ids a server lists at /v1/models (empty while it cannot answer)."""
+    answer = get_json(root_url + "/v1/models")
+    models = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(models, list):
+        return []
+    return [str(m["id"]) for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+class LaunchedServer:
+    """A server process on 127.0.0.1:`port`; subclasses say how to run it and when it is up."""
+
+    what = "the server"  # how messages name it
+    grace_s = 20.0  # from SIGTERM to SIGKILL when it is stopped
+
+    def __init__(self, *, log_path: Path, port: int = 0) -> None:
+        self.log_path = log_path
+        self.port = port or free_port()
+        self.base_url: str | None = None
+        self.started_s: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    # What a subclass says.
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def ready(self) -> bool:
+        """The server answers and serves what it was started for."""
+        raise NotImplementedError
+
+    def failure_cause(self, log_text: str) -> str:
+        """Why the server did not start, in words, from its log."""
+        return tail(log_text)
+
+    def exited(self, code: int) -> str:
+        """The start of the line saying the server ended before it was ready."""
+        return f"{self.what} exited with code {code} while starting"
+
+    def shown_command(self) -> str:
+        """The command line as the log's first line shows it."""
+        return " ".join(self.command())
+
+    # The lifecycle.
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout_s: float, on_wait: WaitFn = no_wait) -> str:
+        """Start the server and return its OpenAI base URL (ending in /v1) once it is ready."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        began = time.perf_counter()
+        launcher = [sys.executable, "-m", "sagemeter.engines.launcher"]
+        launcher += ["--grace", str(self.grace_s)]
+        with self.log_path.open("wb") as log:
+            log.write(f"$ {self.shown_command()}\n".encode())
+            log.flush()
+            self._process = subprocess.Popen(
+                [*launcher, *self.command()],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,  # its own process group: stopped as one
+            )
+        try:
+            self._wait_ready(began + timeout_s, began, on_wait)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.perf_counter() - began
+        self.base_url = self.root_url + "/v1"
+        return self.base_url
+
+    def _wait_ready(self, deadline: float, began: float, on_wait: WaitFn) -> None:
+        assert self._process is not None
+        while time.perf_counter() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                raise UserError(
+                    f"{self.exited(code)}: {self.failure_cause(self.log_text())} "
+                    f"(log {self.log_path})"
+                )
+            if self.ready():
+                return
+            on_wait(time.perf_counter() - began)
+            time.sleep(POLL_S)
+        raise UserError(
+            f"{self.what} did not answer within {deadline - began:.0f} s; log {self.log_path}: "
+            f"{self.failure_cause(self.log_text())}"
+        )
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """End the server: close the launcher's stdin (SIGTERM to the server, the grace period),
+        then kill whatever is left of the group."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None and process.stdin:
+            process.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=timeout_s if timeout_s is not None else self.grace_s + 10)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
+        process.wait()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def tail(text: str, lines: int = 3) -> str:
+    """A log's last non-empty lines on one line: a server's failure is usually at its end."""
+    useful = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(useful[-lines:]) or "(empty log)"

@@ -1,0 +1,72 @@
+"""The parent of a server sagemeter starts (`vllm serve`, a `cmd:` command): it ends the server
+(and every process it started) when sagemeter goes away.
+
+Run as `python -m sagemeter.engines.launcher [--grace SECONDS] PROGRAM ARG…` in a new session
+(its own process group, which the server's own processes inherit). It serves until
+SIGTERM/SIGINT or until its stdin closes, which happens when sagemeter exits for any reason,
+even SIGKILL, so a server started by sagemeter never outlives it. Then it asks the server to stop
+(SIGTERM, the server's own graceful shutdown) and, after the grace period, kills the whole group.
+Standard library only: it runs before anything else is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+GRACE_S = 20.0
+USAGE = "usage: python -m sagemeter.engines.launcher [--grace SECONDS] PROGRAM ARG…"
+
+
+def _split(argv: list[str]) -> tuple[float, list[str]]:
+    """The grace period and the server's own command line."""
+    if len(argv) >= 2 and argv[0] == "--grace":
+        return float(argv[1]), argv[2:]
+    return GRACE_S, argv
+
+
+def main(argv: list[str]) -> int:
+    try:
+        grace_s, command = _split(argv)
+    except ValueError:
+        command = []
+    if not command:
+        print(USAGE, file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+
+    def watch_stdin() -> None:
+        sys.stdin.buffer.read()
+        stop.set()
+
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        print(f"sagemeter: could not run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    while not stop.is_set():
+        code = child.poll()
+        if code is not None:
+            # The server ended on its own: pass its code on. os._exit, since the stdin watcher
+            # still blocks in a read that would abort the interpreter's shutdown.
+            sys.stderr.flush()
+            os._exit(code if code >= 0 else 128 - code)
+        stop.wait(0.5)
+    child.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=grace_s)
+    # Whatever the server left behind (an engine process that did not exit) shares our group.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+    return 0  # pragma: no cover - the line above ends this process too
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,126 @@
+"""Engines are plug-ins: the servers sagemeter starts and stops on this machine, by target prefix.
+
+An engine is one object (the `Engine` protocol) registered under the entry-point group
+`sagemeter.engines`, its entry point's name being its target prefix (`local` for
+`local:CHECKPOINT`). sagemeter's own (`local`, `vllm`, `cmd`) are registered the same way in its
+pyproject.toml; another distribution adds one by naming an object in that group. `measure`,
+`load`, `serve`, plans and the dry run's estimate reach every engine only through this module.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass, field
+from importlib import import_module
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from sagemeter.errors import UserError
+
+if TYPE_CHECKING:
+    from sagemeter.engines.endpoints import Endpoint, WireOptions
+    from sagemeter.targets import EngineTarget
+
+GROUP = "sagemeter.engines"
+# sagemeter's own engines, also declared in its pyproject.toml: found even when the installed
+# metadata is older than the source (an editable install not yet refreshed).
+BUILT_IN = {
+    "local": "sagemeter.engines.builtin:LOCAL",
+    "vllm": "sagemeter.engines.builtin:VLLM",
+    "cmd": "sagemeter.engines.command:COMMAND",
+}
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """What the measurement needs of a server an engine starts."""
+
+    concurrency: int = 1
+    max_reply_tokens: int = 512
+    max_prompt_tokens: int = 0
+    log_path: Path | None = None
+    wire: WireOptions | None = None
+    port: int = 0  # 0: a free port
+    startup_timeout_s: float | None = None  # None: the engine's own
+    on_wait: Callable[[float, str], None] = field(default=lambda _s, _line: None, compare=False)
+
+
+@runtime_checkable
+class Served(Protocol):
+    """A server an engine started for `serve` or `load`: where it answers and where it logs."""
+
+    base_url: str | None
+    log_path: Path
+
+    def is_running(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One kind of server sagemeter starts on this machine."""
+
+    name: str  # the target prefix
+    form: str  # how a target is written, for help and errors: "cmd:COMMAND"
+    start_seconds: float  # one start, as the dry run's estimate counts it
+    runs_commands: bool  # it runs a command line the caller wrote (MCP refuses unless allowed)
+
+    def parse(self, spec: str, text: str) -> EngineTarget:
+        """The target `ENGINE:SPEC`, or a UserError naming what is wrong with `text`."""
+        ...
+
+    def check(self, target: EngineTarget) -> None:
+        """Fail before any work when the target cannot start (a missing file or program)."""
+        ...
+
+    def endpoint(
+        self, target: EngineTarget, request: StartRequest
+    ) -> AbstractAsyncContextManager[Endpoint]:
+        """Start the server, yield its Endpoint to measure, stop it on exit (any exit)."""
+        ...
+
+    def serving(
+        self, target: EngineTarget, request: StartRequest
+    ) -> AbstractContextManager[Served]:
+        """Start the server for `serve` or `load` and stop it on exit (any exit)."""
+        ...
+
+
+@functools.cache
+def engines() -> dict[str, Engine]:
+    """Every engine installed, by target prefix: sagemeter's own and the plug-ins'."""
+    found: dict[str, Engine] = {}
+    for point in entry_points(group=GROUP):
+        found[point.name] = _checked(point.name, point.load())
+    for name, where in BUILT_IN.items():
+        if name not in found:
+            module, _, attribute = where.partition(":")
+            found[name] = _checked(name, getattr(import_module(module), attribute))
+    return found
+
+
+def _checked(name: str, engine: object) -> Engine:
+    """An engine that keeps the protocol, named as its entry point is; else one clear line."""
+    if not isinstance(engine, Engine) or engine.name != name:
+        raise UserError(
+            f"the engine plug-in {name!r} ({type(engine).__name__}) is not a sagemeter engine "
+            f"whose name is {name!r}; see docs/extending.md"
+        )
+    return engine
+
+
+def engine_named(name: str) -> Engine | None:
+    """The engine whose targets start `NAME:`, if one is installed."""
+    return engines().get(name)
+
+
+def engine_of(target: EngineTarget) -> Engine:
+    """The engine that starts `target`."""
+    engine = engine_named(target.engine)
+    if engine is None:  # only a target built by hand for an engine not installed
+        raise UserError(f"no engine {target.engine!r} is installed for {target}")
+    return engine

@@ -1,0 +1,81 @@
+"""An engine plug-in as its own distribution: docs/extending.md's example (examples/engine-plugin)
+is built and installed beside sagemeter by pip, offline, then measured through its target prefix.
+
+The example serves sagemeter's truth server, so the figures it gives are known: a token every
+2 ms is 500 tokens per second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "engine-plugin"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder where pip installed the example distribution (built from a copy of it)."""
+    source = tmp_path_factory.mktemp("source") / "engine-plugin"
+    shutil.copytree(EXAMPLE, source)
+    site = tmp_path_factory.mktemp("site")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    flags = ["--no-deps", "--no-build-isolation", "--no-index", "--target", str(site)]
+    subprocess.run([*pip, *flags, str(source)], check=True, timeout=300)
+    assert (site / "sagemeter_truth_engine-0.1.0.dist-info" / "entry_points.txt").is_file()
+    return site
+
+
+def _sagemeter(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sagemeter", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "200"},
+        timeout=300,
+    )
+
+
+def _with_site(env: dict[str, str], site: Path) -> dict[str, str]:
+    paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def test_an_installed_engine_plugin_is_measured_by_its_prefix(
+    plugin_site: Path, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = _with_site(sagemeter_env, plugin_site)
+    done = _sagemeter(env, "measure", str(tmp_path), "truth:20ms/2ms", "--quick", "--levels", "1,2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "measure-truth-20ms-2ms.json").read_text())
+    assert result["detail"]["environment"]["backend"] == "truth"
+    assert result["detail"]["environment"]["target"] == "truth:20ms/2ms"
+    assert result["decode_tokens_per_second"] == pytest.approx(500, rel=0.15)
+
+    loaded = tmp_path / "load.json"
+    args = ["-c", "2", "--max-tokens", "8", "--duration", "2s", "--out", str(loaded)]
+    done = _sagemeter(env, "load", "truth:20ms/2ms", *args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(loaded.read_text())["requests_failed"] == 0
+
+
+def test_a_plugin_parses_its_own_targets_and_is_unknown_when_not_installed(
+    plugin_site: Path, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = _with_site(sagemeter_env, plugin_site)
+    done = _sagemeter(env, "measure", str(tmp_path / "a"), "truth:20ms", "--quick")
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == "error: target 'truth:20ms': write truth:TTFT/ITL, e.g. truth:20ms/2ms"
+    )
+    done = _sagemeter(sagemeter_env, "measure", str(tmp_path / "b"), "truth:20ms/2ms", "--quick")
+    assert done.returncode == 2 and "no engine is called 'truth'" in done.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
