@@ -28,6 +28,7 @@ from sagemeter import sagemaker as sm
 from sagemeter.cli import interrupt as activity
 from sagemeter.errors import UserError
 from sagemeter.experiment import (
+    FINISHED_STEPS,
     Abandoned,
     Estimate,
     Journal,
@@ -265,7 +266,7 @@ def dry_run(plan: Plan, out: Path | None, resume_dir: Path | None = None) -> Non
     if resume_dir is not None:
         prepared = resume_run(resume_dir)
         assert prepared.estimate is not None
-        finished = {s.index for s in prepared.journal.steps if s.state in ("done", "skipped")}
+        finished = {s.index for s in prepared.journal.steps if s.state in FINISHED_STEPS}
         rows = [row for row in prepared.estimate.steps if row.index not in finished]
         minutes = round(sum(row.minutes for row in rows), 1)
         planned = prepared.estimate.model_copy(update={"steps": rows, "minutes": minutes})
@@ -393,9 +394,9 @@ def _run(
         prepared = resume_run(resume, max_cost_usd=max_cost_usd)
         activity.doing(f"resuming the run in {resume}")
         if prepared.journal.state == "done":
-            _out().print(f"{resume}: this run is done; nothing to resume")
+            _out().print(finished_line(resume, prepared.journal))
             return
-        done = sum(1 for s in prepared.journal.steps if s.state in ("done", "skipped"))
+        done = sum(1 for s in prepared.journal.steps if s.state in FINISHED_STEPS)
         header = (
             f"resuming {prepared.plan.name}: {done} of {len(prepared.journal.steps)} steps done"
         )
@@ -413,6 +414,18 @@ def _run(
         _print_done(outcome, time.monotonic() - began)
     if code:
         raise typer.Exit(code)
+
+
+def finished_line(run_dir: Path, journal: Journal) -> str:
+    """What `--resume` of a finished run says: done, or done with an arm incomplete, which a
+    resume cannot mend (its result is kept; a new run measures it again)."""
+    if journal.incomplete:
+        names = ", ".join(line.split(":", 1)[0] for line in journal.incomplete)
+        return (
+            f"{run_dir}: this run is finished, {names} incomplete (marked in compare.json and "
+            "the report); nothing to resume: start a new run to measure again"
+        )
+    return f"{run_dir}: this run is done; nothing to resume"
 
 
 def _plan_of(run_dir: Path) -> Plan:

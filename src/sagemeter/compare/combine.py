@@ -126,6 +126,11 @@ class Comparison(BaseModel):
         description="per file, in file order: what a result that says `complete: false` is "
         "missing (None: complete, or the file does not say)",
     )
+    quality_not_compared: list[str] = Field(
+        default_factory=list,
+        description="why a candidate has no quality verdict though both files asked (e.g. no "
+        "question was answered by both: one server died); its speed rows still stand",
+    )
     warnings: list[str] = Field(default_factory=list)
     order: str | None = Field(
         None,
@@ -177,8 +182,8 @@ def identical_answers(a: MeasureResult, b: MeasureResult) -> str | None:
     """'n/total' of items whose replies match exactly, when both files hold replies."""
     if not (a.detail and a.detail.quality and b.detail and b.detail.quality):
         return None
-    replies_b = {item.id: item.reply for item in b.detail.quality.items}
-    shared = [item for item in a.detail.quality.items if item.id in replies_b]
+    replies_b = {item.id: item.reply for item in b.detail.quality.items if item.answered}
+    shared = [item for item in a.detail.quality.items if item.answered and item.id in replies_b]
     if not shared:
         return None
     same = sum(1 for item in shared if item.reply is not None and item.reply == replies_b[item.id])
@@ -316,13 +321,7 @@ def combine(
     for level in levels:
         values = [r.load_tokens_per_second.get(level) for r in results]
         rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
-    rows.append(
-        _row(
-            "quality_correct",
-            [_float(counts[0]) if (counts := r.quality_counts()) else None for r in results],
-            "count",
-        )
-    )
+    rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
     if price_per_hour is not None:
         for level in levels:
             values = [
@@ -343,9 +342,18 @@ def combine(
     margin = margin_points if margin_points is not None else _declared_margin(results[0])
     candidates = results[1:-1] if drift is not None else results[1:]
     a_again = results[-1] if drift is not None else None
-    checks = []
+    checks, not_compared = [], []
+    floor = a_again
+    if a_again is not None and (why := no_shared_answer(results[0], a_again)) is not None:
+        floor = None  # no A-A' noise floor: the verdicts stand on A and B alone
+        warnings.append(f"quality: no A-A' noise floor ({why})")
     for candidate in candidates:
-        check = quality_check(results[0], candidate, a_again, margin)
+        why = no_shared_answer(results[0], candidate)
+        if why is not None:
+            not_compared.append(why)
+            warnings.append(f"quality not compared: {why}")
+            continue
+        check = quality_check(results[0], candidate, floor, margin)
         if check is not None:
             checks.append(across_methods(check, method_of(results[0]), method_of(candidate)))
     fidelity_checks, fidelity_warnings = _fidelity_checks(results, candidates, a_again)
@@ -361,8 +369,37 @@ def combine(
         quality_checks=checks,
         fidelity_checks=fidelity_checks,
         incomplete=incomplete,
+        quality_not_compared=not_compared,
         warnings=warnings,
     )
+
+
+def _correct(result: MeasureResult) -> int | None:
+    """The quality row's figure: None when the file answered no question (nothing to count)."""
+    counts = result.quality_counts()
+    if counts is None or not counts[1]:
+        return None
+    return counts[0]
+
+
+def no_shared_answer(a: MeasureResult, b: MeasureResult) -> str | None:
+    """Why two files' answers cannot be paired at all (no question answered by both, e.g. a
+    server died before the quality phase), or None when they can be (or hold no answers)."""
+    answers_a = a.detail.quality if a.detail else None
+    answers_b = b.detail.quality if b.detail else None
+    if answers_a is None or answers_b is None:
+        return None
+    answered = {item.id for item in answers_a.items if item.answered}
+    if any(item.answered and item.id in answered for item in answers_b.items):
+        return None
+    names = (a.name or "A", b.name or "B")
+    silent = [
+        name
+        for name, answers in zip(names, (answers_a, answers_b), strict=True)
+        if not any(item.answered for item in answers.items)
+    ]
+    who = f"{' and '.join(silent)} answered no question" if silent else "no question in common"
+    return f"no question was answered by both {names[0]} and {names[1]} ({who})"
 
 
 def recorded_price(

@@ -4,6 +4,7 @@ all go through here."""
 
 from sagemeter.experiment.estimate import Estimate, StepEstimate, estimate, quota_lines
 from sagemeter.experiment.journal import (
+    FINISHED_STEPS,
     JOURNAL_FILE,
     PLAN_FILE,
     Deployment,
@@ -28,6 +29,7 @@ from sagemeter.experiment.steps import StepSpec, Visit, combine_order, plan_step
 from sagemeter.experiment.stop import Abandoned, StopFlag, Stopped
 
 __all__ = [
+    "FINISHED_STEPS",
     "INTERLEAVED",
     "JOURNAL_FILE",
     "PLAN_FILE",

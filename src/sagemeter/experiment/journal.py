@@ -31,7 +31,10 @@ PLAN_FILE = "plan.toml"
 LOCK_FILE = ".journal.lock"
 SCHEMA = "sagemeter-experiment-journal/1"
 
-StepState = Literal["pending", "running", "done", "skipped", "failed", "stopped"]
+# "incomplete": a measure step that ended with a result missing a figure (`complete: false`);
+# finished like "done" (never measured again), but said so.
+StepState = Literal["pending", "running", "done", "incomplete", "skipped", "failed", "stopped"]
+FINISHED_STEPS = ("done", "incomplete", "skipped")
 RunState = Literal["running", "done", "stopped", "failed"]
 DeploymentState = Literal["deploying", "live", "deleting", "deleted", "failed"]
 

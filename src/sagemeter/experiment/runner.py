@@ -411,14 +411,14 @@ class _Run:
         self.save()
         self.events.step_started(record, self.journal)
 
-    def _done(self, record: StepRecord, note: str | None = None) -> None:
-        record.state, record.note = "done", note
+    def _done(self, record: StepRecord, note: str | None = None, incomplete: bool = False) -> None:
+        record.state, record.note = ("incomplete" if incomplete else "done"), note
         self._finish_times(record)
         self.save()
         self.events.step_finished(record, self.journal)
 
     def _skip(self, record: StepRecord, note: str) -> None:
-        if record.state != "done":
+        if record.state not in ("done", "incomplete"):
             record.state, record.note = "skipped", note
             self.save()
         self.events.step_finished(record, self.journal)
@@ -442,13 +442,13 @@ class _Run:
             todo = [v for v in spec.visits if not _measured(self.run_dir, v.result_name)]
             if not todo and record.state in ("running", "stopped"):
                 # The session before wrote every file, then was killed or stopped before it said so.
-                self._done(record, self._adopt_results(spec.visits))
+                self._done(record, *self._adopt_results(spec.visits))
                 return
             if not todo:
                 self._skip(record, "measured before; the result file is kept as it is")
                 return
             self._begin(record)
-            self._done(record, self._measure(todo))
+            self._done(record, *self._measure(todo))
         elif spec.kind == "delete":
             made = self.journal.deployment(spec.visits[0].result_name)
             if made is None or not made.may_exist:
@@ -493,19 +493,29 @@ class _Run:
         result = load_result(result_path(self.run_dir, first.result_name))
         return result.detail.fidelity if result.detail else None
 
-    def _adopt_results(self, done: Sequence[Visit]) -> str:
-        """Take the result files an interrupted session finished as this step's own."""
+    def _adopt_results(self, done: Sequence[Visit]) -> tuple[str, bool]:
+        """Take the result files an interrupted session finished as this step's own; the note,
+        and whether one of them is incomplete."""
         names = [visit.result_name for visit in done]
-        for name in names:
+        short = [
             self._note_incomplete(name, load_result(result_path(self.run_dir, name)))
-        return _wrote(names)
+            for name in names
+        ]
+        return _wrote(names), any(short)
 
-    def _note_incomplete(self, name: str | None, result: MeasureResult) -> None:
-        """The journal keeps why a result is incomplete."""
+    def _note_incomplete(self, name: str | None, result: MeasureResult) -> bool:
+        """The journal keeps why a result is incomplete (one line per result, the newest)."""
+        prefix = f"{name}: "
+        self.journal.incomplete = [
+            line for line in self.journal.incomplete if not line.startswith(prefix)
+        ]
         if result.complete is False:
-            self.journal.incomplete.append(f"{name}: {'; '.join(result.incomplete_because)}")
+            why = "; ".join(result.incomplete_because) or "a figure is missing"
+            self.journal.incomplete.append(prefix + why)
+            return True
+        return False
 
-    def _measure(self, todo: list[Visit]) -> str:
+    def _measure(self, todo: list[Visit]) -> tuple[str, bool]:
         targets = {visit.result_name: self._target(visit) for visit in todo}
         references = {visit.result_name: self._fidelity_reference(visit) for visit in todo}
         turns = Turns([visit.result_name for visit in todo]) if len(todo) > 1 else None
@@ -513,12 +523,15 @@ class _Run:
             results = asyncio.run(self._measure_async(todo, targets, references, turns))
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
-        for result in results:
-            self._note_incomplete(result.name, result)
+        short = [self._note_incomplete(result.name, result) for result in results]
         wrote = _wrote([result.name for result in results])
+        if any(short):
+            wrote += "; incomplete: " + ", ".join(
+                str(result.name) for result, bad in zip(results, short, strict=True) if bad
+            )
         if turns is None:
-            return wrote
-        return f"{wrote}; {len(turns.log)} requests and batches sent in turn"
+            return wrote, any(short)
+        return f"{wrote}; {len(turns.log)} requests and batches sent in turn", any(short)
 
     async def _measure_async(
         self,

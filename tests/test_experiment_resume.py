@@ -1,0 +1,171 @@
+"""A run never loops, its plan's paths are frozen, and resume is checked (issue #30's audit).
+
+- An arm whose server dies mid-measure ends the run incomplete (exit 3): the step says so, the
+  comparison and the report mark the arm, and `--resume` says the run is finished.
+- `combine` goes on when no question was answered by both files: quality null with the reason,
+  speed rows kept.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.calibrate.faults import Faults
+from sagemeter.compare import combine
+from sagemeter.results import (
+    Detail,
+    Environment,
+    MeasureResult,
+    QualityDetail,
+    QualityItem,
+    save_result,
+)
+from tests.test_experiment_local import SHORT, journal_of, sagemeter
+
+TIMING = TruthTiming(ttft_s=0.01, itl_s=0.002)
+# The SHORT plan's measure sends 8 generation requests before its quality phase (decode, the
+# 1-at-once batch, part of the 2-at-once one), then 3 questions: dying after 8 loses a load
+# level and every answer, and keeps the decode figures.
+DIES_AFTER = 8
+
+
+def two_arm_plan(url_a: str, url_b: str, top: str = "", measure: str = "") -> str:
+    arms = f'\n[[arm]]\nname = "a"\ntarget = "{url_a}"\n\n[[arm]]\nname = "b"\ntarget = "{url_b}"\n'
+    return 'name = "truth"\n' + top + SHORT + measure + arms
+
+
+def test_die_after_answers_n_requests_then_the_server_is_gone() -> None:
+    with running_truth_server(TIMING, faults=Faults(die_after=1)) as url:
+        body = {"model": "m", "prompt": "hi", "max_tokens": 2}
+        with httpx.Client(base_url=url, timeout=5) as client:
+            first = client.post("/v1/completions", json=body)
+            assert first.status_code == 200 and first.json()["usage"]["completion_tokens"] == 2
+            with pytest.raises(httpx.TransportError):
+                client.post("/v1/completions", json=body)
+        with pytest.raises(httpx.ConnectError):  # the process exited: nothing listens
+            httpx.get(f"{url}/health", timeout=2)
+
+
+@pytest.mark.slow
+def test_an_arm_whose_server_dies_mid_measure_ends_the_run_incomplete_not_looping(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    with (
+        running_truth_server(TIMING) as good,
+        running_truth_server(TIMING, faults=Faults(die_after=DIES_AFTER)) as dying,
+    ):
+        (tmp_path / "plan.toml").write_text(two_arm_plan(good, dying))
+        ran = sagemeter("run", "plan.toml", "--out", "run", home=home, cwd=tmp_path)
+    assert ran.returncode == 3, ran.stderr
+    assert "incomplete:" in ran.stderr and "--resume" not in ran.stderr
+    assert "[2/5] measure b incomplete" in ran.stderr
+    run = tmp_path / "run"
+    journal = journal_of(run)
+    assert journal["state"] == "done"
+    assert [step["state"] for step in journal["steps"]] == [
+        "done", "incomplete", "done", "done", "done"
+    ]  # fmt: skip
+    assert [line.split(":")[0] for line in journal["incomplete"]] == ["b"]
+    assert "incomplete: b" in journal["steps"][1]["note"]
+
+    comparison = json.loads((run / "compare.json").read_text())
+    assert comparison["names"] == ["a", "b", "a-again"]
+    assert comparison["incomplete"][0] is None and comparison["incomplete"][2] is None
+    assert "b is incomplete" in comparison["incomplete"][1]
+    assert comparison["quality_not_compared"] == [
+        "no question was answered by both a and b (b answered no question)"
+    ]
+    assert comparison["quality_checks"] == []
+    rows = {row["key"]: row["values"] for row in comparison["rows"]}
+    assert all(value is not None for value in rows["decode_tokens_per_second"])  # speed stays
+    assert rows["quality_correct"][1] is None  # b answered nothing: no count, not zero
+    assert rows["quality_correct"][0] is not None
+    report = (run / "report.md").read_text()
+    assert "b is incomplete" in report and "quality not compared" in report
+
+    again = sagemeter("report", "run", home=home, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    kept = {path.name: path.read_bytes() for path in run.glob("measure-*.json")}
+    resumed = sagemeter("run", "--resume", "run", home=home, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    lines = resumed.stdout.strip().splitlines()
+    assert len(lines) == 1 and "this run is finished, b incomplete" in lines[0], resumed.stdout
+    assert "nothing to resume" in lines[0]
+    assert {path.name: path.read_bytes() for path in run.glob("measure-*.json")} == kept
+    assert len(journal_of(run)["sessions"]) == 1  # nothing ran again
+
+
+def _quality(answered: bool) -> QualityDetail:
+    items = [
+        QualityItem(
+            id=f"q{index}",
+            family="sums",
+            prompt=f"{index} + 1?",
+            expected=str(index + 1),
+            reply=str(index + 1) if answered else None,
+            correct=answered,
+            error=None if answered else "cannot connect: Connection refused",
+        )
+        for index in range(4)
+    ]
+    correct = 4 if answered else 0
+    return QualityDetail(
+        question_set="test",
+        question_set_sha256="0" * 64,
+        max_tokens=16,
+        correct=correct,
+        total=4,
+        answered=4 if answered else 0,
+        by_family={},
+        items=items,
+    )
+
+
+def _result(tmp_path: Path, name: str, checkpoint: str, answered: bool, started: str) -> Path:
+    quality = _quality(answered)
+    result = MeasureResult(
+        name=name,
+        decode_tokens_per_second=10.0 if checkpoint == "sha-a" else 12.0,
+        quality=f"{quality.correct}/{quality.answered_count}",
+        complete=answered,
+        incomplete_because=[] if answered else ["quality: 4 of 4 questions unanswered"],
+        detail=Detail(
+            settings={"margin_points": 2.0},
+            environment=Environment(
+                target="local:x",
+                backend="local",
+                checkpoint_sha256=checkpoint,
+                sagemeter_version="test",
+                started_utc=started,
+            ),
+            quality=quality,
+        ),
+    )
+    path = tmp_path / f"measure-{name}.json"
+    save_result(result, path)
+    return path
+
+
+def test_combine_goes_on_when_no_question_was_answered_by_both(tmp_path: Path) -> None:
+    paths = [
+        _result(tmp_path, "a", "sha-a", True, "2026-12-04T10:00:00Z"),
+        _result(tmp_path, "b", "sha-b", False, "2026-12-04T10:01:00Z"),
+        _result(tmp_path, "a-again", "sha-a", True, "2026-12-04T10:02:00Z"),
+    ]
+    comparison = combine(paths)
+    assert comparison.quality_checks == []
+    assert comparison.quality_not_compared == [
+        "no question was answered by both a and b (b answered no question)"
+    ]
+    rows = {row.key: row for row in comparison.rows}
+    assert rows["decode_tokens_per_second"].ratios == [1.2, 1.0]
+    assert rows["quality_correct"].values == [4.0, None, 4.0]
+    assert comparison.identical_answers is None  # nothing answered by both to compare
+    assert any("b is incomplete" in warning for warning in comparison.warnings)
+    assert comparison.drift is not None  # a and a-again bracket b in time
