@@ -4,6 +4,9 @@
   comparison and the report mark the arm, and `--resume` says the run is finished.
 - `combine` goes on when no question was answered by both files: quality null with the reason,
   speed rows kept.
+- A plan's relative paths mean the plan file's folder, resolved once and frozen in the journal
+  with the questions file's sha256; resume refuses (one line, exit 2) when that file or the run
+  folder's plan.toml changed.
 """
 
 from __future__ import annotations
@@ -13,10 +16,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
+from sagemeter.cli.run import register
 from sagemeter.compare import combine
+from sagemeter.experiment import freeze_paths, load_plan, read_journal, resume_run, start_run
+from sagemeter.experiment.frozen import sha256_of
+from sagemeter.measure.workflow import selected_questions
 from sagemeter.results import (
     Detail,
     Environment,
@@ -32,6 +41,18 @@ TIMING = TruthTiming(ttft_s=0.01, itl_s=0.002)
 # 1-at-once batch, part of the 2-at-once one), then 3 questions: dying after 8 loses a load
 # level and every answer, and keeps the decode figures.
 DIES_AFTER = 8
+
+
+def _run_app() -> typer.Typer:
+    """`sagemeter run` in this process (its refusals come before any work)."""
+    app = typer.Typer()
+
+    @app.callback()
+    def group() -> None:
+        """sagemeter"""
+
+    register(app)
+    return app
 
 
 def two_arm_plan(url_a: str, url_b: str, top: str = "", measure: str = "") -> str:
@@ -169,3 +190,101 @@ def test_combine_goes_on_when_no_question_was_answered_by_both(tmp_path: Path) -
     assert comparison.identical_answers is None  # nothing answered by both to compare
     assert any("b is incomplete" in warning for warning in comparison.warnings)
     assert comparison.drift is not None  # a and a-again bracket b in time
+
+
+def _questions(path: Path, answer: str) -> Path:
+    lines = [
+        json.dumps({"family": "sums", "prompt": f"{n} + {answer}?", "answer": str(n)})
+        for n in range(3)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _started(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A run started from plans/plan.toml, whose `questions = "q.jsonl"` is plans/q.jsonl, while
+    the current folder holds another q.jsonl: (run folder, the plan's questions, the decoy).
+    Started as `sagemeter run` starts one (its arms are never contacted before measuring)."""
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    kept = _questions(plans / "q.jsonl", "1")
+    here = tmp_path / "here"
+    here.mkdir(exist_ok=True)
+    decoy = _questions(here / "q.jsonl", "2")
+    plan_file = plans / "plan.toml"
+    plan_file.write_text(
+        two_arm_plan("http://127.0.0.1:9", "http://127.0.0.1:9", measure='questions = "q.jsonl"\n')
+    )
+    plan, text = load_plan(plan_file)
+    plan = freeze_paths(plan, plan_file.resolve().parent)
+    run = tmp_path / "run"
+    start_run(plan, out=run, plan_text=text, plan_source=str(plan_file))
+    return run, kept, decoy
+
+
+def test_a_plans_relative_paths_mean_its_own_folder_and_are_frozen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")  # started where another q.jsonl lies
+    run, kept, decoy = _started(tmp_path)
+    journal = read_journal(run)
+    assert journal.plan["measure"]["questions"] == str(kept.resolve())  # type: ignore[index]
+    assert [(i.key, i.path, i.sha256) for i in journal.inputs] == [
+        ("measure.questions", str(kept.resolve()), sha256_of(kept))
+    ]
+    assert journal.plan_sha256 == sha256_of(run / "plan.toml")
+    assert sha256_of(decoy) != sha256_of(kept)  # the current folder's q.jsonl was not taken
+
+    monkeypatch.chdir(tmp_path)  # resumed from another folder: the frozen path is used
+    prepared = resume_run(run)
+    assert selected_questions(prepared.plan.settings()).sha256 == sha256_of(kept)
+
+    kept.write_text(kept.read_text().replace("+ 1?", "+ 3?"))
+    refused = CliRunner().invoke(_run_app(), ["run", "--resume", str(run)])
+    assert refused.exit_code == 2
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert (
+        "measure.questions" in refused.stderr and "changed since the run started" in refused.stderr
+    )
+    assert "restore it, or start a new run" in refused.stderr
+    assert read_journal(run).sessions == []  # refused before any work
+
+
+def test_local_checkpoint_paths_are_frozen_and_named_ones_kept(tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text(
+        'name = "p"\n[[arm]]\nname = "a"\ntarget = "local:smollm2-q4_1"\n'
+        '[[arm]]\nname = "b"\ntarget = "local:models/b.gguf"\n'
+        '[[arm]]\nname = "c"\ntarget = "vllm:./hf/c"\n'
+        '[[arm]]\nname = "d"\ntarget = "http://127.0.0.1:9"\n'
+    )
+    plan, _ = load_plan(plan_file)
+    frozen = freeze_paths(plan, tmp_path)
+    assert [arm.target for arm in frozen.arms] == [
+        "local:smollm2-q4_1",
+        f"local:{tmp_path.resolve() / 'models' / 'b.gguf'}",
+        f"vllm:{tmp_path.resolve() / 'hf' / 'c'}",
+        "http://127.0.0.1:9",
+    ]
+
+
+def test_an_edited_plan_toml_in_the_run_folder_refuses_resume(tmp_path: Path) -> None:
+    run, _, _ = _started(tmp_path)
+    original = (run / "plan.toml").read_text()
+    before = (run / "journal.json").read_bytes()
+    (run / "plan.toml").write_text(original.replace("repeats = 2", "repeats = 5"))
+    for extra in ([], ["--dry-run"]):
+        refused = CliRunner().invoke(_run_app(), ["run", "--resume", str(run), *extra])
+        assert refused.exit_code == 2, refused.output
+        lines = refused.stderr.splitlines()
+        assert len(lines) == 1 and "plan.toml: edited since the run started" in lines[0]
+        assert "restore the file, or start a new run" in lines[0]
+    assert (run / "journal.json").read_bytes() == before  # nothing ran, nothing was written
+
+    (run / "plan.toml").unlink()
+    missing = CliRunner().invoke(_run_app(), ["run", "--resume", str(run)])
+    assert missing.exit_code == 2 and "plan.toml: missing" in missing.stderr
+
+    (run / "plan.toml").write_text(original)  # restored: resume goes on
+    assert resume_run(run).journal.plan_sha256 == sha256_of(run / "plan.toml")

@@ -41,6 +41,7 @@ from sagemeter.experiment import (
     check_ready,
     estimate,
     execute,
+    freeze_paths,
     left_running_lines,
     load_plan,
     quota_lines,
@@ -380,6 +381,8 @@ def _run(
     err = _err()
     if plan_file is not None:
         plan, text = load_plan(plan_file)
+        # Relative paths mean the plan file's folder, resolved once here and frozen in the journal.
+        plan = freeze_paths(plan, plan_file.expanduser().resolve().parent)
         if dry_run_only:
             dry_run(plan, out)
             return

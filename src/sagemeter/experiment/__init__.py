@@ -3,6 +3,7 @@ resumable, deleting whatever it created. `sagemeter run`, `demo` and the MCP `ru
 all go through here."""
 
 from sagemeter.experiment.estimate import Estimate, StepEstimate, estimate, quota_lines
+from sagemeter.experiment.frozen import freeze_paths
 from sagemeter.experiment.journal import (
     FINISHED_STEPS,
     JOURNAL_FILE,
@@ -53,6 +54,7 @@ __all__ = [
     "default_run_dir",
     "estimate",
     "execute",
+    "freeze_paths",
     "left_running_lines",
     "load_plan",
     "parse_plan",

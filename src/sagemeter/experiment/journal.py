@@ -96,6 +96,14 @@ class Deployment(BaseModel):
         return self.hourly_usd * self.count * hours
 
 
+class FrozenInput(BaseModel):
+    """An input file the run read, as it was when the run started (resume checks it)."""
+
+    key: str = Field(description="the plan key that names it, e.g. measure.questions")
+    path: str = Field(description="absolute, resolved once at the start")
+    sha256: str
+
+
 class Session(BaseModel):
     """One process that worked on the run (the first, then each --resume)."""
 
@@ -112,6 +120,12 @@ class Journal(BaseModel):
     run_dir: str
     plan: dict[str, object] = Field(description="the plan as checked (keys canonical)")
     plan_source: str = Field(description="the plan file it came from, or 'built-in demo'")
+    plan_sha256: str | None = Field(
+        None, description="of the run folder's plan.toml as written at the start"
+    )
+    inputs: list[FrozenInput] = Field(
+        default_factory=list, description="input files the plan names, with their sha256"
+    )
     state: RunState = "running"
     stopped_because: str | None = None
     created_utc: str = Field(default_factory=utc_now)

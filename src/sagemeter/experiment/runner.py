@@ -38,6 +38,7 @@ from sagemeter.compare import Comparison, combine, save_comparison
 from sagemeter.errors import UserError
 from sagemeter.experiment.cloud import check_names_free, deploy_spec
 from sagemeter.experiment.estimate import Estimate, estimate
+from sagemeter.experiment.frozen import check_unchanged, input_files, sha256_of
 from sagemeter.experiment.journal import (
     JOURNAL_FILE,
     PLAN_FILE,
@@ -209,15 +210,19 @@ def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_sourc
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty: choose another --out (or an empty folder)")
     check_output_folder(run_dir, "--out")  # made here, and proved writable
+    plan_sha256 = None
     if plan_text is not None:
         from sagemeter.atomic import write_text_atomic
 
         write_text_atomic(run_dir / PLAN_FILE, plan_text)
+        plan_sha256 = sha256_of(run_dir / PLAN_FILE)
     journal = Journal(
         name=plan.name,
         run_dir=str(run_dir),
         plan=plan.to_data(),
         plan_source=plan_source,
+        plan_sha256=plan_sha256,
+        inputs=input_files(plan),
         max_cost_usd=plan.max_cost_usd,
         steps=[
             StepRecord(
@@ -243,6 +248,7 @@ def resume_run(
     """A run folder's plan and journal, checked again; `max_cost_usd` replaces the cap. `vet`
     (the MCP face's path rules) sees the plan before anything it names is read."""
     journal = read_journal(run_dir)
+    check_unchanged(run_dir, journal)
     data = dict(journal.plan)
     if max_cost_usd is not None:
         if max_cost_usd <= 0:
