@@ -4,6 +4,8 @@
   comparison and the report mark the arm, and `--resume` says the run is finished.
 - `combine` goes on when no question was answered by both files: quality null with the reason,
   speed rows kept.
+- The journal keeps the time order of the measurements: a result measured again on resume after
+  a later arm is stated in that order, and A-A' that did not bracket the others give no drift.
 - A plan's relative paths mean the plan file's folder, resolved once and frozen in the journal
   with the questions file's sha256; resume refuses (one line, exit 2) when that file or the run
   folder's plan.toml changed.
@@ -12,6 +14,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -23,8 +30,16 @@ from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
 from sagemeter.cli.run import register
 from sagemeter.compare import combine
-from sagemeter.experiment import freeze_paths, load_plan, read_journal, resume_run, start_run
+from sagemeter.experiment import (
+    freeze_paths,
+    load_plan,
+    parse_plan,
+    read_journal,
+    resume_run,
+    start_run,
+)
 from sagemeter.experiment.frozen import sha256_of
+from sagemeter.experiment.steps import measured_order
 from sagemeter.measure.workflow import selected_questions
 from sagemeter.results import (
     Detail,
@@ -288,3 +303,89 @@ def test_an_edited_plan_toml_in_the_run_folder_refuses_resume(tmp_path: Path) ->
 
     (run / "plan.toml").write_text(original)  # restored: resume goes on
     assert resume_run(run).journal.plan_sha256 == sha256_of(run / "plan.toml")
+
+
+def test_a_and_a_again_measured_back_to_back_give_no_drift(tmp_path: Path) -> None:
+    """B first, then A (its file measured again), then A': no drift from back-to-back runs."""
+    paths = [
+        _result(tmp_path, "a", "sha-a", True, "2026-12-04T10:05:00Z"),
+        _result(tmp_path, "b", "sha-b", True, "2026-12-04T10:00:00Z"),
+        _result(tmp_path, "a-again", "sha-a", True, "2026-12-04T10:06:00Z"),
+    ]
+    comparison = combine(paths)
+    assert comparison.drift is None
+    assert comparison.drift_note == (
+        "no A-A' drift: a and a-again were not measured first and last (in time: b, a, "
+        "a-again), so their difference is not the drift across the run"
+    )
+    assert comparison.drift_note in comparison.warnings
+    flags = {row.key: row.ratio_flags for row in comparison.rows}["decode_tokens_per_second"]
+    assert not any(flag and "drift" in flag for flag in flags)  # no band from A-A'
+
+
+def test_the_stated_order_is_the_time_order_of_the_journal() -> None:
+    plan = parse_plan(two_arm_plan("http://127.0.0.1:9", "http://127.0.0.1:9"))
+    assert measured_order(plan, ["a", "b", "a-again"]) == ("ABA", None)
+    assert measured_order(plan, ["a", "b"]) == ("ABA", None)  # not all measured: the plan's
+    assert measured_order(plan, ["a", "b", "a-again", "a"]) == (
+        "BAA",
+        "planned ABA, measured b, a-again, a in that time order; a measured again on resume",
+    )
+    assert measured_order(plan, ["a", "b", "a", "a-again"]) == (
+        "BAA",
+        "planned ABA, measured b, a, a-again in that time order; a measured again on resume",
+    )
+
+
+@pytest.mark.slow
+def test_resume_after_a_deleted_result_states_the_true_order_and_its_frozen_questions(
+    tmp_path: Path,
+) -> None:
+    """Killed after B; A's file deleted; resumed from another folder: A and A' are measured
+    after B, with the plan folder's questions, and the run says so (no A-A' drift)."""
+    plans, here, elsewhere = tmp_path / "plans", tmp_path / "here", tmp_path / "elsewhere"
+    for folder in (plans, here, elsewhere):
+        folder.mkdir()
+    kept = _questions(plans / "q.jsonl", "1")
+    for decoy in (here, elsewhere):
+        _questions(decoy / "q.jsonl", "2")
+    home = tmp_path / "home"
+    with running_truth_server(TIMING) as url:
+        (plans / "plan.toml").write_text(two_arm_plan(url, url, measure='questions = "q.jsonl"\n'))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sagemeter", "run", "../plans/plan.toml", "--out", "../run"],
+            cwd=here,
+            env={**os.environ, "SAGEMETER_HOME": str(home), "COLUMNS": "200"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        run = tmp_path / "run"
+        second = run / "measure-b.json"
+        deadline = time.monotonic() + 300
+        while not second.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert second.exists(), "b was never measured"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        (run / "measure-a.json").unlink()
+        resumed = sagemeter("run", "--resume", "../run", home=home, cwd=elsewhere)
+    assert resumed.returncode == 0, resumed.stderr
+    journal = journal_of(run)
+    assert journal["measured"][:2] == ["a", "b"] and journal["measured"][-1] in ("a", "a-again")
+    assert journal["measured"].count("a") == 2
+
+    comparison = json.loads((run / "compare.json").read_text())
+    assert comparison["names"] == ["a", "b", "a-again"]
+    assert comparison["order"] == "BAA"
+    assert comparison["order_note"].startswith("planned ABA, measured b, ")
+    assert "a measured again on resume" in comparison["order_note"]
+    assert comparison["drift"] is None
+    assert comparison["drift_note"].startswith("no A-A' drift: a and a-again were not measured")
+    report = (run / "report.md").read_text()
+    assert "Measured in the order BAA (planned ABA, measured b, " in report
+    assert "no A-A' drift" in report and "A-B-A drift" not in resumed.stdout
+
+    digest = sha256_of(kept)
+    for name in ("a", "b", "a-again"):
+        result = json.loads((run / f"measure-{name}.json").read_text())
+        assert result["detail"]["quality"]["question_set_sha256"] == digest

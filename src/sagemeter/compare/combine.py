@@ -13,6 +13,7 @@ different methods is never shown as a plain difference: it is flagged and the wa
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -114,6 +115,12 @@ class Comparison(BaseModel):
         None, description="answers identical character for character, first vs second file"
     )
     drift: Drift | None = None
+    drift_note: str | None = Field(
+        None,
+        description="why there is no A-A' drift though the first and last files are the same "
+        "checkpoint: their start times show they did not bracket the others (e.g. A measured "
+        "again on resume after B)",
+    )
     quality_checks: list[QualityCheck] = Field(
         default_factory=list, description="each candidate's answers against the first file's"
     )
@@ -136,6 +143,11 @@ class Comparison(BaseModel):
         None,
         description="the order `sagemeter run` measured the files in: ABA, ABAB, … or "
         "interleaved (every arm live at once, requests alternated); None from `combine`",
+    )
+    order_note: str | None = Field(
+        None,
+        description="set by `sagemeter run` when the time order differed from the plan's "
+        "(a result measured again on resume): the planned order and the measured one",
     )
 
 
@@ -331,9 +343,13 @@ def combine(
                 for r in results
             ]
             rows.append(_row(f"usd_per_million_tokens_c{level}", values, "cost"))
-    drift = None
+    drift, drift_note = None, None
     if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
-        drift = drift_between(results[0], results[-1], rows)
+        drift_note = not_bracketing(names, results)
+        if drift_note is None:
+            drift = drift_between(results[0], results[-1], rows)
+        else:
+            warnings.append(drift_note)
     methods = [method_of(result) for result in results]
     _add_intervals(rows, results, drift, methods)
     for result, path in zip(results, paths, strict=True):
@@ -366,11 +382,33 @@ def combine(
         rows=rows,
         identical_answers=identical_answers(results[0], results[1]),
         drift=drift,
+        drift_note=drift_note,
         quality_checks=checks,
         fidelity_checks=fidelity_checks,
         incomplete=incomplete,
         quality_not_compared=not_compared,
         warnings=warnings,
+    )
+
+
+def not_bracketing(names: list[str], results: list[MeasureResult]) -> str | None:
+    """Why A and A' give no drift across the run: their start times show another file was
+    measured before A or after A' (so A and A' ran back to back); None when the times do not
+    say so (or a file has none)."""
+    starts = [r.detail.environment.started_utc if r.detail else None for r in results]
+    try:
+        times = [datetime.fromisoformat(s.replace("Z", "+00:00")) for s in starts if s]
+    except ValueError:
+        return None
+    if len(times) != len(results):
+        return None
+    first, last = times[0], times[-1]
+    if all(t >= first for t in times[1:]) and all(t <= last for t in times[:-1]):
+        return None
+    order = [name for _, name in sorted(zip(times, names, strict=True), key=lambda p: p[0])]
+    return (
+        f"no A-A' drift: {names[0]} and {names[-1]} were not measured first and last (in time: "
+        f"{', '.join(order)}), so their difference is not the drift across the run"
     )
 
 
@@ -692,5 +730,6 @@ def _float(value: int | None) -> float | None:
 
 
 def save_comparison(comparison: Comparison, path: Path) -> None:
-    unordered = {"order"} if comparison.order is None else None  # `combine` writes no order
+    # `combine` writes no order (that is `sagemeter run`'s)
+    unordered = {"order", "order_note"} if comparison.order is None else None
     write_text_atomic(path, comparison.model_dump_json(indent=2, exclude=unordered) + "\n")

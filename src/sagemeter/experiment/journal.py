@@ -137,6 +137,11 @@ class Journal(BaseModel):
     deployments: list[Deployment] = Field(default_factory=list)
     sessions: list[Session] = Field(default_factory=list)
     incomplete: list[str] = Field(default_factory=list, description="results missing a figure")
+    measured: list[str] = Field(
+        default_factory=list,
+        description="result names in the time order they were measured (a visit measured "
+        "again, e.g. on resume after its file was deleted, appears again)",
+    )
 
     model_config = {"populate_by_name": True}
 

@@ -53,7 +53,14 @@ from sagemeter.experiment.journal import (
     utc_now,
 )
 from sagemeter.experiment.plan import Plan, plan_from_data
-from sagemeter.experiment.steps import StepSpec, Visit, combine_order, plan_steps, visits
+from sagemeter.experiment.steps import (
+    StepSpec,
+    Visit,
+    combine_order,
+    measured_order,
+    plan_steps,
+    visits,
+)
 from sagemeter.experiment.stop import Abandoned, CapWatch, StopFlag, StopKind, Stopped
 from sagemeter.experiment.turns import TakingTurns, Turns
 from sagemeter.fidelity.records import FidelityRecord
@@ -503,6 +510,7 @@ class _Run:
         """Take the result files an interrupted session finished as this step's own; the note,
         and whether one of them is incomplete."""
         names = [visit.result_name for visit in done]
+        self.journal.measured.extend(name for name in names if name not in self.journal.measured)
         short = [
             self._note_incomplete(name, load_result(result_path(self.run_dir, name)))
             for name in names
@@ -529,6 +537,7 @@ class _Run:
             results = asyncio.run(self._measure_async(todo, targets, references, turns))
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
+        self.journal.measured.extend(visit.result_name for visit in todo)
         short = [self._note_incomplete(result.name, result) for result in results]
         wrote = _wrote([result.name for result in results])
         if any(short):
@@ -601,7 +610,8 @@ class _Run:
     def _combine(self) -> str:
         paths = [result_path(self.run_dir, name) for name in combine_order(self.plan)]
         comparison = combine(paths, price_per_hour=self.plan.price_per_hour)
-        comparison = comparison.model_copy(update={"order": self.plan.order_text})
+        order, note = measured_order(self.plan, self.journal.measured)
+        comparison = comparison.model_copy(update={"order": order, "order_note": note})
         save_comparison(comparison, self.run_dir / COMPARE_FILE)
         self.comparison = comparison
         return f"wrote {COMPARE_FILE} ({' → '.join(comparison.names)})"

@@ -29,6 +29,7 @@ class Run:
     price_per_hour: float | None
     order_source: str = field(default="file names")
     experiment_order: str | None = None  # how `sagemeter run` ordered them (ABA, interleaved…)
+    order_note: str | None = None  # the planned order beside the measured one, when they differ
 
     @property
     def label(self) -> str:
@@ -54,7 +55,9 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
     if not found:
         raise UserError(f"{folder}: no result files (measure-*.json) in this folder")
     check_price(price_per_hour)
-    saved_order, saved_price, experiment_order = _read_compare_file(folder / COMPARE_FILE)
+    saved_order, saved_price, experiment_order, order_note = _read_compare_file(
+        folder / COMPARE_FILE
+    )
     results = {path: load_result(path) for path in found}
     paths, source = _run_order(found, results, saved_order)
     price = price_per_hour if price_per_hour is not None else saved_price
@@ -67,13 +70,15 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
         price_per_hour=price,
         order_source=source,
         experiment_order=experiment_order,
+        order_note=order_note,
     )
 
 
-def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None]:
-    """File names in run order, the price and the experiment's order, from compare.json."""
+def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None, str | None]:
+    """File names in run order, the price, the experiment's order and its note, from
+    compare.json."""
     if not path.exists():
-        return [], None, None
+        return [], None, None, None
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -88,11 +93,12 @@ def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None]
         raise UserError(f"{path}: 'files' must be a list of result file names")
     if price is not None and not (isinstance(price, int | float) and price > 0):
         raise UserError(f"{path}: 'price_per_hour' must be a positive number")
-    order = payload.get("order")
+    order, note = payload.get("order"), payload.get("order_note")
     return (
         [Path(name).name for name in files],
         None if price is None else float(price),
         order if isinstance(order, str) else None,
+        note if isinstance(note, str) else None,
     )
 
 
