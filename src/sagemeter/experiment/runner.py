@@ -279,9 +279,22 @@ def resume_run(
                     estimate=planned)  # fmt: skip
 
 
-def _wrote(names: Sequence[str | None]) -> str:
-    """A measure step's note: the result files it wrote."""
-    return "wrote " + ", ".join(f"measure-{name}.json" for name in names)
+def _wrote(names: Sequence[str | None], incomplete: Sequence[bool] = ()) -> str:
+    """A measure step's note: the result files it wrote, and which of them are incomplete."""
+    note = "wrote " + ", ".join(f"measure-{name}.json" for name in names)
+    short = [str(name) for name, bad in zip(names, incomplete, strict=False) if bad]
+    return f"{note}; incomplete: {', '.join(short)}" if short else note
+
+
+def _started_since(result: MeasureResult, began: str | None) -> bool:
+    """Whether a result's measurement started at or after `began` (unknown: assume so)."""
+    started = result.detail.environment.started_utc if result.detail else None
+    if began is None or started is None:
+        return True
+    try:
+        return parse_utc(started) >= parse_utc(began)
+    except ValueError:
+        return True
 
 
 def _measured(run_dir: Path, name: str) -> bool:
@@ -455,7 +468,7 @@ class _Run:
             todo = [v for v in spec.visits if not _measured(self.run_dir, v.result_name)]
             if not todo and record.state in ("running", "stopped"):
                 # The session before wrote every file, then was killed or stopped before it said so.
-                self._done(record, *self._adopt_results(spec.visits))
+                self._done(record, *self._adopt_results(spec.visits, record))
                 return
             if not todo:
                 self._skip(record, "measured before; the result file is kept as it is")
@@ -506,16 +519,17 @@ class _Run:
         result = load_result(result_path(self.run_dir, first.result_name))
         return result.detail.fidelity if result.detail else None
 
-    def _adopt_results(self, done: Sequence[Visit]) -> tuple[str, bool]:
+    def _adopt_results(self, done: Sequence[Visit], record: StepRecord) -> tuple[str, bool]:
         """Take the result files an interrupted session finished as this step's own; the note,
-        and whether one of them is incomplete."""
+        and whether one of them is incomplete. A file measured since the step began joins the
+        time order of measurements (`measured`), as a fresh measure step's do."""
         names = [visit.result_name for visit in done]
-        self.journal.measured.extend(name for name in names if name not in self.journal.measured)
-        short = [
-            self._note_incomplete(name, load_result(result_path(self.run_dir, name)))
-            for name in names
-        ]
-        return _wrote(names), any(short)
+        results = [load_result(result_path(self.run_dir, name)) for name in names]
+        for name, result in zip(names, results, strict=True):
+            if name not in self.journal.measured or _started_since(result, record.started_utc):
+                self.journal.measured.append(name)
+        short = [self._note_incomplete(n, r) for n, r in zip(names, results, strict=True)]
+        return _wrote(names, short), any(short)
 
     def _note_incomplete(self, name: str | None, result: MeasureResult) -> bool:
         """The journal keeps why a result is incomplete (one line per result, the newest)."""
@@ -539,11 +553,7 @@ class _Run:
             raise Stopped(self.stop.reason or "stopped")
         self.journal.measured.extend(visit.result_name for visit in todo)
         short = [self._note_incomplete(result.name, result) for result in results]
-        wrote = _wrote([result.name for result in results])
-        if any(short):
-            wrote += "; incomplete: " + ", ".join(
-                str(result.name) for result, bad in zip(results, short, strict=True) if bad
-            )
+        wrote = _wrote([result.name for result in results], short)
         if turns is None:
             return wrote, any(short)
         return f"{wrote}; {len(turns.log)} requests and batches sent in turn", any(short)
