@@ -2,14 +2,17 @@
 
 `start_run` checks the plan against the world (targets, credentials, role, regions, endpoint
 names, the spend cap against the estimate) before it makes the run folder; `resume_run` reads a
-folder's journal instead. `execute` then runs every step that is not done yet:
+folder's journal instead, after checking that its plan.toml and input files are unchanged
+(frozen.py). `execute` then runs every step that is not done yet:
 
 - deploy: `sagemeter.sagemaker.deploy`, with the arm's fallback regions; the region and
   instance type SageMaker placed, and their price, go into the journal and are what the arm is
   measured, priced and deleted by. On resume, an endpoint from before is waited out (Creating),
   then used when InService, else deleted and deployed again.
 - measure: `sagemeter.measure.workflow.measure_target`; a visit whose result file exists is never
-  measured again. Interleaved, the arms are measured together, taking turns (turns.py).
+  measured again. Interleaved, the arms are measured together, taking turns (turns.py). A step
+  whose result is incomplete ends `incomplete` and the run goes on to combine and report: a run
+  never loops on it. The journal's `measured` keeps the time order the results were written in.
 - delete: `sagemeter.sagemaker.delete` in every region the deploy left something.
 - combine and report: `sagemeter.compare.combine` and `sagemeter.report.writer.write_report`.
 
