@@ -389,3 +389,23 @@ def test_resume_after_a_deleted_result_states_the_true_order_and_its_frozen_ques
     for name in ("a", "b", "a-again"):
         result = json.loads((run / f"measure-{name}.json").read_text())
         assert result["detail"]["quality"]["question_set_sha256"] == digest
+
+
+def test_a_resume_that_fails_as_the_session_before_says_so_instead_of_advising_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing answers at the arms' address: the first session and every resume fail alike."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plan.toml").write_text(two_arm_plan("http://127.0.0.1:9", "http://127.0.0.1:9"))
+    first = CliRunner().invoke(_run_app(), ["run", "plan.toml", "--out", "run"])
+    assert first.exit_code == 1, first.output
+    assert first.stderr.splitlines()[-1] == "continue it with `sagemeter run --resume run`"
+    for _ in range(2):
+        again = CliRunner().invoke(_run_app(), ["run", "--resume", "run"])
+        assert again.exit_code == 1, again.output
+        assert again.stderr.splitlines()[-1] == (
+            "the session before failed the same way: a resume as is repeats it; fix what it "
+            "says, then `sagemeter run --resume run`"
+        )
+    journal = journal_of(tmp_path / "run")
+    assert journal["state"] == "failed" and len(journal["sessions"]) == 3

@@ -326,12 +326,24 @@ def report_outcome(outcome: RunOutcome, signal_name: str | None, err: Console) -
         if made:
             gone = ", ".join(dict.fromkeys(d.target for d in made))
             err.print(f"deleted everything this run created ({gone}); nothing is left billing")
-        err.print(f"continue it with `sagemeter run --resume {outcome.run_dir}`")
+        err.print(resume_advice(outcome))
     if made:
         err.print(f"cost so far: about ${outcome.cost_usd:,.2f}")
     if outcome.stop_kind == "signal" or outcome.abandoned:
         return EXIT_BY_SIGNAL.get(signal_name or "Ctrl-C", 130)
     return EXIT_FAILED
+
+
+def resume_advice(outcome: RunOutcome) -> str:
+    """The last line of a failed run: resume it, or, when it failed just as the session before
+    did, fix the cause first (a resume as is would repeat it: a run never loops)."""
+    resume = f"`sagemeter run --resume {outcome.run_dir}`"
+    if outcome.same_failure:
+        return (
+            f"the session before failed the same way: a resume as is repeats it; fix what it "
+            f"says, then {resume}"
+        )
+    return f"continue it with {resume}"
 
 
 def run_command(

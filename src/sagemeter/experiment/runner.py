@@ -130,6 +130,11 @@ class RunOutcome(BaseModel):
     left_running: list[Deployment] = Field(default_factory=list)
     incomplete: list[str] = Field(default_factory=list)
     abandoned: bool = False
+    same_failure: bool = Field(
+        False,
+        description="failed at the same step for the same reason as the session before: a "
+        "resume as is would only repeat it",
+    )
     journal: Journal
 
 
@@ -354,6 +359,8 @@ class _Run:
 
     def run(self) -> RunOutcome:
         journal = self.journal
+        before = journal.stopped_because if journal.state == "failed" else None
+        same_failure = False
         journal.state, journal.stopped_because = "running", None
         journal.sessions.append(this_session())
         self.save()
@@ -382,6 +389,7 @@ class _Run:
                 step = self._end_running_step("failed", message)
                 journal.state = "failed"
                 journal.stopped_because = f"{step.label if step else 'the run'} failed: {message}"
+                same_failure = before == journal.stopped_because
                 self.save()
                 self.events.note(f"stopping: {journal.stopped_because}")
                 self._teardown()
@@ -413,6 +421,7 @@ class _Run:
             left_running=[d for d in journal.deployments if d.may_exist],
             incomplete=list(journal.incomplete),
             abandoned=abandoned,
+            same_failure=same_failure,
             journal=journal,
         )
 
