@@ -309,7 +309,7 @@ def test_a_and_a_again_measured_back_to_back_give_no_drift(tmp_path: Path) -> No
     """B first, then A (its file measured again), then A': no drift from back-to-back runs."""
     paths = [
         _result(tmp_path, "a", "sha-a", True, "2026-12-04T10:05:00Z"),
-        _result(tmp_path, "b", "sha-b", True, "2026-12-04T10:00:00Z"),
+        _result(tmp_path, "b", "sha-b", True, "2026-12-04T10:00:00"),  # bare: taken as UTC
         _result(tmp_path, "a-again", "sha-a", True, "2026-12-04T10:06:00Z"),
     ]
     comparison = combine(paths)

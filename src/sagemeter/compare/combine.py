@@ -2,7 +2,8 @@
 
 Rows are the article's figures; each later file gets a ratio against the first. With a price per
 hour, cost per million output tokens at each concurrency. When the first and last files measured
-the same checkpoint (A-B-A), the drift between them is reported beside every speed figure.
+the same checkpoint (A-B-A), the drift between them is reported beside every speed figure, unless
+their start times show they did not bracket the others (then `drift_note` says why there is none).
 Results that ran on different hardware or server software are warned about (`environments`).
 
 Each file says which method measured it (ours, `sagemeter`, or the source article's, `article`,
@@ -13,7 +14,7 @@ different methods is never shown as a plain difference: it is flagged and the wa
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -397,9 +398,10 @@ def not_bracketing(names: list[str], results: list[MeasureResult]) -> str | None
     say so (or a file has none)."""
     starts = [r.detail.environment.started_utc if r.detail else None for r in results]
     try:
-        times = [datetime.fromisoformat(s.replace("Z", "+00:00")) for s in starts if s]
+        parsed = [datetime.fromisoformat(s.replace("Z", "+00:00")) for s in starts if s]
     except ValueError:
         return None
+    times = [t if t.tzinfo else t.replace(tzinfo=UTC) for t in parsed]  # a bare time is UTC
     if len(times) != len(results):
         return None
     first, last = times[0], times[-1]
