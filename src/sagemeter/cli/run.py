@@ -491,6 +491,7 @@ def demo_face(
     )
     from sagemeter.cli import interrupt as activity
 
+    plan = freeze_paths(plan, Path.cwd())  # --questions FILE means this folder, on resume too
     run_dir = out or demo_run_dir()
     prepared = start_run(plan, out=run_dir, plan_text=None, plan_source="built-in demo")
     activity.doing(f"running the demo into {run_dir}")
