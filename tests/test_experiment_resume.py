@@ -266,6 +266,29 @@ def test_a_plans_relative_paths_mean_its_own_folder_and_are_frozen(
     assert read_journal(run).sessions == []  # refused before any work
 
 
+def test_a_local_gguf_is_an_input_whose_change_refuses_resume(
+    tmp_path: Path, q4_path: Path
+) -> None:
+    (tmp_path / "models").mkdir()
+    own = tmp_path / "models" / "own.gguf"
+    own.write_bytes(q4_path.read_bytes())
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text(
+        'name = "p"\n[[arm]]\nname = "a"\ntarget = "local:smollm2-q4_1"\n'
+        '[[arm]]\nname = "b"\ntarget = "local:models/own.gguf"\n'
+    )
+    plan, text = load_plan(plan_file)
+    run = tmp_path / "run"
+    start_run(freeze_paths(plan, tmp_path), out=run, plan_text=text, plan_source="plan.toml")
+    (frozen,) = read_journal(run).inputs
+    assert (frozen.key, frozen.path) == ('arm "b".target', str(own.resolve()))
+    with own.open("ab") as handle:
+        handle.write(b"\0")
+    refused = CliRunner().invoke(_run_app(), ["run", "--resume", str(run)])
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith(f'error: {own.resolve()} (arm "b".target): changed since')
+
+
 def test_local_checkpoint_paths_are_frozen_and_named_ones_kept(tmp_path: Path) -> None:
     plan_file = tmp_path / "plan.toml"
     plan_file.write_text(

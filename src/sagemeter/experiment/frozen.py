@@ -3,8 +3,8 @@
 A plan's relative paths (the questions file, a `local:` or `vllm:` checkpoint path) mean the
 plan file's own folder, and are made absolute once, when the run starts, so the journal's plan
 names the same files wherever `--resume` is typed. The run folder's `plan.toml` and each input
-file small enough to read whole (the questions file) are kept in the journal by sha256; a resume
-refuses, in one line and before any work, when either changed.
+file the run reads whole (the questions file, a `local:` arm's .gguf) are kept in the journal by
+sha256; a resume refuses, in one line and before any work, when one changed.
 """
 
 from __future__ import annotations
@@ -53,16 +53,25 @@ def sha256_of(path: Path) -> str:
 
 
 def input_files(plan: Plan) -> list[FrozenInput]:
-    """The plan's input files read whole by the run, each with its sha256 now."""
+    """The plan's input files read whole by the run, each with its sha256 now: the questions
+    file and each `local:` arm's own .gguf file (a vLLM folder is identified by its results)."""
     from sagemeter.questions import builtin_sets
 
+    named: list[tuple[str, str]] = []
     questions = plan.measure.questions
-    if questions is None or questions in builtin_sets():
-        return []
-    path = Path(questions)
-    if not path.is_file():
-        return []  # check_ready has said so already
-    return [FrozenInput(key=QUESTIONS_KEY, path=str(path), sha256=sha256_of(path))]
+    if questions is not None and questions not in builtin_sets():
+        named.append((QUESTIONS_KEY, questions))
+    for arm in plan.arms:
+        target = (arm.target or "").strip()
+        checkpoint = target.removeprefix("local:").strip()
+        if target.startswith("local:") and checkpoint not in NAMED_CHECKPOINTS:
+            named.append((f'arm "{arm.name}".target', checkpoint))
+    found = []
+    for key, value in named:
+        path = Path(value)
+        if path.is_file():  # else check_ready has said so already
+            found.append(FrozenInput(key=key, path=str(path), sha256=sha256_of(path)))
+    return found
 
 
 def check_unchanged(run_dir: Path, journal: Journal) -> None:
