@@ -163,12 +163,15 @@ def _quality(answered: bool) -> QualityDetail:
     )
 
 
-def _result(tmp_path: Path, name: str, checkpoint: str, answered: bool, started: str) -> Path:
+def _result(
+    tmp_path: Path, name: str, checkpoint: str, answered: bool, started: str, asked: bool = True
+) -> Path:
+    """A result file; `asked=False` leaves quality out (no verdict to compute)."""
     quality = _quality(answered)
     result = MeasureResult(
         name=name,
         decode_tokens_per_second=10.0 if checkpoint == "sha-a" else 12.0,
-        quality=f"{quality.correct}/{quality.answered_count}",
+        quality=f"{quality.correct}/{quality.answered_count}" if asked else None,
         complete=answered,
         incomplete_because=[] if answered else ["quality: 4 of 4 questions unanswered"],
         detail=Detail(
@@ -180,7 +183,7 @@ def _result(tmp_path: Path, name: str, checkpoint: str, answered: bool, started:
                 sagemeter_version="test",
                 started_utc=started,
             ),
-            quality=quality,
+            quality=quality if asked else None,
         ),
     )
     path = tmp_path / f"measure-{name}.json"
@@ -331,9 +334,9 @@ def test_an_edited_plan_toml_in_the_run_folder_refuses_resume(tmp_path: Path) ->
 def test_a_and_a_again_measured_back_to_back_give_no_drift(tmp_path: Path) -> None:
     """B first, then A (its file measured again), then A': no drift from back-to-back runs."""
     paths = [
-        _result(tmp_path, "a", "sha-a", True, "2026-12-04T10:05:00Z"),
-        _result(tmp_path, "b", "sha-b", True, "2026-12-04T10:00:00"),  # bare: taken as UTC
-        _result(tmp_path, "a-again", "sha-a", True, "2026-12-04T10:06:00Z"),
+        _result(tmp_path, "a", "sha-a", True, "2026-12-04T10:05:00Z", asked=False),
+        _result(tmp_path, "b", "sha-b", True, "2026-12-04T10:00:00", asked=False),  # bare: UTC
+        _result(tmp_path, "a-again", "sha-a", True, "2026-12-04T10:06:00Z", asked=False),
     ]
     comparison = combine(paths)
     assert comparison.drift is None
