@@ -163,7 +163,8 @@ def test_kill_9_after_the_first_arm_then_resume_keeps_its_file(
     assert journal["state"] == "done" and len(journal["sessions"]) == 2
     assert journal["sessions"][0]["outcome"] is None  # the killed one never said how it ended
     first_step = journal["steps"][0]
-    assert first_step["state"] == "done" and first_step["note"] == "wrote measure-a.json"
+    assert first_step["state"] in ("done", "incomplete")  # incomplete: a busy host, as above
+    assert first_step["note"].startswith("wrote measure-a.json")
     assert json.loads((run / "compare.json").read_text())["names"] == ["a", "b", "a-again"]
     again = sagemeter("run", "--resume", "run", home=home, cwd=tmp_path)
     assert again.returncode == 0 and "this run is done" in again.stdout

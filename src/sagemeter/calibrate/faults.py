@@ -19,6 +19,8 @@ checked against `TruthTiming`.
   server that hiccupped one time, whose every other figure is still the truth.
 - `drop_every`, `drop_after`: the connection is closed after `drop_after` tokens of the stream.
 - `silent`: requests are read and never answered.
+- `die_after`: the server answers N generation requests, then its process exits at the next
+  one (a server that crashed mid-measure: every later connection is refused).
 - `no_prompt_tokens`: `usage` leaves out `prompt_tokens` (a server that gives no prompt count,
   as some proxies do); prompts still take their prefill time.
 - `usage_offset`: every reply's `usage.completion_tokens` says N more tokens than were sent
@@ -62,6 +64,7 @@ class Faults:
     drop_every: int = 0
     drop_after: int = 1
     silent: bool = False
+    die_after: int = 0
     usage_offset: int = 0
     no_prompt_tokens: bool = False
     require_key: str = ""
@@ -80,6 +83,7 @@ class Faults:
             "drop_every",
             "swap_model_after",
             "echo_key_split",
+            "die_after",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more")

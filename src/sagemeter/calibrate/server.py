@@ -191,6 +191,8 @@ class TruthApp:
     ) -> bytes | None:
         """Answer the `number`-th generation request as the faults say (calibrate/faults.py)."""
         faults = self.faults
+        if 0 < faults.die_after < number:
+            os._exit(3)  # a crash: no reply, no cleanup, every connection closed by the kernel
         if faults.silent:
             return None  # the connection stays busy: nothing will ever be written
         if faults.answer == "html":

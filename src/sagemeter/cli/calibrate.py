@@ -72,6 +72,9 @@ def calibrate_server_command(
     ] = 0,
     drop_after: Annotated[int, typer.Option(help="fault: tokens before the cut")] = 1,
     silent: Annotated[bool, typer.Option(help="fault: read requests, never answer")] = False,
+    die_after: Annotated[
+        int, typer.Option(help="fault: answer N generation requests, then exit (a crash)")
+    ] = 0,
     require_key: Annotated[
         str, typer.Option(help="fault: answer 401 to generations without this bearer key")
     ] = "",
@@ -142,6 +145,7 @@ def calibrate_server_command(
             drop_every=drop_every,
             drop_after=drop_after,
             silent=silent,
+            die_after=die_after,
             usage_offset=usage_offset,
             no_prompt_tokens=no_prompt_tokens,
             require_key=require_key,

@@ -28,6 +28,7 @@ from sagemeter import sagemaker as sm
 from sagemeter.cli import interrupt as activity
 from sagemeter.errors import UserError
 from sagemeter.experiment import (
+    FINISHED_STEPS,
     Abandoned,
     Estimate,
     Journal,
@@ -40,6 +41,7 @@ from sagemeter.experiment import (
     check_ready,
     estimate,
     execute,
+    freeze_paths,
     left_running_lines,
     load_plan,
     quota_lines,
@@ -265,7 +267,7 @@ def dry_run(plan: Plan, out: Path | None, resume_dir: Path | None = None) -> Non
     if resume_dir is not None:
         prepared = resume_run(resume_dir)
         assert prepared.estimate is not None
-        finished = {s.index for s in prepared.journal.steps if s.state in ("done", "skipped")}
+        finished = {s.index for s in prepared.journal.steps if s.state in FINISHED_STEPS}
         rows = [row for row in prepared.estimate.steps if row.index not in finished]
         minutes = round(sum(row.minutes for row in rows), 1)
         planned = prepared.estimate.model_copy(update={"steps": rows, "minutes": minutes})
@@ -324,12 +326,24 @@ def report_outcome(outcome: RunOutcome, signal_name: str | None, err: Console) -
         if made:
             gone = ", ".join(dict.fromkeys(d.target for d in made))
             err.print(f"deleted everything this run created ({gone}); nothing is left billing")
-        err.print(f"continue it with `sagemeter run --resume {outcome.run_dir}`")
+        err.print(resume_advice(outcome))
     if made:
         err.print(f"cost so far: about ${outcome.cost_usd:,.2f}")
     if outcome.stop_kind == "signal" or outcome.abandoned:
         return EXIT_BY_SIGNAL.get(signal_name or "Ctrl-C", 130)
     return EXIT_FAILED
+
+
+def resume_advice(outcome: RunOutcome) -> str:
+    """The last line of a failed run: resume it, or, when it failed just as the session before
+    did, fix the cause first (a resume as is would repeat it: a run never loops)."""
+    resume = f"`sagemeter run --resume {outcome.run_dir}`"
+    if outcome.same_failure:
+        return (
+            f"the session before failed the same way: a resume as is repeats it; fix what it "
+            f"says, then {resume}"
+        )
+    return f"continue it with {resume}"
 
 
 def run_command(
@@ -379,6 +393,8 @@ def _run(
     err = _err()
     if plan_file is not None:
         plan, text = load_plan(plan_file)
+        # Relative paths mean the plan file's folder, resolved once here and frozen in the journal.
+        plan = freeze_paths(plan, plan_file.expanduser().resolve().parent)
         if dry_run_only:
             dry_run(plan, out)
             return
@@ -393,9 +409,9 @@ def _run(
         prepared = resume_run(resume, max_cost_usd=max_cost_usd)
         activity.doing(f"resuming the run in {resume}")
         if prepared.journal.state == "done":
-            _out().print(f"{resume}: this run is done; nothing to resume")
+            _out().print(finished_line(resume, prepared.journal))
             return
-        done = sum(1 for s in prepared.journal.steps if s.state in ("done", "skipped"))
+        done = sum(1 for s in prepared.journal.steps if s.state in FINISHED_STEPS)
         header = (
             f"resuming {prepared.plan.name}: {done} of {len(prepared.journal.steps)} steps done"
         )
@@ -413,6 +429,18 @@ def _run(
         _print_done(outcome, time.monotonic() - began)
     if code:
         raise typer.Exit(code)
+
+
+def finished_line(run_dir: Path, journal: Journal) -> str:
+    """What `--resume` of a finished run says: done, or done with an arm incomplete, which a
+    resume cannot mend (its result is kept; a new run measures it again)."""
+    if journal.incomplete:
+        names = ", ".join(line.split(":", 1)[0] for line in journal.incomplete)
+        return (
+            f"{run_dir}: this run is finished, {names} incomplete (marked in compare.json and "
+            "the report); nothing to resume: start a new run to measure again"
+        )
+    return f"{run_dir}: this run is done; nothing to resume"
 
 
 def _plan_of(run_dir: Path) -> Plan:
@@ -463,6 +491,7 @@ def demo_face(
     )
     from sagemeter.cli import interrupt as activity
 
+    plan = freeze_paths(plan, Path.cwd())  # --questions FILE means this folder, on resume too
     run_dir = out or demo_run_dir()
     prepared = start_run(plan, out=run_dir, plan_text=None, plan_source="built-in demo")
     activity.doing(f"running the demo into {run_dir}")

@@ -2,7 +2,8 @@
 
 Rows are the article's figures; each later file gets a ratio against the first. With a price per
 hour, cost per million output tokens at each concurrency. When the first and last files measured
-the same checkpoint (A-B-A), the drift between them is reported beside every speed figure.
+the same checkpoint (A-B-A), the drift between them is reported beside every speed figure, unless
+their start times show they did not bracket the others (then `drift_note` says why there is none).
 Results that ran on different hardware or server software are warned about (`environments`).
 
 Each file says which method measured it (ours, `sagemeter`, or the source article's, `article`,
@@ -13,6 +14,7 @@ different methods is never shown as a plain difference: it is flagged and the wa
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -114,6 +116,12 @@ class Comparison(BaseModel):
         None, description="answers identical character for character, first vs second file"
     )
     drift: Drift | None = None
+    drift_note: str | None = Field(
+        None,
+        description="why there is no A-A' drift though the first and last files are the same "
+        "checkpoint: their start times show they did not bracket the others (e.g. A measured "
+        "again on resume after B)",
+    )
     quality_checks: list[QualityCheck] = Field(
         default_factory=list, description="each candidate's answers against the first file's"
     )
@@ -126,11 +134,21 @@ class Comparison(BaseModel):
         description="per file, in file order: what a result that says `complete: false` is "
         "missing (None: complete, or the file does not say)",
     )
+    quality_not_compared: list[str] = Field(
+        default_factory=list,
+        description="why a candidate has no quality verdict though both files asked (e.g. no "
+        "question was answered by both: one server died); its speed rows still stand",
+    )
     warnings: list[str] = Field(default_factory=list)
     order: str | None = Field(
         None,
         description="the order `sagemeter run` measured the files in: ABA, ABAB, … or "
         "interleaved (every arm live at once, requests alternated); None from `combine`",
+    )
+    order_note: str | None = Field(
+        None,
+        description="set by `sagemeter run` when the time order differed from the plan's "
+        "(a result measured again on resume): the planned order and the measured one",
     )
 
 
@@ -177,8 +195,8 @@ def identical_answers(a: MeasureResult, b: MeasureResult) -> str | None:
     """'n/total' of items whose replies match exactly, when both files hold replies."""
     if not (a.detail and a.detail.quality and b.detail and b.detail.quality):
         return None
-    replies_b = {item.id: item.reply for item in b.detail.quality.items}
-    shared = [item for item in a.detail.quality.items if item.id in replies_b]
+    replies_b = {item.id: item.reply for item in b.detail.quality.items if item.answered}
+    shared = [item for item in a.detail.quality.items if item.answered and item.id in replies_b]
     if not shared:
         return None
     same = sum(1 for item in shared if item.reply is not None and item.reply == replies_b[item.id])
@@ -317,13 +335,7 @@ def combine(
     for level in levels:
         values = [r.load_tokens_per_second.get(level) for r in results]
         rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
-    rows.append(
-        _row(
-            "quality_correct",
-            [_float(counts[0]) if (counts := r.quality_counts()) else None for r in results],
-            "count",
-        )
-    )
+    rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
     if price_per_hour is not None:
         for level in levels:
             values = [
@@ -333,9 +345,13 @@ def combine(
                 for r in results
             ]
             rows.append(_row(f"usd_per_million_tokens_c{level}", values, "cost"))
-    drift = None
+    drift, drift_note = None, None
     if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
-        drift = drift_between(results[0], results[-1], rows)
+        drift_note = not_bracketing(names, results)
+        if drift_note is None:
+            drift = drift_between(results[0], results[-1], rows)
+        else:
+            warnings.append(drift_note)
     methods = [method_of(result) for result in results]
     _add_intervals(rows, results, drift, methods)
     for result, path in zip(results, paths, strict=True):
@@ -344,9 +360,18 @@ def combine(
     margin = margin_points if margin_points is not None else _declared_margin(results[0])
     candidates = results[1:-1] if drift is not None else results[1:]
     a_again = results[-1] if drift is not None else None
-    checks = []
+    checks, not_compared = [], []
+    floor = a_again
+    if a_again is not None and (why := no_shared_answer(results[0], a_again)) is not None:
+        floor = None  # no A-A' noise floor: the verdicts stand on A and B alone
+        warnings.append(f"quality: no A-A' noise floor ({why})")
     for candidate in candidates:
-        check = quality_check(results[0], candidate, a_again, margin)
+        why = no_shared_answer(results[0], candidate)
+        if why is not None:
+            not_compared.append(why)
+            warnings.append(f"quality not compared: {why}")
+            continue
+        check = quality_check(results[0], candidate, floor, margin)
         if check is not None:
             checks.append(across_methods(check, method_of(results[0]), method_of(candidate)))
     fidelity_checks, fidelity_warnings = _fidelity_checks(results, candidates, a_again)
@@ -359,11 +384,63 @@ def combine(
         rows=rows,
         identical_answers=identical_answers(results[0], results[1]),
         drift=drift,
+        drift_note=drift_note,
         quality_checks=checks,
         fidelity_checks=fidelity_checks,
         incomplete=incomplete,
+        quality_not_compared=not_compared,
         warnings=warnings,
     )
+
+
+def not_bracketing(names: list[str], results: list[MeasureResult]) -> str | None:
+    """Why A and A' give no drift across the run: their start times show another file was
+    measured before A or after A' (so A and A' ran back to back); None when the times do not
+    say so (or a file has none)."""
+    starts = [r.detail.environment.started_utc if r.detail else None for r in results]
+    try:
+        parsed = [datetime.fromisoformat(s.replace("Z", "+00:00")) for s in starts if s]
+    except ValueError:
+        return None
+    times = [t if t.tzinfo else t.replace(tzinfo=UTC) for t in parsed]  # a bare time is UTC
+    if len(times) != len(results):
+        return None
+    first, last = times[0], times[-1]
+    if all(t >= first for t in times[1:]) and all(t <= last for t in times[:-1]):
+        return None
+    order = [name for _, name in sorted(zip(times, names, strict=True), key=lambda p: p[0])]
+    return (
+        f"no A-A' drift: {names[0]} and {names[-1]} were not measured first and last (in time: "
+        f"{', '.join(order)}), so their difference is not the drift across the run"
+    )
+
+
+def _correct(result: MeasureResult) -> int | None:
+    """The quality row's figure: None when the file answered no question (nothing to count)."""
+    counts = result.quality_counts()
+    if counts is None or not counts[1]:
+        return None
+    return counts[0]
+
+
+def no_shared_answer(a: MeasureResult, b: MeasureResult) -> str | None:
+    """Why two files' answers cannot be paired at all (no question answered by both, e.g. a
+    server died before the quality phase), or None when they can be (or hold no answers)."""
+    answers_a = a.detail.quality if a.detail else None
+    answers_b = b.detail.quality if b.detail else None
+    if answers_a is None or answers_b is None:
+        return None
+    answered = {item.id for item in answers_a.items if item.answered}
+    if any(item.answered and item.id in answered for item in answers_b.items):
+        return None
+    names = (a.name or "A", b.name or "B")
+    silent = [
+        name
+        for name, answers in zip(names, (answers_a, answers_b), strict=True)
+        if not any(item.answered for item in answers.items)
+    ]
+    who = f"{' and '.join(silent)} answered no question" if silent else "no question in common"
+    return f"no question was answered by both {names[0]} and {names[1]} ({who})"
 
 
 def recorded_price(
@@ -656,5 +733,6 @@ def _float(value: int | None) -> float | None:
 
 
 def save_comparison(comparison: Comparison, path: Path) -> None:
-    unordered = {"order"} if comparison.order is None else None  # `combine` writes no order
+    # `combine` writes no order (that is `sagemeter run`'s)
+    unordered = {"order", "order_note"} if comparison.order is None else None
     write_text_atomic(path, comparison.model_dump_json(indent=2, exclude=unordered) + "\n")

@@ -3,7 +3,9 @@ resumable, deleting whatever it created. `sagemeter run`, `demo` and the MCP `ru
 all go through here."""
 
 from sagemeter.experiment.estimate import Estimate, StepEstimate, estimate, quota_lines
+from sagemeter.experiment.frozen import freeze_paths
 from sagemeter.experiment.journal import (
+    FINISHED_STEPS,
     JOURNAL_FILE,
     PLAN_FILE,
     Deployment,
@@ -28,6 +30,7 @@ from sagemeter.experiment.steps import StepSpec, Visit, combine_order, plan_step
 from sagemeter.experiment.stop import Abandoned, StopFlag, Stopped
 
 __all__ = [
+    "FINISHED_STEPS",
     "INTERLEAVED",
     "JOURNAL_FILE",
     "PLAN_FILE",
@@ -51,6 +54,7 @@ __all__ = [
     "default_run_dir",
     "estimate",
     "execute",
+    "freeze_paths",
     "left_running_lines",
     "load_plan",
     "parse_plan",

@@ -31,7 +31,10 @@ PLAN_FILE = "plan.toml"
 LOCK_FILE = ".journal.lock"
 SCHEMA = "sagemeter-experiment-journal/1"
 
-StepState = Literal["pending", "running", "done", "skipped", "failed", "stopped"]
+# "incomplete": a measure step that ended with a result missing a figure (`complete: false`);
+# finished like "done" (never measured again), but said so.
+StepState = Literal["pending", "running", "done", "incomplete", "skipped", "failed", "stopped"]
+FINISHED_STEPS = ("done", "incomplete", "skipped")
 RunState = Literal["running", "done", "stopped", "failed"]
 DeploymentState = Literal["deploying", "live", "deleting", "deleted", "failed"]
 
@@ -93,6 +96,14 @@ class Deployment(BaseModel):
         return self.hourly_usd * self.count * hours
 
 
+class FrozenInput(BaseModel):
+    """An input file the run read, as it was when the run started (resume checks it)."""
+
+    key: str = Field(description="the plan key that names it, e.g. measure.questions")
+    path: str = Field(description="absolute, resolved once at the start")
+    sha256: str
+
+
 class Session(BaseModel):
     """One process that worked on the run (the first, then each --resume)."""
 
@@ -109,6 +120,12 @@ class Journal(BaseModel):
     run_dir: str
     plan: dict[str, object] = Field(description="the plan as checked (keys canonical)")
     plan_source: str = Field(description="the plan file it came from, or 'built-in demo'")
+    plan_sha256: str | None = Field(
+        None, description="of the run folder's plan.toml as written at the start"
+    )
+    inputs: list[FrozenInput] = Field(
+        default_factory=list, description="input files the plan names, with their sha256"
+    )
     state: RunState = "running"
     stopped_because: str | None = None
     created_utc: str = Field(default_factory=utc_now)
@@ -120,6 +137,11 @@ class Journal(BaseModel):
     deployments: list[Deployment] = Field(default_factory=list)
     sessions: list[Session] = Field(default_factory=list)
     incomplete: list[str] = Field(default_factory=list, description="results missing a figure")
+    measured: list[str] = Field(
+        default_factory=list,
+        description="result names in the time order they were measured (a visit measured "
+        "again, e.g. on resume after its file was deleted, appears again)",
+    )
 
     model_config = {"populate_by_name": True}
 

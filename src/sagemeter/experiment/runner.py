@@ -2,14 +2,17 @@
 
 `start_run` checks the plan against the world (targets, credentials, role, regions, endpoint
 names, the spend cap against the estimate) before it makes the run folder; `resume_run` reads a
-folder's journal instead. `execute` then runs every step that is not done yet:
+folder's journal instead, after checking that its plan.toml and input files are unchanged
+(frozen.py). `execute` then runs every step that is not done yet:
 
 - deploy: `sagemeter.sagemaker.deploy`, with the arm's fallback regions; the region and
   instance type SageMaker placed, and their price, go into the journal and are what the arm is
   measured, priced and deleted by. On resume, an endpoint from before is waited out (Creating),
   then used when InService, else deleted and deployed again.
 - measure: `sagemeter.measure.workflow.measure_target`; a visit whose result file exists is never
-  measured again. Interleaved, the arms are measured together, taking turns (turns.py).
+  measured again. Interleaved, the arms are measured together, taking turns (turns.py). A step
+  whose result is incomplete ends `incomplete` and the run goes on to combine and report: a run
+  never loops on it. The journal's `measured` keeps the time order the results were written in.
 - delete: `sagemeter.sagemaker.delete` in every region the deploy left something.
 - combine and report: `sagemeter.compare.combine` and `sagemeter.report.writer.write_report`.
 
@@ -38,6 +41,7 @@ from sagemeter.compare import Comparison, combine, save_comparison
 from sagemeter.errors import UserError
 from sagemeter.experiment.cloud import check_names_free, deploy_spec
 from sagemeter.experiment.estimate import Estimate, estimate
+from sagemeter.experiment.frozen import check_unchanged, input_files, sha256_of
 from sagemeter.experiment.journal import (
     JOURNAL_FILE,
     PLAN_FILE,
@@ -52,7 +56,14 @@ from sagemeter.experiment.journal import (
     utc_now,
 )
 from sagemeter.experiment.plan import Plan, plan_from_data
-from sagemeter.experiment.steps import StepSpec, Visit, combine_order, plan_steps, visits
+from sagemeter.experiment.steps import (
+    StepSpec,
+    Visit,
+    combine_order,
+    measured_order,
+    plan_steps,
+    visits,
+)
 from sagemeter.experiment.stop import Abandoned, CapWatch, StopFlag, StopKind, Stopped
 from sagemeter.experiment.turns import TakingTurns, Turns
 from sagemeter.fidelity.records import FidelityRecord
@@ -119,6 +130,11 @@ class RunOutcome(BaseModel):
     left_running: list[Deployment] = Field(default_factory=list)
     incomplete: list[str] = Field(default_factory=list)
     abandoned: bool = False
+    same_failure: bool = Field(
+        False,
+        description="failed at the same step for the same reason as the session before: a "
+        "resume as is would only repeat it",
+    )
     journal: Journal
 
 
@@ -209,15 +225,19 @@ def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_sourc
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty: choose another --out (or an empty folder)")
     check_output_folder(run_dir, "--out")  # made here, and proved writable
+    plan_sha256 = None
     if plan_text is not None:
         from sagemeter.atomic import write_text_atomic
 
         write_text_atomic(run_dir / PLAN_FILE, plan_text)
+        plan_sha256 = sha256_of(run_dir / PLAN_FILE)
     journal = Journal(
         name=plan.name,
         run_dir=str(run_dir),
         plan=plan.to_data(),
         plan_source=plan_source,
+        plan_sha256=plan_sha256,
+        inputs=input_files(plan),
         max_cost_usd=plan.max_cost_usd,
         steps=[
             StepRecord(
@@ -243,6 +263,7 @@ def resume_run(
     """A run folder's plan and journal, checked again; `max_cost_usd` replaces the cap. `vet`
     (the MCP face's path rules) sees the plan before anything it names is read."""
     journal = read_journal(run_dir)
+    check_unchanged(run_dir, journal)
     data = dict(journal.plan)
     if max_cost_usd is not None:
         if max_cost_usd <= 0:
@@ -266,9 +287,22 @@ def resume_run(
                     estimate=planned)  # fmt: skip
 
 
-def _wrote(names: Sequence[str | None]) -> str:
-    """A measure step's note: the result files it wrote."""
-    return "wrote " + ", ".join(f"measure-{name}.json" for name in names)
+def _wrote(names: Sequence[str | None], incomplete: Sequence[bool] = ()) -> str:
+    """A measure step's note: the result files it wrote, and which of them are incomplete."""
+    note = "wrote " + ", ".join(f"measure-{name}.json" for name in names)
+    short = [str(name) for name, bad in zip(names, incomplete, strict=False) if bad]
+    return f"{note}; incomplete: {', '.join(short)}" if short else note
+
+
+def _started_since(result: MeasureResult, began: str | None) -> bool:
+    """Whether a result's measurement started at or after `began` (unknown: assume so)."""
+    started = result.detail.environment.started_utc if result.detail else None
+    if began is None or started is None:
+        return True
+    try:
+        return parse_utc(started) >= parse_utc(began)
+    except ValueError:
+        return True
 
 
 def _measured(run_dir: Path, name: str) -> bool:
@@ -325,6 +359,8 @@ class _Run:
 
     def run(self) -> RunOutcome:
         journal = self.journal
+        before = journal.stopped_because if journal.state == "failed" else None
+        same_failure = False
         journal.state, journal.stopped_because = "running", None
         journal.sessions.append(this_session())
         self.save()
@@ -353,6 +389,7 @@ class _Run:
                 step = self._end_running_step("failed", message)
                 journal.state = "failed"
                 journal.stopped_because = f"{step.label if step else 'the run'} failed: {message}"
+                same_failure = before == journal.stopped_because
                 self.save()
                 self.events.note(f"stopping: {journal.stopped_because}")
                 self._teardown()
@@ -384,6 +421,7 @@ class _Run:
             left_running=[d for d in journal.deployments if d.may_exist],
             incomplete=list(journal.incomplete),
             abandoned=abandoned,
+            same_failure=same_failure,
             journal=journal,
         )
 
@@ -411,14 +449,14 @@ class _Run:
         self.save()
         self.events.step_started(record, self.journal)
 
-    def _done(self, record: StepRecord, note: str | None = None) -> None:
-        record.state, record.note = "done", note
+    def _done(self, record: StepRecord, note: str | None = None, incomplete: bool = False) -> None:
+        record.state, record.note = ("incomplete" if incomplete else "done"), note
         self._finish_times(record)
         self.save()
         self.events.step_finished(record, self.journal)
 
     def _skip(self, record: StepRecord, note: str) -> None:
-        if record.state != "done":
+        if record.state not in ("done", "incomplete"):
             record.state, record.note = "skipped", note
             self.save()
         self.events.step_finished(record, self.journal)
@@ -442,13 +480,13 @@ class _Run:
             todo = [v for v in spec.visits if not _measured(self.run_dir, v.result_name)]
             if not todo and record.state in ("running", "stopped"):
                 # The session before wrote every file, then was killed or stopped before it said so.
-                self._done(record, self._adopt_results(spec.visits))
+                self._done(record, *self._adopt_results(spec.visits, record))
                 return
             if not todo:
                 self._skip(record, "measured before; the result file is kept as it is")
                 return
             self._begin(record)
-            self._done(record, self._measure(todo))
+            self._done(record, *self._measure(todo))
         elif spec.kind == "delete":
             made = self.journal.deployment(spec.visits[0].result_name)
             if made is None or not made.may_exist:
@@ -493,19 +531,31 @@ class _Run:
         result = load_result(result_path(self.run_dir, first.result_name))
         return result.detail.fidelity if result.detail else None
 
-    def _adopt_results(self, done: Sequence[Visit]) -> str:
-        """Take the result files an interrupted session finished as this step's own."""
+    def _adopt_results(self, done: Sequence[Visit], record: StepRecord) -> tuple[str, bool]:
+        """Take the result files an interrupted session finished as this step's own; the note,
+        and whether one of them is incomplete. A file measured since the step began joins the
+        time order of measurements (`measured`), as a fresh measure step's do."""
         names = [visit.result_name for visit in done]
-        for name in names:
-            self._note_incomplete(name, load_result(result_path(self.run_dir, name)))
-        return _wrote(names)
+        results = [load_result(result_path(self.run_dir, name)) for name in names]
+        for name, result in zip(names, results, strict=True):
+            if name not in self.journal.measured or _started_since(result, record.started_utc):
+                self.journal.measured.append(name)
+        short = [self._note_incomplete(n, r) for n, r in zip(names, results, strict=True)]
+        return _wrote(names, short), any(short)
 
-    def _note_incomplete(self, name: str | None, result: MeasureResult) -> None:
-        """The journal keeps why a result is incomplete."""
+    def _note_incomplete(self, name: str | None, result: MeasureResult) -> bool:
+        """The journal keeps why a result is incomplete (one line per result, the newest)."""
+        prefix = f"{name}: "
+        self.journal.incomplete = [
+            line for line in self.journal.incomplete if not line.startswith(prefix)
+        ]
         if result.complete is False:
-            self.journal.incomplete.append(f"{name}: {'; '.join(result.incomplete_because)}")
+            why = "; ".join(result.incomplete_because) or "a figure is missing"
+            self.journal.incomplete.append(prefix + why)
+            return True
+        return False
 
-    def _measure(self, todo: list[Visit]) -> str:
+    def _measure(self, todo: list[Visit]) -> tuple[str, bool]:
         targets = {visit.result_name: self._target(visit) for visit in todo}
         references = {visit.result_name: self._fidelity_reference(visit) for visit in todo}
         turns = Turns([visit.result_name for visit in todo]) if len(todo) > 1 else None
@@ -513,12 +563,12 @@ class _Run:
             results = asyncio.run(self._measure_async(todo, targets, references, turns))
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
-        for result in results:
-            self._note_incomplete(result.name, result)
-        wrote = _wrote([result.name for result in results])
+        self.journal.measured.extend(visit.result_name for visit in todo)
+        short = [self._note_incomplete(result.name, result) for result in results]
+        wrote = _wrote([result.name for result in results], short)
         if turns is None:
-            return wrote
-        return f"{wrote}; {len(turns.log)} requests and batches sent in turn"
+            return wrote, any(short)
+        return f"{wrote}; {len(turns.log)} requests and batches sent in turn", any(short)
 
     async def _measure_async(
         self,
@@ -582,7 +632,8 @@ class _Run:
     def _combine(self) -> str:
         paths = [result_path(self.run_dir, name) for name in combine_order(self.plan)]
         comparison = combine(paths, price_per_hour=self.plan.price_per_hour)
-        comparison = comparison.model_copy(update={"order": self.plan.order_text})
+        order, note = measured_order(self.plan, self.journal.measured)
+        comparison = comparison.model_copy(update={"order": order, "order_note": note})
         save_comparison(comparison, self.run_dir / COMPARE_FILE)
         self.comparison = comparison
         return f"wrote {COMPARE_FILE} ({' → '.join(comparison.names)})"

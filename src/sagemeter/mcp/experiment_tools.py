@@ -173,6 +173,9 @@ def _outcome_text(outcome: RunOutcome) -> str:
         lines.append(f"{outcome.state}: {outcome.stopped_because}")
         if outcome.left_running:
             lines.append("still running: " + "; ".join(left_running_lines(outcome)))
+        if outcome.same_failure:
+            lines.append("the session before failed the same way: a resume as is repeats it; "
+                         "fix what it says first")  # fmt: skip
         lines.append(f"continue with run_experiment resume={Path(outcome.run_dir).name}, or "
                      f"{resume_hint(outcome)}")  # fmt: skip
     if outcome.journal.deployments or outcome.journal.price_per_hour is not None:

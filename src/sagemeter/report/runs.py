@@ -32,6 +32,7 @@ class Run:
     order_source: str = field(default="file names")
     experiment_order: str | None = None  # how `sagemeter run` ordered them (ABA, interleaved…)
     left_out: list[str] = field(default_factory=list)  # measure files compare.json does not name
+    order_note: str | None = None  # the planned order beside the measured one, when they differ
 
     @property
     def label(self) -> str:
@@ -55,7 +56,9 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
         raise UserError(f"{folder}: not a folder (give the run folder that holds measure-*.json)")
     found = sorted(folder.glob("measure-*.json"))
     check_price(price_per_hour)
-    saved_order, saved_price, experiment_order = _read_compare_file(folder / COMPARE_FILE)
+    saved_order, saved_price, experiment_order, order_note = _read_compare_file(
+        folder / COMPARE_FILE
+    )
     if saved_order:
         found = _named_files(folder, saved_order)
     elif not found:
@@ -73,6 +76,7 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
         order_source=source,
         experiment_order=experiment_order,
         left_out=_left_out(folder, saved_order),
+        order_note=order_note,
     )
 
 
@@ -103,10 +107,11 @@ def left_out_note(run: Run) -> str | None:
     )
 
 
-def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None]:
-    """File names in run order, the price and the experiment's order, from compare.json."""
+def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None, str | None]:
+    """File names in run order, the price, the experiment's order and its note, from
+    compare.json."""
     if not path.exists():
-        return [], None, None
+        return [], None, None, None
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -121,11 +126,12 @@ def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None]
         raise UserError(f"{path}: 'files' must be a list of result file names")
     if price is not None and not (isinstance(price, int | float) and price > 0):
         raise UserError(f"{path}: 'price_per_hour' must be a positive number")
-    order = payload.get("order")
+    order, note = payload.get("order"), payload.get("order_note")
     return (
         [Path(name).name for name in files],
         None if price is None else float(price),
         order if isinstance(order, str) else None,
+        note if isinstance(note, str) else None,
     )
 
 

@@ -170,7 +170,8 @@ def _experiment_order(run: Run) -> str:
             " Measured interleaved: every endpoint live at once, their requests sent in turn, "
             "so drift lands on each alike."
         )
-    return f" Measured in the order {run.experiment_order}, one endpoint at a time."
+    note = f" ({run.order_note})" if run.order_note else ""
+    return f" Measured in the order {run.experiment_order}{note}, one endpoint at a time."
 
 
 def startup_section(run: Run) -> Section:

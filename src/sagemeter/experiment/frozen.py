@@ -1,0 +1,100 @@
+"""What a run starts with stays what it runs with: the plan's paths and the files they name.
+
+A plan's relative paths (the questions file, a `local:` or `vllm:` checkpoint path) mean the
+plan file's own folder, and are made absolute once, when the run starts, so the journal's plan
+names the same files wherever `--resume` is typed. The run folder's `plan.toml` and each input
+file the run reads whole (the questions file, a `local:` arm's .gguf) are kept in the journal by
+sha256; a resume refuses, in one line and before any work, when one changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from sagemeter.errors import UserError
+from sagemeter.experiment.journal import PLAN_FILE, FrozenInput, Journal
+from sagemeter.experiment.plan import Plan
+
+NAMED_CHECKPOINTS = frozenset({"smollm2-q4_1", "smollm2-f32"})  # engines.checkpoints' names
+QUESTIONS_KEY = "measure.questions"
+
+
+def _absolute(value: str, base: Path) -> str:
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def freeze_paths(plan: Plan, base: Path) -> Plan:
+    """`plan` with every path it names made absolute against `base` (the plan file's folder)."""
+    from sagemeter.questions import builtin_sets
+
+    measure = plan.measure
+    questions = measure.questions
+    if questions is not None and questions not in builtin_sets():
+        measure = measure.model_copy(update={"questions": _absolute(questions, base)})
+    arms = []
+    for arm in plan.arms:
+        target = (arm.target or "").strip()
+        for prefix in ("local:", "vllm:"):
+            checkpoint = target.removeprefix(prefix).strip()
+            if target.startswith(prefix) and checkpoint and checkpoint not in NAMED_CHECKPOINTS:
+                arm = arm.model_copy(update={"target": prefix + _absolute(checkpoint, base)})
+        arms.append(arm)
+    return plan.model_copy(update={"measure": measure, "arms": arms})
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def input_files(plan: Plan) -> list[FrozenInput]:
+    """The plan's input files read whole by the run, each with its sha256 now: the questions
+    file and each `local:` arm's own .gguf file (a vLLM folder is identified by its results)."""
+    from sagemeter.questions import builtin_sets
+
+    named: list[tuple[str, str]] = []
+    questions = plan.measure.questions
+    if questions is not None and questions not in builtin_sets():
+        named.append((QUESTIONS_KEY, questions))
+    for arm in plan.arms:
+        target = (arm.target or "").strip()
+        checkpoint = target.removeprefix("local:").strip()
+        if target.startswith("local:") and checkpoint not in NAMED_CHECKPOINTS:
+            named.append((f'arm "{arm.name}".target', checkpoint))
+    found = []
+    for key, value in named:
+        path = Path(value)
+        if path.is_file():  # else check_ready has said so already
+            found.append(FrozenInput(key=key, path=str(path), sha256=sha256_of(path)))
+    return found
+
+
+def check_unchanged(run_dir: Path, journal: Journal) -> None:
+    """Refuse a resume whose plan.toml was edited, or whose input files changed, since the
+    run started (journals from before these were kept are taken as they are)."""
+    plan_file = run_dir / PLAN_FILE
+    if journal.plan_sha256 is not None:
+        if not plan_file.is_file():
+            raise UserError(
+                f"{plan_file}: missing; the run started from it: restore it, or start a new "
+                "run with `sagemeter run PLAN.toml`"
+            )
+        if sha256_of(plan_file) != journal.plan_sha256:
+            raise UserError(
+                f"{plan_file}: edited since the run started (a resume runs the plan it started "
+                "with); restore the file, or start a new run with `sagemeter run PLAN.toml`"
+            )
+    for frozen in journal.inputs:
+        path = Path(frozen.path)
+        found = sha256_of(path) if path.is_file() else None
+        if found != frozen.sha256:
+            what = "missing" if found is None else "changed since the run started"
+            raise UserError(
+                f"{path} ({frozen.key}): {what}; the run's results were measured with the file "
+                "as it was: restore it, or start a new run"
+            )
