@@ -72,8 +72,13 @@ def serve(
         )
     checkpoint = resolve_checkpoint(parsed.checkpoint)
     engine = LocalEngine(checkpoint, parallel=parallel, port=port)
-    with err_console.status(f"starting {checkpoint.name}"):
-        engine.start()
+    from sagemeter.engines.waiting import wait_line
+
+    what = f"starting {checkpoint.name}"
+    with err_console.status(what) as shown:
+        engine.start(
+            on_wait=lambda seconds: shown.update(wait_line(what, seconds, engine.log_path))
+        )
     serve_until_ctrl_c(
         engine,
         serving=lambda: (

@@ -19,6 +19,7 @@ engines_app = typer.Typer(
 )
 
 INSTALLABLE = ("vllm",)
+VLLM_STARTING = "starting vLLM (it compiles the model first)"
 
 
 @engines_app.command("install")
@@ -68,16 +69,17 @@ def serve_vllm(target: VllmTarget, port: int) -> None:
     """`sagemeter serve vllm:CHECKPOINT`: vLLM in the foreground until Ctrl-C, then stopped."""
     from sagemeter.cli.common import err_console, serve_until_ctrl_c
     from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
+    from sagemeter.engines.waiting import wait_line
 
     check_vllm_target(target.checkpoint)
     with err_console.status(f"preparing {target.checkpoint} for vLLM (exported once, then cached)"):
         server = prepare_server(target.checkpoint, port=port)
 
     def start() -> None:
-        with err_console.status("") as shown:
+        with err_console.status(VLLM_STARTING) as shown:
             server.start(
                 on_wait=lambda seconds: shown.update(
-                    f"starting vLLM ({seconds:.0f} s; it compiles the model first)"
+                    wait_line(VLLM_STARTING, seconds, server.log_path)
                 )
             )
 
@@ -98,6 +100,7 @@ def run_on_vllm(target_text: str, max_tokens: int, run: Callable[[str], None]) -
 
     from sagemeter.engines.vllm_endpoint import max_model_len_for
     from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
+    from sagemeter.engines.waiting import wait_line
     from sagemeter.targets import VllmTarget, parse_target
 
     parsed = parse_target(target_text)
@@ -106,8 +109,12 @@ def run_on_vllm(target_text: str, max_tokens: int, run: Callable[[str], None]) -
     status = Console(stderr=True)
     server = prepare_server(parsed.checkpoint, max_model_len=max_model_len_for(max_tokens))
     try:
-        with status.status("starting vLLM (it compiles the model first)"):
-            url = server.start()
+        with status.status(VLLM_STARTING) as shown:
+            url = server.start(
+                on_wait=lambda seconds: shown.update(
+                    wait_line(VLLM_STARTING, seconds, server.log_path)
+                )
+            )
         status.print(f"vLLM serves {server.model.name} at {url} (log {server.log_path})")
         run(url)
     finally:

@@ -107,6 +107,10 @@ def register(app: typer.Typer) -> None:
 
         A vllm:CHECKPOINT target is started first (and stopped after) like measure's.
         """
+        from sagemeter.cli.common import err_console
+        from sagemeter.cli.live import LiveRuns, progress_mode
+
+        watch = LiveRuns(err_console, progress_mode(err_console))  # a bad value: before work
         if target.startswith("vllm:"):
             from sagemeter.cli.engines import run_on_vllm
 
@@ -170,7 +174,7 @@ def register(app: typer.Typer) -> None:
 
         def run_level(level: LoadSettings, level_started: float) -> LoadResult:
             if ray is None:
-                return run_once(level, level_started, api_key)
+                return run_once(level, level_started, api_key, watch)
             from sagemeter.loadgen.ray_run import run_on_ray
 
             return run_on_ray(level, level_started, ray, api_key)
@@ -225,10 +229,13 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from sagemeter.atomic import check_output_file, write_text_atomic
+        from sagemeter.cli.common import err_console
+        from sagemeter.cli.live import LiveRuns, progress_mode
         from sagemeter.loadgen.selfcheck import run_selfcheck
         from sagemeter.loadgen.tables import level_tables
 
         asked = _levels(levels)
+        watch = LiveRuns(err_console, progress_mode(err_console))
         if out is not None:
             check_output_file(out, "--out", force=force)
         if not seconds > 0:
@@ -248,6 +255,7 @@ def register(app: typer.Typer) -> None:
             started,
             on_level=lambda c: console.print(*level_tables(c)),
             ray=ray,
+            watch=watch,
         )
         if out is not None:
             write_text_atomic(out, check.model_dump_json(indent=1) + "\n")

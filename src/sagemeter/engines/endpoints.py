@@ -21,6 +21,8 @@ from sagemeter.transport.client import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 from sagemeter.transport.openai import OpenAIChat
 from sagemeter.transport.retry import DEFAULT_RETRIES, RetryPolicy
 
+WaitLineFn = Callable[[str], None]  # told a line while an engine starts (`engines.waiting`)
+
 
 @dataclass(frozen=True)
 class WireOptions:
@@ -61,8 +63,12 @@ async def open_endpoint(
     max_prompt_tokens: int = 0,
     log_path: Path | None = None,
     wire: WireOptions | None = None,
+    on_wait: WaitLineFn | None = None,
 ) -> AsyncIterator[Endpoint]:
     """Yield an open Endpoint for `target`; a local engine started here is stopped on exit.
+
+    While an engine started here loads, `on_wait` is told a line with the seconds spent and the
+    last line of its log (`engines.waiting`), a few times a second.
 
     A vLLM started here gets a context for the longest reply plus the longest prompt
     (`max_prompt_tokens`, at least PROMPT_ALLOWANCE_TOKENS): its KV cache is sized by memory, not
@@ -82,14 +88,14 @@ async def open_endpoint(
             )
     elif isinstance(target, LocalTarget):
         async with _local_endpoint(
-            target, concurrency, max_reply_tokens, log_path, wire
+            target, concurrency, max_reply_tokens, log_path, wire, on_wait
         ) as endpoint:
             yield endpoint
     elif isinstance(target, VllmTarget):
         from sagemeter.engines.vllm_endpoint import open_vllm_endpoint
 
         async with open_vllm_endpoint(
-            target, max_reply_tokens, log_path, wire, max_prompt_tokens
+            target, max_reply_tokens, log_path, wire, max_prompt_tokens, on_wait
         ) as endpoint:
             yield endpoint
     elif isinstance(target, SageMakerTarget):
@@ -152,11 +158,13 @@ async def _local_endpoint(
     max_reply_tokens: int,
     log_path: Path | None,
     wire: WireOptions,
+    on_wait: WaitLineFn | None = None,
 ) -> AsyncIterator[Endpoint]:
     import asyncio
 
     from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
     from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
+    from sagemeter.engines.waiting import wait_line
     from sagemeter.fidelity.vocabulary import gguf_vocabulary
     from sagemeter.inspect.predicted import facts_for_environment
 
@@ -169,7 +177,13 @@ async def _local_endpoint(
     )
     try:
         # Inside the try: a cancel or Ctrl-C while it loads must still stop the engine.
-        await asyncio.to_thread(engine.start)
+        told = on_wait
+        await asyncio.to_thread(
+            engine.start,
+            on_wait=lambda seconds: (
+                told(wait_line("starting", seconds, engine.log_path)) if told else None
+            ),
+        )
         summary = gguf_summary(checkpoint.path)
         environment = {
             "engine": "llama.cpp (embedded)",

@@ -144,6 +144,7 @@ async def measure_target(
         max_prompt_tokens=settings.max_prompt_tokens,
         log_path=log_path,
         wire=wire,
+        on_wait=on_phase,
     ) as endpoint:
         client = wrap_client(endpoint.client) if wrap_client else endpoint.client
         on_phase("preflight")

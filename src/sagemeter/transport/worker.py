@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from sagemeter.parentwatch import die_with_parent
 from sagemeter.transport.clock import LagSampler, perf_counter_at
+from sagemeter.transport.done_count import DoneSlot
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
@@ -103,6 +104,7 @@ class WorkerPlan:
     max_tokens: int | None = None
     stall_s: float = 0.0
     retry: RetryPolicy = NO_RETRIES
+    done_path: str = ""  # a `DoneCount` file this worker writes its finished count into
 
 
 @dataclass
@@ -148,6 +150,7 @@ class Worker:
         self.announced = False
         self.succeeded = 0
         self.failed = 0
+        self.done = DoneSlot(plan.done_path, plan.worker)
 
     async def connect(self) -> Connection:
         plan = self.plan
@@ -316,6 +319,7 @@ class Worker:
     def keep(self, record: LiveRecord) -> None:
         """Keep a finished request; stop the worker when nothing has succeeded for too long."""
         self.live.append(record)
+        self.done.bump()
         if record.error is None:
             self.succeeded += 1
             return
@@ -376,6 +380,7 @@ def run_plan(plan: WorkerPlan, channel_in: IO[bytes], channel_out: IO[bytes]) ->
         output = worker.output
         output.failure = f"{type(exc).__name__}: {exc}"
     finally:
+        worker.done.close()
         with contextlib.suppress(Exception):
             loop.close()
     output.cpu_total_s = time.process_time()
