@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -9,6 +10,8 @@ from rich.table import Table
 
 from sagemeter.cli.common import console, err_console, new_progress, serve_until_ctrl_c
 from sagemeter.errors import UserError
+
+MAX_SLOTS = 512  # the embedded engine's parallel slots, at most
 
 
 def checkpoints(
@@ -51,12 +54,22 @@ def serve(
         int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0 picks a free one)")
     ] = 8080,
     parallel: Annotated[
-        int, typer.Option(min=1, max=512, help="parallel slots (embedded engine)")
+        int, typer.Option(min=1, max=MAX_SLOTS, help="parallel slots (embedded engine)")
     ] = 16,
+    ctx_per_slot: Annotated[
+        int | None,
+        typer.Option(
+            min=256,
+            max=131072,
+            show_default=False,
+            help="tokens of context per slot, prompt and reply (embedded engine) [1024, as "
+            "measure's: one KV cache size for both]",
+        ),
+    ] = None,
 ) -> None:
     """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
     from sagemeter.engines.checkpoints import resolve_checkpoint
-    from sagemeter.engines.llamacpp import LocalEngine
+    from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT, LocalEngine
     from sagemeter.targets import LocalTarget, VllmTarget, parse_target
 
     parsed = parse_target(target)
@@ -71,7 +84,8 @@ def serve(
             f"not {target!r}"
         )
     checkpoint = resolve_checkpoint(parsed.checkpoint)
-    engine = LocalEngine(checkpoint, parallel=parallel, port=port)
+    ctx_per_slot = ctx_per_slot or DEFAULT_CTX_PER_SLOT
+    engine = LocalEngine(checkpoint, parallel=parallel, port=port, ctx_per_slot=ctx_per_slot)
     from sagemeter.engines.waiting import wait_line
 
     what = f"starting {checkpoint.name}"
@@ -82,11 +96,46 @@ def serve(
     serve_until_ctrl_c(
         engine,
         serving=lambda: (
-            f"serving {checkpoint.name} at [bold]{engine.base_url}[/] (OpenAI-compatible)"
+            f"serving {checkpoint.name} at [bold]{engine.base_url}[/] (OpenAI-compatible; "
+            f"{parallel} slots of {ctx_per_slot:,} tokens)"
         ),
         log_label="engine log",
         died="the engine stopped unexpectedly",
     )
+
+
+def run_on_local(
+    target_text: str, concurrency: int, max_tokens: int, run: Callable[[str], None]
+) -> None:
+    """`load local:CHECKPOINT`: start the embedded engine with a slot per stream (16 at least,
+    512 at most) and measure's context per slot, call `run` with its URL, and stop it whatever
+    happens."""
+    from sagemeter.engines.checkpoints import resolve_checkpoint
+    from sagemeter.engines.endpoints import slot_context
+    from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine
+    from sagemeter.engines.waiting import wait_line
+    from sagemeter.targets import LocalTarget, parse_target
+
+    parsed = parse_target(target_text)
+    assert isinstance(parsed, LocalTarget)
+    checkpoint = resolve_checkpoint(parsed.checkpoint)
+    slots = max(DEFAULT_PARALLEL_SLOTS, min(concurrency, MAX_SLOTS))
+    engine = LocalEngine(checkpoint, parallel=slots, ctx_per_slot=slot_context(max_tokens))
+    what = f"starting {checkpoint.name}"
+    try:
+        with err_console.status(what) as shown:
+            url = engine.start(
+                on_wait=lambda seconds: shown.update(wait_line(what, seconds, engine.log_path))
+            )
+        err_console.print(
+            f"the embedded engine serves {checkpoint.name} at {url} with {slots} slots "
+            f"(log {engine.log_path})",
+            highlight=False,
+            markup=False,
+        )
+        run(url)
+    finally:
+        engine.stop()
 
 
 def register(app: typer.Typer) -> None:

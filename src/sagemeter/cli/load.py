@@ -55,7 +55,10 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def load(
         target: Annotated[
-            str, typer.Argument(help="http://HOST:PORT (with /v1 or not) or vllm:CHECKPOINT")
+            str,
+            typer.Argument(
+                help="http://HOST:PORT (with /v1 or not), vllm:CHECKPOINT or local:CHECKPOINT"
+            ),
         ],
         concurrency: Annotated[
             int, typer.Option("--concurrency", "-c", help="streams at once (closed loop)")
@@ -105,18 +108,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Load an OpenAI-compatible server and measure it, checking the client kept up.
 
-        A vllm:CHECKPOINT target is started first (and stopped after) like measure's.
+        A vllm:CHECKPOINT or local:CHECKPOINT target is started first (and stopped after), as
+        measure starts it.
         """
+        # The options as given, to run again on an engine's URL (`load` itself is a free name).
+        arguments = {key: value for key, value in locals().items() if key != "load"}
         from sagemeter.cli.common import err_console
         from sagemeter.cli.live import LiveRuns, progress_mode
 
         watch = LiveRuns(err_console, progress_mode(err_console))  # a bad value: before work
-        if target.startswith("vllm:"):
-            from sagemeter.cli.engines import run_on_vllm
-
-            arguments = dict(locals())
-            run_on_vllm(target, max_tokens, lambda url: load(**{**arguments, "target": url}))
-            return
         started = time.perf_counter()
         from rich.console import Console
         from rich.markup import escape
@@ -130,44 +130,62 @@ def register(app: typer.Typer) -> None:
         from sagemeter.transport.address import parse_address
         from sagemeter.transport.request import DEFAULT_PROMPT
 
-        parse_address(target)
-        from sagemeter.transport.request import check_api_key
+        def checked_settings(url: str) -> LoadSettings:
+            """Every option checked (before an engine is started for an engine target)."""
+            parse_address(url)
+            from sagemeter.transport.request import check_api_key
 
-        check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
-        if out is not None:
-            from sagemeter.atomic import check_output_file
+            check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
+            if out is not None:
+                from sagemeter.atomic import check_output_file
 
-            check_output_file(out, "--out", force=force)
-        if ray is not None:
-            _check_ray(ray)
-            if shard is not None or start_at is not None:
-                raise UserError(
-                    "--ray spreads one run over the cluster; leave out --shard and --start-at"
-                )
-        if api not in ("chat", "completions"):
-            raise UserError(f"--api {api!r}: give chat or completions")
-        shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
-        settings = LoadSettings(
-            target=target,
-            api="chat" if api == "chat" else "completions",
-            model=model,
-            prompt=prompt if prompt is not None else DEFAULT_PROMPT,
-            max_tokens=max_tokens,
-            concurrency=concurrency,
-            rate=rate,
-            duration_s=_duration(duration, "--duration") or 0.0,
-            seed=seed,
-            workers=workers,
-            sweep=sweep,
-            slo_ttft_s=_duration(slo_ttft, "--slo-ttft"),
-            slo_tpot_s=_duration(slo_tpot, "--slo-tpot"),
-            shard_index=shard_index,
-            shard_count=shard_count,
-            start_at=start_at,
-            timeout_s=_duration(timeout, "--timeout") or 0.0,
-            raw=raw,
-            prefer_uvloop=uvloop,
-        ).checked()
+                check_output_file(out, "--out", force=force)
+            if ray is not None:
+                _check_ray(ray)
+                if shard is not None or start_at is not None:
+                    raise UserError(
+                        "--ray spreads one run over the cluster; leave out --shard and --start-at"
+                    )
+            if api not in ("chat", "completions"):
+                raise UserError(f"--api {api!r}: give chat or completions")
+            shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
+            return LoadSettings(
+                target=url,
+                api="chat" if api == "chat" else "completions",
+                model=model,
+                prompt=prompt if prompt is not None else DEFAULT_PROMPT,
+                max_tokens=max_tokens,
+                concurrency=concurrency,
+                rate=rate,
+                duration_s=_duration(duration, "--duration") or 0.0,
+                seed=seed,
+                workers=workers,
+                sweep=sweep,
+                slo_ttft_s=_duration(slo_ttft, "--slo-ttft"),
+                slo_tpot_s=_duration(slo_tpot, "--slo-tpot"),
+                shard_index=shard_index,
+                shard_count=shard_count,
+                start_at=start_at,
+                timeout_s=_duration(timeout, "--timeout") or 0.0,
+                raw=raw,
+                prefer_uvloop=uvloop,
+            ).checked()
+
+        if target.startswith(("vllm:", "local:")):
+            # An engine target: the options are checked first, then the engine is started for
+            # the load (a slot per stream for the embedded one) and stopped after it.
+            checked_settings("http://127.0.0.1:1")
+            again = lambda url: load(**{**arguments, "target": url})  # noqa: E731
+            if target.startswith("vllm:"):
+                from sagemeter.cli.engines import run_on_vllm
+
+                run_on_vllm(target, max_tokens, again)
+            else:
+                from sagemeter.cli.engine import run_on_local
+
+                run_on_local(target, concurrency, max_tokens, again)
+            return
+        settings = checked_settings(target)
         from sagemeter.cli import interrupt as activity
 
         activity.doing(f"loading {target}")

@@ -135,9 +135,11 @@ PROMPT_MARGIN_TOKENS = 128
 def slot_context(max_reply_tokens: int, max_prompt_tokens: int = 0) -> int:
     """Context per engine slot: the longest reply plus room for the longest prompt (at least
     PROMPT_ALLOWANCE_TOKENS), in 256-token steps."""
+    from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT
+
     prompt = max(PROMPT_ALLOWANCE_TOKENS, max_prompt_tokens + PROMPT_MARGIN_TOKENS)
     needed = max_reply_tokens + prompt
-    return max(1024, -(-needed // 256) * 256)
+    return max(DEFAULT_CTX_PER_SLOT, -(-needed // 256) * 256)
 
 
 def _chat_client(base_url: str, wire: WireOptions, model: str | None = None) -> OpenAIChat:

@@ -29,7 +29,10 @@ from sagemeter.parentwatch import child_env
 from sagemeter.results import StartupFacts
 
 DEFAULT_PARALLEL_SLOTS = 16
-DEFAULT_CTX_PER_SLOT = 2048
+# One context per slot wherever the engine starts (`serve`, `measure local:`, the MCP face), so a
+# checkpoint reports one KV cache size; a measurement asking longer replies gets more (see
+# `endpoints.slot_context`), `serve --ctx-per-slot` too.
+DEFAULT_CTX_PER_SLOT = 1024
 START_TIMEOUT_S = 180.0
 WaitFn = Callable[[float], None]  # told the seconds spent so far while the engine starts
 
