@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 import typer
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from sagemeter.cli.common import console, err_console, new_progress, serve_until_ctrl_c
@@ -20,15 +21,10 @@ def checkpoints(
     ] = False,
 ) -> None:
     """List the embedded engine's checkpoints with file size and bits per weight."""
-    from sagemeter.engines.checkpoints import checkpoint_rows, resolve_checkpoint
+    from sagemeter.engines.checkpoints import checkpoint_rows
 
     if prepare:
-        with new_progress("tensors") as bar:
-            task = bar.add_task("deriving smollm2-f32", total=None)
-            resolve_checkpoint(
-                "smollm2-f32",
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )
+        _prepare_f32()
     table = Table(title="embedded-engine checkpoints (use as local:NAME)")
     for column in ("name", "storage", "size MiB", "bits/weight", "parameters", "file"):
         numeric = column in ("size MiB", "bits/weight", "parameters")
@@ -46,6 +42,28 @@ def checkpoints(
             row.path,
         )
     console.print(table)
+
+
+def _prepare_f32() -> None:
+    """Derive the 32-bit file when it is missing; the bar shows only when something is derived
+    (a file already there and whole is found without one)."""
+    from sagemeter.engines.checkpoints import resolve_checkpoint
+
+    shown: list[tuple[Progress, TaskID]] = []
+
+    def progress(done: int, total: int) -> None:
+        if not shown:
+            bar = new_progress("tensors")
+            bar.start()
+            shown.append((bar, bar.add_task("deriving smollm2-f32", total=total)))
+        bar, task = shown[0]
+        bar.update(task, completed=done, total=total)
+
+    try:
+        resolve_checkpoint("smollm2-f32", progress=progress)
+    finally:
+        for bar, _ in shown:
+            bar.stop()
 
 
 def serve(

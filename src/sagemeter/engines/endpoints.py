@@ -164,7 +164,8 @@ async def _local_endpoint(
 ) -> AsyncIterator[Endpoint]:
     import asyncio
 
-    from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
+    from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint
+    from sagemeter.engines.file_hashes import sha256_of
     from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
     from sagemeter.engines.waiting import wait_line
     from sagemeter.fidelity.vocabulary import gguf_vocabulary
