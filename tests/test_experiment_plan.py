@@ -235,6 +235,18 @@ def test_the_demo_is_a_built_in_plan_with_the_demo_settings() -> None:
         demo_plan(False, {"margin": -1})
 
 
+def test_the_demo_writes_the_plan_it_runs_as_toml_that_run_reads_back(tmp_path: Path) -> None:
+    from sagemeter.experiment import start_run
+    from sagemeter.experiment.demo import demo_plan, demo_plan_text
+
+    for plan in (demo_plan(False), demo_plan(True, {"questions": "bank-1000", "margin": 2.5})):
+        text = demo_plan_text(plan)
+        assert text.startswith("# The demo's plan") and "sagemeter run plan.toml" in text
+        assert parse_plan(text) == plan
+    prepared = start_run(plan, out=tmp_path / "demo", plan_text=text, plan_source="demo")
+    assert (prepared.run_dir / "plan.toml").read_text() == text
+
+
 def test_the_journal_counts_each_endpoint_from_its_deploy_to_its_deletion() -> None:
     began = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
