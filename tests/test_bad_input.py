@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from sagemeter.errors import UserError
 from tests.conftest import reference_file
 
 NOTHING = "http://127.0.0.1:9"
@@ -153,6 +154,32 @@ def test_bad_input_is_one_clear_line(
     assert lines[0].startswith("error: "), lines[0]
     assert needle in lines[0], lines[0]
     assert not [path for path in place.glob("**/measure-*.json*") if path.is_file()]
+
+
+@pytest.mark.slow
+def test_a_refused_preflight_leaves_no_folder_the_command_made(place: Path) -> None:
+    done = _run(["measure", str(place / "new" / "out"), NOTHING], place / "home")
+    assert done.returncode == 2 and "does not answer as a chat API" in done.stderr
+    assert not (place / "new").exists()  # both folders it made are gone
+
+
+def test_only_the_empty_folders_a_failed_command_made_are_removed(tmp_path: Path) -> None:
+    from sagemeter.atomic import removed_if_left_empty
+
+    had = tmp_path / "had"
+    had.mkdir()
+    with pytest.raises(UserError), removed_if_left_empty(had / "a" / "b"):
+        (had / "a" / "b").mkdir(parents=True)
+        raise UserError("refused")
+    assert had.is_dir() and not list(had.iterdir())  # the user's folder stays, empty
+    with pytest.raises(UserError), removed_if_left_empty(tmp_path / "log" / "run"):
+        (tmp_path / "log" / "run").mkdir(parents=True)
+        (tmp_path / "log" / "run" / "engine.log").write_text("why it failed")
+        raise UserError("the engine did not start")
+    assert (tmp_path / "log" / "run" / "engine.log").is_file()  # something was written: kept
+    with removed_if_left_empty(tmp_path / "ok"):
+        (tmp_path / "ok").mkdir()
+    assert (tmp_path / "ok").is_dir()  # success keeps what was made
 
 
 @pytest.mark.slow

@@ -88,3 +88,49 @@ def test_unknown_checkpoint_and_missing_file() -> None:
         resolve_checkpoint("gpt-9")
     with pytest.raises(UserError, match="does not exist"):
         resolve_checkpoint("/nowhere/model.gguf")
+
+
+def test_a_hash_is_remembered_on_disk_per_path_size_and_mtime(tmp_path: Path) -> None:
+    import hashlib
+    import json
+    import os
+
+    from sagemeter.engines import file_hashes
+    from sagemeter.paths import cache_dir
+
+    weights = tmp_path / "w.gguf"
+    weights.write_bytes(b"GGUF" + bytes(1000))
+    assert sha256_of(weights) == hashlib.sha256(weights.read_bytes()).hexdigest()
+    remembered = cache_dir() / file_hashes.CACHE_FILE
+    stat = weights.stat()
+    key = f"{weights.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    assert json.loads(remembered.read_text()) == {key: sha256_of(weights)}
+    # A later command (a fresh process: nothing in memory) reads it instead of hashing again.
+    remembered.write_text(json.dumps({key: "from-the-cache"}))
+    file_hashes._sha256_cached.cache_clear()
+    assert sha256_of(weights) == "from-the-cache"
+    # The file changes: its modification time does too, and it is hashed again.
+    weights.write_bytes(b"GGUF" + bytes(999) + b"\x01")
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert sha256_of(weights) == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert len(json.loads(remembered.read_text())) == 1  # the stale entry went
+
+
+@pytest.mark.slow
+def test_prepare_shows_no_deriving_bar_when_nothing_is_derived(
+    f32_path: Path, shared_home: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "checkpoints", "--prepare"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SAGEMETER_HOME": str(shared_home), "COLUMNS": "200"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "deriving" not in done.stderr and "smollm2-f32" in done.stdout

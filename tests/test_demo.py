@@ -48,6 +48,12 @@ def test_demo_quick_runs_a_b_a_and_reports_drift(shared_home: Path, tmp_path: Pa
         "load_c1_tokens_per_second",
     }
     assert "A-B-A drift" in done.stdout
+    from sagemeter.experiment import load_plan
+    from sagemeter.experiment.demo import demo_plan
+
+    rerun, _ = load_plan(out / "plan.toml")  # the plan it ran, for `sagemeter run plan.toml`
+    asked = {"fidelity": 2, "questions": "bank-1000", "questions_per_family": 1}
+    assert rerun == demo_plan(True, asked)
     assert (out / "report.md").read_text().startswith("#")
     assert (out / "report.html").stat().st_size > 10_000
     assert (out / "plots" / "throughput.png").is_file()

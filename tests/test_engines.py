@@ -165,3 +165,17 @@ def test_extra_vllm_flags_come_last_and_sagemeters_own_are_refused(
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and needle in lines[0], (extra, done.stderr)
     assert not out.exists()
+
+
+def test_serve_and_measure_give_the_embedded_engine_one_context_per_slot() -> None:
+    """One checkpoint, one KV cache size: serve's default slot is measure's at its defaults."""
+    import inspect
+
+    from sagemeter.engines.endpoints import slot_context
+    from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT, LocalEngine
+    from sagemeter.settings import measure_settings
+
+    defaults = measure_settings(False, {})
+    engine_default = inspect.signature(LocalEngine).parameters["ctx_per_slot"].default
+    assert slot_context(defaults.max_reply_tokens) == DEFAULT_CTX_PER_SLOT == engine_default
+    assert slot_context(2000) == 2560  # a longer reply gets the room it needs

@@ -121,6 +121,13 @@ async def test_run_experiment_guards_writes_and_paths(tmp_path: Path, no_aws: No
         assert "exactly one of plan" in error_line(both)
         bad = await client.call_tool("run_experiment", {"plan": "nme = 1\n" + SAGEMAKER_PLAN})
         assert error_line(bad) == "plan: nme: unknown key"
+        many = await client.call_tool(
+            "run_experiment", {"plan": "nme = 1\norder = 'BA'\n" + SAGEMAKER_PLAN}
+        )
+        assert error_line(many) == (  # every problem, in one sentence
+            "plan: 2 problems: nme: unknown key; order: 'BA' must start with A (the baseline, "
+            "arm 1)"
+        )
         missing = await client.call_tool("run_experiment", {"resume": "no-such-run"})
         assert "no such run folder" in error_line(missing)
 

@@ -38,7 +38,7 @@ target = "local:smollm2-q4_1"
         ),
         (
             TWO_ARMS + '\n[[arm]]\nname = "c"\n[arm.sagemaker]\nmodle = "x"\n',
-            'plan.toml: arm "c".sagemaker.modle: unknown key',
+            'plan.toml: arm "c".sagemaker.modle: unknown key (did you mean model?)',
         ),
         (
             TWO_ARMS + '\n[[arm]]\nname = "c"\n',
@@ -83,6 +83,73 @@ def test_a_bad_plan_is_one_line_naming_the_key(
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert line in lines[0]
     assert not (tmp_path / "runs").exists()  # nothing started, no run folder
+
+
+SIX_PROBLEMS = """name = "six"
+colour = "blue"
+
+[measure]
+repeats = 0
+questions = "missing.jsonl"
+
+[[arm]]
+name = "a"
+target = "local:nope"
+
+[[arm]]
+name = "a"
+target = "http://127.0.0.1:9"
+
+[[arm]]
+name = "c"
+targte = "http://127.0.0.1:9"
+"""
+
+SIX_LINES = [
+    "colour: unknown key",
+    'arm "c".targte: unknown key',
+    'arm[2].name: "a" is already the name of arm[1]; every arm needs its own name',
+    "measure.repeats: Input should be greater than 0",
+    "arm \"a\".target: unknown checkpoint 'nope'; use one of smollm2-q4_1, smollm2-f32 or a "
+    "path to a .gguf file",
+    "measure.questions: question set 'missing.jsonl' is neither built in (article-40, "
+    "bank-1000) nor a file",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_every_problem_of_a_plan_is_one_line_in_one_run(
+    dry_run: bool, sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "plan.toml").write_text(SIX_PROBLEMS)
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "run", "plan.toml", *(["--dry-run"] * dry_run)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**sagemeter_env, "COLUMNS": "300"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        "error: plan.toml: 6 problems, one a line:",
+        *(f"  {line}" for line in SIX_LINES),
+    ]
+    assert not (tmp_path / "runs").exists()  # nothing started, no run folder
+
+
+def test_a_plan_without_what_running_needs_is_still_checked_whole() -> None:
+    """Resuming reads the plan without its targets and files (they are checked when the run
+    starts); the problems of the plan itself still come all at once."""
+    with pytest.raises(UserError) as caught:
+        parse_plan(SIX_PROBLEMS, "p.toml")
+    assert str(caught.value).splitlines()[1:] == [f"  {line}" for line in SIX_LINES[:4]]
+    with pytest.raises(UserError) as ready:
+        parse_plan(SIX_PROBLEMS, "p.toml", ready=True)
+    assert str(ready.value).splitlines()[0] == "p.toml: 6 problems, one a line:"
 
 
 @pytest.mark.slow
@@ -166,6 +233,18 @@ def test_the_demo_is_a_built_in_plan_with_the_demo_settings() -> None:
     )
     with pytest.raises(UserError, match=r"^--margin: Input should be greater than 0$"):
         demo_plan(False, {"margin": -1})
+
+
+def test_the_demo_writes_the_plan_it_runs_as_toml_that_run_reads_back(tmp_path: Path) -> None:
+    from sagemeter.experiment import start_run
+    from sagemeter.experiment.demo import demo_plan, demo_plan_text
+
+    for plan in (demo_plan(False), demo_plan(True, {"questions": "bank-1000", "margin": 2.5})):
+        text = demo_plan_text(plan)
+        assert text.startswith("# The demo's plan") and "sagemeter run plan.toml" in text
+        assert parse_plan(text) == plan
+    prepared = start_run(plan, out=tmp_path / "demo", plan_text=text, plan_source="demo")
+    assert (prepared.run_dir / "plan.toml").read_text() == text
 
 
 def test_the_journal_counts_each_endpoint_from_its_deploy_to_its_deletion() -> None:

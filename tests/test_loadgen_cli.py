@@ -101,6 +101,8 @@ def test_load_writes_the_shared_interface_keys(
         (["load", "http://127.0.0.1:9", "--sweep", "--rate", "3"], "--sweep"),
         (["load", "http://127.0.0.1:9", "--api", "embeddings"], "--api"),
         (["load", "http://127.0.0.1:1", "--duration", "1s"], "cannot reach"),
+        (["load", "local:nope"], "unknown checkpoint 'nope'"),
+        (["load", "local:smollm2-q4_1", "--duration", "soon"], "--duration"),  # before a start
         (["selfcheck", "--levels", "1,0"], "--levels"),
         (["combine", "m.json", "missing.json", "other.json"], "missing.json: no such file"),
     ],

@@ -107,3 +107,27 @@ def test_a_level_without_a_figure_is_left_out_of_the_throughput_and_cost_plots(
     assert set(drawn) == {"throughput", "cost"}  # the other files' levels are still drawn
     for png in drawn.values():
         assert png_ink(png)[0] > 0.01
+
+
+def test_the_decode_plot_says_which_rate_is_reported_and_which_is_least_squares() -> None:
+    from sagemeter.report.plots import decode_fit_lines
+
+    series = run_series(load_run(FIXED_RUN))[0]
+    assert series.result.detail is not None and series.result.detail.decode is not None
+    # Five quick long replies and one slow one: the medians ignore it, least squares does not.
+    decode = series.result.detail.decode.model_copy(
+        update={
+            "short_tokens": 16,
+            "long_tokens": 96,
+            "short_times_s": [1.0, 1.0, 1.0],
+            "long_times_s": [5.0, 5.0, 9.0],
+            "tokens_per_second": 20.0,  # (96 - 16) / (5 - 1)
+            "per_call_fixed_cost_s": 0.2,  # 1 - 16 / 20
+            "least_squares_tokens_per_second": None,
+        }
+    )
+    reported, fitted = decode_fit_lines(series, decode)
+    assert reported.label == f"{series.label}: 20 tokens/s, the rate reported"
+    assert reported.intercept + reported.slope * 16 == pytest.approx(1.0)  # through the medians
+    assert reported.intercept + reported.slope * 96 == pytest.approx(5.0)
+    assert fitted.label == f"{series.label}: least squares 15 tokens/s" and fitted.linestyle == ":"

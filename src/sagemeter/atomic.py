@@ -8,13 +8,14 @@ Every text written goes through `redaction.redact`: no credential reaches a file
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,33 @@ def _nearest_existing(path: Path) -> Path:
     while not current.exists() and current != current.parent:
         current = current.parent
     return current
+
+
+def missing_folders(folder: Path) -> list[Path]:
+    """The folders a `mkdir -p` of `folder` would make, deepest first (none when it exists)."""
+    missing = []
+    current = folder.absolute()
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    return missing
+
+
+@contextlib.contextmanager
+def removed_if_left_empty(folder: Path) -> Iterator[None]:
+    """Around a command that makes `folder`: when it fails, the folders it made and left
+    empty are removed (deepest first), so a failure leaves no empty output folder behind. A
+    folder that existed before, or holds anything (an engine's log), is kept."""
+    made = missing_folders(folder)
+    try:
+        yield
+    except BaseException:
+        for path in made:
+            try:
+                path.rmdir()  # only an empty folder goes
+            except OSError:
+                break
+        raise
 
 
 def check_output_folder(folder: Path, label: str) -> Path:

@@ -15,6 +15,7 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from sagemeter.errors import UserError
@@ -24,13 +25,15 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 
 def new_progress(unit: str = "requests", transient: bool = False) -> Progress:
-    """A progress bar on stderr; `transient` ones vanish when done (the result says the rest)."""
+    """A progress bar on stderr with the time spent and an estimate of the time left (from
+    the pace so far); `transient` ones vanish when done (the result says the rest)."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn(unit),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=err_console,
         transient=transient,
     )

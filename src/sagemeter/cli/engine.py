@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from sagemeter.cli.common import console, err_console, new_progress, serve_until_ctrl_c
+from sagemeter.engines.llamacpp import MAX_SLOTS
 from sagemeter.errors import UserError
 
 
@@ -17,15 +19,10 @@ def checkpoints(
     ] = False,
 ) -> None:
     """List the embedded engine's checkpoints with file size and bits per weight."""
-    from sagemeter.engines.checkpoints import checkpoint_rows, resolve_checkpoint
+    from sagemeter.engines.checkpoints import checkpoint_rows
 
     if prepare:
-        with new_progress("tensors") as bar:
-            task = bar.add_task("deriving smollm2-f32", total=None)
-            resolve_checkpoint(
-                "smollm2-f32",
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )
+        _prepare_f32()
     table = Table(title="embedded-engine checkpoints (use as local:NAME)")
     for column in ("name", "storage", "size MiB", "bits/weight", "parameters", "file"):
         numeric = column in ("size MiB", "bits/weight", "parameters")
@@ -45,6 +42,28 @@ def checkpoints(
     console.print(table)
 
 
+def _prepare_f32() -> None:
+    """Derive the 32-bit file when it is missing; the bar shows only when something is derived
+    (a file already there and whole is found without one)."""
+    from sagemeter.engines.checkpoints import resolve_checkpoint
+
+    shown: list[tuple[Progress, TaskID]] = []
+
+    def progress(done: int, total: int) -> None:
+        if not shown:
+            bar = new_progress("tensors")
+            bar.start()
+            shown.append((bar, bar.add_task("deriving smollm2-f32", total=total)))
+        bar, task = shown[0]
+        bar.update(task, completed=done, total=total)
+
+    try:
+        resolve_checkpoint("smollm2-f32", progress=progress)
+    finally:
+        for bar, _ in shown:
+            bar.stop()
+
+
 def serve(
     target: Annotated[
         str,
@@ -54,7 +73,7 @@ def serve(
         int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0 picks a free one)")
     ] = 8080,
     parallel: Annotated[
-        int, typer.Option(min=1, max=512, help="parallel slots (embedded engine)")
+        int, typer.Option(min=1, max=MAX_SLOTS, help="parallel slots (embedded engine)")
     ] = 16,
     startup_timeout: Annotated[
         str | None,
@@ -63,10 +82,20 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    ctx_per_slot: Annotated[
+        int | None,
+        typer.Option(
+            min=256,
+            max=131072,
+            show_default=False,
+            help="tokens of context per slot, prompt and reply (embedded engine) [1024, as "
+            "measure's: one KV cache size for both]",
+        ),
+    ] = None,
 ) -> None:
     """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
     from sagemeter.engines.checkpoints import resolve_checkpoint
-    from sagemeter.engines.llamacpp import LocalEngine
+    from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT, LocalEngine
     from sagemeter.targets import ENGINE_PREFIX, EngineTarget, LocalTarget, VllmTarget, parse_target
 
     parsed = parse_target(target) if ENGINE_PREFIX.match(target.strip()) else None
@@ -92,13 +121,20 @@ def serve(
             f'cmd:"COMMAND --port {{port}}", not {target!r}'
         )
     checkpoint = resolve_checkpoint(parsed.checkpoint)
-    engine = LocalEngine(checkpoint, parallel=parallel, port=port)
-    with err_console.status(f"starting {checkpoint.name}"):
-        engine.start()
+    ctx_per_slot = ctx_per_slot or DEFAULT_CTX_PER_SLOT
+    engine = LocalEngine(checkpoint, parallel=parallel, port=port, ctx_per_slot=ctx_per_slot)
+    from sagemeter.engines.waiting import wait_line
+
+    what = f"starting {checkpoint.name}"
+    with err_console.status(what) as shown:
+        engine.start(
+            on_wait=lambda seconds: shown.update(wait_line(what, seconds, engine.log_path))
+        )
     serve_until_ctrl_c(
         engine,
         serving=lambda: (
-            f"serving {checkpoint.name} at [bold]{engine.base_url}[/] (OpenAI-compatible)"
+            f"serving {checkpoint.name} at [bold]{engine.base_url}[/] (OpenAI-compatible; "
+            f"{parallel} slots of {ctx_per_slot:,} tokens)"
         ),
         log_label="engine log",
         died="the engine stopped unexpectedly",

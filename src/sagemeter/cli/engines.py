@@ -20,6 +20,7 @@ engines_app = typer.Typer(
 )
 
 INSTALLABLE = ("vllm",)
+VLLM_STARTING = "starting vLLM (it compiles the model first)"
 
 
 @engines_app.command("install")
@@ -69,16 +70,17 @@ def serve_vllm(target: VllmTarget, port: int) -> None:
     """`sagemeter serve vllm:CHECKPOINT`: vLLM in the foreground until Ctrl-C, then stopped."""
     from sagemeter.cli.common import err_console, serve_until_ctrl_c
     from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
+    from sagemeter.engines.waiting import wait_line
 
     check_vllm_target(target.checkpoint)
     with err_console.status(f"preparing {target.checkpoint} for vLLM (exported once, then cached)"):
         server = prepare_server(target.checkpoint, port=port)
 
     def start() -> None:
-        with err_console.status("") as shown:
+        with err_console.status(VLLM_STARTING) as shown:
             server.start(
                 on_wait=lambda seconds: shown.update(
-                    f"starting vLLM ({seconds:.0f} s; it compiles the model first)"
+                    wait_line(VLLM_STARTING, seconds, server.log_path)
                 )
             )
 
@@ -119,9 +121,7 @@ def run_on_engine(
                 concurrency=concurrency,
                 max_reply_tokens=max_tokens,
                 startup_timeout_s=startup_timeout_s,
-                on_wait=lambda seconds, line: shown.update(
-                    f"starting {parsed.default_name} ({seconds:.0f} s) {escape(line[:80])}"
-                ),
+                on_wait=lambda line: shown.update(escape(line)),
             )
             server = stack.enter_context(engine.serving(parsed, request))
         assert server.base_url is not None
@@ -144,9 +144,7 @@ def serve_engine(target: EngineTarget, port: int, startup_timeout_s: float | Non
             request = StartRequest(
                 port=port,
                 startup_timeout_s=startup_timeout_s,
-                on_wait=lambda seconds, line: shown.update(
-                    f"starting {target.default_name} ({seconds:.0f} s) {escape(line[:80])}"
-                ),
+                on_wait=lambda line: shown.update(escape(line)),
             )
             server = stack.enter_context(engine.serving(target, request))
         serve_until_ctrl_c(

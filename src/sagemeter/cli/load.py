@@ -120,27 +120,12 @@ def register(app: typer.Typer) -> None:
         A server target (local:, vllm:, cmd:) is started first (and stopped after), as
         measure's are.
         """
-        # Its own parameters, before anything else is named here ("load" itself is a free name).
+        # The options as given, to run again on an engine's URL (`load` itself is a free name).
         arguments = {key: value for key, value in locals().items() if key != "load"}
-        from sagemeter.targets import ENGINE_PREFIX, EngineTarget, parse_target
+        from sagemeter.cli.common import err_console
+        from sagemeter.cli.live import LiveRuns, progress_mode
 
-        if ENGINE_PREFIX.match(target.strip()) and isinstance(parse_target(target), EngineTarget):
-            from sagemeter.calibrate.timing import parse_duration
-            from sagemeter.cli.engines import run_on_engine
-
-            wait = (
-                None
-                if startup_timeout is None
-                else parse_duration(startup_timeout, "--startup-timeout")
-            )
-            run_on_engine(
-                target,
-                max_tokens,
-                concurrency,
-                lambda url: load(**{**arguments, "target": url}),
-                startup_timeout_s=wait,
-            )
-            return
+        watch = LiveRuns(err_console, progress_mode(err_console))  # a bad value: before work
         started = time.perf_counter()
         from rich.console import Console
         from rich.markup import escape
@@ -154,51 +139,74 @@ def register(app: typer.Typer) -> None:
         from sagemeter.transport.address import parse_address
         from sagemeter.transport.request import DEFAULT_PROMPT
 
-        parse_address(target)
-        from sagemeter.transport.request import check_api_key
+        def checked_settings(url: str) -> LoadSettings:
+            """Every option checked (before an engine is started for an engine target)."""
+            parse_address(url)
+            from sagemeter.transport.request import check_api_key
 
-        check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
-        if out is not None:
-            from sagemeter.atomic import check_output_file
+            check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
+            if out is not None:
+                from sagemeter.atomic import check_output_file
 
-            check_output_file(out, "--out", force=force)
-        if ray is not None:
-            _check_ray(ray)
-            if shard is not None or start_at is not None:
-                raise UserError(
-                    "--ray spreads one run over the cluster; leave out --shard and --start-at"
-                )
-        if api not in ("chat", "completions"):
-            raise UserError(f"--api {api!r}: give chat or completions")
-        shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
-        settings = LoadSettings(
-            target=target,
-            api="chat" if api == "chat" else "completions",
-            model=model,
-            prompt=prompt if prompt is not None else DEFAULT_PROMPT,
-            max_tokens=max_tokens,
-            concurrency=concurrency,
-            rate=rate,
-            duration_s=_duration(duration, "--duration") or 0.0,
-            seed=seed,
-            workers=workers,
-            sweep=sweep,
-            slo_ttft_s=_duration(slo_ttft, "--slo-ttft"),
-            slo_tpot_s=_duration(slo_tpot, "--slo-tpot"),
-            shard_index=shard_index,
-            shard_count=shard_count,
-            start_at=start_at,
-            timeout_s=_duration(timeout, "--timeout") or 0.0,
-            raw=raw,
-            prefer_uvloop=uvloop,
-        ).checked()
+                check_output_file(out, "--out", force=force)
+            if ray is not None:
+                _check_ray(ray)
+                if shard is not None or start_at is not None:
+                    raise UserError(
+                        "--ray spreads one run over the cluster; leave out --shard and --start-at"
+                    )
+            if api not in ("chat", "completions"):
+                raise UserError(f"--api {api!r}: give chat or completions")
+            shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
+            return LoadSettings(
+                target=url,
+                api="chat" if api == "chat" else "completions",
+                model=model,
+                prompt=prompt if prompt is not None else DEFAULT_PROMPT,
+                max_tokens=max_tokens,
+                concurrency=concurrency,
+                rate=rate,
+                duration_s=_duration(duration, "--duration") or 0.0,
+                seed=seed,
+                workers=workers,
+                sweep=sweep,
+                slo_ttft_s=_duration(slo_ttft, "--slo-ttft"),
+                slo_tpot_s=_duration(slo_tpot, "--slo-tpot"),
+                shard_index=shard_index,
+                shard_count=shard_count,
+                start_at=start_at,
+                timeout_s=_duration(timeout, "--timeout") or 0.0,
+                raw=raw,
+                prefer_uvloop=uvloop,
+            ).checked()
+
+        from sagemeter.targets import ENGINE_PREFIX, EngineTarget, parse_target
+
+        if ENGINE_PREFIX.match(target.strip()) and isinstance(parse_target(target), EngineTarget):
+            # A server target: the options are checked first, then the server is started for
+            # the load (a slot per stream for the embedded engine) and stopped after it.
+            checked_settings("http://127.0.0.1:1")
+            from sagemeter.cli.engines import run_on_engine
+
+            wait = (
+                None if startup_timeout is None else _duration(startup_timeout, "--startup-timeout")
+            )
+            run_on_engine(
+                target,
+                max_tokens,
+                concurrency,
+                lambda url: load(**{**arguments, "target": url}),
+                startup_timeout_s=wait,
+            )
+            return
+        settings = checked_settings(target)
         from sagemeter.cli import interrupt as activity
 
         activity.doing(f"loading {target}")
 
         def run_level(level: LoadSettings, level_started: float) -> LoadResult:
             if ray is None:
-                return run_once(level, level_started, api_key)
+                return run_once(level, level_started, api_key, watch)
             from sagemeter.loadgen.ray_run import run_on_ray
 
             return run_on_ray(level, level_started, ray, api_key)
@@ -253,10 +261,13 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from sagemeter.atomic import check_output_file, write_text_atomic
+        from sagemeter.cli.common import err_console
+        from sagemeter.cli.live import LiveRuns, progress_mode
         from sagemeter.loadgen.selfcheck import run_selfcheck
         from sagemeter.loadgen.tables import level_tables
 
         asked = _levels(levels)
+        watch = LiveRuns(err_console, progress_mode(err_console))
         if out is not None:
             check_output_file(out, "--out", force=force)
         if not seconds > 0:
@@ -276,6 +287,7 @@ def register(app: typer.Typer) -> None:
             started,
             on_level=lambda c: console.print(*level_tables(c)),
             ray=ray,
+            watch=watch,
         )
         if out is not None:
             write_text_atomic(out, check.model_dump_json(indent=1) + "\n")

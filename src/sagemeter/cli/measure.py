@@ -249,18 +249,23 @@ def measure(
     # fidelity reference is read after the output check, which names an output given as input.
     check_target(parsed)
     selected_questions(settings)
-    _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
-    reference = None
-    if fidelity_reference is not None:
-        from sagemeter.measure.workflow import fidelity_reference as read_reference
+    from sagemeter.atomic import removed_if_left_empty
 
-        reference = read_reference(fidelity_reference)
-    from sagemeter.cli import interrupt as activity
+    # A folder this command makes goes again when the command fails before writing in it (a
+    # refused preflight, an unreadable reference); a folder the user had is never removed.
+    with removed_if_left_empty(out_dir):
+        _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
+        reference = None
+        if fidelity_reference is not None:
+            from sagemeter.measure.workflow import fidelity_reference as read_reference
 
-    activity.doing(f"measuring {parsed} into {out_dir}")
-    result, path = _measure_with_progress(
-        parsed, result_name, settings, out_dir, reference, api_key or None, log_facts
-    )
+            reference = read_reference(fidelity_reference)
+        from sagemeter.cli import interrupt as activity
+
+        activity.doing(f"measuring {parsed} into {out_dir}")
+        result, path = _measure_with_progress(
+            parsed, result_name, settings, out_dir, reference, api_key or None, log_facts
+        )
     print_result(console, result)
     console.print(f"wrote {path}")
     if result.complete is False:

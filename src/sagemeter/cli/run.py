@@ -477,7 +477,7 @@ def demo_face(
     """`sagemeter demo`: the built-in plan, drawn as the demo always was (bars, the table)."""
     from sagemeter.cli.common import console
     from sagemeter.experiment import visits
-    from sagemeter.experiment.demo import demo_plan, demo_run_dir
+    from sagemeter.experiment.demo import demo_plan, demo_plan_text, demo_run_dir
     from sagemeter.report.terminal import print_comparison
 
     plan = demo_plan(
@@ -493,7 +493,9 @@ def demo_face(
 
     plan = freeze_paths(plan, Path.cwd())  # --questions FILE means this folder, on resume too
     run_dir = out or demo_run_dir()
-    prepared = start_run(plan, out=run_dir, plan_text=None, plan_source="built-in demo")
+    prepared = start_run(
+        plan, out=run_dir, plan_text=demo_plan_text(plan), plan_source="built-in demo"
+    )
     activity.doing(f"running the demo into {run_dir}")
     console.print(f"demo: {' → '.join(v.result_name for v in visits(plan))} into {run_dir}")
     outcome, code = run_prepared(prepared, poll_s=DEFAULT_POLL_S, quiet=True)

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from sagemeter import sagemaker as sm
 from sagemeter.compare.costs import check_price
-from sagemeter.errors import UserError
+from sagemeter.errors import ManyProblems, UserError
 from sagemeter.printable import printable
 from sagemeter.redaction import StreamRedaction
 from sagemeter.sagemaker.aws import explain
@@ -65,8 +65,10 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _error_line(message: str) -> None:
-    _err().print(f"[red]error:[/] {escape(printable(redact(message)))}")
+def _error_line(message: str, *, lines: bool = False) -> None:
+    """`error: …` on stderr; `lines` keeps the newlines of a message of one problem a line."""
+    shown = printable(redact(message), keep_newlines=lines)
+    _err().print(f"[red]error:[/] {escape(shown)}")
 
 
 def guarded(fn: Callable[P, R]) -> Callable[P, R]:
@@ -77,7 +79,7 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            _error_line(str(exc))
+            _error_line(str(exc), lines=isinstance(exc, ManyProblems))
             raise typer.Exit(EXIT_USER_ERROR) from None
         except (ClientError, BotoCoreError) as exc:
             _error_line(str(explain(exc, "complete the request")))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 from sagemeter.engines.endpoints import (
@@ -18,6 +18,7 @@ from sagemeter.engines.endpoints import (
     slot_context,
 )
 from sagemeter.engines.registry import Engine, Served, StartRequest
+from sagemeter.engines.waiting import wait_line
 from sagemeter.targets import EngineTarget, LocalTarget, VllmTarget
 
 
@@ -28,8 +29,10 @@ async def local_endpoint(
     max_reply_tokens: int,
     log_path: Path | None,
     wire: WireOptions,
+    on_wait: Callable[[str], None],
 ) -> AsyncIterator[Endpoint]:
-    from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint, sha256_of
+    from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint
+    from sagemeter.engines.file_hashes import sha256_of
     from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
     from sagemeter.fidelity.vocabulary import gguf_vocabulary
     from sagemeter.inspect.predicted import facts_for_environment
@@ -43,7 +46,10 @@ async def local_endpoint(
     )
     try:
         # Inside the try: a cancel or Ctrl-C while it loads must still stop the engine.
-        await asyncio.to_thread(engine.start)
+        await asyncio.to_thread(
+            engine.start,
+            on_wait=lambda seconds: on_wait(wait_line("starting", seconds, engine.log_path)),
+        )
         summary = gguf_summary(checkpoint.path)
         environment = {
             "engine": "llama.cpp (embedded)",
@@ -101,23 +107,30 @@ class LocalEngineEntry:
             request.max_reply_tokens,
             request.log_path,
             request.wire or WireOptions(),
+            request.on_wait,
         )
 
     @contextlib.contextmanager
     def serving(self, target: EngineTarget, request: StartRequest) -> Iterator[Served]:
+        """A slot per stream (16 at least, MAX_SLOTS at most), measure's context per slot."""
         from sagemeter.engines.checkpoints import resolve_checkpoint
-        from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine
+        from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, MAX_SLOTS, LocalEngine
 
         assert isinstance(target, LocalTarget)
         engine = LocalEngine(
             resolve_checkpoint(target.checkpoint),
-            parallel=max(DEFAULT_PARALLEL_SLOTS, request.concurrency),
+            parallel=max(DEFAULT_PARALLEL_SLOTS, min(request.concurrency, MAX_SLOTS)),
             ctx_per_slot=slot_context(request.max_reply_tokens),
             port=request.port,
             log_path=request.log_path,
         )
-        with engine:
+        try:  # stopped on any exit, also while it starts
+            engine.start(
+                on_wait=lambda s: request.on_wait(wait_line("starting", s, engine.log_path))
+            )
             yield engine
+        finally:
+            engine.stop()
 
 
 class VllmEngineEntry:
@@ -154,6 +167,7 @@ class VllmEngineEntry:
             request.log_path,
             request.wire or WireOptions(),
             request.max_prompt_tokens,
+            request.on_wait,
         )
 
     @contextlib.contextmanager
@@ -169,7 +183,10 @@ class VllmEngineEntry:
             max_model_len=max_model_len_for(request.max_reply_tokens, request.max_prompt_tokens),
         )
         try:  # stopped on any exit, also while it starts
-            server.start(request.startup_timeout_s or START_TIMEOUT_S)
+            server.start(
+                request.startup_timeout_s or START_TIMEOUT_S,
+                on_wait=lambda s: request.on_wait(wait_line("starting vLLM", s, server.log_path)),
+            )
             yield server
         finally:
             server.stop()

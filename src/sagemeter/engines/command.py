@@ -27,6 +27,7 @@ from sagemeter.engines.launched import LaunchedServer, listed_models
 from sagemeter.engines.registry import Engine, StartRequest
 from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, VLLM_CAUSES, matched_cause
 from sagemeter.engines.startup_log import parse_startup_log
+from sagemeter.engines.waiting import wait_line
 from sagemeter.errors import UserError
 from sagemeter.results import StartupFacts
 from sagemeter.targets import PORT_MARK, CommandTarget, EngineTarget, masked_words, parse_command
@@ -111,19 +112,12 @@ def _server(target: EngineTarget, request: StartRequest) -> CommandServer:
     )
 
 
-def _waiting(server: CommandServer, request: StartRequest) -> object:
-    """The start's wait as `request.on_wait` shows it: seconds and the log's last line."""
-
-    def on_wait(seconds: float) -> None:
-        lines = [line for line in server.log_text().splitlines()[1:] if line.strip()]
-        request.on_wait(seconds, lines[-1].strip() if lines else "")
-
-    return on_wait
-
-
 def _start(server: CommandServer, request: StartRequest) -> str:
     timeout = request.startup_timeout_s or START_TIMEOUT_S
-    return server.start(timeout, _waiting(server, request))  # type: ignore[arg-type]
+    what = f"starting {server.target.default_name}"
+    return server.start(
+        timeout, lambda seconds: request.on_wait(wait_line(what, seconds, server.log_path))
+    )
 
 
 class CommandEngine:

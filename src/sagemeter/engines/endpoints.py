@@ -21,6 +21,8 @@ from sagemeter.transport.client import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 from sagemeter.transport.openai import OpenAIChat
 from sagemeter.transport.retry import DEFAULT_RETRIES, RetryPolicy
 
+WaitLineFn = Callable[[str], None]  # told a line while an engine starts (`engines.waiting`)
+
 
 @dataclass(frozen=True)
 class WireOptions:
@@ -75,6 +77,10 @@ def process_of(server: ServerProcess) -> Callable[[], str | None]:
     return state
 
 
+def _no_line(_: str) -> None:
+    """Default: nothing to show while a server starts."""
+
+
 @contextlib.asynccontextmanager
 async def open_endpoint(
     target: Target,
@@ -85,8 +91,12 @@ async def open_endpoint(
     log_path: Path | None = None,
     wire: WireOptions | None = None,
     startup_timeout_s: float | None = None,
+    on_wait: WaitLineFn | None = None,
 ) -> AsyncIterator[Endpoint]:
     """Yield an open Endpoint for `target`; a local engine started here is stopped on exit.
+
+    While an engine started here loads, `on_wait` is told a line with the seconds spent and the
+    last line of its log (`engines.waiting`), a few times a second.
 
     A vLLM started here gets a context for the longest reply plus the longest prompt
     (`max_prompt_tokens`, at least PROMPT_ALLOWANCE_TOKENS): its KV cache is sized by memory, not
@@ -116,6 +126,7 @@ async def open_endpoint(
             log_path=log_path,
             wire=wire,
             startup_timeout_s=startup_timeout_s,
+            on_wait=on_wait or _no_line,
         )
         async with engine_of(target).endpoint(target, request) as endpoint:
             yield endpoint
@@ -145,9 +156,11 @@ PROMPT_MARGIN_TOKENS = 128
 def slot_context(max_reply_tokens: int, max_prompt_tokens: int = 0) -> int:
     """Context per engine slot: the longest reply plus room for the longest prompt (at least
     PROMPT_ALLOWANCE_TOKENS), in 256-token steps."""
+    from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT
+
     prompt = max(PROMPT_ALLOWANCE_TOKENS, max_prompt_tokens + PROMPT_MARGIN_TOKENS)
     needed = max_reply_tokens + prompt
-    return max(1024, -(-needed // 256) * 256)
+    return max(DEFAULT_CTX_PER_SLOT, -(-needed // 256) * 256)
 
 
 def chat_client(base_url: str, wire: WireOptions, model: str | None = None) -> OpenAIChat:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemeter.atomic import write_json_atomic
-from sagemeter.engines.checkpoints import Checkpoint, resolve_checkpoint, sha256_of
+from sagemeter.engines.checkpoints import Checkpoint, resolve_checkpoint
+from sagemeter.engines.file_hashes import sha256_of
 from sagemeter.engines.vllm_install import VllmInstall
 from sagemeter.errors import UserError
 from sagemeter.paths import cache_dir

@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -28,8 +29,17 @@ from sagemeter.parentwatch import child_env
 from sagemeter.results import StartupFacts
 
 DEFAULT_PARALLEL_SLOTS = 16
-DEFAULT_CTX_PER_SLOT = 2048
+# One context per slot wherever the engine starts (`serve`, `measure local:`, the MCP face), so a
+# checkpoint reports one KV cache size; a measurement asking longer replies gets more (see
+# `endpoints.slot_context`), `serve --ctx-per-slot` too.
+DEFAULT_CTX_PER_SLOT = 1024
+MAX_SLOTS = 512  # parallel slots, at most
 START_TIMEOUT_S = 180.0
+WaitFn = Callable[[float], None]  # told the seconds spent so far while the engine starts
+
+
+def _no_wait(_: float) -> None:
+    pass
 
 
 def default_log_path(name: str) -> Path:
@@ -84,8 +94,9 @@ class LocalEngine:
     def is_running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
-        """Start the engine and return its OpenAI base URL (ending in /v1)."""
+    def start(self, timeout_s: float = START_TIMEOUT_S, on_wait: WaitFn = _no_wait) -> str:
+        """Start the engine and return its OpenAI base URL (ending in /v1); `on_wait` is told
+        the seconds spent, a few times a second, until it answers."""
         engine_version()  # a clear line if the local extra is missing
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         command = [
@@ -114,9 +125,13 @@ class LocalEngine:
                 env=child_env(os.environ.copy()),  # it dies with us, even if we are killed
                 start_new_session=True,  # Ctrl-C reaches us; we stop the engine ourselves
             )
+
+        def waiting() -> None:
+            on_wait(time.perf_counter() - began)
+
         try:
-            address = self._read_address(began + timeout_s)
-            self._wait_healthy(address, began + timeout_s)
+            address = self._read_address(began + timeout_s, waiting)
+            self._wait_healthy(address, began + timeout_s, waiting)
         except BaseException:
             self.stop()
             raise
@@ -124,7 +139,7 @@ class LocalEngine:
         self.base_url = address.rstrip("/") + "/v1"
         return self.base_url
 
-    def _read_address(self, deadline: float) -> str:
+    def _read_address(self, deadline: float, waiting: Callable[[], None]) -> str:
         assert self._process is not None and self._process.stdout is not None
         stdout = self._process.stdout
         buffered = b""
@@ -134,6 +149,7 @@ class LocalEngine:
                     f"the embedded engine could not start {self.checkpoint.path.name}: "
                     f"{self._failure_cause()} (log: {self.log_path})"
                 )
+            waiting()
             ready, _, _ = select.select([stdout], [], [], 0.2)
             if not ready:
                 continue
@@ -150,8 +166,9 @@ class LocalEngine:
             f"(log: {self.log_path})"
         )
 
-    def _wait_healthy(self, address: str, deadline: float) -> None:
+    def _wait_healthy(self, address: str, deadline: float, waiting: Callable[[], None]) -> None:
         while time.perf_counter() < deadline:
+            waiting()
             try:
                 with urllib.request.urlopen(address + "/health", timeout=5.0) as answer:
                     if answer.status == 200:

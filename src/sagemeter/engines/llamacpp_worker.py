@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--parallel", type=int, default=16)
-    parser.add_argument("--ctx-per-slot", type=int, default=2048)
+    parser.add_argument("--ctx-per-slot", type=int, required=True)
     parser.add_argument("--threads", type=int, default=-1)
     parser.add_argument("--alias", default=None)
     args = parser.parse_args(argv)

@@ -45,7 +45,8 @@ class StartRequest:
     wire: WireOptions | None = None
     port: int = 0  # 0: a free port
     startup_timeout_s: float | None = None  # None: the engine's own
-    on_wait: Callable[[float, str], None] = field(default=lambda _s, _line: None, compare=False)
+    # Told a line while the server starts: seconds spent and its log's last line (`waiting`).
+    on_wait: Callable[[str], None] = field(default=lambda _line: None, compare=False)
 
 
 @runtime_checkable

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sagemeter.engines.endpoints import (
     Endpoint,
+    WaitLineFn,
     WireOptions,
     chat_client,
     process_of,
@@ -16,6 +17,7 @@ from sagemeter.engines.endpoints import (
 )
 from sagemeter.engines.hf_export import export_record
 from sagemeter.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServer, prepare_server
+from sagemeter.engines.waiting import wait_line
 from sagemeter.fidelity.vocabulary import hf_vocabulary
 from sagemeter.targets import VllmTarget
 
@@ -50,8 +52,10 @@ async def open_vllm_endpoint(
     log_path: Path | None,
     wire: WireOptions,
     max_prompt_tokens: int = 0,
+    on_wait: WaitLineFn | None = None,
 ) -> AsyncIterator[Endpoint]:
-    """Start vLLM for `target`, yield it as an Endpoint, and stop it whatever happens."""
+    """Start vLLM for `target`, yield it as an Endpoint, and stop it whatever happens;
+    `on_wait` is told the seconds spent and the log's last line while vLLM starts."""
     server = await asyncio.to_thread(
         prepare_server,
         target.checkpoint,
@@ -60,7 +64,13 @@ async def open_vllm_endpoint(
     )
     try:
         # Inside the try: a cancel or Ctrl-C while vLLM compiles must still stop it.
-        await asyncio.to_thread(server.start)
+        told = on_wait
+        await asyncio.to_thread(
+            server.start,
+            on_wait=lambda seconds: (
+                told(wait_line("starting vLLM", seconds, server.log_path)) if told else None
+            ),
+        )
         assert server.base_url is not None
         async with chat_client(server.base_url, wire, model=server.model.name) as client:
             yield Endpoint(

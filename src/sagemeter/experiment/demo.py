@@ -60,6 +60,18 @@ def demo_plan(quick: bool, overrides: Mapping[str, Any] | None = None) -> Plan:
         raise UserError(message) from None
 
 
+def demo_plan_text(plan: Plan) -> str:
+    """The demo's plan as a TOML file for its run folder (`plan.toml`), so the demo can be run
+    again, or changed, with `sagemeter run plan.toml`."""
+    from sagemeter.experiment.plan_toml import plan_toml
+
+    return plan_toml(
+        plan.to_data(),
+        "The demo's plan, as `sagemeter demo` ran it. Run it again (or edit it first) with\n"
+        "  sagemeter run plan.toml",
+    )
+
+
 def demo_run_dir(root: Path = Path("runs")) -> Path:
     """runs/DATE-demo, or runs/DATE-HHMMSS-demo when that folder already holds a run."""
     return default_run_dir("demo", root)

@@ -1,9 +1,9 @@
 """The plan file: what an experiment compares, in which order, with which settings and limits.
 
 A plan is TOML (`sagemeter run PLAN.toml`), or built in code (`demo`). It is checked whole before
-anything starts: every problem is one line that names the key (`arm "qat".sagemaker.modle:
-unknown key`). Keys may be written with `_` or `-` (`long_tokens` or `long-tokens`), except in
-`env`, whose keys are the container's variable names.
+anything starts, and every problem is reported at once, one line each naming its key (`arm
+"qat".sagemaker.modle: unknown key`). Keys may be written with `_` or `-` (`long_tokens` or
+`long-tokens`), except in `env`, whose keys are the container's variable names.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sagemeter.errors import UserError
+from sagemeter.errors import ManyProblems, UserError
 from sagemeter.sagemaker.spec import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -364,40 +364,177 @@ def _message(error: Mapping[str, Any]) -> str:
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
-def plan_from_data(data: Mapping[str, Any], source: str) -> Plan:
-    """A Plan from TOML (or JSON) data; the first problem is one UserError naming its key."""
+class PlanProblems(ManyProblems):
+    """Every problem of a plan at once, one line each (a single problem stays one line)."""
+
+
+def plan_from_data(data: Mapping[str, Any], source: str, *, ready: bool = False) -> Plan:
+    """A Plan from TOML (or JSON) data; its problems, all of them, are one PlanProblems.
+
+    With `ready`, what running the plan needs is checked too (each arm's target: a checkpoint
+    that exists, a vLLM that can run it; the question set's file), so that a plan's every
+    problem shows in one run rather than one per run.
+    """
     normalised = _normalised(dict(data))
+    problems: list[str] = []
+    plan: Plan | None = None
+    arms: list[Arm]
+    measure: MeasureOptions | None
     try:
         plan = Plan.model_validate(normalised)
     except ValidationError as exc:
-        error = _first_error(exc)
-        where = _where(normalised, tuple(error["loc"])) or str(
-            error["loc"][0] if error["loc"] else ""
-        )
-        key = f"{where}: " if where else ""
-        raise UserError(f"{source}: {key}{_message(error)}") from None
-    check_plan(plan, source)
+        problems += _validation_problems(normalised, exc)
+    if plan is not None:
+        problems += plan_problems(plan)
+        arms, measure = list(plan.arms), plan.measure
+    else:
+        arms, measure = _valid_parts(normalised)
+        problems += _name_problems(arms)
+        order, raw_arms = normalised.get("order"), normalised.get("arm")
+        if isinstance(order, str) and order != INTERLEAVED and isinstance(raw_arms, list):
+            problems += filter(None, [_order_problem(order, len(raw_arms))])
+        if measure is not None:
+            problems += _settings_problems(measure)
+    if ready:
+        problems += _ready_problems(arms, measure)
+    if problems:
+        raise PlanProblems(source, list(dict.fromkeys(problems)))
+    assert plan is not None
     return plan
 
 
-def _first_error(exc: ValidationError) -> Any:
-    """The error to show: an unknown or missing key before a wrong value, the shallowest first."""
-    errors = exc.errors()
+def _validation_problems(data: Mapping[str, Any], exc: ValidationError) -> list[str]:
+    """Pydantic's errors as lines naming their keys: one per key (an unknown or missing key
+    before a wrong value), in the plan's order."""
     rank = {"extra_forbidden": 0, "missing": 1}
-    return min(errors, key=lambda e: (rank.get(e["type"], 2), len(e["loc"])))
+    best: dict[str, Any] = {}
+    errors, meant = _misspelt(exc.errors())
+    for error in errors:
+        loc = tuple(error["loc"])
+        where = _where(data, loc) or str(loc[0] if loc else "")
+        kept = best.get(where)
+        if kept is None or rank.get(error["type"], 2) < rank.get(kept["type"], 2):
+            best[where] = error
+    ordered = sorted(best.items(), key=lambda item: _position(data, tuple(item[1]["loc"])))
+    return [
+        (f"{where}: " if where else "")
+        + _message(error)
+        + (f" (did you mean {meant[tuple(error['loc'])]}?)" if tuple(error["loc"]) in meant else "")
+        for where, error in ordered
+    ]
 
 
-def parse_plan(text: str, source: str = "plan") -> Plan:
-    """A Plan from TOML text."""
+def _misspelt(errors: list[Any]) -> tuple[list[Any], dict[tuple[Any, ...], str]]:
+    """An unknown key beside a missing one it resembles (`modle`, `model`) is one problem, a
+    misspelling: the missing key's error goes, the unknown one says which key was meant."""
+    import difflib
+
+    missing = {tuple(e["loc"]): e for e in errors if e["type"] == "missing"}
+    meant: dict[tuple[Any, ...], str] = {}
+    dropped: set[tuple[Any, ...]] = set()
+    for error in errors:
+        loc = tuple(error["loc"])
+        if error["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
+            continue
+        siblings = [m[-1] for m in missing if m[:-1] == loc[:-1] and m not in dropped]
+        close = difflib.get_close_matches(loc[-1], [str(k) for k in siblings], n=1)
+        if close:
+            meant[loc] = close[0]
+            dropped.add((*loc[:-1], close[0]))
+    return [e for e in errors if tuple(e["loc"]) not in dropped], meant
+
+
+def _position(data: Mapping[str, Any], loc: tuple[int | str, ...]) -> tuple[int, ...]:
+    """Where a location is in the plan as written, so problems are listed top to bottom."""
+    place: list[int] = []
+    node: Any = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            place.append(list(node).index(part))
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            place.append(part)
+            node = node[part]
+        else:
+            place.append(len(node) if isinstance(node, dict | list) else 0)
+            break
+    return tuple(place)
+
+
+def _valid_parts(data: Mapping[str, Any]) -> tuple[list[Arm], MeasureOptions | None]:
+    """When the whole plan is not valid: the arms and the [measure] table that are, alone, so
+    their own problems are found in the same run."""
+    arms = []
+    raw_arms = data.get("arm")
+    for raw in raw_arms if isinstance(raw_arms, list) else []:
+        try:
+            arms.append(Arm.model_validate(raw))
+        except ValidationError:
+            continue  # its problems are among pydantic's
+    try:
+        measure = MeasureOptions.model_validate(data.get("measure", {}))
+    except ValidationError:
+        measure = None
+    return arms, measure
+
+
+def _name_problems(arms: list[Arm]) -> list[str]:
+    problems = []
+    seen: dict[str, int] = {}
+    for position, arm in enumerate(arms, start=1):
+        if arm.name in seen:
+            problems.append(
+                f'arm[{position}].name: "{arm.name}" is already the name of '
+                f"arm[{seen[arm.name]}]; every arm needs its own name"
+            )
+        else:
+            seen[arm.name] = position
+    return problems
+
+
+def _settings_problems(measure: MeasureOptions) -> list[str]:
+    try:
+        measure.settings()
+    except UserError as exc:
+        return [str(exc)]
+    return []
+
+
+def _ready_problems(arms: list[Arm], measure: MeasureOptions | None) -> list[str]:
+    """What a run would stop on at its start: each target, the question set."""
+    from sagemeter.engines.endpoints import check_target
+
+    problems = []
+    for arm in arms:
+        if arm.target is None:
+            continue
+        try:
+            check_target(arm.parsed_target())
+        except UserError as exc:
+            problems.append(f'arm "{arm.name}".target: {exc}')
+    if measure is not None and measure.questions is not None:
+        from sagemeter.questions import load_question_set
+
+        try:
+            load_question_set(measure.questions)  # a built-in set's name, or a file
+        except UserError as exc:
+            problems.append(f"measure.questions: {exc}")
+    return problems
+
+
+def parse_plan(text: str, source: str = "plan", *, ready: bool = False) -> Plan:
+    """A Plan from TOML text (`ready`: with what running it needs, see `plan_from_data`)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source}: not valid TOML: {exc}") from None
-    return plan_from_data(data, source)
+    return plan_from_data(data, source, ready=ready)
 
 
-def load_plan(path: Path) -> tuple[Plan, str]:
-    """The plan in `path` and its text (copied into the run folder)."""
+def load_plan(path: Path, *, ready: bool = True) -> tuple[Plan, str]:
+    """The plan in `path`, checked whole (with what running it needs unless `ready` is False:
+    the MCP face vets the names a plan gives before any of them is read), and its text (copied
+    into the run folder)."""
     from sagemeter.textfiles import PLAN_CAP, decode_utf8, read_capped
 
     try:
@@ -409,19 +546,19 @@ def load_plan(path: Path) -> tuple[Plan, str]:
             raise UserError(f"{path}: no such plan file") from None
         raise exc from None
     text = decode_utf8(path, raw)
-    return parse_plan(text, str(path)), text
+    return parse_plan(text, str(path), ready=ready), text
 
 
 def check_plan(plan: Plan, source: str) -> None:
+    """What pydantic cannot see alone, as one PlanProblems (see `plan_problems`)."""
+    problems = plan_problems(plan)
+    if problems:
+        raise PlanProblems(source, problems)
+
+
+def plan_problems(plan: Plan) -> list[str]:
     """What pydantic cannot see alone: names that collide, the order, measure settings."""
-    seen: dict[str, int] = {}
-    for position, arm in enumerate(plan.arms, start=1):
-        if arm.name in seen:
-            raise UserError(
-                f'{source}: arm[{position}].name: "{arm.name}" is already the name of '
-                f"arm[{seen[arm.name]}]; every arm needs its own name"
-            )
-        seen[arm.name] = position
+    problems = _name_problems(list(plan.arms))
     endpoints: dict[str, str] = {}
     for arm in plan.arms:
         if arm.sagemaker is None:
@@ -429,65 +566,79 @@ def check_plan(plan: Plan, source: str) -> None:
         endpoint = plan.endpoint_name(arm)
         key = f'arm "{arm.name}".sagemaker.endpoint'
         if not SAGEMAKER_ENDPOINT_NAME.match(endpoint):
-            raise UserError(
-                f"{source}: {key}: {endpoint!r} is not a valid endpoint name (1-63 letters, "
-                "digits, hyphens)"
+            problems.append(
+                f"{key}: {endpoint!r} is not a valid endpoint name (1-63 letters, digits, hyphens)"
             )
-        if endpoint in endpoints:
-            raise UserError(
-                f'{source}: {key}: {endpoint!r} is also arm "{endpoints[endpoint]}"\'s endpoint; '
+        elif endpoint in endpoints:
+            problems.append(
+                f'{key}: {endpoint!r} is also arm "{endpoints[endpoint]}"\'s endpoint; '
                 "set `endpoint` to tell them apart"
             )
         endpoints[endpoint] = arm.name
     if plan.measure.ray is not None:
         for arm in plan.arms:
-            if arm.deployed or isinstance(arm.parsed_target(), SageMakerTarget):
-                raise UserError(
-                    f'{source}: measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
+            if arm.deployed or _is_sagemaker(arm):
+                problems.append(
+                    f'measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
                     "batches go through boto3 on this machine; leave out ray"
                 )
     order = plan.order_text
-    if order != INTERLEAVED:
-        _check_order(order, len(plan.arms), source)
-    try:
-        settings = plan.settings()
-    except UserError as exc:
-        raise UserError(f"{source}: {exc}") from None
+    order_problem = None if order == INTERLEAVED else _order_problem(order, len(plan.arms))
+    if order_problem:
+        problems.append(order_problem)
+    settings_problems = _settings_problems(plan.measure)
+    problems += settings_problems
+    if settings_problems:
+        return problems
+    settings = plan.settings()
     if plan.interleaved and (settings.fidelity_prompts or 0) > 0:
-        raise UserError(
-            f'{source}: measure.fidelity: not with order = "interleaved" (B is forced along '
+        problems.append(
+            'measure.fidelity: not with order = "interleaved" (B is forced along '
             "A's answers, which exist only once A is measured); use an A-B-A order"
         )
+    if order_problem or problems:
+        return problems
     from sagemeter.experiment.steps import visits
 
     names: dict[str, str] = {}
     for visit in visits(plan):
         if visit.result_name in names and names[visit.result_name] != visit.arm.name:
-            raise UserError(
-                f'{source}: arm "{visit.arm.name}": its repeat would be called '
+            problems.append(
+                f'arm "{visit.arm.name}": its repeat would be called '
                 f'{visit.result_name!r}, which is arm "{names[visit.result_name]}"\'s name'
             )
         names[visit.result_name] = visit.arm.name
+    return problems
 
 
-def _check_order(order: str, arms: int, source: str) -> None:
+def _is_sagemaker(arm: Arm) -> bool:
+    """An arm whose target is a SageMaker endpoint (a target that does not parse is said
+    elsewhere)."""
+    try:
+        return isinstance(arm.parsed_target(), SageMakerTarget)
+    except UserError:
+        return False
+
+
+def _order_problem(order: str, arms: int) -> str | None:
     letters = [chr(ord("A") + i) for i in range(arms)]
     if not _ORDER.match(order):
-        raise UserError(
-            f"{source}: order: {order!r}: write the arms' letters in run order (e.g. ABA, ABAB) "
+        return (
+            f"order: {order!r}: write the arms' letters in run order (e.g. ABA, ABAB) "
             f'or "{INTERLEAVED}"'
         )
     unknown = sorted(set(order) - set(letters))
     if unknown:
-        raise UserError(
-            f"{source}: order: {order!r} names arm {', '.join(unknown)}, but the plan has "
+        return (
+            f"order: {order!r} names arm {', '.join(unknown)}, but the plan has "
             f"{arms} arms ({', '.join(letters)})"
         )
     if order[0] != "A":
-        raise UserError(f"{source}: order: {order!r} must start with A (the baseline, arm 1)")
+        return f"order: {order!r} must start with A (the baseline, arm 1)"
     missing = [letter for letter in letters if letter not in order]
     if missing:
-        raise UserError(f"{source}: order: {order!r} never measures arm {', '.join(missing)}")
+        return f"order: {order!r} never measures arm {', '.join(missing)}"
+    return None
 
 
 def arm_kind(arm: Arm) -> Literal["sagemaker", "target"]:

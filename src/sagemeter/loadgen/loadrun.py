@@ -6,9 +6,13 @@ model and builds the request bytes; start-up is that boot plus connecting every 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 from sagemeter.errors import UserError
 from sagemeter.loadgen.build import build_result
@@ -16,6 +20,7 @@ from sagemeter.loadgen.result import LoadResult
 from sagemeter.loadgen.schedule import poisson_schedule, shard_arrivals, split_count
 from sagemeter.loadgen.settings import LoadSettings, available_cores
 from sagemeter.transport.address import ServerAddress, parse_address
+from sagemeter.transport.done_count import DoneCount
 from sagemeter.transport.pool import WorkerFailure, WorkerPool
 from sagemeter.transport.request import discover_model, request_body, request_bytes
 from sagemeter.transport.worker import WorkerPlan
@@ -25,6 +30,22 @@ from sagemeter.transport.worker import WorkerPlan
 PREOPEN_SECONDS = 2.0
 PREOPEN_MAX = 256
 START_AT_MAX_AHEAD_S = 86_400.0  # --start-at lines shards up within minutes, never days
+
+
+class RunWatch(Protocol):
+    """Who shows a run while it goes (the CLI's progress line): `done` counts the requests
+    finished so far (None when they cannot be counted, e.g. on a Ray cluster)."""
+
+    def watching(
+        self, label: str, duration_s: float, done: Callable[[], int] | None
+    ) -> AbstractContextManager[None]: ...
+
+
+def run_label(settings: LoadSettings) -> str:
+    """What a progress line calls one run: its level or its arrival rate."""
+    if settings.rate is not None:
+        return f"{settings.rate:g} requests/s"
+    return f"{settings.concurrency} at once"
 
 
 @dataclass(frozen=True)
@@ -55,7 +76,12 @@ def shard_share(settings: LoadSettings) -> Share:
 
 
 def worker_plans(
-    settings: LoadSettings, endpoint: ServerAddress, payload: bytes, share: Share, workers: int
+    settings: LoadSettings,
+    endpoint: ServerAddress,
+    payload: bytes,
+    share: Share,
+    workers: int,
+    done_path: str = "",
 ) -> list[WorkerPlan]:
     """Split the share across `workers`: stream slices, or every workers-th arrival."""
     plans = []
@@ -84,13 +110,20 @@ def worker_plans(
                 arrivals=arrivals,
                 preopen=preopen,
                 prefer_uvloop=settings.prefer_uvloop,
+                done_path=done_path,
             )
         )
     return plans
 
 
-def run_once(settings: LoadSettings, started: float, api_key: str | None = None) -> LoadResult:
-    """One run of `settings` (one level, one shard); `started` is the command's perf_counter."""
+def run_once(
+    settings: LoadSettings,
+    started: float,
+    api_key: str | None = None,
+    watch: RunWatch | None = None,
+) -> LoadResult:
+    """One run of `settings` (one level, one shard); `started` is the command's perf_counter.
+    A `watch` is shown the run while it goes, with the requests finished so far."""
     settings = settings.checked()
     endpoint = parse_address(settings.target)
     if settings.start_at is not None and settings.start_at < time.time():
@@ -104,14 +137,24 @@ def run_once(settings: LoadSettings, started: float, api_key: str | None = None)
     share = shard_share(settings)
     units = len(share.streams) or len(share.arrivals)
     workers = max(1, min(settings.worker_count(), units))
-    with WorkerPool(workers) as pool:
+    done = DoneCount(workers) if watch is not None else None
+    with WorkerPool(workers) as pool, contextlib.ExitStack() as cleanup:
+        if done is not None:
+            cleanup.callback(done.close)
         model = settings.model or discover_model(endpoint, api_key)
         settings = settings.model_copy(update={"model": model})
         body = request_body(settings.api, model, settings.prompt, settings.max_tokens)
         payload = request_bytes(endpoint, settings.api, body, api_key)
-        plans = worker_plans(settings, endpoint, payload, share, workers)
+        plans = worker_plans(
+            settings, endpoint, payload, share, workers, done.path if done is not None else ""
+        )
         try:
-            run = pool.run(plans, available_cores(), settings.start_at)
+            pool.prepare(plans)  # every worker connected: the clock starts with the sending
+            if watch is not None:
+                counted = done.total if done is not None else None
+                label, duration_s = run_label(settings), settings.duration_s
+                cleanup.enter_context(watch.watching(label, duration_s, counted))
+            run = pool.start(available_cores(), settings.start_at)
         except WorkerFailure as exc:
             raise UserError(str(exc)) from None
     if run.stopped_early and not any(record.ok for record in run.records):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
-from sagemeter.loadgen.loadrun import run_once
+from sagemeter.loadgen.loadrun import RunWatch, run_once
 from sagemeter.loadgen.result import LoadResult
 from sagemeter.loadgen.settings import LoadSettings
 
@@ -113,9 +113,9 @@ def check_level(
     )
 
 
-def _run_level(settings: LoadSettings, ray: str | None) -> LoadResult:
+def _run_level(settings: LoadSettings, ray: str | None, watch: RunWatch | None) -> LoadResult:
     if ray is None:
-        return run_once(settings, time.perf_counter())
+        return run_once(settings, time.perf_counter(), watch=watch)
     from sagemeter.loadgen.ray_run import run_on_ray
 
     return run_on_ray(settings, time.perf_counter(), ray)
@@ -128,11 +128,13 @@ def run_selfcheck(
     started: float,
     on_level: Callable[[LevelCheck], None] | None = None,
     ray: str | None = None,
+    watch: RunWatch | None = None,
 ) -> SelfCheck:
     """Start the truth server, measure it at each level, return truth against measured.
 
     With `ray`, each level runs on the Ray cluster at that address (`loadgen.ray_run`); the
-    truth server listens on 127.0.0.1, so only nodes on this machine can reach it.
+    truth server listens on 127.0.0.1, so only nodes on this machine can reach it. A `watch`
+    is shown each level while it runs.
     """
     checks: list[LevelCheck] = []
     with running_truth_server(TRUTH) as url:
@@ -145,7 +147,7 @@ def run_selfcheck(
                 workers=workers,
             )
             before = _server_stats(url)
-            result = _run_level(settings, ray)
+            result = _run_level(settings, ray, watch)
             after = _server_stats(url)
             # The server's own view: its CPU share, and (where it reports them) how late its
             # timed writes left on average, which bounds how exactly any client can see ITL.

@@ -247,7 +247,7 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
         else:
             if plan_file is not None:
                 path = names.plan_file(config, plan_file)
-                parsed, text = load_plan(path)
+                parsed, text = load_plan(path, ready=False)
             else:
                 assert plan is not None
                 parsed, text = parse_plan(plan, "plan"), plan

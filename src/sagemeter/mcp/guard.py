@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from sagemeter.errors import UserError
+from sagemeter.errors import ManyProblems, UserError
 from sagemeter.mcp.config import LOGS_FLAG, WRITE_FLAG, ServerConfig
 from sagemeter.sagemaker.aws import explain, one_line
 from sagemeter.sagemaker.redact import redact
@@ -71,6 +71,8 @@ def guarded(
 
 def actionable(exc: BaseException) -> str | None:
     """The sentence for a failure a person can act on, also when a task group wrapped it."""
+    if isinstance(exc, ManyProblems):
+        return exc.sentence()  # an answer is one sentence: the problems joined by "; "
     if isinstance(exc, UserError):
         return str(exc)
     if isinstance(exc, (ClientError, BotoCoreError)):

@@ -152,6 +152,7 @@ async def measure_target(
         log_path=log_path,
         wire=wire,
         startup_timeout_s=settings.startup_timeout_s,
+        on_wait=on_phase,
     ) as endpoint:
         client = wrap_client(endpoint.client) if wrap_client else endpoint.client
         on_phase("preflight")

@@ -131,8 +131,51 @@ def throughput_plot(series: list[Series]) -> bytes | None:
     return _png(figure)
 
 
+DECODE_FIT_NOTE = (
+    "thick line: the decode rate reported, (long − short) / (median t(long) − median t(short)):\n"
+    "medians, so one slow reply does not move it. dotted: least squares through every\n"
+    "reply, which a slow reply pulls; the two part when some replies were slow."
+)
+
+
+@dataclass(frozen=True)
+class FitLine:
+    """One line of the decode plot: reply time = intercept + slope × tokens."""
+
+    slope: float
+    intercept: float
+    label: str
+    linestyle: str
+
+
+def decode_fit_lines(s: Series, decode: DecodeDetail) -> list[FitLine]:
+    """The reported (differential) rate's line and the least-squares line, each labelled with
+    what it is, so two different rates beside each other are explained, not a puzzle."""
+    lines = []
+    rate, fixed = decode.tokens_per_second, decode.per_call_fixed_cost_s
+    if rate is not None and rate > 0 and fixed is not None:
+        lines.append(
+            FitLine(
+                1 / rate, fixed, f"{s.label}: {rate:.3g} tokens/s, the rate reported", s.linestyle
+            )
+        )
+    xs = [decode.short_tokens] * len(decode.short_times_s) + [decode.long_tokens] * len(
+        decode.long_times_s
+    )
+    if len(set(xs)) >= 2:
+        ys = decode.short_times_s + decode.long_times_s
+        slope, intercept = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
+        fitted = decode.least_squares_tokens_per_second or (1 / slope if slope > 0 else None)
+        text = f"{fitted:.3g} tokens/s" if fitted else "no positive slope"
+        lines.append(
+            FitLine(float(slope), float(intercept), f"{s.label}: least squares {text}", ":")
+        )
+    return lines
+
+
 def decode_fit_plot(series: list[Series]) -> bytes | None:
-    """Reply time against reply length; the least-squares line's slope is 1 / decode rate."""
+    """Reply time against reply length: every reply, the reported rate's line (through the
+    medians) and the least-squares line (every point); each slope is 1 / a decode rate."""
     drawn: list[tuple[Series, DecodeDetail]] = [
         (s, s.result.detail.decode) for s in series if s.result.detail and s.result.detail.decode
     ]
@@ -147,21 +190,21 @@ def decode_fit_plot(series: list[Series]) -> bytes | None:
         ys = decode.short_times_s + decode.long_times_s
         longest = max(longest, decode.long_tokens)
         ax.scatter(xs, ys, color=s.color, marker=s.marker, s=22, alpha=0.75, zorder=3)
-        if len(set(xs)) >= 2:
-            slope, intercept = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
-            line_x = np.array([0.0, decode.long_tokens * 1.05])
-            rate = f"{1 / slope:.3g} tokens/s" if slope > 0 else "no positive slope"
+        line_x = np.array([0.0, decode.long_tokens * 1.05])
+        for line in decode_fit_lines(s, decode):
             ax.plot(
                 line_x,
-                intercept + slope * line_x,
+                line.intercept + line.slope * line_x,
                 color=s.color,
-                linestyle=s.linestyle,
-                label=f"{s.label}: slope ⇒ {rate}",
+                linestyle=line.linestyle,
+                linewidth=1.0 if line.linestyle == ":" else 1.6,
+                label=line.label,
             )
     ax.set_xlim(0, longest * 1.08)
     ax.set_ylim(bottom=0)
     _style(ax, "Reply time against reply length", "reply length (output tokens)", "reply time (s)")
-    ax.legend(fontsize=10)
+    ax.text(0.01, 0.98, DECODE_FIT_NOTE, transform=ax.transAxes, va="top", fontsize=7.5)
+    ax.legend(fontsize=9, loc="lower right")
     return _png(figure)
 
 

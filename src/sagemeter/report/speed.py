@@ -182,7 +182,10 @@ def decode_section(run: Run) -> Section:
     blocks.append(
         Figure(
             "decode_fit",
-            "Reply time against reply length; each line's slope is one over the decode rate.",
+            "Reply time against reply length; each line's slope is one over a decode rate. The "
+            "thick line is the rate reported (through the medians of the short and long replies, "
+            "so one slow reply does not move it); the dotted one is the least-squares fit through "
+            "every reply, which slow replies pull, so the two differ when some replies were slow.",
         )
     )
     return Section("Decode speed", "decode", blocks)

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from sagemeter.parentwatch import die_with_parent
 from sagemeter.transport.clock import LagSampler, perf_counter_at
+from sagemeter.transport.done_count import DoneSlot
 from sagemeter.transport.events import check_reply_model
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
@@ -105,6 +106,7 @@ class WorkerPlan:
     stall_s: float = 0.0
     retry: RetryPolicy = NO_RETRIES
     expected_model: str | None = None  # a reply naming another model is a failure
+    done_path: str = ""  # a `DoneCount` file this worker writes its finished count into
 
 
 @dataclass
@@ -150,6 +152,7 @@ class Worker:
         self.announced = False
         self.succeeded = 0
         self.failed = 0
+        self.done = DoneSlot(plan.done_path, plan.worker)
 
     async def connect(self) -> Connection:
         plan = self.plan
@@ -320,6 +323,7 @@ class Worker:
     def keep(self, record: LiveRecord) -> None:
         """Keep a finished request; stop the worker when nothing has succeeded for too long."""
         self.live.append(record)
+        self.done.bump()
         if record.error is None:
             self.succeeded += 1
             return
@@ -380,6 +384,7 @@ def run_plan(plan: WorkerPlan, channel_in: IO[bytes], channel_out: IO[bytes]) ->
         output = worker.output
         output.failure = f"{type(exc).__name__}: {exc}"
     finally:
+        worker.done.close()
         with contextlib.suppress(Exception):
             loop.close()
     output.cpu_total_s = time.process_time()
