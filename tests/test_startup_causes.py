@@ -163,3 +163,38 @@ def test_a_vllm_that_exits_while_starting_says_why_in_one_line(tmp_path: Path) -
     assert message.startswith("vLLM exited while starting smollm2-f32: no memory is left for")
     assert message.endswith(f"(log {log})") and "\n" not in message
     assert not server.is_running()
+
+
+FAKE_VLLM = """
+import http.server, json, sys
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+name = args[args.index("--served-model-name") + 1]
+
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"" if self.path == "/health" else json.dumps({"data": [{"id": name}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+http.server.HTTPServer(("127.0.0.1", port), Answer).serve_forever()
+"""
+
+
+def test_a_vllm_whose_health_answer_is_empty_is_ready_once_it_lists_the_model(
+    tmp_path: Path,
+) -> None:
+    """vLLM's /health is 200 with no body: ready means that, plus the model in /v1/models."""
+    script = tmp_path / "vllm"
+    script.write_text(f"#!{sys.executable}\n{FAKE_VLLM}")
+    script.chmod(0o755)
+    install = VllmInstall(executable=script, python=Path(sys.executable), origin="SAGEMETER_VLLM")
+    model = ServedModel(name="smollm2-f32", folder=tmp_path, dtype="float32", description="x")
+    server = VllmServer(model, install, log_path=tmp_path / "vllm.log")
+    try:
+        assert server.start(timeout_s=30) == f"http://127.0.0.1:{server.port}/v1"
+    finally:
+        server.stop(timeout_s=5)
+    assert not server.is_running()

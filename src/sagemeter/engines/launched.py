@@ -43,6 +43,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def answers_ok(url: str, timeout_s: float = 5.0) -> bool:
+    """The server answers `url` with 200 (vLLM's /health has an empty body)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            return bool(answer.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def get_json(url: str, timeout_s: float = 5.0) -> Any:
     """The JSON a server answers at `url`, or None while it cannot answer (not up, 503, junk)."""
     try:

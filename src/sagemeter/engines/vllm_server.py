@@ -23,8 +23,8 @@ from sagemeter.engines.hf_export import ServedModel
 from sagemeter.engines.launched import (
     LaunchedServer,
     WaitFn,
+    answers_ok,
     free_port,
-    get_json,
     listed_models,
     no_wait,
     tail,
@@ -99,7 +99,7 @@ class VllmServer(LaunchedServer):
 
     def ready(self) -> bool:
         """vLLM answers /health and lists the model (it is still loading until then)."""
-        return get_json(self.root_url + "/health") is not None and (
+        return answers_ok(self.root_url + "/health") and (
             self.model.name in listed_models(self.root_url)
         )
 
