@@ -114,8 +114,13 @@ def test_a_bad_command_target_is_one_line(text: str, says: str) -> None:
 def test_secret_flags_are_masked_wherever_the_command_is_shown() -> None:
     words = ["srv", "--api-key", "sk-secret-1", "--hf-token=hf_abcdef", "--port", "{port}"]
     assert masked_words(words) == ["srv", "--api-key", "***", "--hf-token=***", "--port", "{port}"]
-    target = parse_target("cmd:srv --api-key sk-secret-1 --port {port}")
-    assert "sk-secret-1" not in str(target) and "--api-key '***'" in str(target)
+    for text in ("cmd:srv --api-key sk-secret-1 --port {port}", "cmd:env HF_TOKEN=hf_abc srv"):
+        with pytest.raises(UserError) as caught:  # kept in journals and results: refused
+            parse_target(text)
+        assert "environment" in str(caught.value)
+        assert "sk-secret-1" not in str(caught.value) and "hf_abc" not in str(caught.value)
+    harmless = "cmd:srv --tokenizer t --max-num-batched-tokens 8 --port {port}"
+    assert str(parse_target(harmless)) == harmless
 
 
 @pytest.mark.slow

@@ -236,3 +236,16 @@ def test_calibrate_server_swaps_its_model_after_n_generations(
     )
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "swap_model_after must be 0 or more" in refused.stderr
+
+
+def test_vllms_fresh_permission_ids_are_no_change_but_another_context_is() -> None:
+    """vLLM gives every /v1/models answer a new `modelperm-…` id and `created`: the same server."""
+
+    def answer(perm: str, created: int, max_model_len: int = 2048) -> dict[str, object]:
+        permission = [{"id": f"modelperm-{perm}", "created": created, "allow_sampling": True}]
+        entry = {"id": "m", "created": created, "root": "/m", "max_model_len": max_model_len}
+        return {"object": "list", "data": [{**entry, "permission": permission}]}
+
+    first, again = identity_of(answer("a1", 1)), identity_of(answer("b2", 2))
+    assert first is not None and again is not None and first == again
+    assert identity_of(answer("c3", 3, max_model_len=4096)) != first

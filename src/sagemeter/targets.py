@@ -31,8 +31,17 @@ ACCEPTED_FORMS = (
 ENGINE_PREFIX = re.compile(r"^([a-z][a-z0-9_-]*):(?!//)(.*)$", re.DOTALL)
 PORT_MARK = "{port}"
 MASK = "***"
-# Flags whose value is a secret: --api-key, --token, --hf-token, --password, --secret ...
-SECRET_FLAG = re.compile(r"^--?[\w-]*(key|token|secret|password|passwd)[\w-]*$", re.IGNORECASE)
+# Flags and variables whose value is a secret: a word of their name is one of these
+# (--api-key, --hf-token, HF_TOKEN=, --password; not --tokenizer or --max-num-batched-tokens).
+SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd"})
+
+
+def _secret_name(name: str) -> bool:
+    return any(part in SECRET_WORDS for part in re.split(r"[-_]+", name.lower()) if part)
+
+
+def _secret_flag(word: str) -> bool:
+    return word.startswith("-") and _secret_name(word.lstrip("-"))
 
 
 def masked_words(words: list[str]) -> list[str]:
@@ -44,11 +53,11 @@ def masked_words(words: list[str]) -> list[str]:
         if hide_next:
             shown.append(MASK)
             hide_next = False
-        elif equals and SECRET_FLAG.match(flag):
+        elif equals and (_secret_flag(flag) or _secret_name(flag)):
             shown.append(f"{flag}={MASK}")
         else:
             shown.append(word)
-            hide_next = bool(SECRET_FLAG.match(word))
+            hide_next = _secret_flag(word)
     return shown
 
 
@@ -170,19 +179,44 @@ Target = OpenAITarget | EngineTarget | SageMakerTarget
 
 
 def parse_command(spec: str, text: str) -> CommandTarget:
-    """`cmd:COMMAND`: a command line with `{port}`, split as a shell would (quotes and all)."""
+    """`cmd:COMMAND`: a command line with `{port}`, split as a shell would (quotes and all).
+
+    A command line holding a secret (`--api-key X`, `HF_TOKEN=X`) is refused: the command is
+    kept in the run's journal and shown in results, so the server takes its secrets from its
+    environment instead. Messages never repeat a value that looks secret."""
     try:
         words = shlex.split(spec)
     except ValueError as exc:
-        raise UserError(f"target {text!r}: {exc}; quote the command as a shell would") from None
+        raise UserError(f"target cmd:…: {exc}; quote the command as a shell would") from None
     if not words:
         raise UserError(f'target {text!r} names no command; write cmd:"PROGRAM ... {{port}}"')
+    held = secrets_in(words)
+    if held:
+        raise UserError(
+            f"target cmd:{words[0]} …: {', '.join(held)} puts a secret on the command line, which "
+            "sagemeter keeps in the run's journal and shows in results; give the server its key "
+            "in its environment instead (e.g. export VLLM_API_KEY or HF_TOKEN before sagemeter "
+            "runs) and sagemeter's requests theirs with --api-key or OPENAI_API_KEY"
+        )
     if not any(PORT_MARK in word for word in words):
         raise UserError(
             f"target {text!r}: the command must say where its port goes with {PORT_MARK} "
             f"(e.g. --port {PORT_MARK}); sagemeter picks a free port on 127.0.0.1"
         )
     return CommandTarget(spec.strip())
+
+
+def secrets_in(words: list[str]) -> list[str]:
+    """The flags (`--api-key`) and variables (`HF_TOKEN=`) that carry a secret value in `words`,
+    by name only."""
+    held: list[str] = []
+    for index, word in enumerate(words):
+        flag, equals, value = word.partition("=")
+        if _secret_flag(flag) and (value or (not equals and index + 1 < len(words))):
+            held.append(flag)
+        elif equals and value and not flag.startswith("-") and _secret_name(flag):
+            held.append(flag + "=")
+    return held
 
 
 def parse_target(text: str) -> Target:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
@@ -128,7 +129,7 @@ def serve(
     what = f"starting {checkpoint.name}"
     with err_console.status(what) as shown:
         engine.start(
-            on_wait=lambda seconds: shown.update(wait_line(what, seconds, engine.log_path))
+            on_wait=lambda seconds: shown.update(escape(wait_line(what, seconds, engine.log_path)))
         )
     serve_until_ctrl_c(
         engine,

@@ -68,6 +68,8 @@ def register(app: typer.Typer) -> None:
 
 def serve_vllm(target: VllmTarget, port: int) -> None:
     """`sagemeter serve vllm:CHECKPOINT`: vLLM in the foreground until Ctrl-C, then stopped."""
+    from rich.markup import escape
+
     from sagemeter.cli.common import err_console, serve_until_ctrl_c
     from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
     from sagemeter.engines.waiting import wait_line
@@ -80,7 +82,7 @@ def serve_vllm(target: VllmTarget, port: int) -> None:
         with err_console.status(VLLM_STARTING) as shown:
             server.start(
                 on_wait=lambda seconds: shown.update(
-                    wait_line(VLLM_STARTING, seconds, server.log_path)
+                    escape(wait_line(VLLM_STARTING, seconds, server.log_path))
                 )
             )
 
@@ -101,12 +103,14 @@ def run_on_engine(
     concurrency: int,
     run: Callable[[str], None],
     startup_timeout_s: float | None = None,
+    api_key: str | None = None,
 ) -> None:
     """Start the server an engine target names (local:, vllm:, cmd:, a plug-in's), call `run`
     with its URL, and stop it whatever happens."""
     from rich.console import Console
     from rich.markup import escape
 
+    from sagemeter.engines.endpoints import WireOptions
     from sagemeter.engines.registry import StartRequest, engine_of
     from sagemeter.targets import EngineTarget, parse_target
 
@@ -121,6 +125,7 @@ def run_on_engine(
                 concurrency=concurrency,
                 max_reply_tokens=max_tokens,
                 startup_timeout_s=startup_timeout_s,
+                wire=WireOptions(api_key=api_key),
                 on_wait=lambda line: shown.update(escape(line)),
             )
             server = stack.enter_context(engine.serving(parsed, request))

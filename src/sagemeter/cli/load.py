@@ -197,6 +197,7 @@ def register(app: typer.Typer) -> None:
                 concurrency,
                 lambda url: load(**{**arguments, "target": url}),
                 startup_timeout_s=wait,
+                api_key=api_key,
             )
             return
         settings = checked_settings(target)

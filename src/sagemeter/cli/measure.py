@@ -295,7 +295,7 @@ def _measure_with_progress(
                 settings=settings,
                 out_dir=out_dir,
                 progress=lambda count: bar.advance(task, count),
-                on_phase=lambda phase: bar.update(task, description=f"{name}: {phase}"),
+                on_phase=lambda phase: bar.update(task, description=escape(f"{name}: {phase}")),
                 fidelity_reference=fidelity_reference,
                 api_key=api_key,
                 server_log_facts=server_log_facts,

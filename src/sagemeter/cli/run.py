@@ -187,7 +187,7 @@ class Screen:
         self._tasks[name] = task
         return (
             lambda count: bars.advance(task, count),
-            lambda phase: bars.update(task, description=f"{name}: {phase}"),
+            lambda phase: bars.update(task, description=escape(f"{name}: {phase}")),
         )
 
     def cloud(self, progress: sm.Progress) -> None:

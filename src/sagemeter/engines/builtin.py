@@ -30,10 +30,16 @@ async def local_endpoint(
     log_path: Path | None,
     wire: WireOptions,
     on_wait: Callable[[str], None],
+    startup_timeout_s: float | None = None,
 ) -> AsyncIterator[Endpoint]:
     from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint
     from sagemeter.engines.file_hashes import sha256_of
-    from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, LocalEngine, engine_version
+    from sagemeter.engines.llamacpp import (
+        DEFAULT_PARALLEL_SLOTS,
+        START_TIMEOUT_S,
+        LocalEngine,
+        engine_version,
+    )
     from sagemeter.fidelity.vocabulary import gguf_vocabulary
     from sagemeter.inspect.predicted import facts_for_environment
 
@@ -48,6 +54,7 @@ async def local_endpoint(
         # Inside the try: a cancel or Ctrl-C while it loads must still stop the engine.
         await asyncio.to_thread(
             engine.start,
+            startup_timeout_s or START_TIMEOUT_S,
             on_wait=lambda seconds: on_wait(wait_line("starting", seconds, engine.log_path)),
         )
         summary = gguf_summary(checkpoint.path)
@@ -108,13 +115,19 @@ class LocalEngineEntry:
             request.log_path,
             request.wire or WireOptions(),
             request.on_wait,
+            request.startup_timeout_s,
         )
 
     @contextlib.contextmanager
     def serving(self, target: EngineTarget, request: StartRequest) -> Iterator[Served]:
         """A slot per stream (16 at least, MAX_SLOTS at most), measure's context per slot."""
         from sagemeter.engines.checkpoints import resolve_checkpoint
-        from sagemeter.engines.llamacpp import DEFAULT_PARALLEL_SLOTS, MAX_SLOTS, LocalEngine
+        from sagemeter.engines.llamacpp import (
+            DEFAULT_PARALLEL_SLOTS,
+            MAX_SLOTS,
+            START_TIMEOUT_S,
+            LocalEngine,
+        )
 
         assert isinstance(target, LocalTarget)
         engine = LocalEngine(
@@ -126,7 +139,8 @@ class LocalEngineEntry:
         )
         try:  # stopped on any exit, also while it starts
             engine.start(
-                on_wait=lambda s: request.on_wait(wait_line("starting", s, engine.log_path))
+                request.startup_timeout_s or START_TIMEOUT_S,
+                on_wait=lambda s: request.on_wait(wait_line("starting", s, engine.log_path)),
             )
             yield engine
         finally:
@@ -168,6 +182,7 @@ class VllmEngineEntry:
             request.wire or WireOptions(),
             request.max_prompt_tokens,
             request.on_wait,
+            request.startup_timeout_s,
         )
 
     @contextlib.contextmanager

@@ -42,10 +42,18 @@ class CommandServer(LaunchedServer):
     what = "the command"
     grace_s = GRACE_S
 
-    def __init__(self, target: CommandTarget, *, log_path: Path, port: int = 0) -> None:
+    def __init__(
+        self,
+        target: CommandTarget,
+        *,
+        log_path: Path,
+        port: int = 0,
+        api_key: str | None = None,
+    ) -> None:
         super().__init__(log_path=log_path, port=port)
         self.target = target
         self.model: str | None = None
+        self.api_key = api_key  # the requests' key: a server started with one guards /v1/models
 
     def command(self) -> list[str]:
         return [word.replace(PORT_MARK, str(self.port)) for word in self.target.words()]
@@ -59,7 +67,7 @@ class CommandServer(LaunchedServer):
 
     def ready(self) -> bool:
         """It lists a model at /v1/models (the first is the one measured)."""
-        models = listed_models(self.root_url)
+        models = listed_models(self.root_url, self.api_key)
         if models:
             self.model = models[0]
         return bool(models)
@@ -108,7 +116,10 @@ def default_log_path(target: CommandTarget) -> Path:
 def _server(target: EngineTarget, request: StartRequest) -> CommandServer:
     assert isinstance(target, CommandTarget)
     return CommandServer(
-        target, log_path=request.log_path or default_log_path(target), port=request.port
+        target,
+        log_path=request.log_path or default_log_path(target),
+        port=request.port,
+        api_key=request.wire.api_key if request.wire else None,
     )
 
 

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -52,10 +53,13 @@ def answers_ok(url: str, timeout_s: float = 5.0) -> bool:
         return False
 
 
-def get_json(url: str, timeout_s: float = 5.0) -> Any:
-    """The JSON a server answers at `url`, or None while it cannot answer (not up, 503, junk)."""
+def get_json(url: str, timeout_s: float = 5.0, api_key: str | None = None) -> Any:
+    """The JSON a server answers at `url`, or None while it cannot answer (not up, 503, junk);
+    with `api_key`, sent as a bearer token (a server started with a key guards /v1/models)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             if answer.status != 200:
                 return None
             return json.loads(answer.read(1 << 20))
@@ -63,9 +67,9 @@ def get_json(url: str, timeout_s: float = 5.0) -> Any:
         return None
 
 
-def listed_models(root_url: str) -> list[str]:
+def listed_models(root_url: str, api_key: str | None = None) -> list[str]:
     """The model ids a server lists at /v1/models (empty while it cannot answer)."""
-    answer = get_json(root_url + "/v1/models")
+    answer = get_json(root_url + "/v1/models", api_key=api_key)
     models = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(models, list):
         return []
@@ -84,6 +88,10 @@ class LaunchedServer:
         self.base_url: str | None = None
         self.started_s: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        # A stop from another thread (a cancel while it starts) and the start's own Popen take
+        # turns; a stop that comes first makes the start stop what it launched at once.
+        self._lock = threading.Lock()
+        self._stopped = False
 
     # What a subclass says.
     def command(self) -> list[str]:
@@ -126,7 +134,9 @@ class LaunchedServer:
         began = time.perf_counter()
         launcher = [sys.executable, "-m", "sagemeter.engines.launcher"]
         launcher += ["--grace", str(self.grace_s)]
-        with self.log_path.open("wb") as log:
+        with self.log_path.open("wb") as log, self._lock:
+            if self._stopped:
+                raise UserError(f"{self.what} was stopped before it started")
             log.write(f"$ {self.shown_command()}\n".encode())
             log.flush()
             self._process = subprocess.Popen(
@@ -147,9 +157,12 @@ class LaunchedServer:
         return self.base_url
 
     def _wait_ready(self, deadline: float, began: float, on_wait: WaitFn) -> None:
-        assert self._process is not None
+        process = self._process
+        assert process is not None
         while time.perf_counter() < deadline:
-            code = self._process.poll()
+            if self._stopped:
+                raise UserError(f"{self.what} was stopped while it started")
+            code = process.poll()
             if code is not None:
                 raise UserError(
                     f"{self.exited(code)}: {self.failure_cause(self.log_text())} "
@@ -167,7 +180,9 @@ class LaunchedServer:
     def stop(self, timeout_s: float | None = None) -> None:
         """End the server: close the launcher's stdin (SIGTERM to the server, the grace period),
         then kill whatever is left of the group."""
-        process, self._process = self._process, None
+        with self._lock:
+            self._stopped = True
+            process, self._process = self._process, None
         if process is None:
             return
         if process.poll() is None and process.stdin:

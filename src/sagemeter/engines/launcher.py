@@ -29,6 +29,17 @@ def _split(argv: list[str]) -> tuple[float, list[str]]:
     return GRACE_S, argv
 
 
+def _kill_group_but_me() -> None:
+    """SIGKILL every other process of this process group (Linux's /proc; elsewhere nothing)."""
+    me, group = os.getpid(), os.getpgrp()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        with contextlib.suppress(OSError):
+            if os.getpgid(int(entry)) == group:
+                os.kill(int(entry), signal.SIGKILL)
+
+
 def main(argv: list[str]) -> int:
     try:
         grace_s, command = _split(argv)
@@ -54,8 +65,10 @@ def main(argv: list[str]) -> int:
     while not stop.is_set():
         code = child.poll()
         if code is not None:
-            # The server ended on its own: pass its code on. os._exit, since the stdin watcher
-            # still blocks in a read that would abort the interpreter's shutdown.
+            # The server ended on its own: end what it left in our group (worker processes),
+            # then pass its code on. os._exit, since the stdin watcher still blocks in a read
+            # that would abort the interpreter's shutdown.
+            _kill_group_but_me()
             sys.stderr.flush()
             os._exit(code if code >= 0 else 128 - code)
         stop.wait(0.5)

@@ -92,31 +92,49 @@ class Engine(Protocol):
 
 
 @functools.cache
-def engines() -> dict[str, Engine]:
-    """Every engine installed, by target prefix: sagemeter's own and the plug-ins'."""
-    found: dict[str, Engine] = {}
+def _loaded() -> dict[str, Engine | str]:
+    """Every engine installed by target prefix, or the one line saying why one cannot load (a
+    broken plug-in is its own prefix's problem, never every engine's)."""
+    found: dict[str, Engine | str] = {}
     for point in entry_points(group=GROUP):
-        found[point.name] = _checked(point.name, point.load())
+        found[point.name] = _load(point.name, point.load)
     for name, where in BUILT_IN.items():
-        if name not in found:
-            module, _, attribute = where.partition(":")
-            found[name] = _checked(name, getattr(import_module(module), attribute))
+        if not isinstance(found.get(name), Engine):
+            found[name] = _load(name, functools.partial(_import_object, where))
     return found
 
 
-def _checked(name: str, engine: object) -> Engine:
-    """An engine that keeps the protocol, named as its entry point is; else one clear line."""
+def _import_object(where: str) -> object:
+    """`module:attribute`, as an entry point names an object."""
+    module, _, attribute = where.partition(":")
+    return getattr(import_module(module), attribute)
+
+
+def _load(name: str, load: Callable[[], object]) -> Engine | str:
+    try:
+        engine = load()
+    except Exception as exc:  # a plug-in's own import error, whatever it is
+        return f"the engine plug-in {name!r} could not be loaded: {type(exc).__name__}: {exc}"
     if not isinstance(engine, Engine) or engine.name != name:
-        raise UserError(
+        return (
             f"the engine plug-in {name!r} ({type(engine).__name__}) is not a sagemeter engine "
             f"whose name is {name!r}; see docs/extending.md"
         )
     return engine
 
 
+def engines() -> dict[str, Engine]:
+    """Every engine that loads, by target prefix: sagemeter's own and the plug-ins'."""
+    return {name: engine for name, engine in _loaded().items() if isinstance(engine, Engine)}
+
+
 def engine_named(name: str) -> Engine | None:
-    """The engine whose targets start `NAME:`, if one is installed."""
-    return engines().get(name)
+    """The engine whose targets start `NAME:`, if one is installed; a plug-in of that name that
+    cannot load is one UserError saying why."""
+    engine = _loaded().get(name)
+    if isinstance(engine, str):
+        raise UserError(engine)
+    return engine
 
 
 def engine_of(target: EngineTarget) -> Engine:

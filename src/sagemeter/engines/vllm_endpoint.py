@@ -16,7 +16,12 @@ from sagemeter.engines.endpoints import (
     slot_context,
 )
 from sagemeter.engines.hf_export import export_record
-from sagemeter.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServer, prepare_server
+from sagemeter.engines.vllm_server import (
+    DEFAULT_MAX_MODEL_LEN,
+    START_TIMEOUT_S,
+    VllmServer,
+    prepare_server,
+)
 from sagemeter.engines.waiting import wait_line
 from sagemeter.fidelity.vocabulary import hf_vocabulary
 from sagemeter.targets import VllmTarget
@@ -53,6 +58,7 @@ async def open_vllm_endpoint(
     wire: WireOptions,
     max_prompt_tokens: int = 0,
     on_wait: WaitLineFn | None = None,
+    startup_timeout_s: float | None = None,
 ) -> AsyncIterator[Endpoint]:
     """Start vLLM for `target`, yield it as an Endpoint, and stop it whatever happens;
     `on_wait` is told the seconds spent and the log's last line while vLLM starts."""
@@ -67,6 +73,7 @@ async def open_vllm_endpoint(
         told = on_wait
         await asyncio.to_thread(
             server.start,
+            startup_timeout_s or START_TIMEOUT_S,
             on_wait=lambda seconds: (
                 told(wait_line("starting vLLM", seconds, server.log_path)) if told else None
             ),

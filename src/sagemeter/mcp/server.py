@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -111,9 +112,13 @@ def check_port(port: int) -> None:
             probe.bind((LOCALHOST, port))
         except OSError as exc:
             reason = exc.strerror or str(exc)
+            if exc.errno == errno.EADDRINUSE:
+                raise UserError(
+                    f"port {port} on {LOCALHOST} is in use: {reason}; stop what holds it or give "
+                    "another --http PORT"
+                ) from None
             raise UserError(
-                f"port {port} on {LOCALHOST} is in use: {reason}; stop what holds it or give "
-                "another --http PORT"
+                f"port {port} on {LOCALHOST} cannot be served: {reason}; give another --http PORT"
             ) from None
 
 

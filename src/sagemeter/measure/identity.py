@@ -1,7 +1,8 @@
 """The server's identity between phases: a server swapped for another model mid-measure is seen.
 
 The identity is what `/v1/models` says: the first model's id and a digest of the whole answer
-(each entry's `created` left out, since vLLM and llama.cpp stamp it with the time of the call),
+(each entry's `created` and vLLM's `permission` left out: vLLM and llama.cpp stamp `created` with
+the time of the call, and vLLM gives every answer's permission a new random id),
 and for a server sagemeter started, its process (the pid, and whether it still runs).
 It is read before the first phase, again at every phase boundary and at the end: one cheap GET
 each. A change ends the measurement's trust in what follows: the phases after it are not
@@ -32,15 +33,24 @@ class Identity:
     process: str | None = None
 
 
+VOLATILE_KEYS = frozenset({"created", "permission"})  # new in every answer of the same server
+
+
+def _steady(value: Any) -> Any:
+    """`value` without the keys that change from one answer to the next, at any depth."""
+    if isinstance(value, dict):
+        return {k: _steady(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [_steady(item) for item in value]
+    return value
+
+
 def identity_of(payload: Any) -> Identity | None:
     """The identity a `/v1/models` answer gives, or None when it is not a model list."""
     models = payload.get("data") if isinstance(payload, dict) else None
     if not isinstance(models, list):
         return None
-    steady = [
-        {k: v for k, v in entry.items() if k != "created"} if isinstance(entry, dict) else entry
-        for entry in models
-    ]
+    steady = [_steady(entry) for entry in models]
     digest = hashlib.sha256(json.dumps(steady, sort_keys=True).encode()).hexdigest()
     first = models[0] if models and isinstance(models[0], dict) else {}
     model = first.get("id")

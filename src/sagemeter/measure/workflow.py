@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -144,16 +145,19 @@ async def measure_target(
         retries=settings.retries,
         api_key=api_key,
     )
-    async with open_endpoint(
-        target,
-        concurrency=settings.max_concurrency,
-        max_reply_tokens=settings.max_reply_tokens,
-        max_prompt_tokens=settings.max_prompt_tokens,
-        log_path=log_path,
-        wire=wire,
-        startup_timeout_s=settings.startup_timeout_s,
-        on_wait=on_phase,
-    ) as endpoint:
+    async with (
+        open_endpoint(
+            target,
+            concurrency=settings.max_concurrency,
+            max_reply_tokens=settings.max_reply_tokens,
+            max_prompt_tokens=settings.max_prompt_tokens,
+            log_path=log_path,
+            wire=wire,
+            startup_timeout_s=settings.startup_timeout_s,
+            on_wait=on_phase,
+        ) as endpoint,
+        contextlib.AsyncExitStack() as closing,
+    ):
         client = wrap_client(endpoint.client) if wrap_client else endpoint.client
         on_phase("preflight")
         try:
@@ -165,8 +169,10 @@ async def measure_target(
             ) from None
         described = await client.describe()
         watch = IdentityWatch(endpoint.http_root, endpoint.api_key, endpoint.process)
+        closing.push_async_callback(watch.close)  # on any exit, an error's too
         await watch.open()
         meter = MetricsRecorder(_server_root(endpoint))
+        closing.push_async_callback(meter.close)
         await meter.open()
         on_phase("decode")
         await meter.begin()
@@ -257,11 +263,9 @@ async def measure_target(
             )
             host.end()
         await watch.check("fidelity" if wants_fidelity else "quality", None)
-        await watch.close()
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
-        await meter.close()
         environment = _environment(endpoint, described, started)
     result = assemble_result(
         name,
