@@ -40,7 +40,7 @@ def run(
         (["measure", "out", "local:nope"], "unknown checkpoint"),
         (["measure", "out", "local:smollm2-q4_1", "--questions", "missing.jsonl"], "question set"),
         (["combine", "c.json", "missing-a.json", "missing-b.json"], "missing-a.json: no such file"),
-        (["serve", "http://127.0.0.1:1"], "a local engine only"),
+        (["serve", "http://127.0.0.1:1"], "starts a server on this machine"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

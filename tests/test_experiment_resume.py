@@ -300,7 +300,7 @@ def test_local_checkpoint_paths_are_frozen_and_named_ones_kept(tmp_path: Path) -
         '[[arm]]\nname = "c"\ntarget = "vllm:./hf/c"\n'
         '[[arm]]\nname = "d"\ntarget = "http://127.0.0.1:9"\n'
     )
-    plan, _ = load_plan(plan_file)
+    plan, _ = load_plan(plan_file, ready=False)  # the files need not exist to be frozen
     frozen = freeze_paths(plan, tmp_path)
     assert [arm.target for arm in frozen.arms] == [
         "local:smollm2-q4_1",

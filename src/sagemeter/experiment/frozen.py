@@ -14,33 +14,24 @@ from pathlib import Path
 
 from sagemeter.errors import UserError
 from sagemeter.experiment.journal import PLAN_FILE, FrozenInput, Journal
-from sagemeter.experiment.plan import Plan
+from sagemeter.experiment.plan import (
+    NAMED_CHECKPOINTS,
+    Plan,
+    anchored_questions,
+    anchored_target,
+)
 
-NAMED_CHECKPOINTS = frozenset({"smollm2-q4_1", "smollm2-f32"})  # engines.checkpoints' names
 QUESTIONS_KEY = "measure.questions"
-
-
-def _absolute(value: str, base: Path) -> str:
-    path = Path(value).expanduser()
-    return str(path if path.is_absolute() else (base / path).resolve())
 
 
 def freeze_paths(plan: Plan, base: Path) -> Plan:
     """`plan` with every path it names made absolute against `base` (the plan file's folder)."""
-    from sagemeter.questions import builtin_sets
-
-    measure = plan.measure
-    questions = measure.questions
-    if questions is not None and questions not in builtin_sets():
-        measure = measure.model_copy(update={"questions": _absolute(questions, base)})
-    arms = []
-    for arm in plan.arms:
-        target = (arm.target or "").strip()
-        for prefix in ("local:", "vllm:"):
-            checkpoint = target.removeprefix(prefix).strip()
-            if target.startswith(prefix) and checkpoint and checkpoint not in NAMED_CHECKPOINTS:
-                arm = arm.model_copy(update={"target": prefix + _absolute(checkpoint, base)})
-        arms.append(arm)
+    questions = anchored_questions(plan.measure.questions, base)
+    measure = plan.measure.model_copy(update={"questions": questions})
+    arms = [
+        arm.model_copy(update={"target": anchored_target(arm.target, base)}) if arm.target else arm
+        for arm in plan.arms
+    ]
     return plan.model_copy(update={"measure": measure, "arms": arms})
 
 

@@ -368,12 +368,43 @@ class PlanProblems(ManyProblems):
     """Every problem of a plan at once, one line each (a single problem stays one line)."""
 
 
-def plan_from_data(data: Mapping[str, Any], source: str, *, ready: bool = False) -> Plan:
+NAMED_CHECKPOINTS = frozenset({"smollm2-q4_1", "smollm2-f32"})  # engines.checkpoints' names
+
+
+def anchored(value: str, base: Path) -> str:
+    """A path as the plan means it: a relative one is in the plan file's folder `base`."""
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def anchored_target(target: str, base: Path) -> str:
+    """A `local:` or `vllm:` target's checkpoint path anchored at `base` (a name stays a name)."""
+    text = target.strip()
+    for prefix in ("local:", "vllm:"):
+        checkpoint = text.removeprefix(prefix).strip()
+        if text.startswith(prefix) and checkpoint and checkpoint not in NAMED_CHECKPOINTS:
+            return prefix + anchored(checkpoint, base)
+    return target
+
+
+def anchored_questions(questions: str | None, base: Path) -> str | None:
+    """The questions file anchored at `base` (a built-in set's name stays a name)."""
+    from sagemeter.questions import builtin_sets
+
+    if questions is None or questions in builtin_sets():
+        return questions
+    return anchored(questions, base)
+
+
+def plan_from_data(
+    data: Mapping[str, Any], source: str, *, ready: bool = False, base: Path | None = None
+) -> Plan:
     """A Plan from TOML (or JSON) data; its problems, all of them, are one PlanProblems.
 
     With `ready`, what running the plan needs is checked too (each arm's target: a checkpoint
     that exists, a vLLM that can run it; the question set's file), so that a plan's every
-    problem shows in one run rather than one per run.
+    problem shows in one run rather than one per run; its relative paths are looked for in
+    `base`, the plan file's folder, as the run will read them.
     """
     normalised = _normalised(dict(data))
     problems: list[str] = []
@@ -396,7 +427,7 @@ def plan_from_data(data: Mapping[str, Any], source: str, *, ready: bool = False)
         if measure is not None:
             problems += _settings_problems(measure)
     if ready:
-        problems += _ready_problems(arms, measure)
+        problems += _ready_problems(arms, measure, base)
     if problems:
         raise PlanProblems(source, list(dict.fromkeys(problems)))
     assert plan is not None
@@ -500,35 +531,48 @@ def _settings_problems(measure: MeasureOptions) -> list[str]:
     return []
 
 
-def _ready_problems(arms: list[Arm], measure: MeasureOptions | None) -> list[str]:
-    """What a run would stop on at its start: each target, the question set."""
+def _ready_problems(
+    arms: list[Arm], measure: MeasureOptions | None, base: Path | None
+) -> list[str]:
+    """What a run would stop on at its start: each target, the question set (relative paths in
+    `base`, when given)."""
     from sagemeter.engines.endpoints import check_target
+    from sagemeter.targets import parse_target
 
     problems = []
     for arm in arms:
         if arm.target is None:
             continue
         try:
-            check_target(arm.parsed_target())
+            target = arm.target if base is None else anchored_target(arm.target, base)
+            check_target(parse_target(target))
         except UserError as exc:
             problems.append(f'arm "{arm.name}".target: {exc}')
     if measure is not None and measure.questions is not None:
         from sagemeter.questions import load_question_set
 
+        questions = (
+            measure.questions if base is None else anchored_questions(measure.questions, base)
+        )
+        assert questions is not None
         try:
-            load_question_set(measure.questions)  # a built-in set's name, or a file
+            # a built-in set's name, or a file
+            load_question_set(questions)
         except UserError as exc:
             problems.append(f"measure.questions: {exc}")
     return problems
 
 
-def parse_plan(text: str, source: str = "plan", *, ready: bool = False) -> Plan:
-    """A Plan from TOML text (`ready`: with what running it needs, see `plan_from_data`)."""
+def parse_plan(
+    text: str, source: str = "plan", *, ready: bool = False, base: Path | None = None
+) -> Plan:
+    """A Plan from TOML text (`ready`, `base`: with what running it needs, see
+    `plan_from_data`)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source}: not valid TOML: {exc}") from None
-    return plan_from_data(data, source, ready=ready)
+    return plan_from_data(data, source, ready=ready, base=base)
 
 
 def load_plan(path: Path, *, ready: bool = True) -> tuple[Plan, str]:
@@ -546,7 +590,8 @@ def load_plan(path: Path, *, ready: bool = True) -> tuple[Plan, str]:
             raise UserError(f"{path}: no such plan file") from None
         raise exc from None
     text = decode_utf8(path, raw)
-    return parse_plan(text, str(path), ready=ready), text
+    base = path.expanduser().resolve().parent
+    return parse_plan(text, str(path), ready=ready, base=base), text
 
 
 def check_plan(plan: Plan, source: str) -> None:
