@@ -98,7 +98,7 @@ def test_load_starts_the_embedded_engine_for_the_load_and_stops_it(
         check=False,
     )
     assert done.returncode in (0, 3), done.stderr  # 3: judged invalid on a busy host
-    assert "the embedded engine serves smollm2-q4_1 at http://127.0.0.1:" in done.stderr
+    assert "smollm2-q4_1 serves at http://127.0.0.1:" in done.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["requests_completed"] > 0 and result["settings"]["max_tokens"] == 8
     log = re.search(r"\(log (.+?\.log)\)", done.stderr)
