@@ -134,9 +134,11 @@ def test_every_problem_of_a_plan_is_one_line_in_one_run(
     )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
+    # The questions file is looked for where the run reads it: in the plan file's folder.
+    where = str(tmp_path.resolve() / "missing.jsonl")
     assert done.stderr.splitlines() == [
         "error: plan.toml: 6 problems, one a line:",
-        *(f"  {line}" for line in SIX_LINES),
+        *("  " + line.replace("'missing.jsonl'", repr(where)) for line in SIX_LINES),
     ]
     assert not (tmp_path / "runs").exists()  # nothing started, no run folder
 

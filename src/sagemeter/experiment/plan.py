@@ -377,12 +377,18 @@ def anchored(value: str, base: Path) -> str:
     return str(path if path.is_absolute() else (base / path).resolve())
 
 
+def _is_path(checkpoint: str) -> bool:
+    """A checkpoint given as a path (`models/b.gguf`, `b.gguf`, `./hf/c`, `~/m`), not a name."""
+    return "/" in checkpoint or checkpoint.endswith(".gguf") or checkpoint.startswith(("~", "."))
+
+
 def anchored_target(target: str, base: Path) -> str:
-    """A `local:` or `vllm:` target's checkpoint path anchored at `base` (a name stays a name)."""
+    """A `local:` or `vllm:` target's checkpoint path anchored at `base` (a name stays a name,
+    so an unknown one is still called an unknown checkpoint)."""
     text = target.strip()
     for prefix in ("local:", "vllm:"):
         checkpoint = text.removeprefix(prefix).strip()
-        if text.startswith(prefix) and checkpoint and checkpoint not in NAMED_CHECKPOINTS:
+        if text.startswith(prefix) and checkpoint not in NAMED_CHECKPOINTS and _is_path(checkpoint):
             return prefix + anchored(checkpoint, base)
     return target
 
