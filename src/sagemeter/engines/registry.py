@@ -137,6 +137,15 @@ def engine_named(name: str) -> Engine | None:
     return engine
 
 
+def engine_in(text: str) -> Engine | None:
+    """The engine a target string names by its prefix (`cmd:…` → cmd), if one is installed;
+    None for other forms (URLs, SageMaker names)."""
+    from sagemeter.targets import ENGINE_PREFIX
+
+    prefix = ENGINE_PREFIX.match(text.strip())
+    return engine_named(prefix.group(1)) if prefix else None
+
+
 def engine_of(target: EngineTarget) -> Engine:
     """The engine that starts `target`."""
     engine = engine_named(target.engine)

@@ -76,11 +76,9 @@ def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> floa
 def start_seconds(arm: Arm) -> float:
     """The time to start the server an engine arm (local:, vllm:, cmd:, a plug-in's) is
     measured on, once per visit: its engine's own estimate."""
-    from sagemeter.engines.registry import engine_named
-    from sagemeter.targets import ENGINE_PREFIX
+    from sagemeter.engines.registry import engine_in
 
-    prefix = ENGINE_PREFIX.match((arm.target or "").strip())
-    engine = engine_named(prefix.group(1)) if prefix else None
+    engine = engine_in(arm.target or "")
     return engine.start_seconds if engine is not None else 0.0
 
 

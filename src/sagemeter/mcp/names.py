@@ -213,11 +213,9 @@ def plan(config: ServerConfig, given: Plan, source: str, *, resumed: bool = Fals
 def require_commands(config: ServerConfig, target: str) -> None:
     """Refuse a target whose engine runs a command line the caller wrote (`cmd:`), unless the
     user started the server allowing it: an assistant must not run programs on its own."""
-    from sagemeter.engines.registry import engine_named
-    from sagemeter.targets import ENGINE_PREFIX
+    from sagemeter.engines.registry import engine_in
 
-    prefix = ENGINE_PREFIX.match(target.strip())
-    engine = engine_named(prefix.group(1)) if prefix else None
+    engine = engine_in(target)
     if engine is not None and engine.runs_commands and not config.allow_commands:
         raise UserError(
             f"{engine.name}: targets run a command on this machine, and this server was started "
