@@ -434,6 +434,8 @@ def plan_from_data(
             problems += _settings_problems(measure)
     if ready:
         problems += _ready_problems(arms, measure, base)
+        if plan is not None:
+            problems += _deploy_problems(plan)
     if problems:
         raise PlanProblems(source, list(dict.fromkeys(problems)))
     assert plan is not None
@@ -566,6 +568,25 @@ def _ready_problems(
             load_question_set(questions)
         except UserError as exc:
             problems.append(f"measure.questions: {exc}")
+    return problems
+
+
+def _deploy_problems(plan: Plan) -> list[str]:
+    """Each deployed arm's region, role and container spec, as `sagemaker deploy` would build
+    them (no AWS call: what the account holds is checked when the run starts)."""
+    deployed = [arm for arm in plan.arms if arm.sagemaker is not None]
+    if not deployed:
+        return []
+    from sagemeter import sagemaker as sm
+    from sagemeter.experiment.cloud import deploy_spec
+
+    aws = sm.Aws()
+    problems = []
+    for arm in deployed:
+        try:
+            deploy_spec(plan, arm, aws)
+        except UserError as exc:
+            problems.append(str(exc))
     return problems
 
 
