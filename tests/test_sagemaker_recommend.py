@@ -173,7 +173,7 @@ def test_ranks_by_predicted_cost_with_fit_quota_and_reasons(priced: World, hub: 
     assert g6["region"] == "us-east-1" and g6["usd_per_hour"] == 1.2
     east2 = next(o for o in g6["regions"] if o["region"] == "us-east-2")
     assert (east2["quota"], east2["in_use"], east2["free"], east2["usable"]) == (1, 1, 0, False)
-    assert "all in use" in east2["note"]
+    assert "all in use" in east2["why_not"]
     assert g6["decode_tokens_per_second"] == round(ceiling("ml.g6.xlarge"), 1)
     assert g6["usd_per_million_tokens"] == round(usd_per_million("ml.g6.xlarge", "us-east-1", 1), 4)
 

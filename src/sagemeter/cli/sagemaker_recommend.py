@@ -53,7 +53,8 @@ def _ranking(recommendation: Recommendation, top: int) -> Table:
     )
     columns = (
         "#", "instance type", "GPUs", "GB needed / budget", "decode tok/s (ceiling)",
-        "likely tok/s", "region", "$/hour", "$/M at 1", f"$/M at {c}", "quota used/limit",
+        "likely tok/s", "region", "$/hour", "$/M at 1", *([f"$/M at {c}"] if c > 1 else []),
+        "quota used/limit",
     )  # fmt: skip
     for column in columns:
         table.add_column(
@@ -73,7 +74,7 @@ def _ranking(recommendation: Recommendation, top: int) -> Table:
             candidate.region or "?",
             _money(candidate.usd_per_hour, 4),
             _money(candidate.usd_per_million_tokens_one),
-            _money(candidate.usd_per_million_tokens),
+            *([_money(candidate.usd_per_million_tokens)] if c > 1 else []),
             _quota(candidate),
         )
     return table

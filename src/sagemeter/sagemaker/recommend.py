@@ -46,7 +46,8 @@ class RegionOffer(BaseModel):
     in_use: int | None = None
     free: float | None = None
     usable: bool = Field(description="priced, and quota not known to be used up")
-    note: str | None = Field(None, description="why not usable, or what could not be read")
+    why_not: str | None = Field(None, description="why not usable: no price, quota 0 or used up")
+    note: str | None = Field(None, description="what could not be read (quota, endpoints)")
 
 
 class Candidate(BaseModel):
@@ -186,8 +187,8 @@ def _offers(
         elif row.free == 0:
             reasons.append(f"quota {row.quota:g}, all in use")
         offer.usable = not reasons
-        notes = [n for n in (row.error, row.in_use_note) if n]
-        offer.note = "; ".join(reasons + notes) or None
+        offer.why_not = "; ".join(reasons) or None
+        offer.note = "; ".join(n for n in (row.error, row.in_use_note) if n) or None
         offers.append(offer)
     return sorted(offers, key=lambda o: (not o.usable, o.usd_per_hour or math.inf, o.region))
 
@@ -248,8 +249,14 @@ def _candidate(
             f"does not fit: weights and KV cache need {needed / 1e9:.1f} GB, "
             f"{utilization:.0%} of {instance.memory_bytes / 1e9:g} GB is {budget / 1e9:.1f} GB"
         )
-    if not usable:
-        reasons.append("no usable region: " + "; ".join(f"{o.region}: {o.note}" for o in offers))
+    if not usable and not reasons:
+        by_reason: dict[str, list[str]] = {}
+        for offer in offers:
+            by_reason.setdefault(offer.why_not or "?", []).append(offer.region)
+        reasons.append(
+            "no usable region: "
+            + "; ".join(f"{', '.join(where)}: {why}" for why, where in by_reason.items())
+        )
     candidate.why_not = "; ".join(reasons) or None
     return candidate
 
@@ -304,8 +311,14 @@ def recommend(
     notes = [
         "decode is inspect's ceiling (memory bandwidth / bytes a token reads); the KV cache, "
         "kernels and scheduling make real decode slower, so $/M tokens is a lower bound",
-        f"$/M at {concurrency} at once assumes {concurrency} × the one-request ceiling: batched "
-        "decode shares each weight read, but measured throughput grows less than that",
+        *(
+            [
+                f"$/M at {concurrency} at once assumes {concurrency} × the one-request ceiling: "
+                "batched decode shares each weight read, but measured throughput grows less"
+            ]
+            if concurrency > 1
+            else []
+        ),
         "fit counts the checkpoint's tensors and the KV cache only; vLLM also keeps activations "
         "and CUDA graphs within its memory share",
         *facts.decode.notes,

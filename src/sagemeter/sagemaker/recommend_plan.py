@@ -77,7 +77,7 @@ def write_plan(recommendation: Recommendation, top: int, path: Path) -> str:
     for arm, candidate in zip(data["arm"], recommendation.ranked, strict=False):
         lines.append(
             f"  {arm['name']}: predicted decode ceiling {candidate.decode_tokens_per_second} "
-            f"tokens/s, ${candidate.usd_per_million_tokens_one}/M at one request in "
+            f"tokens/s, ${candidate.usd_per_million_tokens_one:.2f}/M at one request in "
             f"{candidate.region}"
         )
     lines.append("Check it with `sagemeter run PLAN --dry-run` (time, cost, quota) first.")
