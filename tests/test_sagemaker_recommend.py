@@ -336,3 +336,39 @@ def test_known_error_is_computed_and_the_readme_states_it() -> None:
             f"{row.measured_share:.0%}",
             f"{row.error_percent:+.0f}%",
         ], cells
+
+
+def test_every_catalogued_type_is_a_real_time_type_botocore_accepts() -> None:
+    from sagemeter.sagemaker.instances import GPU_INSTANCE_TYPES
+    from sagemeter.sagemaker.spec import instance_types_known
+
+    names = [instance.name for instance in GPU_INSTANCE_TYPES]
+    assert len(names) == len(set(names)) and set(names) <= instance_types_known()
+    g6 = next(instance for instance in GPU_INSTANCE_TYPES if instance.name == "ml.g6.12xlarge")
+    assert (g6.gpu.name, g6.gpus, g6.gpu_memory_gb, g6.bandwidth_gb_s) == ("L4", 4, 24.0, 1200)
+
+
+def test_kv_cache_of_a_gemma_like_config_counts_only_layers_with_their_own_cache() -> None:
+    """35 layers of which the last 20 reuse an earlier cache; every fifth a full-attention layer
+    with heads of 512 (the article's reconstruction, tests/article_header.py), 1 KV head, bf16."""
+    from sagemeter.inspect.kv_cache import kv_cache_of
+
+    kinds = ["full_attention" if layer % 5 == 4 else "sliding_attention" for layer in range(35)]
+    config = {
+        "model_type": "gemma4",
+        "text_config": {
+            "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 1,
+            "head_dim": 256, "global_head_dim": 512, "num_kv_shared_layers": 20,
+            "layer_types": kinds, "torch_dtype": "bfloat16",
+        },
+    }  # fmt: skip
+    kv, why = kv_cache_of(config)
+    assert why is None and kv is not None
+    # Layers 0-14 keep a cache: 3 full (4, 9, 14) at 512, 12 sliding at 256; K and V, 2 bytes.
+    assert kv.layers == 15 and kv.bytes_per_token == 2 * 2 * (3 * 512 + 12 * 256) == 18_432
+    assert any("sliding-window" in note for note in kv.notes)
+    missing, why_missing = kv_cache_of(None)
+    assert missing is None and "no config.json" in (why_missing or "")
+    no_dtype, _ = kv_cache_of({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64})
+    assert no_dtype is not None and no_dtype.bytes_per_token == 2 * 2 * 4 * 16 * 2
+    assert any("16-bit assumed" in note for note in no_dtype.notes)
