@@ -22,6 +22,7 @@ from sagemeter.cli import run as run_cli
 from sagemeter.cli import sagemaker as sagemaker_cli
 from sagemeter.experiment.plan import load_plan
 from sagemeter.sagemaker.known_decode import known_errors
+from tests.article_header import QAT_CONFIG, qat_entries, write_checkpoint
 from tests.checkpoint_files import DTYPE_BYTES, write_header_only
 from tests.hub_fake import Hub, Repo, serve_hub
 from tests.sagemaker_fakes import plain_endpoint
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from tests.sagemaker_fakes import World
 
 MODEL = "test/llama-shaped-8b"
+QAT = "google/gemma-4-E2B-it-qat-w4a16-ct"
 README = Path(__file__).resolve().parents[1] / "README.md"
 # A Llama-3-8B-shaped checkpoint: 32 layers of 4096, 8 KV heads of 128, a 128,256-token vocabulary.
 LAYERS, HIDDEN, MLP, VOCAB, HEADS, KV_HEADS = 32, 4096, 14336, 128_256, 32, 8
@@ -100,10 +102,21 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def qat_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The article's QAT header (tests/article_header.py); its config.json names no layers."""
+    return write_checkpoint(tmp_path_factory.mktemp("qat"), qat_entries(), QAT_CONFIG)
+
+
 @pytest.fixture
-def hub(checkpoint: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Hub]:
-    repo = Repo({path.name: path for path in checkpoint.iterdir()})
-    with serve_hub({MODEL: repo}) as served:
+def hub(
+    checkpoint: Path, qat_checkpoint: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Hub]:
+    repos = {
+        MODEL: Repo({path.name: path for path in checkpoint.iterdir()}),
+        QAT: Repo({path.name: path for path in qat_checkpoint.iterdir()}),
+    }
+    with serve_hub(repos) as served:
         monkeypatch.setenv("HF_ENDPOINT", served.url)
         monkeypatch.delenv("HF_TOKEN", raising=False)
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
@@ -197,6 +210,43 @@ def test_ranks_by_predicted_cost_with_fit_quota_and_reasons(priced: World, hub: 
     assert all(c["usd_per_hour"] != 0.01 for c in ranked)
     # Only headers crossed the Hub's wire.
     assert hub.bytes_sent(MODEL, "model.safetensors") < 100_002
+
+
+def test_the_articles_qat_header_gets_inspects_l4_ceiling_and_an_unknown_kv_cache(
+    priced: World, hub: Hub
+) -> None:
+    """The same ceiling `inspect --gpu L4` gives (161.1 tokens/s on the reconstruction, as on the
+    real header); a config.json without layers leaves the fit unknown, said, and the types still
+    ranked by $/M tokens."""
+    from sagemeter.inspect.build import inspect_sources
+
+    result = run(QAT, "-r", "us-east-2", "-r", "us-east-1", "--json")
+    assert result.exit_code == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["kv_cache"] is None and "names no num_hidden_layers" in answer["kv_cache_note"]
+    by_type = {c["instance_type"]: c for c in answer["candidates"]}
+    g6 = by_type["ml.g6.xlarge"]
+    inspected = inspect_sources([f"hf:{QAT}"], gpu="ml.g6.xlarge").checkpoints[0].ceiling
+    assert inspected is not None and g6["decode_tokens_per_second"] == inspected.tokens_per_second
+    assert round(g6["decode_tokens_per_second"]) == 161 and g6["fits"] is None
+    assert g6["needed_bytes"] is None
+    low, high = g6["likely_decode_tokens_per_second"]
+    assert low <= 105.1 <= high  # the article's measured QAT decode on that L4
+    # Fit unknown everywhere: ranked by $/M all the same. The T4 (8.3 GB of weights within its
+    # 14.4 GB) at $0.736/h and 320 GB/s comes first.
+    read = answer["decode_bytes_per_token"]
+    costs = {
+        t: min(
+            usd / (count * BANDWIDTH[gpu] * 1e9 / read * 3600) * 1e6
+            for region, prices in PRICES.items()
+            for name, usd in prices.items()
+            if name == t and not (t == "ml.g6.xlarge" and region == "us-east-2")
+        )
+        for t, (gpu, count) in GPUS.items()
+        if t != "ml.g5.xlarge"  # quota 0 in both regions
+    }
+    ranked = [c["instance_type"] for c in answer["candidates"] if c["rank"] is not None]
+    assert ranked == sorted(costs, key=lambda t: costs[t]) and ranked[0] == "ml.g4dn.xlarge"
 
 
 def test_concurrency_and_context_decide_the_fit(priced: World, hub: Hub) -> None:
