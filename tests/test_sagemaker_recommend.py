@@ -249,9 +249,11 @@ def test_the_articles_qat_header_gets_inspects_l4_ceiling_and_an_unknown_kv_cach
     assert ranked == sorted(costs, key=lambda t: costs[t]) and ranked[0] == "ml.g4dn.xlarge"
 
 
-def test_concurrency_and_context_decide_the_fit(priced: World, hub: Hub) -> None:
-    """At 8 × 8,192 tokens the KV cache is 8.6 GB: one L4 no longer fits, one L40S does."""
-    result = run(MODEL, "-r", "us-east-2", "--concurrency", "8", "--json")
+def test_concurrency_and_context_decide_the_fit(priced: World, hub: Hub, tmp_path: Path) -> None:
+    """At 8 × 8,192 tokens the KV cache is 8.6 GB: one L4 no longer fits, one L40S does; the
+    plan measures 8 at once too."""
+    plan_path = tmp_path / "c8.toml"
+    result = run(MODEL, "-r", "us-east-2", "--concurrency", "8", "--json", "--plan", str(plan_path))
     assert result.exit_code == 0, result.stderr
     by_type = {c["instance_type"]: c for c in json.loads(result.stdout)["candidates"]}
     needed = WEIGHTS + 8 * 8192 * KV_PER_TOKEN
@@ -262,6 +264,11 @@ def test_concurrency_and_context_decide_the_fit(priced: World, hub: Hub) -> None
     assert by_type["ml.g6e.xlarge"]["usd_per_million_tokens"] == round(
         usd_per_million("ml.g6e.xlarge", "us-east-2", 8), 4
     )
+    plan, _ = load_plan(plan_path)
+    assert plan.measure.levels == [1, 4, 8, 16]
+    assert [arm.sagemaker.instance_type for arm in plan.arms if arm.sagemaker] == [
+        c["instance_type"] for c in json.loads(result.stdout)["candidates"][:5] if c["rank"]
+    ]
 
 
 def test_table_states_the_known_error_and_the_plan_loads(
