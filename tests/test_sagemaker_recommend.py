@@ -429,3 +429,29 @@ def test_kv_cache_of_a_gemma_like_config_counts_only_layers_with_their_own_cache
     no_dtype, _ = kv_cache_of({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64})
     assert no_dtype is not None and no_dtype.bytes_per_token == 2 * 2 * 4 * 16 * 2
     assert any("16-bit assumed" in note for note in no_dtype.notes)
+
+
+def test_a_refused_quota_read_keeps_the_ranking_and_a_refused_price_read_says_why(
+    priced: World, hub: Hub
+) -> None:
+    priced.json_fake.handlers["ServiceQuotasV20190624.ListServiceQuotas"] = lambda body: (
+        400, {"__type": "AccessDeniedException", "message": "User is not authorized to perform servicequotas:ListServiceQuotas"}
+    )  # fmt: skip
+    result = run(MODEL, "-r", "us-east-2", "--json")
+    assert result.exit_code == 0, result.stderr
+    first = json.loads(result.stdout)["candidates"][0]
+    # g5.xlarge's quota 0 can no longer be seen: it is usable, with the reason, and cheapest.
+    assert first["rank"] == 1 and first["instance_type"] == "ml.g5.xlarge"
+    [offer] = first["regions"]
+    assert offer["quota"] is None and offer["in_use"] == 0
+    assert "AWS denied servicequotas:ListServiceQuotas in us-east-2" in offer["note"]
+
+    priced.json_fake.handlers["AWSPriceListService.GetProducts"] = lambda body: (
+        400, {"__type": "AccessDeniedException", "message": "not authorized to perform: pricing:GetProducts"}
+    )  # fmt: skip
+    refused = run(MODEL, "-r", "us-east-1", "--json")  # us-east-1's prices are not cached yet
+    assert refused.exit_code == 0, refused.stderr
+    candidates = json.loads(refused.stdout)["candidates"]
+    assert all(c["rank"] is None and c["usd_per_hour"] is None for c in candidates)
+    g6 = next(c for c in candidates if c["instance_type"] == "ml.g6.xlarge")
+    assert "us-east-1: price unknown: AWS denied pricing:GetProducts" in g6["why_not"]
