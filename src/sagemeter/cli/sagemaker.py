@@ -1,5 +1,5 @@
 """The SageMaker commands of the CLI: quota, price, role, deploy, status, list, logs, invoke,
-delete.
+delete (and recommend, in sagemaker_recommend.py).
 
 Thin: each command parses its options, calls one function of `sagemeter.sagemaker`, and
 draws the answer with rich. A `UserError` (and any AWS error) is one line on stderr and exit 2;
