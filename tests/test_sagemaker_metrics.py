@@ -278,3 +278,49 @@ def test_metrics_wait_is_an_option_of_measure_and_plans() -> None:
     assert MeasureOptions(metrics_wait="90s").settings().metrics_wait_s == 90.0  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="metrics_wait"):
         MeasureOptions(metrics_wait="soon")  # type: ignore[arg-type]
+
+
+def test_combine_and_the_report_show_the_endpoint_figures_per_phase(
+    world: World, tmp_path: Path
+) -> None:
+    """Figures read from moto, put in two result files: `combine` has a row per phase and
+    figure (null where a phase's minutes never arrived), the report a section with the table,
+    the count CloudWatch got wrong and each null's reason."""
+    from sagemeter.compare import combine
+    from sagemeter.report.markdown import render_markdown
+    from sagemeter.report.runs import load_run
+    from sagemeter.report.sections import build_document
+    from sagemeter.results import save_result
+
+    plain_endpoint("metered", REGION)
+    base = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=20)
+    log, windows = _phase_log(base)
+    put_minute("metered", "v", base, 4)
+    put_minute("metered", "v", base + timedelta(minutes=3), 5, utilisation=False)
+    metrics = asyncio.run(_recorder(log, 0.0, windows).read())
+    source = Path(__file__).parent / "data" / "report-run"
+    paths = []
+    for name in ("smollm2-f32", "smollm2-q4_1"):
+        result = load_result(source / f"measure-{name}.json")
+        assert result.detail is not None
+        result.detail.endpoint_metrics = metrics
+        paths.append(tmp_path / f"measure-{name}.json")
+        save_result(result, paths[-1])
+
+    rows = {row.key: row for row in combine(paths).rows}
+    assert rows["endpoint_a_model_latency_ms"].values == [120.0, 120.0]
+    assert rows["endpoint_a_overhead_latency_ms"].values == [5.0, 5.0]
+    assert rows["endpoint_a_client_and_network_ms"].values == [75.0, 75.0]
+    assert rows["endpoint_a_gpu_utilization_pct"].values == [GPU, GPU]
+    assert rows["endpoint_b_client_and_network_ms"].values == [None, None]
+    assert rows["endpoint_c_model_latency_ms"].values == [None, None]
+
+    document = build_document(load_run(tmp_path))
+    section = next(s for s in document.sections if s.anchor == "endpoint-metrics")
+    text = render_markdown(document, {})
+    assert "SageMaker endpoint metrics (CloudWatch)" in text
+    assert "b: CloudWatch counted 5 invocations" in text
+    assert "c, model_latency_ms: no ModelLatency datapoint" in text
+    tables = [block for block in section.blocks if hasattr(block, "rows")]
+    first = tables[0].rows[0]  # type: ignore[attr-defined]
+    assert [c.text for c in first[:6]] == ["a", "200", "120", "5", "75", "4 / 4"]
