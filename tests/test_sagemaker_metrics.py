@@ -324,3 +324,16 @@ def test_combine_and_the_report_show_the_endpoint_figures_per_phase(
     tables = [block for block in section.blocks if hasattr(block, "rows")]
     first = tables[0].rows[0]  # type: ignore[attr-defined]
     assert [c.text for c in first[:6]] == ["a", "200", "120", "5", "75", "4 / 4"]
+
+    from rich.console import Console
+
+    from sagemeter.report.terminal import print_result
+
+    console = Console(record=True, width=200)
+    print_result(console, load_result(paths[0]))
+    shown = console.export_text()
+    assert (
+        "endpoint a: model / overhead / client+network ms │ 120.0 / 5.0 / 75.0 (GPU 88%)" in shown
+    )
+    assert "endpoint b: model / overhead / client+network ms │ 120.0 / 5.0 / -" in shown
+    assert "endpoint c: model / overhead / client+network ms │ - / - / -" in shown
