@@ -635,7 +635,7 @@ def plan_problems(plan: Plan) -> list[str]:
         endpoints[endpoint] = arm.name
     if plan.measure.ray is not None:
         for arm in plan.arms:
-            if arm.deployed or _is_sagemaker(arm):
+            if arm.deployed or is_sagemaker_arm(arm):
                 problems.append(
                     f'measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
                     "batches go through boto3 on this machine; leave out ray"
@@ -669,7 +669,7 @@ def plan_problems(plan: Plan) -> list[str]:
     return problems
 
 
-def _is_sagemaker(arm: Arm) -> bool:
+def is_sagemaker_arm(arm: Arm) -> bool:
     """An arm whose target is a SageMaker endpoint (a target that does not parse is said
     elsewhere)."""
     try:
