@@ -340,3 +340,24 @@ def test_combine_and_the_report_show_the_endpoint_figures_per_phase(
     )
     assert "endpoint b: model / overhead / client+network ms │ 120.0 / 5.0 / -" in shown
     assert "endpoint c: model / overhead / client+network ms │ - / - / -" in shown
+
+
+def test_phases_that_share_their_only_minute_say_their_figures_are_mixed(world: World) -> None:
+    """Two phases inside one minute: both get that minute's figures, each says how many of the
+    other's requests are in them, and neither gets a split (the means are not its own)."""
+    plain_endpoint("metered", REGION)
+    minute = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=30)
+    log, windows = SentLog(), []
+    for phase, second, count in (("d", 5, 2), ("e", 30, 3)):
+        start = minute + timedelta(seconds=second)
+        for i in range(count):
+            log.entries.append(Sent(phase, start.timestamp() + i, 1, True, 0.2))
+        windows.append(PhaseWindow(phase, start, start + timedelta(seconds=10)))
+    put_minute("metered", "v", minute, 5)
+    d, e = asyncio.run(_recorder(log, 0.0, windows).read()).phases
+    assert (d.requests_sent, d.other_requests_sent) == (2, 3)
+    assert (e.requests_sent, e.other_requests_sent) == (3, 2)
+    for phase in (d, e):
+        assert phase.model_latency_ms == 120.0 and phase.invocations == 5 and not phase.problems
+        assert phase.client_and_network_ms is None
+        assert "also held other phases' requests (" in phase.missing["client_and_network_ms"]
