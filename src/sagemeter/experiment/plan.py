@@ -66,6 +66,11 @@ class MeasureOptions(_Strict):
     )
     retries: int | None = None
     reruns: int | None = None
+    metrics_wait: float | None = Field(
+        None,
+        description="SageMaker arms: the longest wait for the endpoint's CloudWatch metrics, "
+        'seconds or a duration such as "3m"; 0 reads what is there',
+    )
     ray: str | None = Field(
         None,
         description="parallel: send the batches from a Ray cluster's nodes, as `measure --ray` "
@@ -109,7 +114,7 @@ class MeasureOptions(_Strict):
                 raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
         return value
 
-    @field_validator("timeout", "stall", "startup_timeout", mode="before")
+    @field_validator("timeout", "stall", "startup_timeout", "metrics_wait", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         """A number of seconds, or a duration such as "120s" or "500ms"."""
@@ -142,6 +147,7 @@ class MeasureOptions(_Strict):
             "retries": self.retries,
             "batch_reruns": self.reruns,
             "startup_timeout_s": self.startup_timeout,
+            "metrics_wait_s": self.metrics_wait,
         }
         return measure_settings(self.quick, overrides, method=self.method, label=_measure_key)
 
@@ -157,6 +163,7 @@ _MEASURE_KEYS = {
     "stall_s": "stall",
     "batch_reruns": "reruns",
     "startup_timeout_s": "startup_timeout",
+    "metrics_wait_s": "metrics_wait",
 }
 
 
@@ -649,7 +656,7 @@ def plan_problems(plan: Plan) -> list[str]:
         endpoints[endpoint] = arm.name
     if plan.measure.ray is not None:
         for arm in plan.arms:
-            if arm.deployed or _is_sagemaker(arm):
+            if arm.deployed or is_sagemaker_arm(arm):
                 problems.append(
                     f'measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
                     "batches go through boto3 on this machine; leave out ray"
@@ -683,7 +690,7 @@ def plan_problems(plan: Plan) -> list[str]:
     return problems
 
 
-def _is_sagemaker(arm: Arm) -> bool:
+def is_sagemaker_arm(arm: Arm) -> bool:
     """An arm whose target is a SageMaker endpoint (a target that does not parse is said
     elsewhere)."""
     try:
