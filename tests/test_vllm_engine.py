@@ -65,7 +65,7 @@ def vllm_install() -> VllmInstall:
 
 @pytest.fixture(scope="session")
 def vllm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """vLLM's compile cache for this session: the first start compiles, later ones reuse it."""
+    """vLLM's cache for this session, away from the user's."""
     return tmp_path_factory.mktemp("vllm-cache")
 
 
@@ -93,6 +93,10 @@ def vllm_server(
         "SAGEMETER_HOME": str(shared_home),  # the export is made once, into the session's home
         "SAGEMETER_VLLM": str(vllm_install.executable),
         "VLLM_CACHE_ROOT": str(vllm_cache),
+        # Eager, as every vLLM the tests start: compiling the model takes ~2.5 min of a 2-core
+        # CI machine per start (ready in 176 s compiled, 34 s eager), and what sagemeter reads
+        # (the log's facts, /metrics, the replies) is the same either way.
+        "SAGEMETER_VLLM_ARGS": "--enforce-eager",
         "COLUMNS": "1000",
     }
     errors = tmp_path_factory.mktemp("serve") / "stderr.txt"
@@ -296,10 +300,8 @@ def test_measure_quick_on_a_vllm_target(
     tmp_path: Path,
     sagemeter_env: dict[str, str],
 ) -> None:
-    """vllm:smollm2-f32 end to end: a second vLLM started, measured and stopped by measure.
-    It runs eager (`SAGEMETER_VLLM_ARGS=--enforce-eager`): the fixture's start has already shown
-    the compiled path, and vLLM 0.32's CPU build cannot load its own compile cache back
-    ("'function' object has no attribute 'finalize_loading'"), so it would compile again."""
+    """vllm:smollm2-f32 end to end: a second vLLM started, measured and stopped by measure,
+    eager like the fixture's (`SAGEMETER_VLLM_ARGS=--enforce-eager`)."""
     env = {
         **sagemeter_env,
         "SAGEMETER_HOME": str(shared_home),  # the exported folder is reused, not made again
@@ -344,7 +346,7 @@ def test_measure_quick_on_vllm_serve_given_as_a_command(
 ) -> None:
     """`cmd:"vllm serve … --port {port}"`: vLLM's own command line, started, measured and stopped
     by sagemeter's `cmd` engine, its start-up facts read from the log by the vLLM parser. Eager,
-    for the reason the test above gives."""
+    as the fixture's."""
     command = (
         f"{vllm_install.executable} serve {vllm_server.folder} --host 127.0.0.1 --port {{port}} "
         "--served-model-name smollm2 --max-model-len 2048 --dtype float32 --enforce-eager"
