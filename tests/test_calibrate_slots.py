@@ -44,12 +44,14 @@ def test_the_request_past_the_slots_waits_for_a_whole_reply(tmp_path: Path) -> N
         ]
         for thread in threads:
             thread.start()
-            time.sleep(0.005)  # in a known order, all well inside the first reply
+            time.sleep(0.005)  # all well inside the first reply
         for thread in threads:
             thread.join()
         stats = httpx.get(url + "/stats", timeout=5).json()
-    assert min(ttfts[:2]) >= TIMING.ttft_s
-    assert max(ttfts[:2]) < REPLY_S  # the first two were served at once
+    # Threads may reach the server in another order than started: the log says which queued.
+    ttfts.sort()
+    assert ttfts[0] >= TIMING.ttft_s
+    assert ttfts[1] < REPLY_S  # the first two to arrive were served at once
     assert stats["slots"] == 2
     assert stats["queued_total"] == 1
     assert stats["in_service"] == 0
@@ -63,7 +65,7 @@ def test_the_request_past_the_slots_waits_for_a_whole_reply(tmp_path: Path) -> N
     first_ends = lines[0]["arrived_unix"] + REPLY_S
     assert queued[2] >= first_ends - lines[2]["arrived_unix"] - 1e-4
     assert queued[2] < first_ends - lines[2]["arrived_unix"] + 0.05
-    assert ttfts[2] >= queued[2] + TIMING.ttft_s
+    assert ttfts[2] >= queued[2] + TIMING.ttft_s - 1e-4
     assert lines[2]["started_unix"] - lines[2]["arrived_unix"] == pytest.approx(queued[2], abs=1e-5)
     assert lines[0]["arrived_unix"] <= lines[1]["arrived_unix"] <= lines[2]["arrived_unix"]
 
