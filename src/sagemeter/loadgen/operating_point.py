@@ -8,8 +8,10 @@ last that met the SLO and the first that did not (to one stream; a rate to RATE_
 Each probe is long enough for its percentile: its steady window counts at least `min_requests`
 (100 for p99; a probe found too short is run again, longer). A probe that already fails stops
 early: once more requests missed the SLO than the percentile allows of the whole probe, the
-workers stop sending (transport/slo_stop.py). A probe the client could not measure (invalid) is
-not a pass. The price is $/M output tokens at the point found: --price-per-hour / tokens per hour.
+workers stop sending (transport/slo_stop.py). A probe the client could not measure (invalid: the
+client, not the server, fell behind) is run again; still invalid, it ends the search with no
+operating point, since the point could lie above it. The price is $/M output tokens at the point
+found: --price-per-hour / tokens per hour.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sagemeter.loadgen.result import (
     SloSearch,
 )
 from sagemeter.loadgen.settings import LoadSettings
+from sagemeter.transport.health import client_limits
 from sagemeter.transport.slo_stop import SloStop, misses
 
 MIN_PROBE_REQUESTS = 10  # even a median is not judged on fewer
@@ -38,6 +41,10 @@ LENGTH_MARGIN = 1.25  # a probe's planned length over its estimate
 
 RunProbe = Callable[[LoadSettings, SloStop], LoadResult]
 OnProbe = Callable[[Probe], None]
+
+
+class Unmeasurable(Exception):
+    """A probe the client could not measure, however often tried: the search cannot go on."""
 
 
 def min_requests(percentile: float) -> int:
@@ -64,6 +71,16 @@ def usd_per_million(
     if tokens_per_second <= 0:
         return None, "no output tokens were measured at the operating point"
     return price_per_hour / (tokens_per_second * 3600.0) * 1e6, None
+
+
+def client_kept_up(result: LoadResult) -> bool:
+    """Whether the client kept up (its loop and CPU), whatever else a probe stopped early
+    misses: a stop leaves streams with one request and an unsteady window, which would make it
+    invalid, while its misses are the server's as long as the client kept up."""
+    awareness = result.self_awareness
+    shares = [worker.cpu_share for worker in awareness.workers]
+    lag = awareness.loop_lag_s.p99
+    return not client_limits(lag, shares, awareness.client_cpu_share_of_cores)
 
 
 def raw_misses(records: list[RawRecord], stop: SloStop) -> int:
@@ -145,16 +162,23 @@ class Search:
             missed = raw_misses(result.raw.records, stop) if result.raw is not None else 0
             stopped = missed > stop.after_misses
             enough = result.window.requests_counted >= self.needed
-            if stopped or enough or not result.valid or attempt == TRIES - 1:
+            measured = client_kept_up(result) if stopped else result.valid
+            if attempt == TRIES - 1 or (measured and (stopped or enough)):
                 break
-            length = max(self.planned_length(load), length * 2)
+            if measured:  # too short for its percentile; an unmeasured one is tried again
+                length = max(self.planned_length(load), length * 2)
         kept = result if settings.raw else result.model_copy(update={"raw": None})
         self.results[load] = kept
-        probe = self.judged(load, length, result, stopped, missed, stop)
+        probe = self.judged(load, length, result, stopped and measured, missed, stop)
         self.probes.append(probe)
         if self.on_probe is not None:
             self.on_probe(probe)
+        if not measured:
+            raise Unmeasurable(f"{self.load_text(load)} ({probe.why})")
         return probe.passed
+
+    def load_text(self, load: float) -> str:
+        return f"{load:g} requests/s" if self.by_rate else f"{int(load)} at once"
 
     def judged(
         self,
@@ -299,7 +323,18 @@ def search_operating_point(
     """Search, then the result of the operating point's probe (or of the lowest probe when no
     load met the SLO) with `operating_point` and `slo_search` filled in."""
     search = Search(settings, run_probe, on_probe)
-    point, reason = _by_rate(search) if search.by_rate else _by_concurrency(search)
+    point: float | None
+    try:
+        point, reason = _by_rate(search) if search.by_rate else _by_concurrency(search)
+    except Unmeasurable as exc:
+        passed = [p for p in search.probes if p.passed]
+        below = (
+            f"; {search.load_text(max(p.rate or p.concurrency or 0 for p in passed))} met it, "
+            "but the point may lie higher"
+            if passed
+            else ""
+        )
+        point, reason = None, f"the client could not measure {exc}{below}"
     chosen = search.results[point] if point is not None else search.results[min(search.results)]
     operating: OperatingPoint | None = None
     if point is not None:

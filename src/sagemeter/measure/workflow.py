@@ -36,6 +36,7 @@ from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import measure_quality
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
+from sagemeter.measure.slo import SloFigures, SloOptions, search_slo
 from sagemeter.questions import QuestionSet, load_question_set
 from sagemeter.results import (
     DecodeDetail,
@@ -117,6 +118,8 @@ async def measure_target(
     api_key: str | None = None,
     server_log_facts: StartupFacts | None = None,
     wrap_client: Callable[[ChatClient], ChatClient] | None = None,
+    slo: SloOptions | None = None,
+    price_per_hour: float | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
@@ -127,7 +130,8 @@ async def measure_target(
     `--server-log` or `--docker`) stand in for an HTTP target's start-up facts. The server's
     `/metrics` (vLLM, llama.cpp) are read around each phase and compared with the client's counts.
     `wrap_client` lets an experiment put its own layer around the endpoint's client (the
-    interleaved order's turns).
+    interleaved order's turns). `slo` (a plan's [slo] table) adds the operating-point search as a
+    last phase, priced at `price_per_hour` (measure/slo.py).
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -263,6 +267,12 @@ async def measure_target(
             )
             host.end()
         await watch.check("fidelity" if wants_fidelity else "quality", None)
+        slo_figures = None
+        if slo is not None:
+            on_phase("slo")
+            host.begin("slo")
+            slo_figures = await _search_slo(endpoint, slo, price_per_hour)
+            host.end()
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
@@ -282,8 +292,36 @@ async def measure_target(
         server_identity=watch.record(),
         host=host.record(server_here=_server_here(endpoint)),
     )
+    if slo_figures is not None:
+        result = with_slo(result, slo_figures)
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
+
+
+async def _search_slo(
+    endpoint: Endpoint, slo: SloOptions, price_per_hour: float | None
+) -> SloFigures:
+    """The operating-point search in a thread (its workers are processes); a search that cannot
+    run is null figures with the reason, never a lost measurement."""
+    try:
+        return await asyncio.to_thread(
+            search_slo, endpoint.http_root, slo, price_per_hour, endpoint.api_key
+        )
+    except UserError as exc:
+        return SloFigures(slo_note=f"not searched: {exc}")
+
+
+def with_slo(result: MeasureResult, figures: SloFigures) -> MeasureResult:
+    """The result with the SLO figures at its top level; a search that did not run makes it
+    incomplete (no load meeting the SLO is a finding, not a missing figure)."""
+    update: dict[str, Any] = figures.model_dump()
+    if figures.slo_search is None:
+        update["incomplete_because"] = [
+            *result.incomplete_because,
+            f"slo: {figures.slo_note or 'not searched'}",
+        ]
+        update["complete"] = False
+    return result.model_copy(update=update)
 
 
 def identity_reason(changed: str) -> str:
