@@ -639,6 +639,13 @@ def plan_problems(plan: Plan) -> list[str]:
                     f'measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
                     "batches go through boto3 on this machine; leave out ray"
                 )
+    if plan.slo is not None:
+        for arm in plan.arms:
+            if arm.deployed or _is_sagemaker(arm):
+                problems.append(
+                    f'slo: arm "{arm.name}" is a SageMaker endpoint, which answers through the '
+                    "runtime API the load generator does not speak; leave out [slo] or the arm"
+                )
     order = plan.order_text
     order_problem = None if order == INTERLEAVED else _order_problem(order, len(plan.arms))
     if order_problem:
