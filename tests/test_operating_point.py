@@ -14,11 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from mcp import Client
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.errors import UserError
 from sagemeter.loadgen.operating_point import allowed_misses, min_requests, usd_per_million
 from sagemeter.loadgen.settings import LoadSettings
+from sagemeter.mcp import ServerConfig, build_server
+from tests.mcp_helpers import Progress, error_line
 
 TIMING = TruthTiming(ttft_s=0.02, itl_s=0.005)
 TOKENS = 8
@@ -127,3 +130,35 @@ def test_probe_sizes_and_the_price() -> None:
     assert usd == pytest.approx(1.0) and why is None
     assert usd_per_million(None, 1000.0) == (None, "no --price-per-hour given")
     assert usd_per_million(3.6, 0.0)[0] is None
+
+
+@pytest.mark.slow  # a second whole search, through the MCP face
+async def test_the_mcp_tool_finds_the_slot_limit_with_a_note_per_probe(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    arguments = {
+        "name": "slots",
+        "slo_ttft_ms": 35,
+        "percentile": 90,
+        "max_tokens": TOKENS,
+        "max_concurrency": 4,
+        "min_probe_s": 0.2,
+        "price_per_hour": PRICE,
+    }
+    with running_truth_server(TIMING, slots=SLOTS) as url:
+        async with Client(build_server(ServerConfig(results_dir=results))) as client:
+            progress = Progress()
+            answer = await client.call_tool(
+                "find_operating_point", {"target": url, **arguments}, progress_callback=progress
+            )
+            refused = await client.call_tool(
+                "find_operating_point", {"target": "local:smollm2-f32", **arguments}
+            )
+    assert not answer.is_error, answer
+    found = answer.structured_content
+    assert found is not None
+    assert found["found"] is True and found["operating_point"]["concurrency"] == SLOTS
+    assert [p["concurrency"] for p in found["probes"]] == [1, 2, 4, 3]
+    assert [message for _, _, message in progress.seen][2].startswith("probe 4 at once: misses")
+    written = json.loads((results / "load-slots.json").read_text())
+    assert written["operating_point"]["concurrency"] == SLOTS
+    assert "give http://HOST:PORT" in error_line(refused)
