@@ -8,6 +8,8 @@ arrival log has one line per request, in arrival order, and says which one queue
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -106,3 +108,28 @@ def test_a_slot_is_freed_once_and_a_gone_client_is_skipped_in_the_queue() -> Non
 def test_slots_below_one_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         SlotGate(0, lambda call: None)
+
+
+def test_the_arrival_log_holds_the_clients_true_send_times(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    """An open-loop run's every send, as the client recorded it, against the server's own
+    record of each arrival: the same count, each within a few ms after its send."""
+    log, out = tmp_path / "arrivals.jsonl", tmp_path / "r.json"
+    with running_truth_server(TIMING, arrival_log=log) as url:
+        done = subprocess.run(
+            [sys.executable, "-m", "sagemeter", "load", url, "--rate=40", "--duration=1s",
+             "--max-tokens=4", "--workers=1", "--raw", f"--out={out}"],  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=sagemeter_env,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    raw = json.loads(out.read_text())["raw"]
+    sends = sorted(raw["wall_start"] + record["send_us"] * 1e-6 for record in raw["records"])
+    arrivals = sorted(json.loads(line)["arrived_unix"] for line in log.read_text().splitlines())
+    assert len(arrivals) == len(sends) > 20
+    gaps = [arrived - sent for arrived, sent in zip(arrivals, sends, strict=True)]
+    assert min(gaps) > -0.002  # never before it was sent (the two clocks' reading aside)
+    assert max(gaps) < 0.010
