@@ -118,8 +118,19 @@ def test_the_arrival_log_holds_the_clients_true_send_times(
     log, out = tmp_path / "arrivals.jsonl", tmp_path / "r.json"
     with running_truth_server(TIMING, arrival_log=log) as url:
         done = subprocess.run(
-            [sys.executable, "-m", "sagemeter", "load", url, "--rate=40", "--duration=1s",
-             "--max-tokens=4", "--workers=1", "--raw", f"--out={out}"],  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "sagemeter",
+                "load",
+                url,
+                "--rate=40",
+                "--duration=1s",
+                "--max-tokens=4",
+                "--workers=1",
+                "--raw",
+                f"--out={out}",
+            ],
             capture_output=True,
             text=True,
             env=sagemeter_env,
