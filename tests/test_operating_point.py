@@ -91,6 +91,34 @@ def test_the_concurrency_search_finds_the_slot_limit(
     assert "2 at once meets every SLO; 3 at once does not" in stdout
 
 
+@pytest.mark.slow  # a dozen probes of Poisson arrivals
+def test_the_rate_search_brackets_the_rate_within_its_precision(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    """Two slots of 60 ms replies serve at most 33 requests/s; Poisson arrivals queue before
+    that, so the rate found is below it, met by its probe, and within 5 % of a rate that was not."""
+    out = tmp_path / "rate.json"
+    with running_truth_server(TIMING, slots=SLOTS) as url:
+        code, _, stderr = _load(
+            [url, "--search=rate", "--rate=4", "--slo-ttft=35ms", "--slo-percentile=90",
+             f"--max-tokens={TOKENS}", "--duration=0.5s", f"--out={out}"],
+            sagemeter_env,
+            tmp_path,
+        )  # fmt: skip
+    assert code == 0, stderr
+    result = json.loads(out.read_text())
+    search = result["slo_search"]
+    rate = result["operating_point"]["rate"]
+    capacity = SLOTS / TIMING.request_seconds(TOKENS)
+    assert 4 <= rate < capacity
+    missed = [p["rate"] for p in search["probes"] if not p["passed"]]
+    above = min(r for r in missed if r > rate)
+    assert (above - rate) / rate <= 0.05 + 1e-9
+    for probe in search["probes"]:
+        assert probe["passed"] == (probe["rate"] <= rate), probe
+    assert result["asked_rate"] == rate and result["mode"] == "poisson"
+
+
 def test_search_input_is_checked_before_any_work(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
