@@ -119,6 +119,28 @@ def test_the_rate_search_brackets_the_rate_within_its_precision(
     assert result["asked_rate"] == rate and result["mode"] == "poisson"
 
 
+def test_a_target_no_load_meets_is_a_finding_with_its_reason(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    out = tmp_path / "none.json"
+    with running_truth_server(TIMING, slots=SLOTS) as url:
+        code, stdout, stderr = _load(
+            [url, "--search=concurrency", "--slo-ttft=10ms", "--slo-percentile=50",
+             f"--max-tokens={TOKENS}", "--duration=0.2s", "--price-per-hour=1", f"--out={out}"],
+            sagemeter_env,
+            tmp_path,
+        )  # fmt: skip
+    assert code == 0, stderr  # every first token takes 20 ms: a finding, not a failure
+    result = json.loads(out.read_text())
+    assert result["operating_point"] is None
+    search = result["slo_search"]
+    assert search["found"] is False and search["client_limited"] is False
+    assert search["reason"].startswith("even 1 at once misses the SLO (")
+    assert [p["concurrency"] for p in search["probes"]] == [1]
+    assert search["probes"][0]["ttft_s"] >= TIMING.ttft_s
+    assert "even 1 at once misses" in stdout
+
+
 def test_search_input_is_checked_before_any_work(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:

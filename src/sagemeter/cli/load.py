@@ -341,6 +341,11 @@ def failed_run(result: LoadResult) -> str | None:
     incomplete measurement, so a script never takes a run of failures for a result."""
     if result.requests_completed == 0:
         return f"every request failed ({result.requests_failed}); no figure was measured"
+    search = result.slo_search
+    if search is not None:
+        # The search judged its probes itself: no load meeting the SLO is a finding; a probe
+        # the client could not measure leaves the point unknown.
+        return search.reason if search.client_limited else None
     if not result.valid:
         return "the run is not valid: " + "; ".join(result.invalid_because)
     return None

@@ -324,6 +324,7 @@ def search_operating_point(
     load met the SLO) with `operating_point` and `slo_search` filled in."""
     search = Search(settings, run_probe, on_probe)
     point: float | None
+    limited = False
     try:
         point, reason = _by_rate(search) if search.by_rate else _by_concurrency(search)
     except Unmeasurable as exc:
@@ -335,6 +336,7 @@ def search_operating_point(
             else ""
         )
         point, reason = None, f"the client could not measure {exc}{below}"
+        limited = True
     chosen = search.results[point] if point is not None else search.results[min(search.results)]
     operating: OperatingPoint | None = None
     if point is not None:
@@ -357,6 +359,7 @@ def search_operating_point(
         min_requests=search.needed,
         price_per_hour=settings.price_per_hour,
         found=point is not None,
+        client_limited=limited,
         reason=reason,
         probes=search.probes,
     )

@@ -244,6 +244,11 @@ class SloSearch(BaseModel):
     min_requests: int = Field(description="requests a probe counts at least, for its percentile")
     price_per_hour: float | None
     found: bool
+    client_limited: bool = Field(
+        default=False,
+        description="the search ended at a probe the client could not measure: no point found, "
+        "though the server might have met the SLO there",
+    )
     reason: str
     probes: list[Probe]
 
