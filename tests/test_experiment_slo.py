@@ -90,3 +90,5 @@ def test_a_plan_compares_two_arms_by_their_cost_at_the_slo(
     assert cost_ratio == pytest.approx(0.5, rel=0.15)  # twice the tokens for the same hour
     report = (run / "report.md").read_text()
     assert "Cost at your SLO" in report
+    assert "| Requests at once at the SLO | 2 | 4 | 2.00 |" in report
+    assert (run / "plots" / "slo.png").read_bytes().startswith(b"\x89PNG")  # every probe drawn

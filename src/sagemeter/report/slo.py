@@ -10,7 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from sagemeter.compare.costs import cost_per_million_tokens
-from sagemeter.report.document import Block, Cell, Paragraph, Section, Table, cell, label
+from sagemeter.report.document import (
+    Block,
+    Cell,
+    Figure,
+    Paragraph,
+    Section,
+    Table,
+    cell,
+    label,
+)
 from sagemeter.report.figures import NA, num
 from sagemeter.report.rows import name_of, ratio_cells, ratio_header
 from sagemeter.report.runs import Run
@@ -86,4 +95,11 @@ def slo_section(run: Run) -> Section | None:
     notes = [f"{name_of(r)}: {r.slo_note}" for r in contenders if r.slo_note]
     if notes:
         blocks.append(Paragraph("Not found: " + "; ".join(notes) + "."))
+    blocks.append(
+        Figure(
+            "slo",
+            "Output tokens/s against TTFT at the SLO's percentile: every probe of each "
+            "checkpoint's search (filled: met the SLO; hollow: missed; label: the load).",
+        )
+    )
     return Section("Cost at your SLO", "slo", blocks)
