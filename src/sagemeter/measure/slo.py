@@ -11,6 +11,7 @@ API) gets null figures and the reason.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -75,8 +76,10 @@ def search_slo(
     options: SloOptions,
     price_per_hour: float | None,
     api_key: str | None = None,
+    between_probes: Callable[[], None] | None = None,
 ) -> SloFigures:
-    """Search the operating point of the server at `http_root` (blocking: worker processes)."""
+    """Search the operating point of the server at `http_root` (blocking: worker processes).
+    `between_probes` is called after each probe (it raises to stop the search there)."""
     if http_root is None:
         return SloFigures(
             slo_note="not searched: the load generator reaches plain HTTP endpoints only "
@@ -103,6 +106,7 @@ def search_slo(
         settings,
         lambda level, stop: run_once(level, time.perf_counter(), api_key, None, stop),
         lambda: time.perf_counter() - started,
+        on_probe=(lambda _probe: between_probes()) if between_probes is not None else None,
     )
     search = result.slo_search
     point = result.operating_point

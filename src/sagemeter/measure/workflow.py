@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import platform
+import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -302,20 +303,36 @@ async def _search_slo(
     endpoint: Endpoint, slo: SloOptions, price_per_hour: float | None
 ) -> SloFigures:
     """The operating-point search in a thread (its workers are processes); a search that cannot
-    run is null figures with the reason, never a lost measurement."""
+    run is null figures with the reason, never a lost measurement. Cancelled (a stop), the
+    thread ends after the probe in flight rather than search on against a stopped server."""
+    cancelled = threading.Event()
+
+    def between_probes() -> None:
+        if cancelled.is_set():
+            raise SearchCancelled
+
     try:
         return await asyncio.to_thread(
-            search_slo, endpoint.http_root, slo, price_per_hour, endpoint.api_key
+            search_slo, endpoint.http_root, slo, price_per_hour, endpoint.api_key, between_probes
         )
     except UserError as exc:
         return SloFigures(slo_note=f"not searched: {exc}")
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
+class SearchCancelled(Exception):
+    """The measurement was stopped while its SLO search ran."""
 
 
 def with_slo(result: MeasureResult, figures: SloFigures) -> MeasureResult:
-    """The result with the SLO figures at its top level; a search that did not run makes it
-    incomplete (no load meeting the SLO is a finding, not a missing figure)."""
+    """The result with the SLO figures at its top level; a search that did not run, or that a
+    probe the client could not measure ended, makes it incomplete (no load meeting the SLO is a
+    finding, not a missing figure)."""
     update: dict[str, Any] = figures.model_dump()
-    if figures.slo_search is None:
+    search = figures.slo_search
+    if search is None or search.get("client_limited"):
         update["incomplete_because"] = [
             *result.incomplete_because,
             f"slo: {figures.slo_note or 'not searched'}",
