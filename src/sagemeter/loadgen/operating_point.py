@@ -158,7 +158,8 @@ class Search:
             )
             level = settings.model_copy(update={**update, "duration_s": length})
             result = self.run_probe(level, stop)
-            self.learn(result)
+            if result.valid:  # a stopped or unmeasured probe's window says little of the pace
+                self.learn(result)
             missed = raw_misses(result.raw.records, stop) if result.raw is not None else 0
             stopped = missed > stop.after_misses
             enough = result.window.requests_counted >= self.needed
