@@ -53,6 +53,7 @@ def _settings(
     method: str | None = None,
     prefill_tokens: str | None = None,
     startup_timeout: str | None = None,
+    metrics_wait: str | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
     from sagemeter.settings import measure_settings, parse_prefill_tokens
@@ -80,6 +81,9 @@ def _settings(
             parse_duration(startup_timeout, "--startup-timeout")
             if startup_timeout is not None
             else None
+        ),
+        "metrics_wait_s": (
+            parse_duration(metrics_wait, "--metrics-wait") if metrics_wait is not None else None
         ),
     }
     return measure_settings(quick, overrides, method=method)
@@ -173,6 +177,14 @@ def measure(
         int | None,
         typer.Option(help="parallel: extra batches per level to replace ones that don't count [2]"),
     ] = None,
+    metrics_wait: Annotated[
+        str | None,
+        typer.Option(
+            help="SageMaker targets: the longest wait, once measured, for the endpoint's "
+            "CloudWatch metrics of each phase, e.g. 3m; 0s reads what is there [3m; 0s with "
+            "--quick]"
+        ),
+    ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -228,6 +240,7 @@ def measure(
         method,
         prefill_tokens,
         startup_timeout,
+        metrics_wait,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

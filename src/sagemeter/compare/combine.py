@@ -336,6 +336,7 @@ def combine(
         values = [r.load_tokens_per_second.get(level) for r in results]
         rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
     rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
+    rows.extend(_endpoint_rows(results))
     if price_per_hour is not None:
         for level in levels:
             values = [
@@ -727,6 +728,35 @@ def _prefill_rows(results: list[MeasureResult]) -> list[Row]:
         _row("prefill_tokens_per_second", [r.prefill_tokens_per_second for r in results], "speed"),
         _row("ttft_long_prompt_ms", [r.ttft_long_prompt_ms for r in results], "figure"),
     ]
+
+
+ENDPOINT_FIGURES = (
+    "model_latency_ms",
+    "overhead_latency_ms",
+    "client_and_network_ms",
+    "gpu_utilization_pct",
+)
+
+
+def _endpoint_rows(results: list[MeasureResult]) -> list[Row]:
+    """A SageMaker endpoint's own CloudWatch figures per phase (`endpoint_PHASE_FIGURE`), where
+    any file holds them; null for a file without them (another backend, an older file, or a
+    figure that did not arrive: its `detail.endpoint_metrics` says why)."""
+    per_file = [
+        {p.phase: p for p in r.detail.endpoint_metrics.phases}
+        if r.detail and r.detail.endpoint_metrics
+        else {}
+        for r in results
+    ]
+    phases = list(dict.fromkeys(phase for found in per_file for phase in found))
+    rows = []
+    for phase in phases:
+        for figure in ENDPOINT_FIGURES:
+            values = [
+                getattr(found[phase], figure) if phase in found else None for found in per_file
+            ]
+            rows.append(_row(f"endpoint_{phase}_{figure}", values, "figure"))
+    return rows
 
 
 def _slo_rows(results: list[MeasureResult], price_per_hour: float | None) -> list[Row]:

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagemeter import __version__
 from sagemeter.atomic import check_output_file, check_output_folder, describe_write_error
@@ -29,12 +29,14 @@ from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
+from sagemeter.measure.endpoint_metrics import EndpointMetrics, wait_text
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import measure_quality
+from sagemeter.measure.sent_log import LoggingClient, SentLog
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
 from sagemeter.measure.slo import SloFigures, SloOptions, search_slo
@@ -56,11 +58,14 @@ from sagemeter.results import (
 from sagemeter.results.derived import fill_derived
 from sagemeter.results.model import HostLoad, ServerIdentity
 from sagemeter.settings import MeasureSettings
-from sagemeter.targets import Target
+from sagemeter.targets import SageMakerTarget, Target
 from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
 from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
+
+if TYPE_CHECKING:
+    from sagemeter.sagemaker.metrics import EndpointMetricsRecorder
 
 PhaseFn = Callable[[str], None]
 
@@ -163,7 +168,11 @@ async def measure_target(
         ) as endpoint,
         contextlib.AsyncExitStack() as closing,
     ):
-        client = wrap_client(endpoint.client) if wrap_client else endpoint.client
+        cloud = _endpoint_metrics(target, settings)
+        client: ChatClient = endpoint.client
+        if cloud is not None:  # every request noted, for CloudWatch's per-minute counts
+            client = LoggingClient(client, cloud.log)
+        client = wrap_client(client) if wrap_client else client
         on_phase("preflight")
         try:
             await client.preflight()
@@ -182,6 +191,7 @@ async def measure_target(
         on_phase("decode")
         await meter.begin()
         host.begin("decode")
+        _begin(cloud, "decode")
         decode = await measure_decode(
             client,
             short_tokens=settings.short_tokens,
@@ -191,6 +201,7 @@ async def measure_target(
             prompt=settings.decode_prompt,
             progress=progress,
         )
+        _end(cloud)
         await meter.end(
             "decode",
             decode.records,
@@ -202,7 +213,9 @@ async def measure_target(
             on_phase("prefill")
             await meter.begin()
             host.begin("prefill")
+            _begin(cloud, "prefill")
             prefill = await _prefill(client, settings, described, progress)
+            _end(cloud)
             host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
@@ -212,6 +225,7 @@ async def measure_target(
             on_phase("parallel")
             await meter.begin()
             host.begin("parallel")
+            _begin(cloud, "parallel")
             load = await measure_load(
                 client,
                 levels=settings.load_levels,
@@ -232,6 +246,7 @@ async def measure_target(
                     else None
                 ),
             )
+            _end(cloud)
             host.end()
             await meter.end("parallel", [r for level in load.levels for r in level.records])
         if await watch.check("parallel", "quality"):
@@ -240,6 +255,7 @@ async def measure_target(
             on_phase("quality")
             await meter.begin()
             host.begin("quality")
+            _begin(cloud, "quality")
             quality = await measure_quality(
                 client,
                 question_set,
@@ -249,6 +265,7 @@ async def measure_target(
                 scoring=settings.scoring,
                 progress=progress,
             )
+            _end(cloud)
             host.end()
             await meter.end("quality", [], requests=len(quality.items))
         quality.chat_template_sha256 = described.get("chat_template_sha256")
@@ -278,6 +295,10 @@ async def measure_target(
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
         environment = _environment(endpoint, described, started)
+        endpoint_metrics = None
+        if cloud is not None:
+            on_phase(f"endpoint metrics (CloudWatch, up to {wait_text(cloud.wait_s)})")
+            endpoint_metrics = await cloud.read()
     result = assemble_result(
         name,
         settings,
@@ -292,11 +313,31 @@ async def measure_target(
         prefill=prefill,
         server_identity=watch.record(),
         host=host.record(server_here=_server_here(endpoint)),
+        endpoint_metrics=endpoint_metrics,
     )
     if slo_figures is not None:
         result = with_slo(result, slo_figures)
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
+
+
+def _endpoint_metrics(target: Target, settings: MeasureSettings) -> EndpointMetricsRecorder | None:
+    """A SageMaker target's CloudWatch recorder (other targets have `/metrics` instead)."""
+    if not isinstance(target, SageMakerTarget):
+        return None
+    from sagemeter.sagemaker.metrics import EndpointMetricsRecorder
+
+    return EndpointMetricsRecorder(target.name, target.region, settings.metrics_wait_s, SentLog())
+
+
+def _begin(cloud: EndpointMetricsRecorder | None, phase: str) -> None:
+    if cloud is not None:
+        cloud.begin(phase)
+
+
+def _end(cloud: EndpointMetricsRecorder | None) -> None:
+    if cloud is not None:
+        cloud.end()
 
 
 async def _search_slo(
@@ -523,6 +564,7 @@ def assemble_result(
     prefill: PrefillDetail | None = None,
     server_identity: ServerIdentity | None = None,
     host: HostLoad | None = None,
+    endpoint_metrics: EndpointMetrics | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     records = [
@@ -548,6 +590,7 @@ def assemble_result(
         *_client_bound_warnings(decode),
         *token_warnings(decode, load, prefill),
         *(fidelity_warnings or []),
+        *(endpoint_metrics.warnings() if endpoint_metrics else []),
     ]
     errors = [r.error for r in records if not r.ok] + [i.error for i in quality.items if i.error]
     timed_out = sum(1 for error in errors if error and error.startswith(TIMEOUT_PREFIX))
@@ -588,6 +631,7 @@ def assemble_result(
             quality=quality,
             fidelity=fidelity,
             server_metrics=server_metrics,
+            endpoint_metrics=endpoint_metrics,
             server_identity=server_identity,
             host=host,
             failed_requests=failed,
