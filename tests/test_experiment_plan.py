@@ -4,6 +4,7 @@ names an order makes; the demo as a built-in plan; what the journal counts as sp
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -324,3 +325,25 @@ def test_a_sagemaker_arm_is_planned_with_its_metrics_wait() -> None:
         minutes = {row.label: row.minutes for row in estimate(plan, {}, None).steps}
         assert minutes["measure a"] == round((measured + local_start_s) / 60, 1)
         assert minutes["measure b"] == round((measured + wait_s) / 60, 1)
+
+
+def test_an_slo_table_is_checked_and_written_back() -> None:
+    plan = parse_plan(TWO_ARMS + '\n[slo]\nttft = "500ms"\ntpot = 0.05\nmax-tokens = 64\n')
+    assert plan.slo is not None
+    assert (plan.slo.ttft, plan.slo.tpot, plan.slo.percentile) == (0.5, 0.05, 99.0)
+    assert plan.slo.max_tokens == 64 and plan.slo.search == "concurrency"
+    from sagemeter.experiment.plan_toml import plan_toml
+
+    assert parse_plan(plan_toml(plan.to_data())).slo == plan.slo  # the journal's copy reads back
+    for table, line in (
+        ("percentile = 99", "slo: give ttft, tpot or both"),
+        ('ttft = "1s"\npercentile = 95', "slo: percentile 95: give 50, 90 or 99"),
+        ('ttft = "1s"\nsearch = "rate"', "slo: search = rate starts at `rate`"),
+        ('ttft = "soon"', "slo.ttft: "),
+        ('ttft = "1s"\nslots = 4', "slo.slots: unknown key"),
+    ):
+        with pytest.raises(UserError, match=re.escape(line)):
+            parse_plan(TWO_ARMS + f"\n[slo]\n{table}\n")
+    cloud = TWO_ARMS.replace('target = "local:smollm2-f32"', '[arm.sagemaker]\nmodel = "m/x"')
+    with pytest.raises(UserError, match=r'slo: arm "a" is a SageMaker endpoint'):
+        parse_plan(cloud + '\n[slo]\nttft = "1s"\n')

@@ -40,6 +40,7 @@ ANNOTATIONS = {
     "stop_local": (False, True, True, False),
     "inspect_checkpoint": (True, False, True, True),
     "run_experiment": (False, False, False, True),
+    "find_operating_point": (False, False, False, True),
 }
 REQUIRED = {
     "check_quota": ["instance_type"],
@@ -52,6 +53,7 @@ REQUIRED = {
     "compare_results": ["results"],
     "delete_endpoint": ["endpoint", "confirm"],
     "inspect_checkpoint": ["sources"],
+    "find_operating_point": ["target", "name"],
 }
 
 

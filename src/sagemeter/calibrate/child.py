@@ -49,12 +49,15 @@ def running_truth_server(
     batch_gap_s: float | None = None,
     faults: Faults | None = None,
     max_model_len: int | None = None,
+    slots: int | None = None,
+    arrival_log: Path | None = None,
 ) -> Iterator[str]:
     """Start the server on 127.0.0.1, yield its base URL (no /v1), stop it on exit.
 
     `batch_gap_s` overrides how long a token between the first and the end may wait to share a
     wake-up with others (see `sagemeter.calibrate.scheduler`); `faults` make it misbehave;
-    `max_model_len` gives it a context length (said in /v1/models, enforced).
+    `max_model_len` gives it a context length (said in /v1/models, enforced); `slots` serves at
+    most that many generations at once; `arrival_log` gets a JSON line per generation.
     """
     with tempfile.TemporaryDirectory(prefix="truth-server-") as folder:
         port_file = Path(folder) / "port"
@@ -73,6 +76,10 @@ def running_truth_server(
             command.append("--prefix-cache")
         if max_model_len is not None:
             command.append(f"--max-model-len={max_model_len}")
+        if slots is not None:
+            command.append(f"--slots={slots}")
+        if arrival_log is not None:
+            command.append(f"--arrival-log={arrival_log}")
         if batch_gap_s is not None:
             command.append(f"--batch-gap={batch_gap_s!r}")
         if faults is not None:

@@ -38,7 +38,14 @@ from sagemeter.calibrate.http1 import Request
 from sagemeter.calibrate.loops import run_precisely
 from sagemeter.calibrate.prompts import PrefixCache, prompt_tokens
 from sagemeter.calibrate.scheduler import DEFAULT_BATCH_GAP_S, Scheduler, grid_period
-from sagemeter.calibrate.streams import Counters, StreamFaults, StreamReply, WholeReply
+from sagemeter.calibrate.slots import ArrivalLog, SlotGate, SlotSink
+from sagemeter.calibrate.streams import (
+    Counters,
+    Sink,
+    StreamFaults,
+    StreamReply,
+    WholeReply,
+)
 from sagemeter.calibrate.timing import TruthTiming
 
 __all__ = [
@@ -98,8 +105,12 @@ class TruthApp:
         scheduler: Scheduler,
         faults: Faults | None = None,
         max_model_len: int | None = None,
+        gate: SlotGate | None = None,
+        arrival_log: ArrivalLog | None = None,
     ) -> None:
         self.timing = timing
+        self.gate = gate
+        self.arrival_log = arrival_log
         self.scheduler = scheduler
         self.faults = faults or Faults()
         self.max_model_len = max_model_len
@@ -151,6 +162,11 @@ class TruthApp:
             "generation_requests": self.generations,
             # Requests met by a close before any answer (--connection-close on-reuse).
             "closed_unanswered": self.listener.policy.lost if self.listener else 0,
+            # --slots: replies served at once at most, and how the queue behind them fared.
+            "slots": self.gate.slots if self.gate else None,
+            "in_service": self.gate.in_service if self.gate else None,
+            "queued_now": len(self.gate.waiting) if self.gate else None,
+            "queued_total": self.gate.queued_total if self.gate else None,
         }
 
     def respond(self, request: Request, connection: Connection) -> bytes | None:
@@ -273,23 +289,40 @@ class TruthApp:
         model = self._reply_model(body)
         reported = max(0, tokens + self.faults.usage_offset)  # what `usage` says
         prompt = self._prompt(body, tokens)
-        first_at = arrived + self.timing.first_token_seconds(prompt.tokens or 0, prompt.cached or 0)
+        first_s = self.timing.first_token_seconds(prompt.tokens or 0, prompt.cached or 0)
         if self.faults.no_prompt_tokens:
             prompt = wire.PromptCount(tokens=None)
         itl = self.timing.itl_s
-        if body.get("stream") is True:
+        stream = body.get("stream") is True
+        if stream:
             connection.write(wire.STREAM_HEAD)
-            chunks = (
-                wire.content_chunk(kind, model, True),
-                wire.content_chunk(kind, model, False),
-                wire.stream_end(kind, model, reported, prompt),
-            )
-            reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks, faults)
-            self.scheduler.add(first_at, reply)
+        gated = SlotSink(connection, self.gate) if self.gate is not None else None
+        sink: Sink = gated if gated is not None else connection
+
+        def start(started: float) -> None:
+            """The reply's service begins at `started` (its arrival, or when a slot freed)."""
+            if self.arrival_log is not None:
+                self.arrival_log.write(arrived, started)
+            if sink.closed:
+                return
+            first_at = started + first_s
+            if stream:
+                chunks = (
+                    wire.content_chunk(kind, model, True),
+                    wire.content_chunk(kind, model, False),
+                    wire.stream_end(kind, model, reported, prompt),
+                )
+                reply = StreamReply(sink, self.counters, first_at, itl, tokens, chunks, faults)
+                self.scheduler.add(first_at, reply)
+            else:
+                data = wire.whole_reply(kind, model, tokens, reported, prompt, echo)
+                whole = WholeReply(sink, self.counters, tokens, data)
+                self.scheduler.add(first_at + tokens * itl, whole)
+
+        if self.gate is None or gated is None:
+            start(arrived)
         else:
-            data = wire.whole_reply(kind, model, tokens, reported, prompt, echo)
-            whole = WholeReply(connection, self.counters, tokens, data)
-            self.scheduler.add(first_at + tokens * itl, whole)
+            self.gate.admit(gated, arrived, start)
 
 
 def key_pieces(key: str, count: int) -> list[str]:
@@ -307,14 +340,19 @@ async def serve(
     batch_gap_s: float = DEFAULT_BATCH_GAP_S,
     faults: Faults | None = None,
     max_model_len: int | None = None,
+    slots: int | None = None,
+    arrival_log: Path | None = None,
 ) -> None:
     """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound.
 
     `max_model_len` (tokens) is said in /v1/models, and a prompt plus its reply that would not
-    fit is refused with HTTP 400, as vLLM does."""
+    fit is refused with HTTP 400, as vLLM does. `slots` serves at most that many generations at
+    once (the rest queue); `arrival_log` gets a JSON line per generation (calibrate/slots.py)."""
     loop = asyncio.get_running_loop()
     scheduler = Scheduler(loop, grid_period(batch_gap_s, timing.itl_s))
-    app = TruthApp(timing, scheduler, faults, max_model_len)
+    gate = SlotGate(slots, loop.call_soon) if slots is not None else None
+    log = ArrivalLog(arrival_log.open("w", encoding="utf-8")) if arrival_log else None
+    app = TruthApp(timing, scheduler, faults, max_model_len, gate, log)
     policy = ClosePolicy(faults.connection_close if faults is not None else "")
     listener = Listener(loop, port, app.respond, policy)
     app.listener = listener
@@ -324,6 +362,8 @@ async def serve(
         await loop.create_future()  # until cancelled
     finally:
         listener.close()
+        if log is not None:
+            log.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -340,6 +380,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port-file", type=Path)
     parser.add_argument("--batch-gap", type=float, default=DEFAULT_BATCH_GAP_S)
     parser.add_argument("--parent-pid", type=int, help="stop when this process ends")
+    parser.add_argument("--slots", type=int, help="generations served at once (the rest queue)")
+    parser.add_argument("--arrival-log", type=Path, help="a JSON line per generation request")
     add_fault_arguments(parser)
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
@@ -351,7 +393,18 @@ def main(argv: list[str] | None = None) -> None:
 
     faults = faults_from(args)
     timing = TruthTiming(args.ttft, args.itl, args.prefill, args.prefix_cache)
-    run_precisely(serve(timing, args.port, ready, args.batch_gap, faults, args.max_model_len))
+    run_precisely(
+        serve(
+            timing,
+            args.port,
+            ready,
+            args.batch_gap,
+            faults,
+            args.max_model_len,
+            args.slots,
+            args.arrival_log,
+        )
+    )
 
 
 def add_fault_arguments(parser: argparse.ArgumentParser) -> None:

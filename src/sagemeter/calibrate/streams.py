@@ -14,7 +14,8 @@ from typing import Protocol
 class Sink(Protocol):
     """The connection a reply is written to."""
 
-    closed: bool
+    @property
+    def closed(self) -> bool: ...
 
     def write(self, data: bytes) -> None: ...
 

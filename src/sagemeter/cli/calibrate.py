@@ -40,6 +40,22 @@ def calibrate_server_command(
             min=1, help="context length in tokens: said in /v1/models, longer requests refused"
         ),
     ] = None,
+    slots: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="serve at most K generations at once; the rest queue in arrival order and "
+            "their TTFT grows by the wait (a known operating point) [no limit]",
+            show_default=False,
+        ),
+    ] = None,
+    arrival_log: Annotated[
+        Path | None,
+        typer.Option(
+            help="write a JSON line per generation request: its true arrival (Unix s), when "
+            "its service began, how long it queued"
+        ),
+    ] = None,
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0 picks a free one)")
     ] = 0,
@@ -123,6 +139,8 @@ def calibrate_server_command(
 
     if port_file is not None:  # a scratch file, rewritten each start; never a device or link
         check_output_file(port_file, "--port-file", force=True)
+    if arrival_log is not None:  # rewritten each start, as the port file is
+        check_output_file(arrival_log, "--arrival-log", force=True)
     timing = TruthTiming(
         parse_duration(ttft, "--ttft"),
         parse_duration(itl, "--itl"),
@@ -168,6 +186,11 @@ def calibrate_server_command(
             f"{timing.tokens_per_second(16, 256):,.0f} tokens/s; GET /stats for its own CPU; "
             "Ctrl-C stops it"
         )
+        if slots is not None:
+            console.print(
+                f"{slots} slot{'s' if slots != 1 else ''}: at most {slots} generations at once, "
+                "the rest queue (their TTFT counts the wait)"
+            )
         if timing.prefill_s or timing.prefix_cache:
             rate = timing.prefill_tokens_per_second
             console.print(
@@ -183,7 +206,17 @@ def calibrate_server_command(
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            run_precisely(serve(timing, port, ready, faults=faults, max_model_len=max_model_len))
+            run_precisely(
+                serve(
+                    timing,
+                    port,
+                    ready,
+                    faults=faults,
+                    max_model_len=max_model_len,
+                    slots=slots,
+                    arrival_log=arrival_log,
+                )
+            )
     except OSError as exc:
         raise UserError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     console.print("stopped")

@@ -82,6 +82,24 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="goodput SLO on TTFT, e.g. 200ms")
         ] = None,
         slo_tpot: Annotated[str | None, typer.Option(help="goodput SLO on TPOT, e.g. 10ms")] = None,
+        search: Annotated[
+            str | None,
+            typer.Option(
+                help="find the operating point: the largest `concurrency` (up to --concurrency) "
+                "or `rate` (from --rate) that meets every SLO at --slo-percentile",
+                show_default=False,
+            ),
+        ] = None,
+        slo_percentile: Annotated[
+            float, typer.Option(help="the percentile every SLO holds at: 50, 90 or 99")
+        ] = 99.0,
+        price_per_hour: Annotated[
+            float | None,
+            typer.Option(
+                help="USD per hour of the endpoint: $/M output tokens at the operating point",
+                show_default=False,
+            ),
+        ] = None,
         shard: Annotated[
             str | None, typer.Option(help="i/n: run the i-th (from 0) of n shards")
         ] = None,
@@ -155,6 +173,10 @@ def register(app: typer.Typer) -> None:
                     raise UserError(
                         "--ray spreads one run over the cluster; leave out --shard and --start-at"
                     )
+            if search not in (None, "concurrency", "rate"):
+                raise UserError(f"--search {search!r}: give concurrency or rate")
+            if search is not None and ray is not None:
+                raise UserError("--search runs its probes on this machine; leave out --ray")
             if api not in ("chat", "completions"):
                 raise UserError(f"--api {api!r}: give chat or completions")
             shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
@@ -172,6 +194,9 @@ def register(app: typer.Typer) -> None:
                 sweep=sweep,
                 slo_ttft_s=_duration(slo_ttft, "--slo-ttft"),
                 slo_tpot_s=_duration(slo_tpot, "--slo-tpot"),
+                search=search,
+                slo_percentile=slo_percentile,
+                price_per_hour=price_per_hour,
                 shard_index=shard_index,
                 shard_count=shard_count,
                 start_at=start_at,
@@ -212,7 +237,19 @@ def register(app: typer.Typer) -> None:
 
             return run_on_ray(level, level_started, ray, api_key, watch)
 
-        if settings.sweep:
+        if settings.search is not None:
+            from sagemeter.loadgen.operating_point import search_operating_point
+            from sagemeter.loadgen.tables import probe_line
+
+            result = search_operating_point(
+                settings,
+                lambda level, stop: run_once(level, time.perf_counter(), api_key, watch, stop),
+                lambda: time.perf_counter() - started,
+                on_probe=lambda probe: err_console.print(
+                    probe_line(probe, settings.slo_percentile), highlight=False, markup=False
+                ),
+            )
+        elif settings.sweep:
             result = run_sweep(
                 settings,
                 lambda level: run_level(level, time.perf_counter()),
@@ -304,6 +341,11 @@ def failed_run(result: LoadResult) -> str | None:
     incomplete measurement, so a script never takes a run of failures for a result."""
     if result.requests_completed == 0:
         return f"every request failed ({result.requests_failed}); no figure was measured"
+    search = result.slo_search
+    if search is not None:
+        # The search judged its probes itself: no load meeting the SLO is a finding; a probe
+        # the client could not measure leaves the point unknown.
+        return search.reason if search.client_limited else None
     if not result.valid:
         return "the run is not valid: " + "; ".join(result.invalid_because)
     return None

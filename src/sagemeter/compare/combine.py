@@ -346,6 +346,7 @@ def combine(
                 for r in results
             ]
             rows.append(_row(f"usd_per_million_tokens_c{level}", values, "cost"))
+    rows.extend(_slo_rows(results, price_per_hour))
     drift, drift_note = None, None
     if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
         drift_note = not_bracketing(names, results)
@@ -755,6 +756,28 @@ def _endpoint_rows(results: list[MeasureResult]) -> list[Row]:
                 getattr(found[phase], figure) if phase in found else None for found in per_file
             ]
             rows.append(_row(f"endpoint_{phase}_{figure}", values, "figure"))
+    return rows
+
+
+def _slo_rows(results: list[MeasureResult], price_per_hour: float | None) -> list[Row]:
+    """The cost at the SLO (a plan's [slo] table): the operating point, its throughput and its
+    $/M tokens, when any file has them. The cost is from the comparison's price when it has one
+    (as every cost row is), else the one each file recorded."""
+    if not any(r.slo_search is not None for r in results):
+        return []
+    rows = [
+        _row("slo_concurrency", [_float(r.slo_concurrency) for r in results], "figure"),
+        _row("slo_rate", [r.slo_rate for r in results], "figure"),
+        _row("slo_tokens_per_second", [r.slo_tokens_per_second for r in results], "speed"),
+    ]
+    rows = [row for row in rows if any(value is not None for value in row.values)]
+    costs = [
+        cost_per_million_tokens(price_per_hour, tps)
+        if price_per_hour is not None and (tps := r.slo_tokens_per_second)
+        else r.usd_per_million_tokens_at_slo
+        for r in results
+    ]
+    rows.append(_row("usd_per_million_tokens_at_slo", costs, "cost"))
     return rows
 
 

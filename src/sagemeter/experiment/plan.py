@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sagemeter.errors import ManyProblems, UserError
+from sagemeter.measure.slo import SloOptions
 from sagemeter.sagemaker.spec import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -272,6 +273,11 @@ class Plan(_Strict):
     price_per_hour: float | None = Field(None, gt=0)
     max_cost_usd: float | None = Field(None, gt=0)
     measure: MeasureOptions = Field(default_factory=MeasureOptions)
+    slo: SloOptions | None = Field(
+        None,
+        description="the latency target each arm's operating point is searched against "
+        "(its concurrency or rate, tokens/s and $/M tokens there: measure/slo.py)",
+    )
     estimate: EstimateOptions = Field(default_factory=EstimateOptions)
     arms: list[Arm] = Field(alias="arm", min_length=2)
 
@@ -660,6 +666,13 @@ def plan_problems(plan: Plan) -> list[str]:
                 problems.append(
                     f'measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
                     "batches go through boto3 on this machine; leave out ray"
+                )
+    if plan.slo is not None:
+        for arm in plan.arms:
+            if arm.deployed or is_sagemaker_arm(arm):
+                problems.append(
+                    f'slo: arm "{arm.name}" is a SageMaker endpoint, which answers through the '
+                    "runtime API the load generator does not speak; leave out [slo] or the arm"
                 )
     order = plan.order_text
     order_problem = None if order == INTERLEAVED else _order_problem(order, len(plan.arms))

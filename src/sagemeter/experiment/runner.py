@@ -640,6 +640,8 @@ class _Run:
                     fidelity_reference=references[name],
                     api_key=_api_key(target),
                     wrap_client=wrap,
+                    slo=self.plan.slo,
+                    price_per_hour=self._price_of(visit),
                 )
             finally:
                 if turns is not None:
@@ -661,6 +663,16 @@ class _Run:
             raise
         finally:
             watcher.cancel()
+
+    def _price_of(self, visit: Visit) -> float | None:
+        """An arm's hourly price for its cost at the SLO: the plan's, else what its deployment
+        was priced at."""
+        if self.plan.price_per_hour is not None:
+            return self.plan.price_per_hour
+        deployment = self.journal.deployment(visit.result_name)
+        if deployment is None or deployment.hourly_usd is None:
+            return None
+        return deployment.hourly_usd * deployment.count
 
     async def _cancel_on_stop(self, tasks: list[asyncio.Task[MeasureResult]]) -> None:
         while not self.stop.requested:

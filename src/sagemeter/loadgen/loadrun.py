@@ -23,6 +23,7 @@ from sagemeter.transport.address import ServerAddress, parse_address
 from sagemeter.transport.done_count import DoneCount
 from sagemeter.transport.pool import WorkerFailure, WorkerPool
 from sagemeter.transport.request import discover_model, request_body, request_bytes
+from sagemeter.transport.slo_stop import SloStop
 from sagemeter.transport.worker import WorkerPlan
 
 # Open loop: connections opened before the start, enough for this many seconds of arrivals, so
@@ -82,6 +83,7 @@ def worker_plans(
     share: Share,
     workers: int,
     done_path: str = "",
+    slo_stop: SloStop | None = None,
 ) -> list[WorkerPlan]:
     """Split the share across `workers`: stream slices, or every workers-th arrival."""
     plans = []
@@ -111,6 +113,7 @@ def worker_plans(
                 preopen=preopen,
                 prefer_uvloop=settings.prefer_uvloop,
                 done_path=done_path,
+                slo_stop=slo_stop,
             )
         )
     return plans
@@ -121,9 +124,11 @@ def run_once(
     started: float,
     api_key: str | None = None,
     watch: RunWatch | None = None,
+    slo_stop: SloStop | None = None,
 ) -> LoadResult:
     """One run of `settings` (one level, one shard); `started` is the command's perf_counter.
-    A `watch` is shown the run while it goes, with the requests finished so far."""
+    A `watch` is shown the run while it goes, with the requests finished so far; `slo_stop`
+    ends the sending once that many requests missed the SLO (an operating-point probe)."""
     settings = settings.checked()
     endpoint = parse_address(settings.target)
     if settings.start_at is not None and settings.start_at < time.time():
@@ -137,7 +142,7 @@ def run_once(
     share = shard_share(settings)
     units = len(share.streams) or len(share.arrivals)
     workers = max(1, min(settings.worker_count(), units))
-    done = DoneCount(workers) if watch is not None else None
+    done = DoneCount(workers) if watch is not None or slo_stop is not None else None
     with WorkerPool(workers) as pool, contextlib.ExitStack() as cleanup:
         if done is not None:
             cleanup.callback(done.close)
@@ -146,7 +151,13 @@ def run_once(
         body = request_body(settings.api, model, settings.prompt, settings.max_tokens)
         payload = request_bytes(endpoint, settings.api, body, api_key)
         plans = worker_plans(
-            settings, endpoint, payload, share, workers, done.path if done is not None else ""
+            settings,
+            endpoint,
+            payload,
+            share,
+            workers,
+            done.path if done is not None else "",
+            slo_stop,
         )
         try:
             pool.prepare(plans)  # every worker connected: the clock starts with the sending

@@ -198,6 +198,61 @@ class Knee(BaseModel):
     reason: str
 
 
+class Probe(BaseModel):
+    """One load an operating-point search tried, and whether every SLO held at it."""
+
+    concurrency: int | None
+    rate: float | None
+    duration_s: float
+    requests_counted: int = Field(description="requests sent in the steady window")
+    requests_failed: int
+    ttft_s: float | None = Field(description="TTFT at the SLO's percentile")
+    tpot_s: float | None = Field(description="TPOT at the SLO's percentile")
+    output_tokens_per_second: float
+    goodput_share: float | None
+    valid: bool
+    stopped_early: bool = Field(
+        description="sending stopped once more requests had missed the SLO than the "
+        "percentile allows of the whole probe"
+    )
+    passed: bool
+    why: str
+
+
+class OperatingPoint(BaseModel):
+    """The largest load found that meets every SLO, what it serves there, and at what cost."""
+
+    concurrency: int | None
+    rate: float | None
+    output_tokens_per_second: float
+    ttft_s: Distribution
+    tpot_s: Distribution
+    goodput: Goodput | None
+    usd_per_million_tokens: float | None = Field(
+        description="--price-per-hour / output tokens per hour × 10⁶; None with its reason"
+    )
+    usd_per_million_tokens_why: str | None = None
+
+
+class SloSearch(BaseModel):
+    """How the operating point was searched: the SLO, the rule, every probe, the outcome."""
+
+    search: Literal["concurrency", "rate"]
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    percentile: float
+    min_requests: int = Field(description="requests a probe counts at least, for its percentile")
+    price_per_hour: float | None
+    found: bool
+    client_limited: bool = Field(
+        default=False,
+        description="the search ended at a probe the client could not measure: no point found, "
+        "though the server might have met the SLO there",
+    )
+    reason: str
+    probes: list[Probe]
+
+
 class LoadResult(BaseModel):
     """One load run (or a sweep's chosen level, with every level in `levels`)."""
 
@@ -242,4 +297,6 @@ class LoadResult(BaseModel):
     sweep: list[LevelSummary] | None = None
     knee: Knee | None = None
     levels: list[LoadResult] | None = None
+    operating_point: OperatingPoint | None = None
+    slo_search: SloSearch | None = None
     raw: RawRun | None = None

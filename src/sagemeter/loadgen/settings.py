@@ -14,6 +14,8 @@ from sagemeter.transport.request import DEFAULT_PROMPT
 __all__ = ["MAX_CONCURRENCY", "LoadSettings", "available_cores"]
 
 MAX_CONCURRENCY = 4096  # streams at once from one machine (sharded runs: each shard's part)
+# The percentiles an SLO search can hold to: those every result's distributions carry.
+SLO_PERCENTILES = (50.0, 90.0, 99.0)
 
 
 class LoadSettings(BaseModel):
@@ -34,6 +36,11 @@ class LoadSettings(BaseModel):
     sweep: bool = False
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
+    # The operating-point search (loadgen/operating_point.py): what it raises, the percentile
+    # every SLO holds at, and the price of an hour of the endpoint for $/M tokens.
+    search: Literal["concurrency", "rate"] | None = None
+    slo_percentile: float = 99.0
+    price_per_hour: float | None = None
     shard_index: int = 0
     shard_count: int = 1
     start_at: float | None = None
@@ -72,6 +79,7 @@ class LoadSettings(BaseModel):
         for flag, value in (("--slo-ttft", self.slo_ttft_s), ("--slo-tpot", self.slo_tpot_s)):
             if value is not None and not value > 0:
                 raise UserError(f"{flag} {value!r}: give a positive duration, e.g. 200ms")
+        self._check_search()
         if not 0 <= self.shard_index < self.shard_count:
             raise UserError(
                 f"--shard {self.shard_index}/{self.shard_count}: give i/n with 0 ≤ i < n"
@@ -81,6 +89,34 @@ class LoadSettings(BaseModel):
                 f"--concurrency {self.concurrency} cannot be split into {self.shard_count} shards"
             )
         return self
+
+    def _check_search(self) -> None:
+        if self.slo_percentile not in SLO_PERCENTILES:
+            raise UserError(
+                f"--slo-percentile {self.slo_percentile:g}: give 50, 90 or 99 (the percentiles "
+                "a load result carries)"
+            )
+        price = self.price_per_hour
+        if price is not None and not (math.isfinite(price) and price > 0):
+            raise UserError(f"--price-per-hour {price!r}: give a positive number of USD")
+        if self.search is None:
+            return
+        if self.slo_ttft_s is None and self.slo_tpot_s is None:
+            raise UserError(
+                f"--search {self.search} looks for the largest load that meets the SLO: give "
+                "--slo-ttft, --slo-tpot or both"
+            )
+        if self.sweep:
+            raise UserError("--search and --sweep both choose the levels; give one of them")
+        if self.sharded or self.start_at is not None:
+            raise UserError("--search runs its probes on one machine; leave out --shard/--start-at")
+        if self.search == "rate" and self.rate is None:
+            raise UserError("--search rate starts at --rate: give the first rate to try, e.g. 2")
+        if self.search == "concurrency" and self.rate is not None:
+            raise UserError(
+                "--search concurrency raises streams at once up to --concurrency; leave out "
+                "--rate (or search the rate with --search rate)"
+            )
 
     def worker_count(self) -> int:
         return self.workers if self.workers is not None else available_cores()

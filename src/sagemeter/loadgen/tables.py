@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from sagemeter.loadgen.result import Distribution, LoadResult
+from sagemeter.loadgen.result import Distribution, LoadResult, Probe
 from sagemeter.loadgen.selfcheck import LevelCheck
 
 
@@ -88,9 +88,62 @@ def result_tables(result: LoadResult) -> list[Table]:
                 "yes" if level.valid else "no",
             )
         tables.append(sweep)
+    if result.slo_search is not None:
+        tables.append(search_table(result))
     if result.cluster is not None:
         tables.append(cluster_table(result))
     return tables
+
+
+def _load(probe: Probe) -> str:
+    return f"{probe.concurrency} at once" if probe.rate is None else f"{probe.rate:g} req/s"
+
+
+def probe_line(probe: Probe, percentile: float) -> str:
+    """One progress line per probe: `probe 4 at once: meets the SLO (TTFT p99 …)`."""
+    verdict = "meets the SLO" if probe.passed else "misses"
+    return f"probe {_load(probe)}: {verdict} ({probe.why})"
+
+
+def search_table(result: LoadResult) -> Table:
+    """The operating point found, its cost, and every probe of the search."""
+    search = result.slo_search
+    assert search is not None
+    point = result.operating_point
+    name = f"p{search.percentile:g}"
+    slos = ", ".join(
+        f"{label} {name} ≤ {slo * 1e3:g} ms"
+        for label, slo in (("TTFT", search.slo_ttft_s), ("TPOT", search.slo_tpot_s))
+        if slo is not None
+    )
+    table = Table(title=f"operating point ({slos})")
+    for column in ("load", "requests", "tok/s", f"TTFT {name} ms", f"TPOT {name} ms", "SLO"):
+        table.add_column(column, justify="right")
+    for probe in search.probes:
+        verdict = (
+            "met"
+            if probe.passed
+            else ("missed, stopped early" if probe.stopped_early else "missed")
+        )
+        table.add_row(
+            _load(probe),
+            str(probe.requests_counted),
+            _num(probe.output_tokens_per_second),
+            _ms(probe.ttft_s),
+            _ms(probe.tpot_s),
+            verdict,
+        )
+    caption = search.reason
+    if point is not None:
+        usd = point.usd_per_million_tokens
+        cost = (
+            f"${usd:,.4g} per M output tokens"
+            if usd is not None
+            else f"no $/M ({point.usd_per_million_tokens_why})"
+        )
+        caption += f". At it: {point.output_tokens_per_second:,.1f} output tokens/s, {cost}"
+    table.caption = caption
+    return table
 
 
 def cluster_table(result: LoadResult) -> Table:

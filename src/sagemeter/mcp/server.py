@@ -26,6 +26,7 @@ from sagemeter.mcp.local_tools import register_local_tools
 from sagemeter.mcp.measure_tools import register_measure_tools
 from sagemeter.mcp.sagemaker_read import register_sagemaker_reads
 from sagemeter.mcp.sagemaker_write import register_sagemaker_writes
+from sagemeter.mcp.slo_tools import register_slo_tools
 
 LOCALHOST = "127.0.0.1"
 
@@ -99,6 +100,7 @@ def build_server(
     register_measure_tools(server, config)
     register_inspect_tools(server, config)
     register_experiment_tools(server, config)
+    register_slo_tools(server, config)
     return server
 
 

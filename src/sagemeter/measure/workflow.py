@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import platform
+import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -38,6 +39,7 @@ from sagemeter.measure.quality import measure_quality
 from sagemeter.measure.sent_log import LoggingClient, SentLog
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
+from sagemeter.measure.slo import SloFigures, SloOptions, search_slo
 from sagemeter.questions import QuestionSet, load_question_set
 from sagemeter.results import (
     DecodeDetail,
@@ -122,6 +124,8 @@ async def measure_target(
     api_key: str | None = None,
     server_log_facts: StartupFacts | None = None,
     wrap_client: Callable[[ChatClient], ChatClient] | None = None,
+    slo: SloOptions | None = None,
+    price_per_hour: float | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
@@ -132,7 +136,8 @@ async def measure_target(
     `--server-log` or `--docker`) stand in for an HTTP target's start-up facts. The server's
     `/metrics` (vLLM, llama.cpp) are read around each phase and compared with the client's counts.
     `wrap_client` lets an experiment put its own layer around the endpoint's client (the
-    interleaved order's turns).
+    interleaved order's turns). `slo` (a plan's [slo] table) adds the operating-point search as a
+    last phase, priced at `price_per_hour` (measure/slo.py).
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -280,6 +285,12 @@ async def measure_target(
             )
             host.end()
         await watch.check("fidelity" if wants_fidelity else "quality", None)
+        slo_figures = None
+        if slo is not None:
+            on_phase("slo")
+            host.begin("slo")
+            slo_figures = await _search_slo(endpoint, slo, price_per_hour)
+            host.end()
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
@@ -304,6 +315,8 @@ async def measure_target(
         host=host.record(server_here=_server_here(endpoint)),
         endpoint_metrics=endpoint_metrics,
     )
+    if slo_figures is not None:
+        result = with_slo(result, slo_figures)
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
 
@@ -325,6 +338,48 @@ def _begin(cloud: EndpointMetricsRecorder | None, phase: str) -> None:
 def _end(cloud: EndpointMetricsRecorder | None) -> None:
     if cloud is not None:
         cloud.end()
+
+
+async def _search_slo(
+    endpoint: Endpoint, slo: SloOptions, price_per_hour: float | None
+) -> SloFigures:
+    """The operating-point search in a thread (its workers are processes); a search that cannot
+    run is null figures with the reason, never a lost measurement. Cancelled (a stop), the
+    thread ends after the probe in flight rather than search on against a stopped server."""
+    cancelled = threading.Event()
+
+    def between_probes() -> None:
+        if cancelled.is_set():
+            raise SearchCancelled
+
+    try:
+        return await asyncio.to_thread(
+            search_slo, endpoint.http_root, slo, price_per_hour, endpoint.api_key, between_probes
+        )
+    except UserError as exc:
+        return SloFigures(slo_note=f"not searched: {exc}")
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
+class SearchCancelled(Exception):
+    """The measurement was stopped while its SLO search ran."""
+
+
+def with_slo(result: MeasureResult, figures: SloFigures) -> MeasureResult:
+    """The result with the SLO figures at its top level; a search that did not run, or that a
+    probe the client could not measure ended, makes it incomplete (no load meeting the SLO is a
+    finding, not a missing figure)."""
+    update: dict[str, Any] = figures.model_dump()
+    search = figures.slo_search
+    if search is None or search.get("client_limited"):
+        update["incomplete_because"] = [
+            *result.incomplete_because,
+            f"slo: {figures.slo_note or 'not searched'}",
+        ]
+        update["complete"] = False
+    return result.model_copy(update=update)
 
 
 def identity_reason(changed: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -357,12 +357,63 @@ def quality_plot(series: list[Series]) -> bytes | None:
     return _png(figure)
 
 
+def _probes(result: MeasureResult) -> list[dict[str, Any]]:
+    """The operating-point search's probes with a TTFT, by load (a plan's [slo] table)."""
+    search = result.slo_search or {}
+    probes = [p for p in search.get("probes", []) if isinstance(p.get("ttft_s"), int | float)]
+    return sorted(probes, key=lambda p: p.get("rate") or p.get("concurrency") or 0)
+
+
+def slo_plot(series: list[Series]) -> bytes | None:
+    """Throughput against TTFT at the SLO's percentile, every probe of each arm's search: the
+    Pareto view of the operating point (filled: met the SLO; hollow: missed)."""
+    drawn = [s for s in series if _probes(s.result)]
+    if not drawn:
+        return None
+    figure, (ax,) = _new_figure()
+    search = drawn[0].result.slo_search or {}
+    name = f"p{search.get('percentile', 99):g}"
+    for s in drawn:
+        probes = _probes(s.result)
+        xs = [p["ttft_s"] * 1e3 for p in probes]
+        ys = [p["output_tokens_per_second"] for p in probes]
+        ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, linewidth=1, label=s.label)
+        for x, y, probe in zip(xs, ys, probes, strict=True):
+            met = bool(probe.get("passed"))
+            ax.scatter(
+                [x],
+                [y],
+                s=36,
+                marker=s.marker,
+                facecolors=s.color if met else "white",
+                edgecolors=s.color,
+                zorder=3,
+            )
+            load = probe.get("rate") or probe.get("concurrency")
+            ax.annotate(f"{load:g}", (x, y), fontsize=8, xytext=(4, 3), textcoords="offset points")
+    slo = search.get("slo_ttft_s")
+    if isinstance(slo, int | float):
+        ax.axvline(slo * 1e3, color="#555555", linestyle=":", linewidth=1.2, label="TTFT SLO")
+    if _wide_range(p["ttft_s"] for s in drawn for p in _probes(s.result)):
+        ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    _style(
+        ax,
+        "Throughput against TTFT, every probe of the SLO search",
+        f"TTFT {name} (ms)",
+        "output tokens/s",
+    )
+    ax.legend(fontsize=10, title="filled: met the SLO · label: the load", title_fontsize=9)
+    return _png(figure)
+
+
 PLOTTERS: dict[str, Callable[[list[Series]], bytes | None]] = {
     "throughput": throughput_plot,
     "decode_fit": decode_fit_plot,
     "latency": latency_plot,
     "cost": cost_plot,
     "quality": quality_plot,
+    "slo": slo_plot,  # drawn only when a report shows it (not in PLOT_KEYS: most runs have none)
 }
 
 

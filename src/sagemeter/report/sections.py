@@ -44,6 +44,7 @@ from sagemeter.report.rows import (
     scoring_text,
 )
 from sagemeter.report.runs import Run, left_out_note
+from sagemeter.report.slo import slo_section
 from sagemeter.report.speed import aba_section, decode_section, parallel_section, price_section
 from sagemeter.results import MeasureResult
 
@@ -53,6 +54,7 @@ def build_document(run: Run) -> Document:
     contenders = run.contenders
     prefill = prefill_section(run)
     endpoint = endpoint_section(run)
+    slo = slo_section(run)
     return Document(
         title="sagemeter report: " + " vs ".join(name_of(r) for r in contenders),
         lede=lede(run),
@@ -66,6 +68,7 @@ def build_document(run: Run) -> Document:
             quality_section(run),
             aba_section(run),
             price_section(run),
+            *([slo] if slo else []),
             which_one_section(run),
             scope_section(run),
         ],

@@ -567,6 +567,23 @@ class MeasureResult(BaseModel):
     weights_gib: float | None = Field(None, ge=0)
     kv_cache_tokens: int | None = Field(None, ge=0)
     load_seconds: float | None = Field(None, ge=0)
+    # The cost at your SLO (a plan's [slo] table, measure/slo.py): the operating point found.
+    slo_concurrency: int | None = Field(
+        None, ge=1, description="the most streams at once meeting every SLO (search = concurrency)"
+    )
+    slo_rate: float | None = Field(
+        None, gt=0, description="the highest Poisson rate meeting every SLO (search = rate)"
+    )
+    slo_tokens_per_second: float | None = Field(
+        None, ge=0, description="output tokens per second at the operating point"
+    )
+    usd_per_million_tokens_at_slo: float | None = Field(
+        None, ge=0, description="the price per hour / output tokens per hour there × 10⁶"
+    )
+    slo_note: str | None = Field(None, description="why an SLO figure above is null")
+    slo_search: dict[str, Any] | None = Field(
+        None, description="the SLO, the rule and every probe (`sagemeter load --search`'s)"
+    )
     incomplete_because: list[str] = Field(
         default_factory=list, description="each figure asked for and missing, with its reason"
     )

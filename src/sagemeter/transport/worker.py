@@ -33,6 +33,7 @@ from sagemeter.transport.http1 import Connection, connect_failure, open_connecti
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
 from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries
+from sagemeter.transport.slo_stop import SloStop, misses
 
 READY = b"ready\n"
 FAILED = b"failed\n"
@@ -107,6 +108,7 @@ class WorkerPlan:
     retry: RetryPolicy = NO_RETRIES
     expected_model: str | None = None  # a reply naming another model is a failure
     done_path: str = ""  # a `DoneCount` file this worker writes its finished count into
+    slo_stop: SloStop | None = None  # stop sending once the run's misses say it cannot pass
 
 
 @dataclass
@@ -152,6 +154,7 @@ class Worker:
         self.announced = False
         self.succeeded = 0
         self.failed = 0
+        self.slo_stopped = False
         self.done = DoneSlot(plan.done_path, plan.worker)
 
     async def connect(self) -> Connection:
@@ -324,6 +327,13 @@ class Worker:
         """Keep a finished request; stop the worker when nothing has succeeded for too long."""
         self.live.append(record)
         self.done.bump()
+        stop = self.plan.slo_stop
+        if stop is not None:
+            failed = record.error is not None
+            missed = misses(stop, failed, record.send, record.arrivals, record.usage_tokens)
+            if missed and self.done.miss() > stop.after_misses:
+                self.slo_stopped = True
+                self.deadline = min(self.deadline, time.perf_counter())
         if record.error is None:
             self.succeeded += 1
             return
@@ -340,7 +350,7 @@ class Worker:
         """Open loop: each arrival is sent at its scheduled instant, whatever is in flight."""
         tasks: list[asyncio.Task[None]] = []
         for index, offset in self.plan.arrivals:
-            if self.output.stopped_early is not None:
+            if self.output.stopped_early is not None or self.slo_stopped:
                 break
             due = self.start + offset
             delay = due - time.perf_counter()

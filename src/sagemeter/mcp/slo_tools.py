@@ -1,0 +1,165 @@
+"""find_operating_point: `sagemeter load --search` for an assistant, into the results folder.
+
+The most load an endpoint takes within a latency target and what a million tokens cost there
+(loadgen/operating_point.py). The result goes to `load-NAME.json` in the server's results folder
+(a new name, never a path the assistant makes up); each probe is a progress notification.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from sagemeter.atomic import check_output_file
+from sagemeter.errors import UserError
+from sagemeter.loadgen.result import LoadResult, OperatingPoint, Probe
+from sagemeter.mcp.config import ServerConfig
+from sagemeter.mcp.guard import guarded, reply
+from sagemeter.mcp.progress import Relay, in_worker
+from sagemeter.results import check_result_name
+
+SEARCHES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+)
+# A cancelled call waits this long for the probe in flight to end (its workers stop with it).
+GRACE_S = 5.0
+
+
+class OperatingPointAnswer(BaseModel):
+    name: str
+    target: str
+    path: str = Field(description="the load result file (every probe in `slo_search`)")
+    found: bool
+    reason: str
+    operating_point: OperatingPoint | None
+    probes: list[Probe]
+
+
+def answer_text(answer: OperatingPointAnswer) -> str:
+    lines = [f"{answer.name}: {answer.reason}"]
+    point = answer.operating_point
+    if point is not None:
+        load = f"{point.concurrency} at once" if point.rate is None else f"{point.rate:g} req/s"
+        usd = point.usd_per_million_tokens
+        cost = f"${usd:.4g} per M output tokens" if usd is not None else "no $/M (no price)"
+        lines.append(f"at {load}: {point.output_tokens_per_second:,.1f} output tokens/s, {cost}")
+    lines.append(f"{len(answer.probes)} probes; wrote {answer.path}")
+    return "\n".join(lines)
+
+
+def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
+    """Add find_operating_point to `server`."""
+
+    @server.tool(title="Find the operating point at a latency target", annotations=SEARCHES)
+    @guarded
+    async def find_operating_point(
+        ctx: Context,
+        target: Annotated[
+            str,
+            Field(
+                description="http://HOST:PORT of an OpenAI-compatible server (a local engine's "
+                "URL from start_local)"
+            ),
+        ],
+        name: Annotated[str, Field(description="result name: load-NAME.json, new")],
+        slo_ttft_ms: Annotated[
+            float | None, Field(gt=0, allow_inf_nan=False, description="TTFT target, ms")
+        ] = None,
+        slo_tpot_ms: Annotated[
+            float | None, Field(gt=0, allow_inf_nan=False, description="TPOT target, ms")
+        ] = None,
+        percentile: Annotated[
+            Literal[50, 90, 99], Field(description="the percentile every target holds at")
+        ] = 99,
+        search: Annotated[
+            Literal["concurrency", "rate"],
+            Field(description="raise streams at once, or Poisson requests/s (from start_rate)"),
+        ] = "concurrency",
+        max_concurrency: Annotated[
+            int, Field(ge=1, le=4096, description="the highest streams at once searched")
+        ] = 64,
+        start_rate: Annotated[
+            float | None,
+            Field(gt=0, allow_inf_nan=False, description="search=rate: the first rate tried"),
+        ] = None,
+        max_tokens: Annotated[int, Field(ge=1, description="tokens asked per reply")] = 256,
+        min_probe_s: Annotated[
+            float, Field(gt=0, le=3600, description="the shortest probe, seconds")
+        ] = 10.0,
+        price_per_hour: Annotated[
+            float | None,
+            Field(gt=0, allow_inf_nan=False, description="USD per hour: $/M tokens at the point"),
+        ] = None,
+    ) -> Annotated[CallToolResult, OperatingPointAnswer]:
+        """The most load the endpoint takes with every latency target met at the percentile
+        (doubling, then bisection; a probe that already misses stops early), its output
+        tokens/s there and, with a price, its cost per million output tokens.
+
+        Writes load-NAME.json in the results folder; each probe is a progress notification.
+        """
+        from sagemeter.loadgen.files import write_result
+        from sagemeter.loadgen.loadrun import run_once
+        from sagemeter.loadgen.operating_point import search_operating_point
+        from sagemeter.loadgen.settings import LoadSettings
+        from sagemeter.loadgen.tables import probe_line
+        from sagemeter.transport.address import parse_address
+
+        text = target.strip()
+        if not text.startswith(("http://", "https://")):
+            raise UserError(
+                f"target {text!r}: give http://HOST:PORT (start_local gives a local engine's URL)"
+            )
+        parse_address(text)
+        check_result_name(name, label="name")
+        path = config.results_dir / f"load-{name}.json"
+        check_output_file(path, "the result file", force=False, to_replace="choose another name")
+        settings = LoadSettings(
+            target=text,
+            max_tokens=max_tokens,
+            concurrency=max_concurrency,
+            rate=start_rate if search == "rate" else None,
+            duration_s=min_probe_s,
+            slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
+            slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
+            search=search,
+            slo_percentile=float(percentile),
+            price_per_hour=price_per_hour,
+        ).checked()
+        async with Relay(ctx) as relay:
+
+            def work(check: Callable[[], None]) -> LoadResult:
+                started = time.perf_counter()
+                done = [0]
+
+                def on_probe(probe: Probe) -> None:
+                    done[0] += 1
+                    relay.post_from_thread(done[0], None, probe_line(probe, percentile))
+                    check()  # a cancelled call stops between probes
+
+                return search_operating_point(
+                    settings,
+                    lambda level, stop: run_once(level, time.perf_counter(), None, None, stop),
+                    lambda: time.perf_counter() - started,
+                    on_probe=on_probe,
+                )
+
+            result = await in_worker(work, grace_s=GRACE_S)
+        config.results_dir.mkdir(parents=True, exist_ok=True)
+        write_result(path, result)
+        search_record = result.slo_search
+        answer = OperatingPointAnswer(
+            name=name,
+            target=text,
+            path=str(path),
+            found=result.operating_point is not None,
+            reason=search_record.reason if search_record else "",
+            operating_point=result.operating_point,
+            probes=search_record.probes if search_record else [],
+        )
+        return reply(answer_text(answer), answer)

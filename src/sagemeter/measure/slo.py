@@ -1,0 +1,126 @@
+"""The cost at your SLO, as a phase of a measurement: a plan's `[slo]` table, searched per arm.
+
+A plan that gives `[slo]` (ttft, tpot, percentile, max_tokens, search) has each arm's endpoint
+searched for its operating point after the article's phases (`sagemeter load --search`, on the
+same server while it still runs), and the arm's result gets `slo_concurrency` (or `slo_rate`),
+`slo_tokens_per_second` and `usd_per_million_tokens_at_slo` at its top level, with every probe in
+`slo_search`. An endpoint the load generator cannot reach over plain HTTP (SageMaker's runtime
+API) gets null figures and the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sagemeter.errors import UserError
+
+DEFAULT_CEILING = 64
+
+
+class SloOptions(BaseModel):
+    """`[slo]`: the latency target every arm is searched against."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    ttft: float | None = Field(None, gt=0, description='TTFT SLO: seconds, or e.g. "500ms"')
+    tpot: float | None = Field(None, gt=0, description='TPOT SLO: seconds, or e.g. "50ms"')
+    percentile: float = Field(99.0, description="50, 90 or 99")
+    max_tokens: int = Field(256, ge=1, description="tokens asked per reply in the probes")
+    search: Literal["concurrency", "rate"] = "concurrency"
+    concurrency: int = Field(
+        DEFAULT_CEILING, ge=1, le=4096, description="the highest streams at once searched"
+    )
+    rate: float | None = Field(None, gt=0, description="search = rate: the first rate tried")
+    duration: float = Field(10.0, gt=0, description="the shortest probe: seconds or e.g. 5s")
+
+    @field_validator("ttft", "tpot", "duration", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        from sagemeter.calibrate.timing import parse_duration
+
+        if isinstance(value, str):
+            try:
+                return parse_duration(value, repr(value))
+            except UserError as exc:
+                raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> SloOptions:
+        if self.ttft is None and self.tpot is None:
+            raise ValueError("give ttft, tpot or both (the latency target searched against)")
+        if self.percentile not in (50.0, 90.0, 99.0):
+            raise ValueError(f"percentile {self.percentile:g}: give 50, 90 or 99")
+        if self.search == "rate" and self.rate is None:
+            raise ValueError("search = rate starts at `rate`: give the first rate to try")
+        return self
+
+
+class SloFigures(BaseModel):
+    """What the search adds to an arm's result (top-level keys), and the search itself."""
+
+    slo_concurrency: int | None = None
+    slo_rate: float | None = None
+    slo_tokens_per_second: float | None = None
+    usd_per_million_tokens_at_slo: float | None = None
+    slo_note: str | None = Field(None, description="why the figures above are null")
+    slo_search: dict[str, Any] | None = None
+
+
+def search_slo(
+    http_root: str | None,
+    options: SloOptions,
+    price_per_hour: float | None,
+    api_key: str | None = None,
+    between_probes: Callable[[], None] | None = None,
+) -> SloFigures:
+    """Search the operating point of the server at `http_root` (blocking: worker processes).
+    `between_probes` is called after each probe (it raises to stop the search there)."""
+    if http_root is None:
+        return SloFigures(
+            slo_note="not searched: the load generator reaches plain HTTP endpoints only "
+            "(this one answers through a cloud runtime API)"
+        )
+    from sagemeter.loadgen.loadrun import run_once
+    from sagemeter.loadgen.operating_point import search_operating_point
+    from sagemeter.loadgen.settings import LoadSettings
+
+    settings = LoadSettings(
+        target=http_root,
+        max_tokens=options.max_tokens,
+        concurrency=options.concurrency,
+        rate=options.rate if options.search == "rate" else None,
+        duration_s=options.duration,
+        slo_ttft_s=options.ttft,
+        slo_tpot_s=options.tpot,
+        search=options.search,
+        slo_percentile=options.percentile,
+        price_per_hour=price_per_hour,
+    ).checked()
+    started = time.perf_counter()
+    result = search_operating_point(
+        settings,
+        lambda level, stop: run_once(level, time.perf_counter(), api_key, None, stop),
+        lambda: time.perf_counter() - started,
+        on_probe=(lambda _probe: between_probes()) if between_probes is not None else None,
+    )
+    search = result.slo_search
+    point = result.operating_point
+    record = search.model_dump(mode="json") if search is not None else None
+    if point is None:
+        reason = search.reason if search is not None else "no operating point"
+        return SloFigures(slo_note=f"no load met the SLO: {reason}", slo_search=record)
+    return SloFigures(
+        slo_concurrency=point.concurrency,
+        slo_rate=point.rate,
+        slo_tokens_per_second=point.output_tokens_per_second,
+        usd_per_million_tokens_at_slo=point.usd_per_million_tokens,
+        slo_note=None
+        if point.usd_per_million_tokens is not None
+        else point.usd_per_million_tokens_why,
+        slo_search=record,
+    )

@@ -1,0 +1,214 @@
+"""The operating-point search against the known-truth server with a known slot limit.
+
+With --slots 2, a TTFT of 20 ms and replies of 8 tokens 5 ms apart (60 ms each), two streams at
+once are served at once (TTFT 20 ms), and a third always waits for a slot: in step, one request in
+three waits a whole reply (TTFT ≥ 80 ms); out of step, every one waits half a reply (≥ 50 ms).
+So the largest concurrency whose TTFT p90 stays within 35 ms is exactly 2.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.errors import UserError
+from sagemeter.loadgen.operating_point import allowed_misses, min_requests, usd_per_million
+from sagemeter.loadgen.settings import LoadSettings
+from sagemeter.mcp import ServerConfig, build_server
+from tests.mcp_helpers import Progress, error_line
+
+TIMING = TruthTiming(ttft_s=0.02, itl_s=0.005)
+TOKENS = 8
+SLOTS = 2
+PRICE = 3.6  # USD per hour: $1 per 1,000 s
+
+
+def _load(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    process = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "load", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"},
+        cwd=cwd,
+        timeout=300,
+    )
+    return process.returncode, process.stdout, process.stderr
+
+
+def test_the_concurrency_search_finds_the_slot_limit(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    out = tmp_path / "point.json"
+    with running_truth_server(TIMING, slots=SLOTS) as url:
+        code, stdout, stderr = _load(
+            [
+                url,
+                "--search=concurrency",
+                "--slo-ttft=35ms",
+                "--slo-percentile=90",
+                f"--max-tokens={TOKENS}",
+                "--concurrency=16",
+                "--duration=0.3s",
+                "--workers=1",
+                f"--price-per-hour={PRICE}",
+                f"--out={out}",
+            ],
+            sagemeter_env,
+            tmp_path,
+        )
+    assert code == 0, stderr
+    result = json.loads(out.read_text())
+    point = result["operating_point"]
+    assert point["concurrency"] == SLOTS
+    search = result["slo_search"]
+    assert search["found"] is True and search["min_requests"] == 10
+    probes = [(p["concurrency"], p["passed"]) for p in search["probes"]]
+    assert probes == [(1, True), (2, True), (4, False), (3, False)]  # doubling, then bisection
+    for probe in search["probes"]:
+        if probe["passed"]:
+            assert probe["requests_counted"] >= 10
+            assert TIMING.ttft_s <= probe["ttft_s"] <= 0.035
+        else:
+            assert probe["stopped_early"] or probe["ttft_s"] > 0.035
+            assert "missed" in probe["why"] or "TTFT p90" in probe["why"]
+    # Four streams on two slots: every second request queues, so the probe stopped early.
+    assert search["probes"][2]["stopped_early"] is True
+    # The throughput at the point is the truth's for 2 streams (within the client's gap).
+    truth = TIMING.tokens_per_second(SLOTS, TOKENS)  # 267 tokens/s
+    assert point["output_tokens_per_second"] == pytest.approx(truth, rel=0.1)
+    expected_usd = PRICE / (point["output_tokens_per_second"] * 3600) * 1e6
+    assert point["usd_per_million_tokens"] == pytest.approx(expected_usd)
+    assert point["ttft_s"]["p90"] <= 0.035
+    assert result["ttft_s"] == point["ttft_s"]  # the top-level figures are the point's probe
+    assert "raw" not in result or result["raw"] is None
+    assert "probe 4 at once: misses" in stderr
+    assert "2 at once meets every SLO; 3 at once does not" in stdout
+
+
+@pytest.mark.slow  # a dozen probes of Poisson arrivals
+def test_the_rate_search_brackets_the_rate_within_its_precision(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    """Two slots of 60 ms replies serve at most 33 requests/s; Poisson arrivals queue before
+    that, so the rate found is below it, met by its probe, and within 5 % of a rate that was not."""
+    out = tmp_path / "rate.json"
+    with running_truth_server(TIMING, slots=SLOTS) as url:
+        code, _, stderr = _load(
+            [url, "--search=rate", "--rate=4", "--slo-ttft=35ms", "--slo-percentile=90",
+             f"--max-tokens={TOKENS}", "--duration=0.5s", f"--out={out}"],
+            sagemeter_env,
+            tmp_path,
+        )  # fmt: skip
+    assert code == 0, stderr
+    result = json.loads(out.read_text())
+    search = result["slo_search"]
+    rate = result["operating_point"]["rate"]
+    capacity = SLOTS / TIMING.request_seconds(TOKENS)
+    assert 4 <= rate < capacity
+    missed = [p["rate"] for p in search["probes"] if not p["passed"]]
+    above = min(r for r in missed if r > rate)
+    assert (above - rate) / rate <= 0.05 + 1e-9
+    for probe in search["probes"]:
+        assert probe["passed"] == (probe["rate"] <= rate), probe
+    assert result["asked_rate"] == rate and result["mode"] == "poisson"
+
+
+def test_a_target_no_load_meets_is_a_finding_with_its_reason(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    out = tmp_path / "none.json"
+    with running_truth_server(TIMING, slots=SLOTS) as url:
+        code, stdout, stderr = _load(
+            [url, "--search=concurrency", "--slo-ttft=10ms", "--slo-percentile=50",
+             f"--max-tokens={TOKENS}", "--duration=0.2s", "--price-per-hour=1", f"--out={out}"],
+            sagemeter_env,
+            tmp_path,
+        )  # fmt: skip
+    assert code == 0, stderr  # every first token takes 20 ms: a finding, not a failure
+    result = json.loads(out.read_text())
+    assert result["operating_point"] is None
+    search = result["slo_search"]
+    assert search["found"] is False and search["client_limited"] is False
+    assert search["reason"].startswith("even 1 at once misses the SLO (")
+    assert [p["concurrency"] for p in search["probes"]] == [1]
+    assert search["probes"][0]["ttft_s"] >= TIMING.ttft_s
+    assert "even 1 at once misses" in stdout
+
+
+def test_search_input_is_checked_before_any_work(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    code, _, stderr = _load(
+        ["http://127.0.0.1:9", "--search=latency", "--slo-ttft=1s"], sagemeter_env, tmp_path
+    )
+    assert code == 2
+    assert "--search 'latency': give concurrency or rate" in stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("update", "message"),
+    [
+        ({"search": "concurrency"}, "give --slo-ttft, --slo-tpot or both"),
+        ({"search": "rate", "slo_ttft_s": 0.5}, "--search rate starts at --rate"),
+        ({"search": "concurrency", "slo_ttft_s": 0.5, "rate": 2.0}, "leave out"),
+        ({"search": "concurrency", "slo_ttft_s": 0.5, "sweep": True}, "give one of them"),
+        ({"slo_percentile": 95.0}, "give 50, 90 or 99"),
+        ({"price_per_hour": 0.0}, "positive number of USD"),
+    ],
+)
+def test_bad_search_settings_are_one_line(update: dict[str, object], message: str) -> None:
+    settings = LoadSettings(target="http://127.0.0.1:9").model_copy(update=update)
+    with pytest.raises(UserError, match=message):
+        settings.checked()
+
+
+def test_probe_sizes_and_the_price() -> None:
+    assert min_requests(99) == 100  # one request in a hundred may miss
+    assert min_requests(90) == 10
+    assert min_requests(50) == 10
+    assert allowed_misses(100, 99) == 1
+    assert allowed_misses(250, 99) == 2
+    assert allowed_misses(10, 90) == 1
+    usd, why = usd_per_million(3.6, 1000.0)  # 3.6 M tokens an hour for $3.60
+    assert usd == pytest.approx(1.0) and why is None
+    assert usd_per_million(None, 1000.0) == (None, "no --price-per-hour given")
+    assert usd_per_million(3.6, 0.0)[0] is None
+
+
+@pytest.mark.slow  # a second whole search, through the MCP face
+async def test_the_mcp_tool_finds_the_slot_limit_with_a_note_per_probe(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    arguments = {
+        "name": "slots",
+        "slo_ttft_ms": 35,
+        "percentile": 90,
+        "max_tokens": TOKENS,
+        "max_concurrency": 4,
+        "min_probe_s": 0.2,
+        "price_per_hour": PRICE,
+    }
+    with running_truth_server(TIMING, slots=SLOTS) as url:
+        async with Client(build_server(ServerConfig(results_dir=results))) as client:
+            progress = Progress()
+            answer = await client.call_tool(
+                "find_operating_point", {"target": url, **arguments}, progress_callback=progress
+            )
+            refused = await client.call_tool(
+                "find_operating_point", {"target": "local:smollm2-f32", **arguments}
+            )
+    assert not answer.is_error, answer
+    found = answer.structured_content
+    assert found is not None
+    assert found["found"] is True and found["operating_point"]["concurrency"] == SLOTS
+    assert [p["concurrency"] for p in found["probes"]] == [1, 2, 4, 3]
+    assert [message for _, _, message in progress.seen][2].startswith("probe 4 at once: misses")
+    written = json.loads((results / "load-slots.json").read_text())
+    assert written["operating_point"]["concurrency"] == SLOTS
+    assert "give http://HOST:PORT" in error_line(refused)
