@@ -84,3 +84,15 @@ def parse_duration(text: str, what: str = "duration") -> float:
             f"{what} {text!r}: give a duration such as 50ms, 0.05s, 3m or 0.05 (seconds)"
         )
     return float(match["number"]) * _UNIT_SECONDS[match["unit"]]
+
+
+def duration_field(value: object) -> object:
+    """A settings field's value as a pydantic before-validator takes it: a string such as
+    "120s" or "500ms" becomes seconds (a bad one a ValueError naming only the problem, which
+    pydantic puts after the key); a number passes through."""
+    if isinstance(value, str):
+        try:
+            return parse_duration(value, repr(value))
+        except UserError as exc:
+            raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
+    return value

@@ -119,14 +119,9 @@ class MeasureOptions(_Strict):
     @classmethod
     def _duration(cls, value: Any) -> Any:
         """A number of seconds, or a duration such as "120s" or "500ms"."""
-        from sagemeter.calibrate.timing import parse_duration
+        from sagemeter.calibrate.timing import duration_field
 
-        if isinstance(value, str):
-            try:
-                return parse_duration(value, repr(value))
-            except UserError as exc:
-                raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
-        return value
+        return duration_field(value)
 
     def settings(self) -> MeasureSettings:
         """The MeasureSettings these options make; a bad value is one line naming its key."""

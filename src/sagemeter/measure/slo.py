@@ -16,8 +16,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sagemeter.errors import UserError
-
 DEFAULT_CEILING = 64
 
 
@@ -40,14 +38,9 @@ class SloOptions(BaseModel):
     @field_validator("ttft", "tpot", "duration", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
-        from sagemeter.calibrate.timing import parse_duration
+        from sagemeter.calibrate.timing import duration_field
 
-        if isinstance(value, str):
-            try:
-                return parse_duration(value, repr(value))
-            except UserError as exc:
-                raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
-        return value
+        return duration_field(value)
 
     @model_validator(mode="after")
     def _complete(self) -> SloOptions:
