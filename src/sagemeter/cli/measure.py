@@ -53,9 +53,10 @@ def _settings(
     method: str | None = None,
     prefill_tokens: str | None = None,
     startup_timeout: str | None = None,
+    long_prompt_levels: str | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
-    from sagemeter.settings import measure_settings, parse_prefill_tokens
+    from sagemeter.settings import measure_settings, parse_levels_or_none, parse_prefill_tokens
 
     overrides = {
         "short_tokens": short_tokens,
@@ -63,6 +64,11 @@ def _settings(
         "decode_repeats": repeats,
         "prefill_tokens": (
             parse_prefill_tokens(prefill_tokens) if prefill_tokens is not None else None
+        ),
+        "long_prompt_levels": (
+            parse_levels_or_none(long_prompt_levels, "--long-prompt-levels")
+            if long_prompt_levels is not None
+            else None
         ),
         "load_levels": _parse_levels(levels) if levels else None,
         "load_max_tokens": load_tokens,
@@ -117,6 +123,13 @@ def measure(
         typer.Option(
             help="prefill: short and long prompt length in the server's tokens, or none "
             "[256,4096; none with --quick or --method article]"
+        ),
+    ] = None,
+    long_prompt_levels: Annotated[
+        str | None,
+        typer.Option(
+            help="long prompts under load: requests at once, each its own prompt of the prefill "
+            "phase's long length, e.g. 1,4,16 [none]"
         ),
     ] = None,
     levels: Annotated[str | None, typer.Option(help="parallel: requests at once [1,4,16]")] = None,
@@ -228,6 +241,7 @@ def measure(
         method,
         prefill_tokens,
         startup_timeout,
+        long_prompt_levels,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

@@ -117,6 +117,14 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
                 "none when quick or with the article's method)"
             ),
         ] = None,
+        long_prompt_levels: Annotated[
+            list[int] | None,
+            Field(
+                description="long prompts under load: requests at once, each its own prompt of "
+                "the prefill phase's long length, e.g. [1, 4, 16]; [] or unset: not run (needs "
+                "the prefill phase)"
+            ),
+        ] = None,
         load_levels: Annotated[
             list[int] | None, Field(description="parallel: requests at once, e.g. [1, 4, 16]")
         ] = None,
@@ -164,6 +172,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "long_tokens": long_tokens,
             "decode_repeats": decode_repeats,
             "prefill_tokens": prefill_tokens,
+            "long_prompt_levels": long_prompt_levels,
             "load_levels": load_levels,
             "load_max_tokens": load_max_tokens,
             "load_batches": load_batches,
@@ -210,6 +219,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             prefill_tokens_per_second=result.prefill_tokens_per_second,
             ttft_long_prompt_ms=result.ttft_long_prompt_ms,
             load_tokens_per_second=result.load_tokens_per_second,
+            long_prompt_tokens_per_second=result.long_prompt_tokens_per_second,
             quality=result.quality,
             ttft_median_ms=result.ttft_median_ms,
             inter_token_latency_median_ms=result.inter_token_latency_median_ms,

@@ -32,6 +32,12 @@ from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.load import load_request_count, measure_load
+from sagemeter.measure.long_prompt import (
+    level_ttft_ms,
+    long_prompt_request_count,
+    measure_long_prompt_load,
+    not_measured,
+)
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import measure_quality
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
@@ -43,6 +49,7 @@ from sagemeter.results import (
     Environment,
     LoadDetail,
     LoadLevel,
+    LongPromptLoad,
     MeasureResult,
     PrefillDetail,
     QualityDetail,
@@ -101,6 +108,7 @@ def total_requests(settings: MeasureSettings, question_count: int) -> int:
         decode_request_count(settings.decode_repeats, settings.decode_warmup)
         + prefill_request_count(settings.prefill_tokens, settings.decode_repeats)
         + load_request_count(settings.load_levels, settings.load_batches)
+        + long_prompt_request_count(settings.long_prompt_levels, settings.load_batches)
         + question_count
     )
 
@@ -201,6 +209,28 @@ async def measure_target(
             host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
+        long_load = None
+        if settings.long_prompt_levels and prefill is not None:
+            if await watch.check("prefill", LONG_PROMPTS):
+                long_load = skipped_long_prompts(settings, prefill, str(watch.changed))
+            else:
+                on_phase(LONG_PROMPTS)
+                await meter.begin()
+                host.begin(LONG_PROMPTS)
+                long_load = await measure_long_prompt_load(
+                    client,
+                    prefill,
+                    levels=settings.long_prompt_levels,
+                    max_tokens=settings.load_max_tokens,
+                    batches=settings.load_batches,
+                    reruns=settings.batch_reruns,
+                    statistic=settings.load_statistic,
+                    pause_s=settings.batch_pause_s,
+                    progress=progress,
+                )
+                host.end()
+                await meter.end(LONG_PROMPTS, long_prompt_records(long_load))
+            last = LONG_PROMPTS
         if await watch.check(last, "parallel"):
             load = skipped_load(settings, str(watch.changed))
         else:
@@ -279,11 +309,35 @@ async def measure_target(
         [*fidelity_warnings, *meter.warnings()],
         server_metrics=meter.detail,
         prefill=prefill,
+        long_prompt_load=long_load,
         server_identity=watch.record(),
         host=host.record(server_here=_server_here(endpoint)),
     )
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
+
+
+LONG_PROMPTS = "long prompts"
+
+
+def skipped_long_prompts(
+    settings: MeasureSettings, prefill: PrefillDetail, why: str
+) -> LongPromptLoad:
+    """Long prompts under load not run: every level asked for, without a figure, saying why."""
+    return not_measured(
+        settings.long_prompt_levels,
+        prefill.long_tokens,
+        settings.load_max_tokens,
+        settings.load_batches,
+        why,
+    )
+
+
+def long_prompt_records(long_load: LongPromptLoad | None) -> list[RequestRecord]:
+    """Every request long prompts under load sent."""
+    if long_load is None:
+        return []
+    return [record for level in long_load.levels for record in level.records]
 
 
 def identity_reason(changed: str) -> str:
@@ -468,12 +522,14 @@ def assemble_result(
     prefill: PrefillDetail | None = None,
     server_identity: ServerIdentity | None = None,
     host: HostLoad | None = None,
+    long_prompt_load: LongPromptLoad | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     records = [
         *decode.records,
         *prefill_sent(prefill),
         *(r for level in load.levels for r in level.records),
+        *long_prompt_records(long_prompt_load),
     ]
     failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)
     retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
@@ -482,6 +538,7 @@ def assemble_result(
     reopened = sum(1 for r in records if r.reopened) + sum(1 for i in quality.items if i.reopened)
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
     missing[1:1] = missing_prefill(settings, prefill)
+    missing.extend(missing_long_prompts(long_prompt_load))
     if server_identity is not None and server_identity.changed:
         missing.insert(0, identity_reason(server_identity.changed))
     warnings = [
@@ -490,8 +547,9 @@ def assemble_result(
         *(level.problem for level in load.levels if level.problem),
         *(f"decode: measured again: {why}" for why in decode.measured_again),
         *(f"{lv.concurrency} at once: {why}" for lv in load.levels for why in lv.measured_again),
+        *long_prompt_warnings(long_prompt_load),
         *_client_bound_warnings(decode),
-        *token_warnings(decode, load, prefill),
+        *token_warnings(decode, load, prefill, long_prompt_load),
         *(fidelity_warnings or []),
     ]
     errors = [r.error for r in records if not r.ok] + [i.error for i in quality.items if i.error]
@@ -514,6 +572,7 @@ def assemble_result(
             _round(prefill.tokens_per_second) if prefill and prefill.valid else None
         ),
         ttft_long_prompt_ms=ttft_long_prompt_ms(prefill),
+        **long_prompt_figures(long_prompt_load),
         ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
         inter_token_latency_median_ms=(
             _round(streaming[1].median * 1000.0, 4) if streaming[1] else None
@@ -522,7 +581,7 @@ def assemble_result(
         kv_cache_tokens=startup.kv_cache_tokens if startup else None,
         load_seconds=startup.load_seconds if startup else None,
         incomplete_because=missing,
-        intervals=speed_summaries(decode, load, settings.load_statistic, prefill),
+        intervals=speed_summaries(decode, load, settings.load_statistic, prefill, long_prompt_load),
         detail=Detail(
             settings=settings.model_dump(),
             environment=environment,
@@ -530,6 +589,7 @@ def assemble_result(
             decode=decode,
             prefill=prefill,
             load=load,
+            long_prompt_load=long_prompt_load,
             quality=quality,
             fidelity=fidelity,
             server_metrics=server_metrics,
@@ -551,6 +611,53 @@ def ttft_long_prompt_ms(prefill: PrefillDetail | None) -> float | None:
     if prefill is None or len(prefill.long_ttft_s) < prefill.repeats or not prefill.long_ttft:
         return None
     return _round(prefill.long_ttft.median * 1000.0)
+
+
+def long_prompt_figures(long_load: LongPromptLoad | None) -> dict[str, dict[str, float | None]]:
+    """The top-level figures by level: throughput and the first token's p50 and p90 wait
+    (nothing when the phase was not run; null for a level without a figure)."""
+    if long_load is None:
+        return {}
+    levels = long_load.levels
+    return {
+        "long_prompt_tokens_per_second": {
+            str(level.concurrency): _round(level.tokens_per_second) for level in levels
+        },
+        "long_prompt_ttft_p50_ms": {
+            str(level.concurrency): level_ttft_ms(level, "median") for level in levels
+        },
+        "long_prompt_ttft_p90_ms": {
+            str(level.concurrency): level_ttft_ms(level, "p90") for level in levels
+        },
+    }
+
+
+def missing_long_prompts(long_load: LongPromptLoad | None) -> list[str]:
+    """Each long-prompt level asked for that has no figure, with why."""
+    if long_load is None:
+        return []
+    return [
+        f"long prompts, {level.concurrency} at once: {level.problem or 'no figure'}"
+        for level in long_load.levels
+        if level.tokens_per_second is None
+    ]
+
+
+def long_prompt_warnings(long_load: LongPromptLoad | None) -> list[str]:
+    """What the levels saw besides their figures: partial levels, batches run again."""
+    if long_load is None:
+        return []
+    found = [
+        f"long prompts, {level.concurrency} at once: {level.problem}"
+        for level in long_load.levels
+        if level.problem and level.tokens_per_second is not None
+    ]
+    found += [
+        f"long prompts, {level.concurrency} at once: {why}"
+        for level in long_load.levels
+        for why in level.measured_again
+    ]
+    return found
 
 
 def missing_prefill(settings: MeasureSettings, prefill: PrefillDetail | None) -> list[str]:
@@ -615,13 +722,20 @@ def missing_figures(
 
 
 def token_warnings(
-    decode: DecodeDetail, load: LoadDetail, prefill: PrefillDetail | None = None
+    decode: DecodeDetail,
+    load: LoadDetail,
+    prefill: PrefillDetail | None = None,
+    long_load: LongPromptLoad | None = None,
 ) -> list[str]:
     """Replies whose `usage` and counted token events disagree, per phase (load's own rule)."""
     phases = [("decode", decode.records)]
     if prefill is not None:
         phases.append(("prefill", prefill_records(prefill)))
     phases += [(f"{level.concurrency} at once", level.records) for level in load.levels]
+    phases += [
+        (f"long prompts, {level.concurrency} at once", level.records)
+        for level in (long_load.levels if long_load else [])
+    ]
     warnings = []
     for phase, records in phases:
         replies = answered(records)

@@ -239,6 +239,11 @@ class LoadLevel(BaseModel):
         None, description="the complete batches' own tokens per second"
     )
     ttft_s: Spread | None = None
+    counted_ttft_s: list[float] = Field(
+        default_factory=list,
+        description="the counted batches' first-token waits, the values behind `ttft_s` (empty "
+        "in older files)",
+    )
     inter_token_latency_s: Spread | None = None
     reasoning_events: int = Field(
         0, description="token events of the counted batches that were reasoning (thinking)"
@@ -266,6 +271,23 @@ class LoadDetail(BaseModel):
     max_tokens: int
     batches_per_level: int
     levels: list[LoadLevel]
+
+
+class LongPromptLoad(BaseModel):
+    """The parallel levels again, every request with its own prompt of the prefill phase's long
+    length (unique from its first token): throughput and TTFT where the KV cache is tight."""
+
+    prompt_tokens: int = Field(description="the long prompt's length asked for, server tokens")
+    prompt_words: int | None = Field(None, description="filler words sent per prompt")
+    prompt_tokens_counted: Spread | None = Field(
+        None, description="the server's own count of the counted batches' prompts"
+    )
+    max_tokens: int = Field(description="tokens per reply (the parallel phase's)")
+    batches_per_level: int
+    levels: list[LoadLevel] = Field(
+        default_factory=list, description="as the parallel phase's: figures, batches, records"
+    )
+    problem: str | None = Field(None, description="why no level was measured, when none was")
 
 
 class QualityItem(BaseModel):
@@ -488,6 +510,9 @@ class Detail(BaseModel):
         None, description="prompt processing (None: not measured, e.g. --method article)"
     )
     load: LoadDetail | None = None
+    long_prompt_load: LongPromptLoad | None = Field(
+        None, description="long prompts under load (None: not measured, --long-prompt-levels)"
+    )
     quality: QualityDetail | None = None
     fidelity: FidelityRecord | None = Field(
         None, description="top-k logprobs along the answers (this run's own, or a reference's)"
@@ -557,6 +582,19 @@ class MeasureResult(BaseModel):
     )
     ttft_long_prompt_ms: float | None = Field(
         None, ge=0, description="time to first token at the long prompt, median (prefill phase)"
+    )
+    long_prompt_tokens_per_second: dict[str, Annotated[float, Field(ge=0)] | None] = Field(
+        default_factory=dict,
+        description="long prompts under load: output tokens/s keyed by requests at once (null: "
+        "no figure, why in `detail.long_prompt_load`; empty: not measured)",
+    )
+    long_prompt_ttft_p50_ms: dict[str, Annotated[float, Field(ge=0)] | None] = Field(
+        default_factory=dict,
+        description="long prompts under load: median time to first token, keyed by level",
+    )
+    long_prompt_ttft_p90_ms: dict[str, Annotated[float, Field(ge=0)] | None] = Field(
+        default_factory=dict,
+        description="long prompts under load: 90th percentile time to first token, by level",
     )
     weights_gib: float | None = Field(None, ge=0)
     kv_cache_tokens: int | None = Field(None, ge=0)
