@@ -157,6 +157,10 @@ def test_combine_compares_each_level_with_ratios_and_intervals(tmp_path: Path) -
         assert result.complete is True, result.incomplete_because
         assert set(result.long_prompt_tokens_per_second) == {"1", "4"}
         assert result.intervals["long_prompt_c4_tokens_per_second"].ci95 is not None
+    # The prefix-cache pair asked the server's own counters; this server has no /metrics.
+    cache = a.detail.prefill.prefix_cache if a.detail and a.detail.prefill else None
+    assert cache is not None and cache.server_reports_caching is None
+    assert "GET /metrics answered HTTP 404" in (cache.server_counters_note or "")
     p90 = a.long_prompt_ttft_p90_ms["4"]
     assert p90 is not None and p90 >= (a.long_prompt_ttft_p50_ms["4"] or 0)
     comparison = combine([tmp_path / "measure-a.json", tmp_path / "measure-b.json"])

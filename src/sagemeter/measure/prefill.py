@@ -27,6 +27,7 @@ from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import prefill_samples
+from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.stats import CpuClock, client_share, median, spread
 from sagemeter.results import PrefillDetail, PrefixCacheCheck
 from sagemeter.transport.chat import ChatClient, ChatRequest
@@ -172,8 +173,10 @@ async def measure_prefill(
     repeats: int = 5,
     context_tokens: int | None = None,
     progress: ProgressFn = no_progress,
+    counters: PrefixCacheCounters | None = None,
 ) -> PrefillDetail:
-    """Size the text, alternate short and long prompts, then send one long prompt twice."""
+    """Size the text, alternate short and long prompts, then send one long prompt twice, with
+    the server's own prefix-cache `counters` read around the pair (None: not read)."""
     if long_tokens <= short_tokens:
         raise ValueError("long_tokens must exceed short_tokens")
     long_tokens, notes, blocking = clamp_to_context(short_tokens, long_tokens, context_tokens)
@@ -196,7 +199,7 @@ async def measure_prefill(
     records = [*short, *long]
     timed = sum(r.first_token_s or 0.0 for r in records)
     detail.client = client_share(len(records), cpu.elapsed(), timed)
-    detail.prefix_cache = await _cache_pair(run, detail.long_words)
+    detail.prefix_cache = await _cache_pair(run, detail.long_words, counters)
     return fit_prefill(detail, short, long, aside=aside, measured_again=again, notes=notes)
 
 
@@ -256,11 +259,17 @@ def _disagreeing(label: str, records: list[RequestRecord]) -> list[tuple[list[Re
     ]
 
 
-async def _cache_pair(run: PrefillRun, words: int) -> PrefixCacheCheck:
-    """One fresh long prompt, then the very same prompt again: the second TTFT shows the cache."""
+async def _cache_pair(
+    run: PrefillRun, words: int, counters: PrefixCacheCounters | None = None
+) -> PrefixCacheCheck:
+    """One fresh long prompt, then the very same prompt again: the second TTFT shows the cache,
+    and the server's counters (where it has them) whether it says so too."""
     nonce = run.nonces.next()
+    if counters is not None:
+        await counters.before()
     first = await run.send(words, nonce)
     second = await run.send(words, nonce)
+    said = await counters.after() if counters is not None else None
     check = PrefixCacheCheck(
         prompt_tokens=first.prompt_tokens,
         first_ttft_s=first.first_token_s,
@@ -268,6 +277,10 @@ async def _cache_pair(run: PrefillRun, words: int) -> PrefixCacheCheck:
         cached_tokens_reported=second.cached_prompt_tokens,
         records=[first, second],
     )
+    if said is not None:
+        check.server_reports_caching = said.reports_caching
+        check.server_cache_queries, check.server_cache_hits = said.queries, said.hits
+        check.server_counters_note = said.note
     failed = next((r for r in (first, second) if not r.ok), None)
     if failed is not None:
         check.problem = f"no speed-up: a send failed: {failed.error}"

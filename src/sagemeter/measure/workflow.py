@@ -41,6 +41,7 @@ from sagemeter.measure.long_prompt import (
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import measure_quality
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
+from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
 from sagemeter.questions import QuestionSet, load_question_set
 from sagemeter.results import (
@@ -205,7 +206,8 @@ async def measure_target(
             on_phase("prefill")
             await meter.begin()
             host.begin("prefill")
-            prefill = await _prefill(client, settings, described, progress)
+            counters = PrefixCacheCounters(_server_root(endpoint))
+            prefill = await _prefill(client, settings, described, progress, counters)
             host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
@@ -378,9 +380,14 @@ def skipped_quality(settings: MeasureSettings, questions: QuestionSet, why: str)
 
 
 async def _prefill(
-    client: ChatClient, settings: MeasureSettings, described: dict[str, Any], progress: ProgressFn
+    client: ChatClient,
+    settings: MeasureSettings,
+    described: dict[str, Any],
+    progress: ProgressFn,
+    counters: PrefixCacheCounters | None = None,
 ) -> PrefillDetail:
-    """The prefill phase at the settings' two lengths, within the context the server said."""
+    """The prefill phase at the settings' two lengths, within the context the server said;
+    the server's prefix-cache `counters` read around the cache pair."""
     short, long = settings.prefill_tokens
     context = described.get("max_model_len") or described.get("n_ctx")
     return await measure_prefill(
@@ -390,6 +397,7 @@ async def _prefill(
         repeats=settings.decode_repeats,
         context_tokens=context if isinstance(context, int) else None,
         progress=progress,
+        counters=counters,
     )
 
 

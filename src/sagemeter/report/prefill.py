@@ -154,6 +154,7 @@ def _rows(run: Run, details: list[PrefillDetail | None]) -> list[list[Cell]]:
         return (
             f"{num(cache.first_ttft_s, scale=1000)} → {num(cache.second_ttft_s, scale=1000)} ms"
             + (f"; the server said {said} tokens were cached" if said is not None else "")
+            + (f"; {cache.server_counters_note}" if cache.server_counters_note else "")
         )
 
     return [

@@ -265,6 +265,10 @@ def _prefill_rows(table: Table, result: MeasureResult) -> None:
     cache = prefill.prefix_cache
     if cache is not None and cache.speedup is not None:
         table.add_row("  same long prompt again", f"{cache.speedup:.2f}× faster to a first token")
+    if cache is not None and cache.server_counters_note:
+        table.add_row(
+            "  server's prefix-cache counters", escape(printable(cache.server_counters_note))
+        )
 
 
 def _long_prompt_rows(table: Table, result: MeasureResult) -> None:

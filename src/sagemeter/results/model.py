@@ -154,6 +154,21 @@ class PrefixCacheCheck(BaseModel):
         "(usage.prompt_tokens_details.cached_tokens, llama.cpp timings.cache_n); None: not said",
     )
     problem: str | None = Field(None, description="why there is no speed-up, when there is none")
+    server_reports_caching: bool | None = Field(
+        None,
+        description="the server's own prefix-cache counters (vLLM /metrics) around the pair: "
+        "true, hits counted; false, none counted; null, the server has no such counters "
+        "(why: `server_counters_note`)",
+    )
+    server_cache_queries: int | None = Field(
+        None, description="prompt tokens looked up in the prefix cache during the pair (vLLM)"
+    )
+    server_cache_hits: int | None = Field(
+        None, description="of those, the tokens the prefix cache served (vLLM)"
+    )
+    server_counters_note: str | None = Field(
+        None, description="what the counters said, or why the server's answer is not known"
+    )
     records: list[RequestRecord] = Field(default_factory=list)
 
 
