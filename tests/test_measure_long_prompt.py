@@ -26,12 +26,12 @@ from sagemeter.experiment.plan import MeasureOptions
 from sagemeter.measure.long_prompt import measure_long_prompt_load
 from sagemeter.measure.prefill import measure_prefill
 from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
-from sagemeter.report.writer import write_report
+from sagemeter.report.writer import write_compare_report, write_report
 from sagemeter.results import LongPromptLoad, MeasureResult, PrefillDetail, load_result
 from sagemeter.settings import MeasureSettings, measure_settings
 from sagemeter.targets import parse_target
 from sagemeter.transport.openai import OpenAIChat
-from tests.report_parse import md_sections, md_tables
+from tests.report_parse import md_sections, md_tables, png_ink, png_size
 
 SHORT, LONG = 64, 512
 REPLY = 16
@@ -178,14 +178,27 @@ def test_combine_compares_each_level_with_ratios_and_intervals(tmp_path: Path) -
     assert again.detail is not None and again.detail.long_prompt_load is not None
     assert again.long_prompt_tokens_per_second == a.long_prompt_tokens_per_second
     # The report's prefill section: a row per level and figure, the files' values, the ratio.
-    write_report(tmp_path, "md")
+    write_report(tmp_path, "md,png")
     body = md_sections((tmp_path / "report.md").read_text())["Prefill (prompt processing)"]
+    # TTFT against prompt length, per arm, every counted prompt: drawn, linked in the section.
+    plot = tmp_path / "plots" / "prefill.png"
+    assert "(plots/prefill.png)" in body
+    assert png_size(plot.read_bytes()) == (1200, 675) and png_ink(plot)[0] > 0.01
     assert "Long prompts under load" in body
     table = md_tables(body)[-1]
     row = next(r for r in table if r[0].value == "4 at once, long prompts (tokens/s)")
     assert float(row[1].value) == pytest.approx(a.long_prompt_tokens_per_second["4"], rel=0.01)
     assert float(row[3].value.rstrip("×")) == pytest.approx(speed.ratios[0], rel=0.01)
     assert "95%" in row[3].note
+    # Two run folders side by side (here the folder with itself): the prompt figures are rows.
+    write_compare_report(tmp_path, tmp_path, "md", out_dir=tmp_path / "cmp")
+    side = md_sections((tmp_path / "cmp" / "report.md").read_text())["Side by side"]
+    rows_by_title = {r[0].value: r for r in md_tables(side)[0]}
+    prefill_row = rows_by_title["Prefill (prompt tokens/s)"]
+    assert float(prefill_row[1].value) == pytest.approx(a.prefill_tokens_per_second or 0, rel=0.01)
+    level_row = rows_by_title["4 at once, long prompts (tokens/s)"]
+    assert float(level_row[3].value.rstrip("×")) == pytest.approx(speed.ratios[0], rel=0.01)
+    assert "4 at once, long prompts: TTFT p50 (ms)" in rows_by_title
 
 
 def _cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:

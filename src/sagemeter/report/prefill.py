@@ -7,7 +7,7 @@ Renders only: every figure and interval is in the result files (measure/prefill.
 from __future__ import annotations
 
 from sagemeter.measure.figure_samples import long_prompt_key
-from sagemeter.report.document import Block, Callout, Cell, Paragraph, Section, Table
+from sagemeter.report.document import Block, Callout, Cell, Figure, Paragraph, Section, Table
 from sagemeter.report.figures import NA, num, spread_note
 from sagemeter.report.rows import (
     comparison_row,
@@ -53,6 +53,9 @@ def prefill_section(run: Run) -> Section | None:
             blocks.append(Callout(f"{name_of(result)}: no prefill rate ({reason})"))
     header = ["", *(name_of(r) for r in contenders), *ratio_header(contenders)]
     blocks.append(Table(header=header, rows=_rows(run, details)))
+    blocks.append(
+        Figure("prefill", "Time to first token against prompt length, every counted prompt.")
+    )
     blocks.extend(long_prompt_blocks(run))
     return Section(TITLE, ANCHOR, blocks)
 
