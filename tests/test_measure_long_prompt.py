@@ -76,6 +76,35 @@ def test_each_level_is_the_truth_and_no_prompt_is_served_from_the_cache() -> Non
         assert all(r.prompt_tokens == LONG for r in level.records)
 
 
+def test_prompts_are_cut_so_that_prompt_and_reply_fit_the_servers_context() -> None:
+    truth = _truth(20e-6)  # the server refuses a prompt whose reply would not fit its context
+
+    async def run(url: str) -> tuple[PrefillDetail, LongPromptLoad]:
+        async with OpenAIChat(url) as client:
+            described = await client.describe()
+            prefill = await measure_prefill(
+                client,
+                short_tokens=SHORT,
+                long_tokens=4096,
+                repeats=2,
+                context_tokens=described.get("max_model_len"),
+            )
+            load = await measure_long_prompt_load(
+                client, prefill, levels=[2], max_tokens=128, batches=1, reruns=0
+            )
+            return prefill, load
+
+    with running_truth_server(truth, max_model_len=1024) as url:
+        prefill, load = asyncio.run(run(url))
+    room = 1024 - 128 - 20  # the reply, and the margin for the sizing's error (2% of 1024)
+    assert prefill.long_tokens > room  # the prefill phase's long prompt would not fit
+    assert load.prompt_tokens == room and any("cut from" in note for note in load.notes)
+    [level] = load.levels
+    assert level.tokens_per_second is not None, level.problem  # no request was refused
+    counted = load.prompt_tokens_counted
+    assert counted is not None and room - 8 <= counted.min <= counted.max <= room + 8
+
+
 def test_without_a_sized_prompt_no_level_is_sent_and_each_says_why() -> None:
     prefill = PrefillDetail(
         short_tokens=SHORT,

@@ -15,8 +15,13 @@ from collections.abc import Sequence
 
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.load import load_request_count, measure_load
-from sagemeter.measure.prefill import Nonces, prompt_text
-from sagemeter.measure.stats import spread
+from sagemeter.measure.prefill import (
+    CONTEXT_MARGIN_SHARE,
+    CONTEXT_MARGIN_TOKENS,
+    Nonces,
+    prompt_text,
+)
+from sagemeter.measure.stats import median, spread
 from sagemeter.results import LoadLevel, LongPromptLoad, PrefillDetail
 from sagemeter.transport.chat import ChatClient, ChatRequest
 
@@ -72,6 +77,11 @@ async def measure_long_prompt_load(
             batches,
             f"the long prompt has no size: {why}",
         )
+    tokens, notes, blocking = fit_context(prefill, max_tokens)
+    if blocking:
+        return not_measured(levels, prefill.long_tokens, max_tokens, batches, blocking)
+    if tokens != prefill.long_tokens:
+        words = words_for_tokens(prefill, tokens)
     nonces = Nonces()
 
     def requests(concurrency: int) -> list[ChatRequest]:
@@ -95,13 +105,51 @@ async def measure_long_prompt_load(
         if record.ok and record.prompt_tokens is not None
     ]
     return LongPromptLoad(
-        prompt_tokens=prefill.long_tokens,
+        prompt_tokens=tokens,
         prompt_words=words,
+        notes=notes,
         prompt_tokens_counted=spread([float(count) for count in counted]),
         max_tokens=max_tokens,
         batches_per_level=batches,
         levels=detail.levels,
     )
+
+
+def fit_context(prefill: PrefillDetail, max_tokens: int) -> tuple[int, list[str], str | None]:
+    """The prompt length that leaves every reply its `max_tokens` in the server's context (the
+    prefill phase's long length when it fits), a note when cut, and why not when nothing fits."""
+    long, context = prefill.long_tokens, prefill.context_tokens
+    if context is None:
+        return long, [], None
+    room = context - max_tokens - max(CONTEXT_MARGIN_TOKENS, int(context * CONTEXT_MARGIN_SHARE))
+    if long <= room:
+        return long, [], None
+    if room <= prefill.short_tokens:
+        return (
+            long,
+            [],
+            f"the server's context ({context} tokens) leaves no room for a prompt longer than "
+            f"the short one ({prefill.short_tokens}) beside {max_tokens}-token replies",
+        )
+    note = (
+        f"long prompts: cut from {long} to {room} tokens so that each prompt and its "
+        f"{max_tokens}-token reply fit the server's context of {context} tokens"
+    )
+    return room, [note], None
+
+
+def words_for_tokens(prefill: PrefillDetail, tokens: int) -> int:
+    """Filler words for `tokens` of the server's count, on the line through the prefill phase's
+    two lengths (their counted medians where there are counts, else the lengths asked)."""
+    short_words, long_words = prefill.short_words or 1, prefill.long_words or 1
+    short = median(prefill.short_prompt_tokens) if prefill.short_prompt_tokens else None
+    long = median(prefill.long_prompt_tokens) if prefill.long_prompt_tokens else None
+    short_tokens = short if short is not None else prefill.short_tokens
+    long_tokens = long if long is not None else prefill.long_tokens
+    if long_words <= short_words or long_tokens <= short_tokens:
+        return max(1, round(long_words * tokens / max(long_tokens, 1)))
+    per_word = (long_tokens - short_tokens) / (long_words - short_words)
+    return max(1, round(short_words + (tokens - short_tokens) / per_word))
 
 
 def level_ttft_ms(level: LoadLevel, percentile: str) -> float | None:

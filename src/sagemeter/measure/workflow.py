@@ -665,7 +665,7 @@ def long_prompt_warnings(long_load: LongPromptLoad | None) -> list[str]:
         for level in long_load.levels
         for why in level.measured_again
     ]
-    return found
+    return [*long_load.notes, *found]
 
 
 def missing_prefill(settings: MeasureSettings, prefill: PrefillDetail | None) -> list[str]:

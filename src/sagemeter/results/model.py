@@ -292,7 +292,10 @@ class LongPromptLoad(BaseModel):
     """The parallel levels again, every request with its own prompt of the prefill phase's long
     length (unique from its first token): throughput and TTFT where the KV cache is tight."""
 
-    prompt_tokens: int = Field(description="the long prompt's length asked for, server tokens")
+    prompt_tokens: int = Field(
+        description="the prompt's length asked for, server tokens (the prefill phase's long one, "
+        "or less to leave the replies room in the context)"
+    )
     prompt_words: int | None = Field(None, description="filler words sent per prompt")
     prompt_tokens_counted: Spread | None = Field(
         None, description="the server's own count of the counted batches' prompts"
@@ -303,6 +306,9 @@ class LongPromptLoad(BaseModel):
         default_factory=list, description="as the parallel phase's: figures, batches, records"
     )
     problem: str | None = Field(None, description="why no level was measured, when none was")
+    notes: list[str] = Field(
+        default_factory=list, description="e.g. the prompt cut so prompt and reply fit the context"
+    )
 
 
 class QualityItem(BaseModel):
