@@ -276,3 +276,15 @@ def test_bad_long_prompt_levels_are_one_line_and_exit_2(
     assert done.returncode == 2, done.stderr
     assert says in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_plans_estimate_counts_long_prompt_levels_as_batches() -> None:
+    from sagemeter.experiment.estimate import REQUEST_ALLOWANCE_S, measure_seconds
+
+    without = measure_settings(False, {})
+    with_levels = measure_settings(False, {"long_prompt_levels": [1, 4, 16]})
+    batches = 3 * with_levels.load_batches  # each batch waits as one request does
+    added = batches * (with_levels.load_max_tokens / 50.0 + REQUEST_ALLOWANCE_S)
+    assert measure_seconds(with_levels, 50.0) - measure_seconds(without, 50.0) == pytest.approx(
+        added
+    )
