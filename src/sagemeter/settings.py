@@ -45,6 +45,12 @@ class MeasureSettings(BaseModel):
         description="prefill: the short and the long prompt's length in the server's tokens "
         "(empty: the phase is not run; the article's method runs none)",
     )
+    tokenizer: str | None = Field(
+        None,
+        description="prefill: a GGUF file or a Hugging Face folder whose tokenizer counts the "
+        "prompts of a server that gives no usage.prompt_tokens (None: the checkpoint's own "
+        "where sagemeter started it)",
+    )
     long_prompt_levels: list[int] = Field(
         default_factory=list,
         description="long prompts under load: requests at once, each with its own prompt of the "

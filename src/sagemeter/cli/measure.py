@@ -54,8 +54,10 @@ def _settings(
     prefill_tokens: str | None = None,
     startup_timeout: str | None = None,
     long_prompt_levels: str | None = None,
+    tokenizer: Path | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
+    from sagemeter.measure.prompt_tokenizer import check_tokenizer_path
     from sagemeter.settings import measure_settings, parse_levels_or_none, parse_prefill_tokens
 
     overrides = {
@@ -70,6 +72,7 @@ def _settings(
             if long_prompt_levels is not None
             else None
         ),
+        "tokenizer": str(check_tokenizer_path(tokenizer)) if tokenizer is not None else None,
         "load_levels": _parse_levels(levels) if levels else None,
         "load_max_tokens": load_tokens,
         "load_batches": batches,
@@ -130,6 +133,14 @@ def measure(
         typer.Option(
             help="long prompts under load: requests at once, each its own prompt of the prefill "
             "phase's long length, e.g. 1,4,16 [none]"
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            help="prefill: a .gguf file or a Hugging Face folder (tokenizer.json) whose "
+            "tokenizer counts the prompts when the server gives no usage.prompt_tokens "
+            "[local:/vllm: the checkpoint's own]"
         ),
     ] = None,
     levels: Annotated[str | None, typer.Option(help="parallel: requests at once [1,4,16]")] = None,
@@ -242,6 +253,7 @@ def measure(
         prefill_tokens,
         startup_timeout,
         long_prompt_levels,
+        tokenizer,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

@@ -207,7 +207,8 @@ async def measure_target(
             await meter.begin()
             host.begin("prefill")
             counters = PrefixCacheCounters(_server_root(endpoint))
-            prefill = await _prefill(client, settings, described, progress, counters)
+            tokenizer = Path(settings.tokenizer) if settings.tokenizer else endpoint.tokenizer_path
+            prefill = await _prefill(client, settings, described, progress, counters, tokenizer)
             host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
@@ -385,9 +386,11 @@ async def _prefill(
     described: dict[str, Any],
     progress: ProgressFn,
     counters: PrefixCacheCounters | None = None,
+    tokenizer: Path | None = None,
 ) -> PrefillDetail:
     """The prefill phase at the settings' two lengths, within the context the server said;
-    the server's prefix-cache `counters` read around the cache pair."""
+    the server's prefix-cache `counters` read around the cache pair; `tokenizer` counts prompts
+    where the server gives no count."""
     short, long = settings.prefill_tokens
     context = described.get("max_model_len") or described.get("n_ctx")
     return await measure_prefill(
@@ -398,6 +401,7 @@ async def _prefill(
         context_tokens=context if isinstance(context, int) else None,
         progress=progress,
         counters=counters,
+        tokenizer=tokenizer,
     )
 
 

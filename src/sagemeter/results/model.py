@@ -184,8 +184,13 @@ class PrefillDetail(BaseModel):
     )
     short_words: int | None = Field(None, description="filler words sent for the short length")
     long_words: int | None = Field(None, description="filler words sent for the long length")
+    prompt_count_source: str = Field(
+        "server",
+        description="who counted the prompts: the server (`usage.prompt_tokens`), or "
+        "`tokenizer: …` (the model's own, where the server gave no count: the text alone)",
+    )
     short_prompt_tokens: list[int] = Field(
-        default_factory=list, description="the server's own count of each counted short prompt"
+        default_factory=list, description="the count of each counted short prompt"
     )
     long_prompt_tokens: list[int] = Field(default_factory=list)
     short_ttft_s: list[float] = Field(
