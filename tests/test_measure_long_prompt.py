@@ -219,6 +219,9 @@ def test_combine_compares_each_level_with_ratios_and_intervals(tmp_path: Path) -
     assert float(row[1].value) == pytest.approx(a.long_prompt_tokens_per_second["4"], rel=0.01)
     assert float(row[3].value.rstrip("×")) == pytest.approx(speed.ratios[0], rel=0.01)
     assert "95%" in row[3].note
+    scope = md_sections((tmp_path / "report.md").read_text())["Scope"]
+    assert "Long prompts under load: 1, 4 at once, each its own 512-token prompt" in scope
+    assert "Long prompts under load (many long prompts at once) were not measured" not in scope
     # Two run folders side by side (here the folder with itself): the prompt figures are rows.
     write_compare_report(tmp_path, tmp_path, "md", out_dir=tmp_path / "cmp")
     side = md_sections((tmp_path / "cmp" / "report.md").read_text())["Side by side"]
