@@ -190,6 +190,12 @@ def test_combine_compares_each_level_with_ratios_and_intervals(tmp_path: Path) -
     cache = a.detail.prefill.prefix_cache if a.detail and a.detail.prefill else None
     assert cache is not None and cache.server_reports_caching is None
     assert "GET /metrics answered HTTP 404" in (cache.server_counters_note or "")
+    # The MCP measure tool's answer text names the levels too.
+    from sagemeter.mcp.measure_tools import measure_text
+    from sagemeter.report.terminal import format_value
+
+    text = measure_text(a, tmp_path / "measure-a.json")
+    assert f"long prompts c1 {format_value('load', a.long_prompt_tokens_per_second['1'])}" in text
     p90 = a.long_prompt_ttft_p90_ms["4"]
     assert p90 is not None and p90 >= (a.long_prompt_ttft_p50_ms["4"] or 0)
     comparison = combine([tmp_path / "measure-a.json", tmp_path / "measure-b.json"])

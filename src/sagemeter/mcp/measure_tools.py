@@ -61,6 +61,12 @@ def measure_text(result: MeasureResult, path: Path) -> str:
     if result.detail is not None and result.detail.prefill is not None:
         rate = format_value("prefill", result.prefill_tokens_per_second)
         parts.insert(2, f"prefill {rate} tok/s")
+    if result.long_prompt_tokens_per_second:
+        long = ", ".join(
+            f"c{level} {format_value('load', value)}"
+            for level, value in result.long_prompt_tokens_per_second.items()
+        )
+        parts.insert(-1, f"long prompts {long} tok/s")
     if result.weights_gib is not None:
         parts.append(f"weights {format_value('weights_gib', result.weights_gib)} GiB")
     warnings = result.detail.warnings if result.detail else []
