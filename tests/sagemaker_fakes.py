@@ -30,6 +30,7 @@ import json
 import re
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -710,6 +711,7 @@ class RuntimeFake(LoopbackServer):
                 "content_type": request.headers.get("Content-Type"),
                 "region": scope["region"] if scope else None,
                 "service": scope["service"] if scope else None,
+                "at": time.time(),  # when it arrived: SageMaker counts invocations by minute
             }
         )
         behaviour = self.behaviour.get(name, "engine")
@@ -867,6 +869,7 @@ def aws_test_environment(
         "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_ENDPOINT_URL_SAGEMAKER": moto_url,
         "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS": moto_url,
+        "AWS_ENDPOINT_URL_CLOUDWATCH": moto_url,
         "AWS_ENDPOINT_URL_SERVICE_QUOTAS": json_url,
         "AWS_ENDPOINT_URL_PRICING": json_url,
         "AWS_ENDPOINT_URL_ECR": json_url,

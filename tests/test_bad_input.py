@@ -83,6 +83,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("missing GGUF", ["measure", "{tmp}/m", "local:{tmp}/none.gguf"], 2, "does not exist"),
     ("timeout zero", ["measure", "{tmp}/m", NOTHING, "--timeout", "0"], 2, "--timeout"),
     ("timeout words", ["measure", "{tmp}/m", NOTHING, "--timeout", "soon"], 2, "--timeout"),
+    (
+        "metrics wait",
+        ["measure", "{tmp}/m", NOTHING, "--metrics-wait", "soon"],
+        2,
+        "--metrics-wait",
+    ),
     ("retries negative", ["measure", "{tmp}/m", NOTHING, "--retries", "-1"], 2, "--retries"),
     ("bad target", ["measure", "{tmp}/m", "ftp://x"], 2, "accepted forms"),
     ("unknown bare name", ["measure", "{tmp}/m", "my-endpoint"], 2, "no SageMaker endpoint"),

@@ -307,3 +307,20 @@ def test_ray_in_a_plan_is_checked_like_measure_ray() -> None:
             TWO_ARMS.replace("local:smollm2-q4_1", "gemma@us-east-2")
             + "\n[measure]\nray = 'auto'\n"
         )
+
+
+def test_a_sagemaker_arm_is_planned_with_its_metrics_wait() -> None:
+    """The measure step of a SageMaker arm waits (at most) --metrics-wait for CloudWatch while
+    the endpoint bills: the estimate counts it; an engine arm has no such wait."""
+    from sagemeter.engines.registry import engine_named
+    from sagemeter.experiment.estimate import estimate, measure_seconds
+
+    local_start_s = engine_named("local").start_seconds  # type: ignore[union-attr]
+    text = TWO_ARMS.replace("local:smollm2-q4_1", "gemma@us-east-2")
+    for options, wait_s in (("", 180.0), ('\n[measure]\nmetrics_wait = "30s"\n', 30.0)):
+        plan = parse_plan(text + options)
+        assert plan.settings().metrics_wait_s == wait_s
+        measured = measure_seconds(plan.settings(), plan.estimate.tokens_per_second)
+        minutes = {row.label: row.minutes for row in estimate(plan, {}, None).steps}
+        assert minutes["measure a"] == round((measured + local_start_s) / 60, 1)
+        assert minutes["measure b"] == round((measured + wait_s) / 60, 1)

@@ -304,19 +304,24 @@ def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
 def test_arm_problems_name_their_key_before_anything_starts(
     world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refused(text: str) -> str:
+    """Every arm's problem in one run (one line each), named by its plan key, before anything is
+    created."""
+
+    def refused(text: str) -> list[str]:
         (tmp_path / "plan.toml").write_text(text)
         done = sagemeter("run", "plan.toml", "--out", "run", cwd=tmp_path)
         assert done.returncode == 2, done.stderr
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
         assert not (tmp_path / "run").exists()
-        return lines[0]
+        return [line for line in done.stderr.splitlines() if line.strip()]
 
-    line = refused(plan_text(arm='instance_type = "ml.g9.huge"'))
-    assert line.startswith("error: arm \"bf16\".sagemaker.instance_type: 'ml.g9.huge' is not")
-    line = refused(plan_text(arm="fallback_regions = []"))  # also given above: TOML says twice
-    assert "not valid TOML" in line
+    lines = refused(plan_text(arm='instance_type = "ml.g9.huge"'))
+    assert lines[0] == "error: plan.toml: 2 problems, one a line:"
+    assert lines[1].startswith("  arm \"bf16\".sagemaker.instance_type: 'ml.g9.huge' is not")
+    assert lines[2].startswith("  arm \"qat\".sagemaker.instance_type: 'ml.g9.huge' is not")
+    assert len(lines) == 3
+    lines = refused(plan_text(arm="fallback_regions = []"))  # also given above: TOML says twice
+    assert len(lines) == 1 and "not valid TOML" in lines[0]
 
     import boto3
 
@@ -335,15 +340,22 @@ def test_arm_problems_name_their_key_before_anything_starts(
         ],
     )
     client.create_endpoint(EndpointName="gemma-qat", EndpointConfigName="c")
-    line = refused(plan_text())
-    assert line.startswith(
+    lines = refused(plan_text())
+    assert len(lines) == 1
+    assert lines[0].startswith(
         'error: arm "qat": an endpoint named gemma-qat already exists in us-east-1 (InService)'
     )
     creates = len(world.moto.calls)
 
     monkeypatch.delenv("SAGEMETER_ROLE_ARN")
-    line = refused(plan_text(regions=""))
-    assert 'pass arm "bf16".sagemaker.role or set SAGEMETER_ROLE_ARN' in line
+    no_questions = 'quick = true\nquestions = "no-such.json"'
+    lines = refused(plan_text(regions="").replace("quick = true", no_questions))
+    assert lines[0] == "error: plan.toml: 3 problems, one a line:", lines
+    assert any("no-such.json" in line for line in lines[1:])
+    for arm in ("bf16", "qat"):
+        assert any(
+            f'pass arm "{arm}".sagemaker.role or set SAGEMETER_ROLE_ARN' in line for line in lines
+        )
     assert len(world.moto.calls) == creates  # the refusals created nothing
 
 

@@ -163,10 +163,12 @@ def test_load_on_ray_is_one_machine_result_in_shape(
     common = ["-c", "64", "--max-tokens", str(TOKENS), "--duration", "4s", "--raw"]
     code, stdout, err = run(
         ["load", truth_url, *common, "--ray", cluster.address, "--out", "ray.json"],
-        cluster.driver_env(sagemeter_env),
+        {**cluster.driver_env(sagemeter_env), "SAGEMETER_PROGRESS": "1"},
         tmp_path,
     )
     on_ray = ran_unless_client_bound(code, err, tmp_path / "ray.json")
+    # Progress while the nodes send: the clock of the run (no count: the nodes report at the end).
+    assert "64 at once on Ray: 0.0/4.0 s" in err and "64 at once on Ray: 4.0/4.0 s" in err, err
     code, _, err = run(
         ["load", truth_url, *common, "--workers", "2", "--out", "one.json"], sagemeter_env, tmp_path
     )
@@ -184,7 +186,8 @@ def test_load_on_ray_is_one_machine_result_in_shape(
     assert {record["stream"] for record in raw} == set(range(64))
     assert len({(record["stream"], record["index"]) for record in raw}) == len(raw)
     first_sends = sorted(min(r["send_us"] for r in raw if r["stream"] == s) for s in range(64))
-    assert first_sends[-1] - first_sends[0] < 10_000  # both nodes started together (µs)
+    # Both nodes started together (µs): within a few scheduler ticks of a busy 2-core host.
+    assert first_sends[-1] - first_sends[0] < 25_000
     assert [w["worker"] for w in on_ray["self_awareness"]["workers"]] == [0, 1]
     assert on_ray["self_awareness"]["cores"] == 2
     assert "Ray cluster" in stdout and "LOST" not in stdout

@@ -332,7 +332,8 @@ async def test_measure_endpoint_finds_a_bare_name_in_the_configured_region(
     async with server(tmp_path) as client:
         answer = ok(
             await client.call_tool(
-                "measure_endpoint", {"target": "someone-elses", "name": "theirs", "quick": True}
+                "measure_endpoint",
+                {"target": "someone-elses", "name": "theirs", "quick": True, "metrics_wait_s": 1},
             )
         )
     assert answer["target"] == "someone-elses@us-east-2" and answer["failed_requests"] == 0
@@ -340,3 +341,8 @@ async def test_measure_endpoint_finds_a_bare_name_in_the_configured_region(
     server_facts = written["detail"]["environment"]["server"]
     assert (server_facts["region"], server_facts["region_source"]) == ("us-east-2", "AWS_REGION")
     assert {request["region"] for request in runtime.requests} == {"us-east-2"}
+    # CloudWatch (moto's, empty) was read for the endpoint's variant, waiting the 1 s asked.
+    metrics = written["detail"]["endpoint_metrics"]
+    assert (metrics["variant"], metrics["wait_s"]) == ("v", 1.0) and metrics["reads"] >= 2
+    assert "did not arrive within 1 s" in metrics["phases"][0]["missing"]["model_latency_ms"]
+    assert any("did not arrive within 1 s" in warning for warning in answer["warnings"])

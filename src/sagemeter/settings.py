@@ -122,6 +122,13 @@ class MeasureSettings(BaseModel):
         le=20,
         description="parallel: extra batches run per level to replace ones that do not count",
     )
+    metrics_wait_s: float = Field(
+        180.0,
+        ge=0,
+        le=3600,
+        description="SageMaker targets: the longest wait, once measuring is done, for the "
+        "endpoint's CloudWatch metrics of every phase's minutes (0: read what is there)",
+    )
     quick: bool = False
 
     @property
@@ -189,6 +196,7 @@ def quick_settings() -> MeasureSettings:
         load_batches=1,
         questions_per_family=2,
         quality_max_tokens=24,
+        metrics_wait_s=0.0,  # a smoke test reads CloudWatch as it is; --metrics-wait waits
         quick=True,
     )
 

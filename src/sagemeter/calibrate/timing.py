@@ -11,8 +11,16 @@ from dataclasses import dataclass
 
 from sagemeter.errors import UserError
 
-_DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|us|µs|s)?\s*$")
-_UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, None: 1.0}
+_DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|us|µs|s|m|h)?\s*$")
+_UNIT_SECONDS = {
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "m": 60.0,
+    "h": 3600.0,
+    None: 1.0,
+}
 # One prompt token may take at most this long: a second per token is no server anyone measures.
 MAX_PREFILL_S = 1.0
 
@@ -69,8 +77,10 @@ class TruthTiming:
 
 
 def parse_duration(text: str, what: str = "duration") -> float:
-    """Seconds from '50ms', '0.05s', '250us' or a bare number of seconds ('0.05')."""
+    """Seconds from '50ms', '0.05s', '250us', '3m', '1h' or a bare number of seconds ('0.05')."""
     match = _DURATION.match(text)
     if match is None:
-        raise UserError(f"{what} {text!r}: give a duration such as 50ms, 0.05s or 0.05 (seconds)")
+        raise UserError(
+            f"{what} {text!r}: give a duration such as 50ms, 0.05s, 3m or 0.05 (seconds)"
+        )
     return float(match["number"]) * _UNIT_SECONDS[match["unit"]]

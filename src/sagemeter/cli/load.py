@@ -210,7 +210,7 @@ def register(app: typer.Typer) -> None:
                 return run_once(level, level_started, api_key, watch)
             from sagemeter.loadgen.ray_run import run_on_ray
 
-            return run_on_ray(level, level_started, ray, api_key)
+            return run_on_ray(level, level_started, ray, api_key, watch)
 
         if settings.sweep:
             result = run_sweep(

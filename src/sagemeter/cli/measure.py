@@ -55,6 +55,7 @@ def _settings(
     startup_timeout: str | None = None,
     long_prompt_levels: str | None = None,
     tokenizer: Path | None = None,
+    metrics_wait: str | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
     from sagemeter.measure.prompt_tokenizer import check_tokenizer_path
@@ -89,6 +90,9 @@ def _settings(
             parse_duration(startup_timeout, "--startup-timeout")
             if startup_timeout is not None
             else None
+        ),
+        "metrics_wait_s": (
+            parse_duration(metrics_wait, "--metrics-wait") if metrics_wait is not None else None
         ),
     }
     return measure_settings(quick, overrides, method=method)
@@ -197,6 +201,14 @@ def measure(
         int | None,
         typer.Option(help="parallel: extra batches per level to replace ones that don't count [2]"),
     ] = None,
+    metrics_wait: Annotated[
+        str | None,
+        typer.Option(
+            help="SageMaker targets: the longest wait, once measured, for the endpoint's "
+            "CloudWatch metrics of each phase, e.g. 3m; 0s reads what is there [3m; 0s with "
+            "--quick]"
+        ),
+    ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -254,6 +266,7 @@ def measure(
         startup_timeout,
         long_prompt_levels,
         tokenizer,
+        metrics_wait,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

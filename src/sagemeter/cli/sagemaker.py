@@ -1,5 +1,5 @@
 """The SageMaker commands of the CLI: quota, price, role, deploy, status, list, logs, invoke,
-delete.
+delete (and recommend, in sagemaker_recommend.py).
 
 Thin: each command parses its options, calls one function of `sagemeter.sagemaker`, and
 draws the answer with rich. A `UserError` (and any AWS error) is one line on stderr and exit 2;
@@ -690,13 +690,16 @@ COMMANDS: dict[str, Callable[..., Any]] = {
 
 
 def register(app: typer.Typer) -> None:
-    """Add `sagemeter sagemaker quota|price|deploy|status|list|logs|invoke|delete|role`."""
+    """Add `sagemeter sagemaker quota|price|deploy|status|list|logs|invoke|delete|recommend|role`
+    (recommend lives in its own module)."""
     group = typer.Typer(
         help="Amazon SageMaker real-time endpoints: quota, price, deploy, status, list, logs, "
-        "invoke, delete, and the execution role.",
+        "invoke, delete, recommend (which instance type), and the execution role.",
         no_args_is_help=True,
     )
-    for name, command in COMMANDS.items():
+    from sagemeter.cli.sagemaker_recommend import recommend_command
+
+    for name, command in {**COMMANDS, "recommend": recommend_command}.items():
         group.command(name, help=(command.__doc__ or "").strip())(command)
     group.add_typer(role_app, name="role")
     app.add_typer(group, name="sagemaker")

@@ -339,6 +339,7 @@ def combine(
         rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
     rows.extend(_long_prompt_rows(results))
     rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
+    rows.extend(_endpoint_rows(results))
     if price_per_hour is not None:
         for level in levels:
             values = [
@@ -756,6 +757,35 @@ def _long_prompt_rows(results: list[MeasureResult]) -> list[Row]:
                 "figure",
             ),
         ]
+    return rows
+
+
+ENDPOINT_FIGURES = (
+    "model_latency_ms",
+    "overhead_latency_ms",
+    "client_and_network_ms",
+    "gpu_utilization_pct",
+)
+
+
+def _endpoint_rows(results: list[MeasureResult]) -> list[Row]:
+    """A SageMaker endpoint's own CloudWatch figures per phase (`endpoint_PHASE_FIGURE`), where
+    any file holds them; null for a file without them (another backend, an older file, or a
+    figure that did not arrive: its `detail.endpoint_metrics` says why)."""
+    per_file = [
+        {p.phase: p for p in r.detail.endpoint_metrics.phases}
+        if r.detail and r.detail.endpoint_metrics
+        else {}
+        for r in results
+    ]
+    phases = list(dict.fromkeys(phase for found in per_file for phase in found))
+    rows = []
+    for phase in phases:
+        for figure in ENDPOINT_FIGURES:
+            values = [
+                getattr(found[phase], figure) if phase in found else None for found in per_file
+            ]
+            rows.append(_row(f"endpoint_{phase}_{figure}", values, "figure"))
     return rows
 
 

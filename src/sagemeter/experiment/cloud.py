@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sagemeter import sagemaker as sm
-from sagemeter.errors import UserError
+from sagemeter.errors import ManyProblems, UserError
 from sagemeter.experiment.plan import Arm, Plan
 from sagemeter.sagemaker.endpoint import describe_endpoint
 from sagemeter.sagemaker.verbs import container_env, execution_role
@@ -77,21 +77,27 @@ def deploy_spec(plan: Plan, arm: Arm, aws: sm.Aws) -> sm.DeploySpec:
 
 def check_names_free(specs: dict[str, sm.DeploySpec], aws: sm.Aws, ledger: sm.Ledger) -> None:
     """Before a new run creates anything: no endpoint of an arm's name exists, in any region the
-    arm may use, and none is still recorded from an earlier deploy."""
+    arm may use, and none is still recorded from an earlier deploy. Every taken name is named."""
+    problems: list[str] = []
     for arm_name, spec in specs.items():
         for region in spec.regions:
             existing = describe_endpoint(aws, spec.name, region)
             if existing is not None:
-                raise UserError(
+                problems.append(
                     f'arm "{arm_name}": an endpoint named {spec.name} already exists in {region} '
                     f"({existing.get('EndpointStatus')}): set `endpoint` in [arm.sagemaker] to "
                     "another name, or delete it first "
                     f"(`sagemeter sagemaker delete {spec.name}@{region}`)"
                 )
+                continue
             record = ledger.get(region, spec.name)
             if record is not None and record.active:
-                raise UserError(
+                problems.append(
                     f'arm "{arm_name}": a deploy of {spec.name} in {region} is still recorded: '
                     f"run `sagemeter sagemaker delete {spec.name}@{region}` first "
                     "(`sagemeter sagemaker list` shows it)"
                 )
+    if len(problems) == 1:
+        raise UserError(problems[0])
+    if problems:
+        raise ManyProblems("plan", problems)

@@ -72,6 +72,14 @@ def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> floa
     return seconds + (sequential + batches + settings.fidelity_prompts) * REQUEST_ALLOWANCE_S
 
 
+def metrics_wait_seconds(arm: Arm, settings: MeasureSettings) -> float:
+    """A SageMaker arm's measure waits, at most, this long for its CloudWatch metrics (the
+    estimate counts the whole wait: the endpoint bills through it)."""
+    from sagemeter.experiment.plan import is_sagemaker_arm
+
+    return settings.metrics_wait_s if arm.deployed or is_sagemaker_arm(arm) else 0.0
+
+
 def start_seconds(arm: Arm) -> float:
     """The time to start the server an engine arm (local:, vllm:, cmd:, a plug-in's) is
     measured on, once per visit: its engine's own estimate."""
@@ -149,7 +157,7 @@ def estimate(
         return remaining is None or visit.result_name in remaining
 
     def visit_s(visit: Visit) -> float:
-        return measure_s + start_seconds(visit.arm)
+        return measure_s + start_seconds(visit.arm) + metrics_wait_seconds(visit.arm, settings)
 
     def hourly(arm: Arm) -> float | None:
         price = prices.get(arm.name)

@@ -69,6 +69,11 @@ class MeasureOptions(_Strict):
     )
     retries: int | None = None
     reruns: int | None = None
+    metrics_wait: float | None = Field(
+        None,
+        description="SageMaker arms: the longest wait for the endpoint's CloudWatch metrics, "
+        'seconds or a duration such as "3m"; 0 reads what is there',
+    )
     ray: str | None = Field(
         None,
         description="parallel: send the batches from a Ray cluster's nodes, as `measure --ray` "
@@ -125,7 +130,7 @@ class MeasureOptions(_Strict):
                 raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
         return value
 
-    @field_validator("timeout", "stall", "startup_timeout", mode="before")
+    @field_validator("timeout", "stall", "startup_timeout", "metrics_wait", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         """A number of seconds, or a duration such as "120s" or "500ms"."""
@@ -159,6 +164,7 @@ class MeasureOptions(_Strict):
             "retries": self.retries,
             "batch_reruns": self.reruns,
             "startup_timeout_s": self.startup_timeout,
+            "metrics_wait_s": self.metrics_wait,
         }
         return measure_settings(self.quick, overrides, method=self.method, label=_measure_key)
 
@@ -174,6 +180,7 @@ _MEASURE_KEYS = {
     "stall_s": "stall",
     "batch_reruns": "reruns",
     "startup_timeout_s": "startup_timeout",
+    "metrics_wait_s": "metrics_wait",
 }
 
 
@@ -451,6 +458,8 @@ def plan_from_data(
             problems += _settings_problems(measure)
     if ready:
         problems += _ready_problems(arms, measure, base)
+        if plan is not None:
+            problems += _deploy_problems(plan)
     if problems:
         raise PlanProblems(source, list(dict.fromkeys(problems)))
     assert plan is not None
@@ -586,6 +595,25 @@ def _ready_problems(
     return problems
 
 
+def _deploy_problems(plan: Plan) -> list[str]:
+    """Each deployed arm's region, role and container spec, as `sagemaker deploy` would build
+    them (no AWS call: what the account holds is checked when the run starts)."""
+    deployed = [arm for arm in plan.arms if arm.sagemaker is not None]
+    if not deployed:
+        return []
+    from sagemeter import sagemaker as sm
+    from sagemeter.experiment.cloud import deploy_spec
+
+    aws = sm.Aws()
+    problems = []
+    for arm in deployed:
+        try:
+            deploy_spec(plan, arm, aws)
+        except UserError as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def parse_plan(
     text: str, source: str = "plan", *, ready: bool = False, base: Path | None = None
 ) -> Plan:
@@ -645,7 +673,7 @@ def plan_problems(plan: Plan) -> list[str]:
         endpoints[endpoint] = arm.name
     if plan.measure.ray is not None:
         for arm in plan.arms:
-            if arm.deployed or _is_sagemaker(arm):
+            if arm.deployed or is_sagemaker_arm(arm):
                 problems.append(
                     f'measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
                     "batches go through boto3 on this machine; leave out ray"
@@ -679,7 +707,7 @@ def plan_problems(plan: Plan) -> list[str]:
     return problems
 
 
-def _is_sagemaker(arm: Arm) -> bool:
+def is_sagemaker_arm(arm: Arm) -> bool:
     """An arm whose target is a SageMaker endpoint (a target that does not parse is said
     elsewhere)."""
     try:

@@ -32,7 +32,7 @@ def _table(data: Mapping[str, Any], path: str, header: str) -> list[str]:
     lines += [f"{key} = {_value(value)}" for key, value in plain.items()]
     for key, value in data.items():
         if isinstance(value, Mapping):
-            lines += ["", *_table(value, f"{path}{key}", f"[{path}{key}]")]
+            lines += ["", *_table(value, f"{path}{key}.", f"[{path}{key}]")]
         elif _nested(value):
             for item in value:
                 lines += ["", *_table(item, f"{path}{key}.", f"[[{path}{key}]]")]

@@ -29,8 +29,9 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, Field
@@ -38,7 +39,7 @@ from pydantic import BaseModel, Field
 from sagemeter import sagemaker as sm
 from sagemeter.atomic import check_output_folder
 from sagemeter.compare import Comparison, combine, save_comparison
-from sagemeter.errors import UserError
+from sagemeter.errors import ManyProblems, UserError
 from sagemeter.experiment.cloud import check_names_free, deploy_spec
 from sagemeter.experiment.estimate import Estimate, estimate
 from sagemeter.experiment.frozen import check_unchanged, input_files, sha256_of
@@ -55,7 +56,7 @@ from sagemeter.experiment.journal import (
     this_session,
     utc_now,
 )
-from sagemeter.experiment.plan import Plan, plan_from_data
+from sagemeter.experiment.plan import Arm, Plan, plan_from_data
 from sagemeter.experiment.steps import (
     StepSpec,
     Visit,
@@ -141,6 +142,9 @@ class RunOutcome(BaseModel):
 # --------------------------------------------------------------------------- before anything
 
 
+_T = TypeVar("_T")
+
+
 def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
     """runs/DATE-NAME, or runs/DATE-HHMMSS-NAME when that folder already holds something."""
     now = datetime.now(UTC)
@@ -151,38 +155,73 @@ def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
 
 
 def check_ready(
-    plan: Plan, *, fresh: bool, need_credentials: bool = True
+    plan: Plan, *, fresh: bool, need_credentials: bool = True, source: str = "plan"
 ) -> tuple[dict[str, sm.DeploySpec], sm.Aws | None]:
     """Everything that can be known before a step runs: the question set, each target, and for
-    deployed arms the credentials, region, role and spec (and, for a new run, free names)."""
-    settings = plan.settings()
-    selected_questions(settings)
+    deployed arms the credentials, region, role and spec (and, for a new run, free names).
+    Every problem found is reported at once (several under `source`), so a plan is mended in one
+    go."""
+    problems: list[str] = []
+    _collect(problems, lambda: selected_questions(plan.settings()))
     if plan.measure.ray is not None:
         from sagemeter.transport.ray_pool import require_ray
 
-        try:
-            require_ray()
-        except UserError as exc:
-            raise UserError(f"measure.ray: {str(exc).removeprefix('--ray ')}") from None
-    from sagemeter.engines.endpoints import check_target
-
+        _collect(problems, require_ray, label="measure.ray", strip="--ray ")
     for arm in plan.arms:
         if arm.target is not None:
-            try:
-                check_target(arm.parsed_target())
-            except UserError as exc:
-                raise UserError(f'arm "{arm.name}".target: {exc}') from None
+            _collect(problems, _target_check(arm), label=f'arm "{arm.name}".target')
     deployed = [arm for arm in plan.arms if arm.deployed]
     if not deployed:
+        _raise_all(problems, source)
         return {}, None
     aws = sm.Aws()
     has_credentials = aws.session.get_credentials() is not None
     if need_credentials or has_credentials:
-        aws.require_credentials()
-    specs = {arm.name: deploy_spec(plan, arm, aws) for arm in deployed}
-    if fresh and has_credentials:
-        check_names_free(specs, aws, sm.Ledger())
+        _collect(problems, aws.require_credentials)
+    specs: dict[str, sm.DeploySpec] = {}
+    for arm in deployed:
+        spec = _collect(problems, partial(deploy_spec, plan, arm, aws))
+        if spec is not None:
+            specs[arm.name] = spec
+    if fresh and has_credentials and not problems:
+        _collect(problems, partial(check_names_free, specs, aws, sm.Ledger()))
+    _raise_all(problems, source)
     return specs, aws if has_credentials else None
+
+
+def _target_check(arm: Arm) -> Callable[[], None]:
+    """The arm's target parsed and checked, as one step `_collect` can run."""
+
+    def check() -> None:
+        from sagemeter.engines.endpoints import check_target
+
+        check_target(arm.parsed_target())
+
+    return check
+
+
+def _collect(
+    problems: list[str], check: Callable[[], _T], *, label: str = "", strip: str = ""
+) -> _T | None:
+    """Run one check and give its answer; its UserError (each of a ManyProblems) joins
+    `problems` instead, under `label`."""
+    try:
+        return check()
+    except ManyProblems as exc:
+        problems.extend(f"{label}: {one}" if label else one for one in exc.problems)
+    except UserError as exc:
+        text = str(exc).removeprefix(strip)
+        problems.append(f"{label}: {text}" if label else text)
+    return None
+
+
+def _raise_all(problems: list[str], source: str) -> None:
+    """One problem as itself (its wording unchanged); several as one ManyProblems."""
+    unique = list(dict.fromkeys(problems))
+    if len(unique) == 1:
+        raise UserError(unique[0])
+    if unique:
+        raise ManyProblems(source, unique)
 
 
 def check_cap(plan: Plan, planned: Estimate, spent: float = 0.0) -> None:
@@ -211,7 +250,7 @@ def check_cap(plan: Plan, planned: Estimate, spent: float = 0.0) -> None:
 
 def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_source: str) -> Prepared:
     """Check everything, then make the run folder with the plan and a fresh journal."""
-    specs, aws = check_ready(plan, fresh=True)
+    specs, aws = check_ready(plan, fresh=True, source=plan_source)
     planned = estimate(plan, specs, aws)
     check_cap(plan, planned)
     run_dir = out or default_run_dir(plan.name)
@@ -275,7 +314,7 @@ def resume_run(
         plan = vet(plan)
     if [s.label for s in journal.steps] != [s.label for s in plan_steps(plan)]:
         raise UserError(f"{run_dir / JOURNAL_FILE}: its steps do not match its plan")
-    specs, aws = check_ready(plan, fresh=False)
+    specs, aws = check_ready(plan, fresh=False, source=str(run_dir / JOURNAL_FILE))
     remaining = {
         visit.result_name for visit in visits(plan) if not _measured(run_dir, visit.result_name)
     }

@@ -11,10 +11,11 @@ the span the figures are divided by. The result's `cluster` says which node saw 
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from sagemeter.errors import UserError
 from sagemeter.loadgen.build import build_result
-from sagemeter.loadgen.loadrun import shard_share, worker_plans
+from sagemeter.loadgen.loadrun import RunWatch, run_label, shard_share, worker_plans
 from sagemeter.loadgen.metrics import steady_window
 from sagemeter.loadgen.result import ClockOffset, ClusterInfo, LoadResult, NodeFigures
 from sagemeter.loadgen.settings import LoadSettings
@@ -26,9 +27,15 @@ from sagemeter.transport.request import discover_model, request_body, request_by
 
 
 def run_on_ray(
-    settings: LoadSettings, started: float, address: str, api_key: str | None = None
+    settings: LoadSettings,
+    started: float,
+    address: str,
+    api_key: str | None = None,
+    watch: RunWatch | None = None,
 ) -> LoadResult:
-    """One run of `settings` over the cluster at `address`; `--workers` counts per node."""
+    """One run of `settings` over the cluster at `address`; `--workers` counts per node. A
+    `watch` shows the run while it goes: its time and ETA (the nodes' finished requests are
+    counted only when they report back, so no count)."""
     settings = settings.checked()
     if settings.sharded or settings.start_at is not None:
         raise UserError("--ray spreads one run over the cluster; leave out --shard and --start-at")
@@ -42,7 +49,11 @@ def run_on_ray(
             body = request_body(settings.api, model, settings.prompt, settings.max_tokens)
             payload = request_bytes(endpoint, settings.api, body, api_key)
             plans = worker_plans(settings, endpoint, payload, share, min(pool.capacity, units))
-            cluster = pool.run_cluster(plans)
+            watching = None
+            if watch is not None:
+                label, duration_s = f"{run_label(settings)} on Ray", settings.duration_s
+                watching = partial(watch.watching, label, duration_s, None)
+            cluster = pool.run_cluster(plans, watching=watching)
             info = (pool.address, pool.ray_version)
     except WorkerFailure as exc:
         raise UserError(str(exc)) from None

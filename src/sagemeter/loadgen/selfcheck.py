@@ -118,7 +118,7 @@ def _run_level(settings: LoadSettings, ray: str | None, watch: RunWatch | None) 
         return run_once(settings, time.perf_counter(), watch=watch)
     from sagemeter.loadgen.ray_run import run_on_ray
 
-    return run_on_ray(settings, time.perf_counter(), ray)
+    return run_on_ray(settings, time.perf_counter(), ray, watch=watch)
 
 
 def run_selfcheck(

@@ -165,6 +165,16 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             int | None,
             Field(ge=0, le=20, description="tries sent again after a 429, 5xx or reset (3)"),
         ] = None,
+        metrics_wait_s: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=3600,
+                description="SageMaker targets: the longest wait, once measured, for the "
+                "endpoint's CloudWatch metrics per phase, seconds (180; 0 when quick: reads "
+                "what is there)",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, MeasureAnswer]:
         """Measure one endpoint the article's way (decode rate, parallel load, quality) and its
         prompt processing (prefill rate, TTFT at a long prompt, the prefix cache).
@@ -189,6 +199,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "timeout_s": timeout_s,
             "stall_s": stall_s,
             "retries": retries,
+            "metrics_wait_s": metrics_wait_s,
         }
         settings = measure_settings(quick, overrides, method=method, label=str)
         result_name = name or parsed.default_name

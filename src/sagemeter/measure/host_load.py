@@ -96,7 +96,9 @@ class HostSampler:
             wall=time.monotonic(),
             load=parse_loadavg(loadavg) if loadavg is not None else None,
             cpu=parse_stat(stat) if stat is not None else None,
-            own_cpu_s=times.user + times.system + times.children_user + times.children_system,
+            # process_time() counts in nanoseconds (os.times() in 10 ms ticks, which reads a
+            # short phase's own CPU as none); children's times are known only in ticks.
+            own_cpu_s=time.process_time() + times.children_user + times.children_system,
         )
 
     def start(self) -> None:

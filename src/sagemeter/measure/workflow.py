@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagemeter import __version__
 from sagemeter.atomic import check_output_file, check_output_folder, describe_write_error
@@ -28,6 +28,7 @@ from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
+from sagemeter.measure.endpoint_metrics import EndpointMetrics, wait_text
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
@@ -40,6 +41,7 @@ from sagemeter.measure.long_prompt import (
 )
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import measure_quality
+from sagemeter.measure.sent_log import LoggingClient, SentLog
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
@@ -62,11 +64,14 @@ from sagemeter.results import (
 from sagemeter.results.derived import fill_derived
 from sagemeter.results.model import HostLoad, ServerIdentity
 from sagemeter.settings import MeasureSettings
-from sagemeter.targets import Target
+from sagemeter.targets import SageMakerTarget, Target
 from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
 from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
+
+if TYPE_CHECKING:
+    from sagemeter.sagemaker.metrics import EndpointMetricsRecorder
 
 PhaseFn = Callable[[str], None]
 
@@ -167,7 +172,11 @@ async def measure_target(
         ) as endpoint,
         contextlib.AsyncExitStack() as closing,
     ):
-        client = wrap_client(endpoint.client) if wrap_client else endpoint.client
+        cloud = _endpoint_metrics(target, settings)
+        client: ChatClient = endpoint.client
+        if cloud is not None:  # every request noted, for CloudWatch's per-minute counts
+            client = LoggingClient(client, cloud.log)
+        client = wrap_client(client) if wrap_client else client
         on_phase("preflight")
         try:
             await client.preflight()
@@ -186,6 +195,7 @@ async def measure_target(
         on_phase("decode")
         await meter.begin()
         host.begin("decode")
+        _begin(cloud, "decode")
         decode = await measure_decode(
             client,
             short_tokens=settings.short_tokens,
@@ -195,6 +205,7 @@ async def measure_target(
             prompt=settings.decode_prompt,
             progress=progress,
         )
+        _end(cloud)
         await meter.end(
             "decode",
             decode.records,
@@ -206,9 +217,11 @@ async def measure_target(
             on_phase("prefill")
             await meter.begin()
             host.begin("prefill")
+            _begin(cloud, "prefill")
             counters = PrefixCacheCounters(_server_root(endpoint))
             tokenizer = Path(settings.tokenizer) if settings.tokenizer else endpoint.tokenizer_path
             prefill = await _prefill(client, settings, described, progress, counters, tokenizer)
+            _end(cloud)
             host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
@@ -220,6 +233,7 @@ async def measure_target(
                 on_phase(LONG_PROMPTS)
                 await meter.begin()
                 host.begin(LONG_PROMPTS)
+                _begin(cloud, "long_prompts")  # a row key's part: endpoint_long_prompts_…
                 long_load = await measure_long_prompt_load(
                     client,
                     prefill,
@@ -231,6 +245,7 @@ async def measure_target(
                     pause_s=settings.batch_pause_s,
                     progress=progress,
                 )
+                _end(cloud)
                 host.end()
                 await meter.end(LONG_PROMPTS, long_prompt_records(long_load))
             last = LONG_PROMPTS
@@ -240,6 +255,7 @@ async def measure_target(
             on_phase("parallel")
             await meter.begin()
             host.begin("parallel")
+            _begin(cloud, "parallel")
             load = await measure_load(
                 client,
                 levels=settings.load_levels,
@@ -260,6 +276,7 @@ async def measure_target(
                     else None
                 ),
             )
+            _end(cloud)
             host.end()
             await meter.end("parallel", [r for level in load.levels for r in level.records])
         if await watch.check("parallel", "quality"):
@@ -268,6 +285,7 @@ async def measure_target(
             on_phase("quality")
             await meter.begin()
             host.begin("quality")
+            _begin(cloud, "quality")
             quality = await measure_quality(
                 client,
                 question_set,
@@ -277,6 +295,7 @@ async def measure_target(
                 scoring=settings.scoring,
                 progress=progress,
             )
+            _end(cloud)
             host.end()
             await meter.end("quality", [], requests=len(quality.items))
         quality.chat_template_sha256 = described.get("chat_template_sha256")
@@ -300,6 +319,10 @@ async def measure_target(
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
         environment = _environment(endpoint, described, started)
+        endpoint_metrics = None
+        if cloud is not None:
+            on_phase(f"endpoint metrics (CloudWatch, up to {wait_text(cloud.wait_s)})")
+            endpoint_metrics = await cloud.read()
     result = assemble_result(
         name,
         settings,
@@ -315,6 +338,7 @@ async def measure_target(
         long_prompt_load=long_load,
         server_identity=watch.record(),
         host=host.record(server_here=_server_here(endpoint)),
+        endpoint_metrics=endpoint_metrics,
     )
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
@@ -341,6 +365,25 @@ def long_prompt_records(long_load: LongPromptLoad | None) -> list[RequestRecord]
     if long_load is None:
         return []
     return [record for level in long_load.levels for record in level.records]
+
+
+def _endpoint_metrics(target: Target, settings: MeasureSettings) -> EndpointMetricsRecorder | None:
+    """A SageMaker target's CloudWatch recorder (other targets have `/metrics` instead)."""
+    if not isinstance(target, SageMakerTarget):
+        return None
+    from sagemeter.sagemaker.metrics import EndpointMetricsRecorder
+
+    return EndpointMetricsRecorder(target.name, target.region, settings.metrics_wait_s, SentLog())
+
+
+def _begin(cloud: EndpointMetricsRecorder | None, phase: str) -> None:
+    if cloud is not None:
+        cloud.begin(phase)
+
+
+def _end(cloud: EndpointMetricsRecorder | None) -> None:
+    if cloud is not None:
+        cloud.end()
 
 
 def identity_reason(changed: str) -> str:
@@ -535,6 +578,7 @@ def assemble_result(
     server_identity: ServerIdentity | None = None,
     host: HostLoad | None = None,
     long_prompt_load: LongPromptLoad | None = None,
+    endpoint_metrics: EndpointMetrics | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
     records = [
@@ -563,6 +607,7 @@ def assemble_result(
         *_client_bound_warnings(decode),
         *token_warnings(decode, load, prefill, long_prompt_load),
         *(fidelity_warnings or []),
+        *(endpoint_metrics.warnings() if endpoint_metrics else []),
     ]
     errors = [r.error for r in records if not r.ok] + [i.error for i in quality.items if i.error]
     timed_out = sum(1 for error in errors if error and error.startswith(TIMEOUT_PREFIX))
@@ -605,6 +650,7 @@ def assemble_result(
             quality=quality,
             fidelity=fidelity,
             server_metrics=server_metrics,
+            endpoint_metrics=endpoint_metrics,
             server_identity=server_identity,
             host=host,
             failed_requests=failed,

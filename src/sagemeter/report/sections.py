@@ -21,6 +21,7 @@ from sagemeter.report.document import (
     cell,
     label,
 )
+from sagemeter.report.endpoint import endpoint_section
 from sagemeter.report.figures import (
     NA,
     count,
@@ -51,6 +52,7 @@ def build_document(run: Run) -> Document:
     """The whole single-run report."""
     contenders = run.contenders
     prefill = prefill_section(run)
+    endpoint = endpoint_section(run)
     return Document(
         title="sagemeter report: " + " vs ".join(name_of(r) for r in contenders),
         lede=lede(run),
@@ -60,6 +62,7 @@ def build_document(run: Run) -> Document:
             decode_section(run),
             *([prefill] if prefill else []),
             parallel_section(run),
+            *([endpoint] if endpoint else []),
             quality_section(run),
             aba_section(run),
             price_section(run),

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sagemeter.compare import Comparison, Row, across_methods_note
+from sagemeter.measure.endpoint_metrics import EndpointMetrics
 from sagemeter.printable import printable
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
@@ -229,6 +230,8 @@ def print_result(console: Console, result: MeasureResult) -> None:
         "KV cache tokens", format_value("kv_cache_tokens", _opt_float(result.kv_cache_tokens))
     )
     table.add_row("load seconds", format_value("load_seconds", result.load_seconds))
+    if detail and detail.endpoint_metrics:
+        _endpoint_rows(table, detail.endpoint_metrics)
     console.print(table)
     if detail:
         for warning in detail.warnings:
@@ -236,6 +239,30 @@ def print_result(console: Console, result: MeasureResult) -> None:
         busy = detail.host.busy_note() if detail.host else None
         if busy:
             console.print(f"[yellow]warning:[/] {busy}", highlight=False)
+
+
+def _endpoint_rows(table: Table, metrics: EndpointMetrics) -> None:
+    """Per phase, SageMaker's CloudWatch split of a request's time: model / SageMaker overhead /
+    client and network (ms), and the GPU's use; "-" where a figure is null (the warnings and
+    `detail.endpoint_metrics` say why)."""
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.1f}"
+
+    for phase in metrics.phases:
+        split = " / ".join(
+            ms(v)
+            for v in (
+                phase.model_latency_ms,
+                phase.overhead_latency_ms,
+                phase.client_and_network_ms,
+            )
+        )
+        gpu = phase.gpu_utilization_pct
+        table.add_row(
+            f"endpoint {phase.phase}: model / overhead / client+network ms",
+            split + ("" if gpu is None else f" (GPU {gpu:.0f}%)"),
+        )
 
 
 def _prefill_rows(table: Table, result: MeasureResult) -> None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.inspect.facts import CheckpointFacts
+from sagemeter.measure.endpoint_metrics import EndpointMetrics
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.questions import Question
 from sagemeter.questions.scoring import ScoringRule, score
@@ -545,6 +546,11 @@ class Detail(BaseModel):
     )
     server_metrics: ServerMetrics | None = Field(
         None, description="the server's own /metrics counts per phase beside the client's"
+    )
+    endpoint_metrics: EndpointMetrics | None = Field(
+        None,
+        description="a SageMaker endpoint's own CloudWatch metrics per phase beside the "
+        "client's (None: not a SageMaker target, or an older file)",
     )
     host: HostLoad | None = Field(
         None, description="the measuring host's load before and during (None: older files)"

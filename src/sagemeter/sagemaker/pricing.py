@@ -173,3 +173,49 @@ def try_hourly_price(
         return hourly_price(instance_type, region, price_per_hour=price_per_hour, aws=aws), None
     except UserError as exc:
         return None, str(exc)
+
+
+def hosting_prices(
+    instance_types: list[str], region: str, *, aws: Aws
+) -> dict[str, PriceQuote | None]:
+    """The Hosting price of many instance types in one region: fresh cached quotes, and one
+    paged Price List query for the region's Hosting products for the rest (not one per type).
+    A type with no on-demand Hosting price in the region maps to None."""
+    cache = _read_cache()
+    found: dict[str, PriceQuote | None] = {}
+    for instance_type in instance_types:
+        try:
+            cached = PriceQuote.model_validate(cache[f"{region}/{instance_type}"])
+        except (KeyError, ValueError):
+            continue
+        if _fresh(cached):
+            found[instance_type] = cached
+    missing = [t for t in instance_types if t not in found]
+    if not missing:
+        return found
+    filters = [
+        {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
+        {"Type": "TERM_MATCH", "Field": "component", "Value": "Hosting"},
+    ]
+    by_type: dict[str, list[str]] = {}
+    with aws_errors("look up SageMaker Hosting prices", region, "pricing"):
+        paginator = aws.pricing().get_paginator("get_products")
+        for page in paginator.paginate(
+            ServiceCode=SERVICE_CODE,
+            Filters=filters,  # type: ignore[arg-type]
+            FormatVersion="aws_v1",
+        ):
+            for raw in page.get("PriceList", []):
+                try:
+                    name = json.loads(raw)["product"]["attributes"]["instanceName"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                by_type.setdefault(str(name), []).append(raw)
+    cache = _read_cache()
+    for instance_type in missing:
+        quote = pick_hosting_price(by_type.get(instance_type, []), instance_type, region)
+        found[instance_type] = quote
+        if quote is not None:
+            cache[f"{region}/{instance_type}"] = quote.model_dump()
+    write_json_atomic(_cache_path(), cache)
+    return found

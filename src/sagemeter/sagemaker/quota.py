@@ -53,8 +53,17 @@ def _find_quota(aws: Aws, region: str, name: str) -> tuple[dict[str, Any] | None
 def _held(aws: Aws, region: str, instance_type: str) -> tuple[int, list[str]]:
     """Instances of `instance_type` held by this account's endpoints in `region`, and the
     endpoints that could not be read (each with its error code): the count leaves them out."""
+    holdings, unread = _holdings(aws, region)
+    return sum(_held_by(endpoint, config, instance_type) for endpoint, config in holdings), unread
+
+
+def _holdings(
+    aws: Aws, region: str
+) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[str]]:
+    """Every endpoint that holds instances in `region`, with its config; and the endpoints that
+    could not be read (each with its error code)."""
     client = aws.sagemaker(region)
-    total = 0
+    held: list[tuple[dict[str, Any], dict[str, Any]]] = []
     unread: list[str] = []
     for page in client.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):
@@ -69,8 +78,8 @@ def _held(aws: Aws, region: str, instance_type: str) -> tuple[int, list[str]]:
                 if not is_not_found(exc):  # not-found: deleted between the list and the describe
                     unread.append(f"{summary['EndpointName']} ({error_code(exc) or 'error'})")
                 continue
-            total += _held_by(dict(endpoint), dict(config), instance_type)
-    return total, unread
+            held.append((dict(endpoint), dict(config)))
+    return held, unread
 
 
 def _held_by(endpoint: dict[str, Any], config: dict[str, Any], instance_type: str) -> int:
@@ -129,15 +138,66 @@ def quota(
         try:
             with aws_errors("count the instances endpoints use", region):
                 row.in_use, unread = _held(aws, region, instance_type)
-            if unread:
-                row.in_use_note = (
-                    f"in use counts only the endpoints sagemeter could read; {len(unread)} "
-                    f"could not be: {', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}"
-                )
+            row.in_use_note = _unread_note(unread)
         except UserError as exc:
             errors.append(str(exc))
         if row.quota is not None and row.in_use is not None:
             row.free = max(row.quota - row.in_use, 0.0)
         row.error = "; ".join(errors) or None
         rows.append(row)
+    return rows
+
+
+def _unread_note(unread: list[str]) -> str | None:
+    if not unread:
+        return None
+    return (
+        f"in use counts only the endpoints sagemeter could read; {len(unread)} "
+        f"could not be: {', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}"
+    )
+
+
+def endpoint_quotas(instance_types: list[str], region: str, *, aws: Aws) -> list[QuotaRow]:
+    """`quota` for many instance types in one region, reading the region's quota lists and its
+    endpoints once (not once per type). A read that fails is each row's `error`."""
+    rows = [QuotaRow(region=region, instance_type=t) for t in instance_types]
+    names = {quota_name(t): row for t, row in zip(instance_types, rows, strict=True)}
+    quota_error: str | None = None
+    try:
+        with aws_errors("read the SageMaker endpoint quotas", region, "servicequotas"):
+            client = aws.quotas(region)
+            for operation, source in (
+                ("list_service_quotas", "applied"),
+                ("list_aws_default_service_quotas", "default"),
+            ):
+                pages = client.get_paginator(operation).paginate(ServiceCode="sagemaker")  # type: ignore[call-overload]
+                for page in pages:
+                    for found in page.get("Quotas", []):
+                        row = names.get(str(found.get("QuotaName")))
+                        if row is not None and row.quota is None:
+                            row.quota = float(found.get("Value", 0.0))
+                            row.quota_source = source  # type: ignore[assignment]
+                            row.quota_code = found.get("QuotaCode")
+    except UserError as exc:
+        quota_error = str(exc)
+    count_error: str | None = None
+    holdings: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    unread: list[str] = []
+    try:
+        with aws_errors("count the instances endpoints use", region):
+            holdings, unread = _holdings(aws, region)
+    except UserError as exc:
+        count_error = str(exc)
+    for row in rows:
+        errors = [e for e in (quota_error, count_error) if e]
+        if quota_error is None and row.quota is None:
+            errors.insert(
+                0, f"no quota named {quota_name(row.instance_type)!r} (not offered here?)"
+            )
+        if count_error is None:
+            row.in_use = sum(_held_by(e, c, row.instance_type) for e, c in holdings)
+            row.in_use_note = _unread_note(unread)
+        if row.quota is not None and row.in_use is not None:
+            row.free = max(row.quota - row.in_use, 0.0)
+        row.error = "; ".join(errors) or None
     return rows

@@ -29,6 +29,8 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -342,8 +344,14 @@ class RayPool:
                 answers.append(_first_line(exc))
         return answers
 
-    def run_cluster(self, plans: list[WorkerPlan], start_at: float | None = None) -> ClusterRun:
-        """Run the plans over the nodes from one start instant; lost nodes are reported."""
+    def run_cluster(
+        self,
+        plans: list[WorkerPlan],
+        start_at: float | None = None,
+        watching: Callable[[], AbstractContextManager[None]] | None = None,
+    ) -> ClusterRun:
+        """Run the plans over the nodes from one start instant; lost nodes are reported.
+        `watching` (a progress line) is entered once every node is prepared, for the sending."""
         ray = self.ray
         groups = deal(plans, [slot.workers for slot in self.slots])
         used = [
@@ -373,7 +381,8 @@ class RayPool:
             for node, (_, agent, _) in zip(nodes, used, strict=True)
         ]
         limit = max(0.0, wall_start - time.time()) + _run_limit_s(plans)
-        outputs = self._gather(refs, limit)
+        with watching() if watching is not None else contextlib.nullcontext():
+            outputs = self._gather(refs, limit)
         driver_cpu_s = time.process_time() - cpu_before
         for node, (_, agent, _), output in zip(nodes, used, outputs, strict=True):
             if isinstance(output, NodeOutput) and output.run is not None:
