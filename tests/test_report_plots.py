@@ -27,7 +27,7 @@ def fixed_plots() -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_every_plot_is_drawn_at_its_size_and_not_blank(fixed_plots: dict[str, bytes]) -> None:
-    assert set(fixed_plots) == set(PLOT_KEYS)
+    assert set(fixed_plots) == set(PLOT_KEYS) - {"prefill"}  # its files ran no prefill phase
     for key, png in fixed_plots.items():
         assert png_size(png) == (1200, 675), key  # 8 × 4.5 in at 150 dpi: sharp at 800 px
         inked, colours = png_ink(png)
@@ -61,7 +61,8 @@ def test_cost_plot_needs_a_price_and_minimal_files_skip_what_they_lack(tmp_path:
 def test_png_format_writes_the_plot_files(tmp_path: Path) -> None:
     run = copy_run(FIXED_RUN, tmp_path / "run")
     written = write_report(run, "png", price_per_hour=1.0)
-    assert sorted(p.name for p in written) == sorted(f"{k}.png" for k in PLOT_KEYS)
+    drawn = [k for k in PLOT_KEYS if k != "prefill"]  # the fixed run's files ran no prefill
+    assert sorted(p.name for p in written) == sorted(f"{k}.png" for k in drawn)
     for path in written:
         assert path.parent == run / "plots"
         assert png_size(path.read_bytes()) == (1200, 675)
@@ -131,3 +132,41 @@ def test_the_decode_plot_says_which_rate_is_reported_and_which_is_least_squares(
     assert reported.intercept + reported.slope * 16 == pytest.approx(1.0)  # through the medians
     assert reported.intercept + reported.slope * 96 == pytest.approx(5.0)
     assert fitted.label == f"{series.label}: least squares 15 tokens/s" and fitted.linestyle == ":"
+
+
+def test_the_prefill_plot_draws_every_counted_prompt_of_each_arm() -> None:
+    from sagemeter.report.plots import Series, prefill_plot, prefill_points
+    from sagemeter.results import MeasureResult, PrefillDetail
+
+    def arm(name: str, rate: float | None) -> Series:
+        prefill = PrefillDetail(
+            short_tokens=64,
+            long_tokens=512,
+            repeats=2,
+            short_prompt_tokens=[64, 64],
+            long_prompt_tokens=[512, 511],
+            short_ttft_s=[0.02 + 64 / 20_000] * 2,
+            long_ttft_s=[0.02 + 512 / 20_000, 0.02 + 511 / 20_000],
+            tokens_per_second=rate,
+            per_call_fixed_cost_s=0.02 if rate else None,
+        )
+        result = MeasureResult.model_validate({"name": name, "detail": _detail_with(prefill)})
+        return Series(label=name, result=result, color=OKABE_ITO[0 if rate else 1])
+
+    with_rate, without = arm("a", 20_000.0), arm("b", None)
+    points = prefill_points(with_rate.result.detail.prefill)  # type: ignore[union-attr]
+    assert [tokens for tokens, _ in points] == [64, 64, 512, 511]  # every counted prompt
+    assert [ttft for _, ttft in points] == pytest.approx([0.0232, 0.0232, 0.0456, 0.04555])
+    png = prefill_plot([with_rate, without])
+    assert png is not None and png_size(png) == (1200, 675)
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).reshape(-1, 3)
+    for colour in OKABE_ITO[:2]:  # both arms drawn, each in its colour
+        rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+        assert (np.abs(pixels.astype(int) - rgb).max(axis=1) <= 12).sum() > 50
+    assert prefill_plot([]) is None
+
+
+def _detail_with(prefill: object) -> dict[str, object]:
+    """The least a result's detail needs, holding `prefill`."""
+    environment = {"target": "t", "backend": "http", "sagemeter_version": "0", "started_utc": "x"}
+    return {"settings": {}, "environment": environment, "prefill": prefill}

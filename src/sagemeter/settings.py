@@ -45,6 +45,17 @@ class MeasureSettings(BaseModel):
         description="prefill: the short and the long prompt's length in the server's tokens "
         "(empty: the phase is not run; the article's method runs none)",
     )
+    tokenizer: str | None = Field(
+        None,
+        description="prefill: a GGUF file or a Hugging Face folder whose tokenizer counts the "
+        "prompts of a server that gives no usage.prompt_tokens (None: the checkpoint's own "
+        "where sagemeter started it)",
+    )
+    long_prompt_levels: list[int] = Field(
+        default_factory=list,
+        description="long prompts under load: requests at once, each with its own prompt of the "
+        "prefill phase's long length (empty: not run; it needs the prefill phase)",
+    )
     load_levels: list[int] = Field(default_factory=lambda: [1, 4, 16], min_length=1)
     load_max_tokens: int = Field(256, gt=0, description="parallel: tokens per reply")
     load_batches: int = Field(2, gt=0, description="parallel: batches per level")
@@ -122,7 +133,7 @@ class MeasureSettings(BaseModel):
 
     @property
     def max_concurrency(self) -> int:
-        return max(self.load_levels)
+        return max([*self.load_levels, *self.long_prompt_levels])
 
     @property
     def max_prompt_tokens(self) -> int:
@@ -138,6 +149,7 @@ class MeasureSettings(BaseModel):
 METHOD_SETTINGS: dict[Method, dict[str, Any]] = {
     "sagemeter": {
         "prefill_tokens": [256, 4096],
+        "long_prompt_levels": [],
         "decode_warmup": 1,
         "decode_prompt": None,
         "load_prompt": None,
@@ -149,6 +161,7 @@ METHOD_SETTINGS: dict[Method, dict[str, Any]] = {
     },
     "article": {
         "prefill_tokens": [],  # the article measured no prefill
+        "long_prompt_levels": [],  # nor long prompts under load
         "decode_warmup": 0,
         "decode_prompt": ARTICLE_STORY,
         "load_prompt": ARTICLE_STORY,
@@ -280,7 +293,27 @@ def settings_with(
         raise UserError(f"{label('long_tokens')} must be larger than {label('short_tokens')}")
     check_levels(settings.load_levels, label("load_levels"))
     check_prefill_tokens(settings.prefill_tokens, label("prefill_tokens"))
+    if settings.long_prompt_levels:
+        check_levels(settings.long_prompt_levels, label("long_prompt_levels"))
+        if not settings.prefill_tokens:
+            raise UserError(
+                f"{label('long_prompt_levels')} sends the prefill phase's long prompt: give "
+                f"{label('prefill_tokens')} too (the quick settings and the article's method run "
+                "no prefill phase)"
+            )
     return settings
+
+
+def parse_levels_or_none(text: str, label: str) -> list[int]:
+    """`1,4,16` → [1, 4, 16]; `none`, `off` or `0` → [] (not run)."""
+    if text.strip().lower() in _PREFILL_OFF:
+        return []
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UserError(
+            f"{label} {text!r}: give whole numbers separated by commas (e.g. 1,4,16), or none"
+        ) from None
 
 
 PREFILL_MIN_TOKENS = 16

@@ -53,10 +53,13 @@ def _settings(
     method: str | None = None,
     prefill_tokens: str | None = None,
     startup_timeout: str | None = None,
+    long_prompt_levels: str | None = None,
+    tokenizer: Path | None = None,
     metrics_wait: str | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
-    from sagemeter.settings import measure_settings, parse_prefill_tokens
+    from sagemeter.measure.prompt_tokenizer import check_tokenizer_path
+    from sagemeter.settings import measure_settings, parse_levels_or_none, parse_prefill_tokens
 
     overrides = {
         "short_tokens": short_tokens,
@@ -65,6 +68,12 @@ def _settings(
         "prefill_tokens": (
             parse_prefill_tokens(prefill_tokens) if prefill_tokens is not None else None
         ),
+        "long_prompt_levels": (
+            parse_levels_or_none(long_prompt_levels, "--long-prompt-levels")
+            if long_prompt_levels is not None
+            else None
+        ),
+        "tokenizer": str(check_tokenizer_path(tokenizer)) if tokenizer is not None else None,
         "load_levels": _parse_levels(levels) if levels else None,
         "load_max_tokens": load_tokens,
         "load_batches": batches,
@@ -121,6 +130,21 @@ def measure(
         typer.Option(
             help="prefill: short and long prompt length in the server's tokens, or none "
             "[256,4096; none with --quick or --method article]"
+        ),
+    ] = None,
+    long_prompt_levels: Annotated[
+        str | None,
+        typer.Option(
+            help="long prompts under load: requests at once, each its own prompt of the prefill "
+            "phase's long length, e.g. 1,4,16 [none]"
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            help="prefill: a .gguf file or a Hugging Face folder (tokenizer.json) whose "
+            "tokenizer counts the prompts when the server gives no usage.prompt_tokens "
+            "[local:/vllm: the checkpoint's own]"
         ),
     ] = None,
     levels: Annotated[str | None, typer.Option(help="parallel: requests at once [1,4,16]")] = None,
@@ -240,6 +264,8 @@ def measure(
         method,
         prefill_tokens,
         startup_timeout,
+        long_prompt_levels,
+        tokenizer,
         metrics_wait,
     )
     result_name = name or parsed.default_name

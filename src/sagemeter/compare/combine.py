@@ -30,7 +30,7 @@ from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
 from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, summary_lines
 from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.bootstrap import interval, ratio_interval
-from sagemeter.measure.figure_samples import speed_samples
+from sagemeter.measure.figure_samples import long_prompt_key, speed_samples
 from sagemeter.results import Interval, MeasureResult, load_result
 
 
@@ -218,6 +218,8 @@ def speed_figures(result: MeasureResult) -> dict[str, float | None]:
         figures["prefill_tokens_per_second"] = result.prefill_tokens_per_second
     for level, value in result.load_tokens_per_second.items():
         figures[f"load_c{level}_tokens_per_second"] = value
+    for level, value in result.long_prompt_tokens_per_second.items():
+        figures[long_prompt_key(level, "tokens_per_second")] = value
     return figures
 
 
@@ -335,6 +337,7 @@ def combine(
     for level in levels:
         values = [r.load_tokens_per_second.get(level) for r in results]
         rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
+    rows.extend(_long_prompt_rows(results))
     rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
     rows.extend(_endpoint_rows(results))
     if price_per_hour is not None:
@@ -728,6 +731,34 @@ def _prefill_rows(results: list[MeasureResult]) -> list[Row]:
         _row("prefill_tokens_per_second", [r.prefill_tokens_per_second for r in results], "speed"),
         _row("ttft_long_prompt_ms", [r.ttft_long_prompt_ms for r in results], "figure"),
     ]
+
+
+def _long_prompt_rows(results: list[MeasureResult]) -> list[Row]:
+    """Long prompts under load, per level: throughput (a speed) and the first token's p50 and
+    p90 wait (lower is better); null for a file without that level. None when no file ran it."""
+    levels: set[str] = set()
+    for result in results:
+        levels.update(result.long_prompt_tokens_per_second)
+    rows = []
+    for level in sorted(levels, key=int):
+        rows += [
+            _row(
+                long_prompt_key(level, "tokens_per_second"),
+                [r.long_prompt_tokens_per_second.get(level) for r in results],
+                "speed",
+            ),
+            _row(
+                long_prompt_key(level, "ttft_p50_ms"),
+                [r.long_prompt_ttft_p50_ms.get(level) for r in results],
+                "figure",
+            ),
+            _row(
+                long_prompt_key(level, "ttft_p90_ms"),
+                [r.long_prompt_ttft_p90_ms.get(level) for r in results],
+                "figure",
+            ),
+        ]
+    return rows
 
 
 ENDPOINT_FIGURES = (

@@ -77,6 +77,7 @@ async def local_endpoint(
                 environment=environment,
                 http_root=engine.base_url,
                 vocabulary=lambda: gguf_vocabulary(checkpoint.path),
+                tokenizer_path=checkpoint.path,
                 process=process_of(engine),
             )
     finally:

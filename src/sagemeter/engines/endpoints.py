@@ -52,6 +52,9 @@ class Endpoint:
     api_key: str | None = field(default=None, repr=False)
     # The checkpoint's own vocabulary fingerprint, where sagemeter holds its files (fidelity).
     vocabulary: Callable[[], Vocabulary | None] = lambda: None
+    # The checkpoint's own tokenizer (a GGUF file, a Hugging Face folder), where sagemeter holds
+    # its files: it counts prompts a server gives no count of (the prefill phase).
+    tokenizer_path: Path | None = None
     # The server process sagemeter started ("pid 123", "pid 123, ended"); None: not ours.
     process: Callable[[], str | None] = lambda: None
 

@@ -88,6 +88,7 @@ async def open_vllm_endpoint(
                 environment=environment_of(server),
                 http_root=server.base_url,
                 vocabulary=lambda: hf_vocabulary(server.model.folder),
+                tokenizer_path=server.model.folder,
                 process=process_of(server),
             )
     finally:

@@ -62,14 +62,13 @@ def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> floa
     rate = tokens_per_second
     decode_tokens = (settings.decode_warmup + settings.decode_repeats) * settings.short_tokens
     decode_tokens += settings.decode_repeats * settings.long_tokens
-    batches = len(settings.load_levels) * settings.load_batches
+    levels = [*settings.load_levels, *settings.long_prompt_levels]  # long prompts: batches too
+    batches = len(levels) * settings.load_batches
     seconds = decode_tokens / rate
     seconds += batches * (settings.load_max_tokens / rate + settings.batch_pause_s)
     seconds += questions * settings.quality_max_tokens / rate
     seconds += settings.fidelity_prompts * settings.fidelity_max_tokens / rate
-    sequential = total_requests(settings, questions) - sum(settings.load_levels) * (
-        settings.load_batches
-    )
+    sequential = total_requests(settings, questions) - sum(levels) * settings.load_batches
     return seconds + (sequential + batches + settings.fidelity_prompts) * REQUEST_ALLOWANCE_S
 
 

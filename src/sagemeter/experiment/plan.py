@@ -52,6 +52,9 @@ class MeasureOptions(_Strict):
     prefill_tokens: list[int] | None = Field(
         None, description='[256, 4096], "256,4096", or "none" / [] (the phase is not run)'
     )
+    long_prompt_levels: list[int] | None = Field(
+        None, description='[1, 4, 16], "1,4,16", or "none" / [] (not run; needs prefill_tokens)'
+    )
     levels: list[int] | None = None
     load_tokens: int | None = None
     batches: int | None = None
@@ -102,6 +105,19 @@ class MeasureOptions(_Strict):
                 raise ValueError(f"{value!r}: give whole numbers, e.g. [1, 4, 16]") from None
         return value
 
+    @field_validator("long_prompt_levels", mode="before")
+    @classmethod
+    def _long_prompt_levels(cls, value: Any) -> Any:
+        """`[1, 4, 16]`, or `"1,4,16"` / `"none"` as the command line writes it."""
+        if isinstance(value, str):
+            from sagemeter.settings import parse_levels_or_none
+
+            try:
+                return parse_levels_or_none(value, repr(value))
+            except UserError as exc:
+                raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
+        return value
+
     @field_validator("prefill_tokens", mode="before")
     @classmethod
     def _prefill_tokens(cls, value: Any) -> Any:
@@ -130,6 +146,7 @@ class MeasureOptions(_Strict):
             "long_tokens": self.long_tokens,
             "decode_repeats": self.repeats,
             "prefill_tokens": self.prefill_tokens,
+            "long_prompt_levels": self.long_prompt_levels,
             "load_levels": self.levels,
             "load_max_tokens": self.load_tokens,
             "load_batches": self.batches,

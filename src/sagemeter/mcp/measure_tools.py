@@ -61,6 +61,12 @@ def measure_text(result: MeasureResult, path: Path) -> str:
     if result.detail is not None and result.detail.prefill is not None:
         rate = format_value("prefill", result.prefill_tokens_per_second)
         parts.insert(2, f"prefill {rate} tok/s")
+    if result.long_prompt_tokens_per_second:
+        long = ", ".join(
+            f"c{level} {format_value('load', value)}"
+            for level, value in result.long_prompt_tokens_per_second.items()
+        )
+        parts.insert(-1, f"long prompts {long} tok/s")
     if result.weights_gib is not None:
         parts.append(f"weights {format_value('weights_gib', result.weights_gib)} GiB")
     warnings = result.detail.warnings if result.detail else []
@@ -115,6 +121,14 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
                 description="prefill: the short and the long prompt's length in the server's "
                 "tokens, e.g. [256, 4096]; [] leaves the phase out (default: [256, 4096], "
                 "none when quick or with the article's method)"
+            ),
+        ] = None,
+        long_prompt_levels: Annotated[
+            list[int] | None,
+            Field(
+                description="long prompts under load: requests at once, each its own prompt of "
+                "the prefill phase's long length, e.g. [1, 4, 16]; [] or unset: not run (needs "
+                "the prefill phase)"
             ),
         ] = None,
         load_levels: Annotated[
@@ -174,6 +188,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "long_tokens": long_tokens,
             "decode_repeats": decode_repeats,
             "prefill_tokens": prefill_tokens,
+            "long_prompt_levels": long_prompt_levels,
             "load_levels": load_levels,
             "load_max_tokens": load_max_tokens,
             "load_batches": load_batches,
@@ -221,6 +236,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             prefill_tokens_per_second=result.prefill_tokens_per_second,
             ttft_long_prompt_ms=result.ttft_long_prompt_ms,
             load_tokens_per_second=result.load_tokens_per_second,
+            long_prompt_tokens_per_second=result.long_prompt_tokens_per_second,
             quality=result.quality,
             ttft_median_ms=result.ttft_median_ms,
             inter_token_latency_median_ms=result.inter_token_latency_median_ms,

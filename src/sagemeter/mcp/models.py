@@ -47,6 +47,10 @@ class MeasureAnswer(BaseModel):
         description="keyed by requests at once; null for a level with no figure (see "
         "incomplete_because)"
     )
+    long_prompt_tokens_per_second: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="long prompts under load, keyed by requests at once (empty: not measured)",
+    )
     quality: str | None = Field(description='"correct/answered" (unanswered are left out)')
     ttft_median_ms: float | None = None
     inter_token_latency_median_ms: float | None = None

@@ -19,6 +19,7 @@ from sagemeter.results import (
     Interval,
     LoadDetail,
     LoadLevel,
+    LongPromptLoad,
     MeasureResult,
     PrefillDetail,
 )
@@ -126,6 +127,29 @@ def speed_samples(result: MeasureResult) -> dict[str, FigureSamples]:
             samples = level_samples(level, statistic)
             if level.tokens_per_second is not None and samples:
                 found[f"load_c{level.concurrency}_tokens_per_second"] = samples
+    if detail.long_prompt_load is not None:
+        statistic = str(detail.settings.get("load_statistic", "pooled"))
+        found.update(long_prompt_samples(detail.long_prompt_load, statistic))
+    return found
+
+
+def long_prompt_key(concurrency: int | str, figure: str) -> str:
+    """The comparison row of one long-prompt level's figure: `long_prompt_c4_tokens_per_second`."""
+    return f"long_prompt_c{concurrency}_{figure}"
+
+
+def long_prompt_samples(long_load: LongPromptLoad, statistic: str) -> dict[str, FigureSamples]:
+    """Each long-prompt level's throughput (its batches resampled whole) and median TTFT."""
+    found: dict[str, FigureSamples] = {}
+    for level in long_load.levels:
+        if level.tokens_per_second is None:
+            continue
+        if samples := level_samples(level, statistic):
+            found[long_prompt_key(level.concurrency, "tokens_per_second")] = samples
+        if ttfts := level.counted_ttft_s:
+            found[long_prompt_key(level.concurrency, "ttft_p50_ms")] = samples_of(
+                [t * 1000.0 for t in ttfts]
+            )
     return found
 
 
@@ -178,6 +202,7 @@ def speed_summaries(
     load: LoadDetail | None,
     statistic: str = "pooled",
     prefill: PrefillDetail | None = None,
+    long_load: LongPromptLoad | None = None,
 ) -> dict[str, FigureSummary]:
     """The top-level `intervals`: each speed figure, its repeats' spread, its interval."""
     summaries: dict[str, FigureSummary] = {}
@@ -199,11 +224,18 @@ def speed_summaries(
             repeats=min(len(prefill.short_ttft_s), len(prefill.long_ttft_s)),
             ci95=_rounded_interval(prefill.tokens_per_second_ci95),
         )
-    for level in load.levels if load is not None else []:
+    levels = [
+        (f"load_c{lv.concurrency}_tokens_per_second", lv)
+        for lv in (load.levels if load is not None else [])
+    ] + [
+        (long_prompt_key(lv.concurrency, "tokens_per_second"), lv)
+        for lv in (long_load.levels if long_load is not None else [])
+    ]
+    for key, level in levels:
         if level.tokens_per_second is None:
             continue
         rates = [batch.tokens_per_second for batch in level.complete_batches]
-        summaries[f"load_c{level.concurrency}_tokens_per_second"] = FigureSummary(
+        summaries[key] = FigureSummary(
             value=round(level.tokens_per_second, 3),
             repeats=len(rates),
             min=_rounded(min(rates)),

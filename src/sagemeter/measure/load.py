@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, too_slow
@@ -36,6 +36,10 @@ TOPICS = (
     "an old river boat",
     "a glacier expedition",
 )
+
+
+# One batch's requests, given how many go at once.
+BatchRequests = Callable[[int], list[ChatRequest]]
 
 
 def load_request_count(levels: Sequence[int], batches: int) -> int:
@@ -124,6 +128,7 @@ async def measure_level(
     pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
     prior: LoadLevel | None = None,
+    requests: BatchRequests | None = None,
 ) -> LoadLevel:
     """`batches` complete batches of `concurrency` at once, running up to `reruns` more; after
     each batch, `pause_s` of quiet (outside every timed wall).
@@ -131,6 +136,7 @@ async def measure_level(
     A complete batch far slower than the level's fastest (measure/agreement.py) is set aside and
     run again, up to AGAIN_LIMIT rounds; if they still disagree the level has no figure. `prior`:
     this level measured before and set aside whole; its batches and records are kept, not counted.
+    `requests` makes each batch's requests (default: `batch_requests`, the story prompts).
     """
     runs: list[BatchRun] = []
     summaries: list[LoadBatch] = []
@@ -142,7 +148,12 @@ async def measure_level(
             sum(b.complete for b in summaries) < batches
             and len(summaries) < batches + reruns + extra
         ):
-            run = await client.batch(batch_requests(concurrency, max_tokens, prompt))
+            sent = (
+                requests(concurrency)
+                if requests is not None
+                else batch_requests(concurrency, max_tokens, prompt)
+            )
+            run = await client.batch(sent)
             progress(concurrency if len(summaries) < batches else 0)
             runs.append(run)
             summaries.append(summarise_batch(concurrency, run))
@@ -169,10 +180,12 @@ async def measure_level(
             )
     counted_runs = [run for run, batch in zip(runs, summaries, strict=True) if batch.complete]
     good = [record for run in counted_runs for record in run.records]
+    ttfts = [r.first_token_s for r in good if r.first_token_s is not None]
     level = LoadLevel(
         concurrency=concurrency,
         batches=[*(prior.batches if prior else []), *summaries],
-        ttft_s=spread([r.first_token_s for r in good if r.first_token_s is not None]),
+        ttft_s=spread(ttfts),
+        counted_ttft_s=ttfts,
         inter_token_latency_s=spread([gap for r in good for gap in r.gaps_s()]),
         reasoning_events=sum(r.reasoning_events for r in good),
         records=[
@@ -227,9 +240,11 @@ async def measure_load(
     pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
     one_at_once_expected: float | None = None,
+    requests: BatchRequests | None = None,
 ) -> LoadDetail:
     """Every level in turn. A level far below a smaller one, or 1 at once far below what the
-    decode rate predicts (`one_at_once_expected`), is run once more; if it stays, no figure."""
+    decode rate predicts (`one_at_once_expected`), is run once more; if it stays, no figure.
+    `requests` makes each batch's requests (default: the story prompts)."""
     measure = functools.partial(
         measure_level,
         client,
@@ -240,6 +255,7 @@ async def measure_load(
         statistic=statistic,
         pause_s=pause_s,
         progress=progress,
+        requests=requests,
     )
     results: list[LoadLevel] = []
     for concurrency in levels:

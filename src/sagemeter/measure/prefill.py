@@ -9,7 +9,9 @@ Three rules keep the figure honest:
   (vLLM's blocks, llama.cpp's slot reuse) serves any part of it beyond the chat template.
 - Prompt lengths are the server's own count (`usage.prompt_tokens`): the text is sized from two
   probes' counts, and each reply's own count goes into the figure. A server that gives no count
-  leaves no figure (never a guessed one), with the reason.
+  is counted by the model's own tokenizer where sagemeter knows it (measure/prompt_tokenizer.py:
+  the checkpoint it started, or `--tokenizer`), else leaves no figure (never a guessed one),
+  with the reason.
 - Repeats alternate short and long (drift hits both alike); a reply far slower than the fastest
   of its length is set aside and asked again (measure/agreement.py), as decode does.
 
@@ -18,15 +20,21 @@ Then the prefix cache is measured on purpose: one fresh long prompt sent twice i
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from sagemeter.errors import UserError
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import prefill_samples
+from sagemeter.measure.prompt_tokenizer import PromptTokenizer, load_tokenizer
+from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.stats import CpuClock, client_share, median, spread
 from sagemeter.results import PrefillDetail, PrefixCacheCheck
 from sagemeter.transport.chat import ChatClient, ChatRequest
@@ -110,27 +118,73 @@ def clamp_to_context(
     return room, [note], None
 
 
+# A prompt's length: the server's count, or (where it gives none) the tokenizer's.
+Count = Callable[[RequestRecord], int | None]
+
+
+def server_count(record: RequestRecord) -> int | None:
+    return record.prompt_tokens
+
+
 def _request(text: str) -> ChatRequest:
     return ChatRequest(prompt=text, max_tokens=1, ignore_eos=True, stream=True)
 
 
-def _counted(record: RequestRecord) -> bool:
-    """A point of the figure: answered, a first token timed, the prompt counted by the server."""
-    return record.ok and record.first_token_s is not None and record.prompt_tokens is not None
+def _counted(record: RequestRecord, count: Count = server_count) -> bool:
+    """A point of the figure: answered, a first token timed, the prompt counted."""
+    return record.ok and record.first_token_s is not None and count(record) is not None
 
 
 class PrefillRun:
     """One phase's requests and what it learned, kept for the detail."""
 
-    def __init__(self, client: ChatClient, progress: ProgressFn) -> None:
+    def __init__(
+        self, client: ChatClient, progress: ProgressFn, tokenizer: Path | None = None
+    ) -> None:
         self.client = client
         self.progress = progress
         self.nonces = Nonces()
+        self.tokenizer_path = tokenizer
+        self.tokenizer: PromptTokenizer | None = None
+        self.tokenizer_problem: str | None = None
+        self.counts: dict[int, int] = {}  # by id(record): the tokenizer's count, where used
 
     async def send(self, words: int, nonce: str | None = None) -> RequestRecord:
-        record = await self.client.chat(_request(prompt_text(nonce or self.nonces.next(), words)))
+        text = prompt_text(nonce or self.nonces.next(), words)
+        record = await self.client.chat(_request(text))
         self.progress(1)
+        if record.ok and record.prompt_tokens is None:
+            tokenizer = await self._tokenizer()
+            if tokenizer is not None:
+                self.counts[id(record)] = tokenizer.count(text)
         return record
+
+    def count(self, record: RequestRecord) -> int | None:
+        """The server's count of the record's prompt, else the tokenizer's (None: neither)."""
+        if record.prompt_tokens is not None:
+            return record.prompt_tokens
+        return self.counts.get(id(record))
+
+    async def _tokenizer(self) -> PromptTokenizer | None:
+        """The model's tokenizer, read once when first needed (a GGUF parses for seconds)."""
+        if self.tokenizer is None and self.tokenizer_path and self.tokenizer_problem is None:
+            try:
+                self.tokenizer = await asyncio.to_thread(load_tokenizer, self.tokenizer_path)
+            except UserError as exc:
+                self.tokenizer_problem = str(exc)
+        return self.tokenizer
+
+    def no_count_reason(self) -> str:
+        """Why no prompt has a length: no usage, and no tokenizer (or one that could not load)."""
+        base = "no prefill rate: the server reports no usage.prompt_tokens, so the prompts' lengths"
+        if self.tokenizer_problem is not None:
+            return (
+                f"{base} are unknown and the tokenizer could not be read: {self.tokenizer_problem}"
+            )
+        return (
+            f"{base} are unknown and the model's tokenizer is not known (give --tokenizer; "
+            "sagemeter does not guess a count)"
+        )
 
     async def size(self, short_tokens: int) -> tuple[Sizing | None, list[RequestRecord], str]:
         """Two probes (a small prompt and one of the short length, guessed at a token per word)
@@ -139,28 +193,22 @@ class PrefillRun:
         failed = next((p for p in probes if not p.ok), None)
         if failed is not None:
             return None, probes, f"no prefill rate: a sizing request failed: {failed.error}"
-        if any(p.prompt_tokens is None for p in probes):
-            return (
-                None,
-                probes,
-                (
-                    "no prefill rate: the server reports no usage.prompt_tokens, so the prompts' "
-                    "lengths are unknown (sagemeter does not guess a count)"
-                ),
-            )
-        small, large = probes
+        counts = [self.count(p) for p in probes]
+        if any(count is None for count in counts):
+            return None, probes, self.no_count_reason()
+        small, large = counts[0] or 0, counts[1] or 0
         extra_words = max(short_tokens, PROBE_WORDS + 1) - PROBE_WORDS
-        per_word = ((large.prompt_tokens or 0) - (small.prompt_tokens or 0)) / extra_words
+        per_word = (large - small) / extra_words
         if per_word <= 0:
             return (
                 None,
                 probes,
                 (
-                    f"no prefill rate: the server counted {small.prompt_tokens} and "
-                    f"{large.prompt_tokens} tokens for a shorter and a longer prompt"
+                    f"no prefill rate: the prompts were counted {small} and {large} tokens for "
+                    "a shorter and a longer prompt"
                 ),
             )
-        overhead = (small.prompt_tokens or 0) - per_word * PROBE_WORDS
+        overhead = small - per_word * PROBE_WORDS
         return Sizing(overhead, per_word), probes, ""
 
 
@@ -172,8 +220,12 @@ async def measure_prefill(
     repeats: int = 5,
     context_tokens: int | None = None,
     progress: ProgressFn = no_progress,
+    counters: PrefixCacheCounters | None = None,
+    tokenizer: Path | None = None,
 ) -> PrefillDetail:
-    """Size the text, alternate short and long prompts, then send one long prompt twice."""
+    """Size the text, alternate short and long prompts, then send one long prompt twice, with
+    the server's own prefix-cache `counters` read around the pair (None: not read). Where the
+    server counts no prompt, `tokenizer` (a GGUF file or a Hugging Face folder) counts them."""
     if long_tokens <= short_tokens:
         raise ValueError("long_tokens must exceed short_tokens")
     long_tokens, notes, blocking = clamp_to_context(short_tokens, long_tokens, context_tokens)
@@ -185,7 +237,7 @@ async def measure_prefill(
     )
     if blocking:
         return _without_figure(detail, [blocking, *notes])
-    run = PrefillRun(client, progress)
+    run = PrefillRun(client, progress, tokenizer)
     sizing, detail.probe_records, why = await run.size(short_tokens)
     if sizing is None:
         return _without_figure(detail, [why, *notes])
@@ -196,8 +248,17 @@ async def measure_prefill(
     records = [*short, *long]
     timed = sum(r.first_token_s or 0.0 for r in records)
     detail.client = client_share(len(records), cpu.elapsed(), timed)
-    detail.prefix_cache = await _cache_pair(run, detail.long_words)
-    return fit_prefill(detail, short, long, aside=aside, measured_again=again, notes=notes)
+    detail.prefix_cache = await _cache_pair(run, detail.long_words, counters)
+    if run.counts and run.tokenizer is not None:
+        detail.prompt_count_source = f"tokenizer: {run.tokenizer.source}"
+        notes.append(
+            f"prefill: the server reports no usage.prompt_tokens; the prompts were counted by "
+            f"the model's tokenizer ({run.tokenizer.source}): their text alone, so the chat "
+            "template's tokens (the same for every prompt) are in the fixed cost, not the lengths"
+        )
+    return fit_prefill(
+        detail, short, long, aside=aside, measured_again=again, notes=notes, count=run.count
+    )
 
 
 async def _points(
@@ -212,7 +273,7 @@ async def _points(
     sends = rounds = 0
     lengths = ((detail.short_words or 1, short), (detail.long_words or 1, long))
     while sends < 2 * repeats + AGAIN_LIMIT:
-        counted = [_kept(bucket, aside) for _, bucket in lengths]
+        counted = [_kept(bucket, aside, run.count) for _, bucket in lengths]
         if all(len(found) >= repeats for found in counted):
             slow = [
                 found
@@ -227,7 +288,7 @@ async def _points(
                     aside.extend(records)
                     again.append(why)
             continue
-        if any(r.ok and r.prompt_tokens is None for r in (*short, *long)):
+        if any(r.ok and run.count(r) is None for r in (*short, *long)):
             break  # the server stopped counting prompts: asking again cannot make the rate
         sends += 1
         for (words, bucket), found in zip(lengths, counted, strict=True):
@@ -236,8 +297,10 @@ async def _points(
     return short, long, aside, again
 
 
-def _kept(bucket: list[RequestRecord], aside: list[RequestRecord]) -> list[RequestRecord]:
-    return [r for r in bucket if _counted(r) and not any(r is other for other in aside)]
+def _kept(
+    bucket: list[RequestRecord], aside: list[RequestRecord], count: Count = server_count
+) -> list[RequestRecord]:
+    return [r for r in bucket if _counted(r, count) and not any(r is other for other in aside)]
 
 
 def _disagreeing(label: str, records: list[RequestRecord]) -> list[tuple[list[RequestRecord], str]]:
@@ -256,18 +319,28 @@ def _disagreeing(label: str, records: list[RequestRecord]) -> list[tuple[list[Re
     ]
 
 
-async def _cache_pair(run: PrefillRun, words: int) -> PrefixCacheCheck:
-    """One fresh long prompt, then the very same prompt again: the second TTFT shows the cache."""
+async def _cache_pair(
+    run: PrefillRun, words: int, counters: PrefixCacheCounters | None = None
+) -> PrefixCacheCheck:
+    """One fresh long prompt, then the very same prompt again: the second TTFT shows the cache,
+    and the server's counters (where it has them) whether it says so too."""
     nonce = run.nonces.next()
+    if counters is not None:
+        await counters.before()
     first = await run.send(words, nonce)
     second = await run.send(words, nonce)
+    said = await counters.after() if counters is not None else None
     check = PrefixCacheCheck(
-        prompt_tokens=first.prompt_tokens,
+        prompt_tokens=run.count(first),
         first_ttft_s=first.first_token_s,
         second_ttft_s=second.first_token_s,
         cached_tokens_reported=second.cached_prompt_tokens,
         records=[first, second],
     )
+    if said is not None:
+        check.server_reports_caching = said.reports_caching
+        check.server_cache_queries, check.server_cache_hits = said.queries, said.hits
+        check.server_counters_note = said.note
     failed = next((r for r in (first, second) if not r.ok), None)
     if failed is not None:
         check.problem = f"no speed-up: a send failed: {failed.error}"
@@ -286,16 +359,17 @@ def fit_prefill(
     aside: list[RequestRecord] | None = None,
     measured_again: list[str] | None = None,
     notes: list[str] | None = None,
+    count: Count = server_count,
 ) -> PrefillDetail:
     """The prefill figures from finished records; refuses a rate from failed, uncounted or
-    disagreeing points, and says why."""
+    disagreeing points, and says why. `count` gives a prompt's length (the server's)."""
     notes = [*(notes or []), *_failures("short", short), *_failures("long", long)]
     blocking: list[str] = []
-    good_short, good_long = _kept(short, aside or []), _kept(long, aside or [])
+    good_short, good_long = _kept(short, aside or [], count), _kept(long, aside or [], count)
     detail.records = [*short, *long]
     detail.measured_again = list(measured_again or [])
-    detail.short_prompt_tokens = [r.prompt_tokens or 0 for r in good_short]
-    detail.long_prompt_tokens = [r.prompt_tokens or 0 for r in good_long]
+    detail.short_prompt_tokens = [count(r) or 0 for r in good_short]
+    detail.long_prompt_tokens = [count(r) or 0 for r in good_long]
     detail.short_ttft_s = [r.first_token_s or 0.0 for r in good_short]
     detail.long_ttft_s = [r.first_token_s or 0.0 for r in good_long]
     detail.short_ttft = spread(detail.short_ttft_s)

@@ -34,10 +34,17 @@ from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.load import load_request_count, measure_load
+from sagemeter.measure.long_prompt import (
+    level_ttft_ms,
+    long_prompt_request_count,
+    measure_long_prompt_load,
+    not_measured,
+)
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import measure_quality
 from sagemeter.measure.sent_log import LoggingClient, SentLog
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
+from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
 from sagemeter.measure.slo import SloFigures, SloOptions, search_slo
 from sagemeter.questions import QuestionSet, load_question_set
@@ -47,6 +54,7 @@ from sagemeter.results import (
     Environment,
     LoadDetail,
     LoadLevel,
+    LongPromptLoad,
     MeasureResult,
     PrefillDetail,
     QualityDetail,
@@ -108,6 +116,7 @@ def total_requests(settings: MeasureSettings, question_count: int) -> int:
         decode_request_count(settings.decode_repeats, settings.decode_warmup)
         + prefill_request_count(settings.prefill_tokens, settings.decode_repeats)
         + load_request_count(settings.load_levels, settings.load_batches)
+        + long_prompt_request_count(settings.long_prompt_levels, settings.load_batches)
         + question_count
     )
 
@@ -214,11 +223,37 @@ async def measure_target(
             await meter.begin()
             host.begin("prefill")
             _begin(cloud, "prefill")
-            prefill = await _prefill(client, settings, described, progress)
+            counters = PrefixCacheCounters(_server_root(endpoint))
+            tokenizer = Path(settings.tokenizer) if settings.tokenizer else endpoint.tokenizer_path
+            prefill = await _prefill(client, settings, described, progress, counters, tokenizer)
             _end(cloud)
             host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
+        long_load = None
+        if settings.long_prompt_levels and prefill is not None:
+            if await watch.check("prefill", LONG_PROMPTS):
+                long_load = skipped_long_prompts(settings, prefill, str(watch.changed))
+            else:
+                on_phase(LONG_PROMPTS)
+                await meter.begin()
+                host.begin(LONG_PROMPTS)
+                _begin(cloud, "long_prompts")  # a row key's part: endpoint_long_prompts_…
+                long_load = await measure_long_prompt_load(
+                    client,
+                    prefill,
+                    levels=settings.long_prompt_levels,
+                    max_tokens=settings.load_max_tokens,
+                    batches=settings.load_batches,
+                    reruns=settings.batch_reruns,
+                    statistic=settings.load_statistic,
+                    pause_s=settings.batch_pause_s,
+                    progress=progress,
+                )
+                _end(cloud)
+                host.end()
+                await meter.end(LONG_PROMPTS, long_prompt_records(long_load))
+            last = LONG_PROMPTS
         if await watch.check(last, "parallel"):
             load = skipped_load(settings, str(watch.changed))
         else:
@@ -311,6 +346,7 @@ async def measure_target(
         [*fidelity_warnings, *meter.warnings()],
         server_metrics=meter.detail,
         prefill=prefill,
+        long_prompt_load=long_load,
         server_identity=watch.record(),
         host=host.record(server_here=_server_here(endpoint)),
         endpoint_metrics=endpoint_metrics,
@@ -319,6 +355,29 @@ async def measure_target(
         result = with_slo(result, slo_figures)
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
+
+
+LONG_PROMPTS = "long prompts"
+
+
+def skipped_long_prompts(
+    settings: MeasureSettings, prefill: PrefillDetail, why: str
+) -> LongPromptLoad:
+    """Long prompts under load not run: every level asked for, without a figure, saying why."""
+    return not_measured(
+        settings.long_prompt_levels,
+        prefill.long_tokens,
+        settings.load_max_tokens,
+        settings.load_batches,
+        why,
+    )
+
+
+def long_prompt_records(long_load: LongPromptLoad | None) -> list[RequestRecord]:
+    """Every request long prompts under load sent."""
+    if long_load is None:
+        return []
+    return [record for level in long_load.levels for record in level.records]
 
 
 def _endpoint_metrics(target: Target, settings: MeasureSettings) -> EndpointMetricsRecorder | None:
@@ -420,9 +479,16 @@ def skipped_quality(settings: MeasureSettings, questions: QuestionSet, why: str)
 
 
 async def _prefill(
-    client: ChatClient, settings: MeasureSettings, described: dict[str, Any], progress: ProgressFn
+    client: ChatClient,
+    settings: MeasureSettings,
+    described: dict[str, Any],
+    progress: ProgressFn,
+    counters: PrefixCacheCounters | None = None,
+    tokenizer: Path | None = None,
 ) -> PrefillDetail:
-    """The prefill phase at the settings' two lengths, within the context the server said."""
+    """The prefill phase at the settings' two lengths, within the context the server said;
+    the server's prefix-cache `counters` read around the cache pair; `tokenizer` counts prompts
+    where the server gives no count."""
     short, long = settings.prefill_tokens
     context = described.get("max_model_len") or described.get("n_ctx")
     return await measure_prefill(
@@ -432,6 +498,8 @@ async def _prefill(
         repeats=settings.decode_repeats,
         context_tokens=context if isinstance(context, int) else None,
         progress=progress,
+        counters=counters,
+        tokenizer=tokenizer,
     )
 
 
@@ -564,6 +632,7 @@ def assemble_result(
     prefill: PrefillDetail | None = None,
     server_identity: ServerIdentity | None = None,
     host: HostLoad | None = None,
+    long_prompt_load: LongPromptLoad | None = None,
     endpoint_metrics: EndpointMetrics | None = None,
 ) -> MeasureResult:
     """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
@@ -571,6 +640,7 @@ def assemble_result(
         *decode.records,
         *prefill_sent(prefill),
         *(r for level in load.levels for r in level.records),
+        *long_prompt_records(long_prompt_load),
     ]
     failed = sum(1 for r in records if not r.ok) + sum(1 for i in quality.items if i.error)
     retried = sum(1 for r in records if r.retries) + sum(1 for i in quality.items if i.retries)
@@ -579,6 +649,7 @@ def assemble_result(
     reopened = sum(1 for r in records if r.reopened) + sum(1 for i in quality.items if i.reopened)
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
     missing[1:1] = missing_prefill(settings, prefill)
+    missing.extend(missing_long_prompts(long_prompt_load))
     if server_identity is not None and server_identity.changed:
         missing.insert(0, identity_reason(server_identity.changed))
     warnings = [
@@ -587,8 +658,9 @@ def assemble_result(
         *(level.problem for level in load.levels if level.problem),
         *(f"decode: measured again: {why}" for why in decode.measured_again),
         *(f"{lv.concurrency} at once: {why}" for lv in load.levels for why in lv.measured_again),
+        *long_prompt_warnings(long_prompt_load),
         *_client_bound_warnings(decode),
-        *token_warnings(decode, load, prefill),
+        *token_warnings(decode, load, prefill, long_prompt_load),
         *(fidelity_warnings or []),
         *(endpoint_metrics.warnings() if endpoint_metrics else []),
     ]
@@ -612,6 +684,7 @@ def assemble_result(
             _round(prefill.tokens_per_second) if prefill and prefill.valid else None
         ),
         ttft_long_prompt_ms=ttft_long_prompt_ms(prefill),
+        **long_prompt_figures(long_prompt_load),
         ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
         inter_token_latency_median_ms=(
             _round(streaming[1].median * 1000.0, 4) if streaming[1] else None
@@ -620,7 +693,7 @@ def assemble_result(
         kv_cache_tokens=startup.kv_cache_tokens if startup else None,
         load_seconds=startup.load_seconds if startup else None,
         incomplete_because=missing,
-        intervals=speed_summaries(decode, load, settings.load_statistic, prefill),
+        intervals=speed_summaries(decode, load, settings.load_statistic, prefill, long_prompt_load),
         detail=Detail(
             settings=settings.model_dump(),
             environment=environment,
@@ -628,6 +701,7 @@ def assemble_result(
             decode=decode,
             prefill=prefill,
             load=load,
+            long_prompt_load=long_prompt_load,
             quality=quality,
             fidelity=fidelity,
             server_metrics=server_metrics,
@@ -650,6 +724,53 @@ def ttft_long_prompt_ms(prefill: PrefillDetail | None) -> float | None:
     if prefill is None or len(prefill.long_ttft_s) < prefill.repeats or not prefill.long_ttft:
         return None
     return _round(prefill.long_ttft.median * 1000.0)
+
+
+def long_prompt_figures(long_load: LongPromptLoad | None) -> dict[str, dict[str, float | None]]:
+    """The top-level figures by level: throughput and the first token's p50 and p90 wait
+    (nothing when the phase was not run; null for a level without a figure)."""
+    if long_load is None:
+        return {}
+    levels = long_load.levels
+    return {
+        "long_prompt_tokens_per_second": {
+            str(level.concurrency): _round(level.tokens_per_second) for level in levels
+        },
+        "long_prompt_ttft_p50_ms": {
+            str(level.concurrency): level_ttft_ms(level, "median") for level in levels
+        },
+        "long_prompt_ttft_p90_ms": {
+            str(level.concurrency): level_ttft_ms(level, "p90") for level in levels
+        },
+    }
+
+
+def missing_long_prompts(long_load: LongPromptLoad | None) -> list[str]:
+    """Each long-prompt level asked for that has no figure, with why."""
+    if long_load is None:
+        return []
+    return [
+        f"long prompts, {level.concurrency} at once: {level.problem or 'no figure'}"
+        for level in long_load.levels
+        if level.tokens_per_second is None
+    ]
+
+
+def long_prompt_warnings(long_load: LongPromptLoad | None) -> list[str]:
+    """What the levels saw besides their figures: partial levels, batches run again."""
+    if long_load is None:
+        return []
+    found = [
+        f"long prompts, {level.concurrency} at once: {level.problem}"
+        for level in long_load.levels
+        if level.problem and level.tokens_per_second is not None
+    ]
+    found += [
+        f"long prompts, {level.concurrency} at once: {why}"
+        for level in long_load.levels
+        for why in level.measured_again
+    ]
+    return [*long_load.notes, *found]
 
 
 def missing_prefill(settings: MeasureSettings, prefill: PrefillDetail | None) -> list[str]:
@@ -714,13 +835,20 @@ def missing_figures(
 
 
 def token_warnings(
-    decode: DecodeDetail, load: LoadDetail, prefill: PrefillDetail | None = None
+    decode: DecodeDetail,
+    load: LoadDetail,
+    prefill: PrefillDetail | None = None,
+    long_load: LongPromptLoad | None = None,
 ) -> list[str]:
     """Replies whose `usage` and counted token events disagree, per phase (load's own rule)."""
     phases = [("decode", decode.records)]
     if prefill is not None:
         phases.append(("prefill", prefill_records(prefill)))
     phases += [(f"{level.concurrency} at once", level.records) for level in load.levels]
+    phases += [
+        (f"long prompts, {level.concurrency} at once", level.records)
+        for level in (long_load.levels if long_load else [])
+    ]
     warnings = []
     for phase, records in phases:
         replies = answered(records)

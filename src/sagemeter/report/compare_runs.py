@@ -165,8 +165,20 @@ def _settings_text(settings: dict[str, Any] | None) -> str:
         f"decode {settings.get('decode_repeats')}× {settings.get('short_tokens')}/"
         f"{settings.get('long_tokens')} tokens; parallel {levels} at once × "
         f"{settings.get('load_batches')} batch(es) of {settings.get('load_max_tokens')} tokens; "
-        f"questions {settings.get('questions')}"
+        f"questions {settings.get('questions')}" + _prompt_settings_text(settings)
     )
+
+
+def _prompt_settings_text(settings: dict[str, Any]) -> str:
+    """The prefill lengths and long-prompt levels, when the run measured them."""
+    lengths = settings.get("prefill_tokens") or []
+    if not lengths:
+        return ""
+    text = f"; prefill {'/'.join(str(x) for x in lengths)} prompt tokens"
+    levels = settings.get("long_prompt_levels") or []
+    if levels:
+        text += f", long prompts {','.join(str(x) for x in levels)} at once"
+    return text
 
 
 def _figures(run: Run, levels: list[str]) -> list[tuple[str, list[float | None], bool]]:
@@ -178,6 +190,7 @@ def _figures(run: Run, levels: list[str]) -> list[tuple[str, list[float | None],
     for level in levels:
         values = [r.load_tokens_per_second.get(level) for r in contenders]
         rows.append((f"{level} at once (tokens/s)", values, False))
+    rows += _prompt_figures(contenders)
     rows.append(("Weights (GiB)", [r.weights_gib for r in contenders], False))
     rows.append(("Checked answers (share)", [_share(r) for r in contenders], False))
     if run.price_per_hour:
@@ -189,6 +202,30 @@ def _figures(run: Run, levels: list[str]) -> list[tuple[str, list[float | None],
                 for r in contenders
             ]
             rows.append((f"$/M tokens at {level}", values, True))
+    return rows
+
+
+def _prompt_figures(contenders: list[MeasureResult]) -> list[tuple[str, list[float | None], bool]]:
+    """The prefill rate, the first token at the long prompt and long prompts under load, when a
+    file of the run measured them (a run without them shows no such rows of its own)."""
+    rows: list[tuple[str, list[float | None], bool]] = []
+    if any(r.detail and r.detail.prefill for r in contenders):
+        rows += [
+            ("Prefill (prompt tokens/s)", [r.prefill_tokens_per_second for r in contenders], False),
+            (
+                "Time to first token, long prompt (ms)",
+                [r.ttft_long_prompt_ms for r in contenders],
+                False,
+            ),
+        ]
+    levels = sorted(
+        {level for r in contenders for level in r.long_prompt_tokens_per_second}, key=int
+    )
+    for level in levels:
+        values = [r.long_prompt_tokens_per_second.get(level) for r in contenders]
+        rows.append((f"{level} at once, long prompts (tokens/s)", values, False))
+        values = [r.long_prompt_ttft_p50_ms.get(level) for r in contenders]
+        rows.append((f"{level} at once, long prompts: TTFT p50 (ms)", values, False))
     return rows
 
 
@@ -221,6 +258,7 @@ def _side_by_side_section(a: Run, b: Run) -> Section:
     blocks: list[Block] = [
         Table(header=header, rows=rows),
         Figure("throughput", "Throughput against requests at once, both runs."),
+        Figure("prefill", "Time to first token against prompt length, both runs."),
         Figure("quality", "Checked answers per family, both runs, with 95% intervals."),
         Figure("cost", "Cost per million output tokens, where a price is known."),
     ]

@@ -17,7 +17,7 @@ import numpy as np
 from sagemeter.compare.costs import cost_per_million_tokens
 from sagemeter.errors import UserError
 from sagemeter.report.figures import quality_shares
-from sagemeter.results import DecodeDetail, MeasureResult
+from sagemeter.results import DecodeDetail, MeasureResult, PrefillDetail
 from sagemeter.transport.record import RequestRecord
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ OKABE_ITO = (
     "#000000",  # black
 )
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.5, 150
-PLOT_KEYS = ("throughput", "decode_fit", "latency", "cost", "quality")
+PLOT_KEYS = ("throughput", "decode_fit", "latency", "prefill", "cost", "quality")
 
 
 @dataclass(frozen=True)
@@ -204,6 +204,68 @@ def decode_fit_plot(series: list[Series]) -> bytes | None:
     ax.set_ylim(bottom=0)
     _style(ax, "Reply time against reply length", "reply length (output tokens)", "reply time (s)")
     ax.text(0.01, 0.98, DECODE_FIT_NOTE, transform=ax.transAxes, va="top", fontsize=7.5)
+    ax.legend(fontsize=9, loc="lower right")
+    return _png(figure)
+
+
+PREFILL_NOTE = (
+    "dots: every counted prompt (the server's own count). line: the prefill rate reported,\n"
+    "its slope 1 / rate, its height at zero the first token's fixed cost."
+)
+
+
+def prefill_points(prefill: PrefillDetail) -> list[tuple[int, float]]:
+    """(prompt tokens, TTFT s) of every counted prompt, short and long."""
+    tokens = [*prefill.short_prompt_tokens, *prefill.long_prompt_tokens]
+    ttfts = [*prefill.short_ttft_s, *prefill.long_ttft_s]
+    return list(zip(tokens, ttfts, strict=False))
+
+
+def prefill_plot(series: list[Series]) -> bytes | None:
+    """Time to first token against prompt length, per checkpoint: every counted prompt, and the
+    reported rate's line (fixed cost + tokens / rate) where there is a rate."""
+    drawn: list[tuple[Series, PrefillDetail]] = [
+        (s, s.result.detail.prefill)
+        for s in series
+        if s.result.detail and s.result.detail.prefill and prefill_points(s.result.detail.prefill)
+    ]
+    if not drawn:
+        return None
+    figure, (ax,) = _new_figure()
+    longest = 0
+    for s, prefill in drawn:
+        xs, ys = zip(*prefill_points(prefill), strict=True)
+        longest = max(longest, *xs)
+        rate, fixed = prefill.tokens_per_second, prefill.per_call_fixed_cost_s
+        label = f"{s.label}: {rate:.4g} prompt tokens/s" if rate else f"{s.label}: no rate"
+        ax.scatter(
+            xs,
+            [y * 1000.0 for y in ys],
+            color=s.color,
+            marker=s.marker,
+            s=22,
+            alpha=0.75,
+            zorder=3,
+            label=label,
+        )
+        if rate and fixed is not None:
+            line_x = np.array([0.0, max(xs) * 1.05])
+            ax.plot(
+                line_x,
+                (fixed + line_x / rate) * 1000.0,
+                color=s.color,
+                linestyle=s.linestyle,
+                linewidth=1.4,
+            )
+    ax.set_xlim(0, longest * 1.08)
+    ax.set_ylim(bottom=0)
+    _style(
+        ax,
+        "Time to first token against prompt length",
+        "prompt length (the server's tokens)",
+        "time to first token (ms)",
+    )
+    ax.text(0.01, 0.98, PREFILL_NOTE, transform=ax.transAxes, va="top", fontsize=7.5)
     ax.legend(fontsize=9, loc="lower right")
     return _png(figure)
 
@@ -411,6 +473,7 @@ PLOTTERS: dict[str, Callable[[list[Series]], bytes | None]] = {
     "throughput": throughput_plot,
     "decode_fit": decode_fit_plot,
     "latency": latency_plot,
+    "prefill": prefill_plot,
     "cost": cost_plot,
     "quality": quality_plot,
     "slo": slo_plot,  # drawn only when a report shows it (not in PLOT_KEYS: most runs have none)

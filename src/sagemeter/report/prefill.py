@@ -6,19 +6,21 @@ Renders only: every figure and interval is in the result files (measure/prefill.
 
 from __future__ import annotations
 
-from sagemeter.report.document import Block, Callout, Cell, Paragraph, Section, Table
+from sagemeter.measure.figure_samples import long_prompt_key
+from sagemeter.report.document import Block, Callout, Cell, Figure, Paragraph, Section, Table
 from sagemeter.report.figures import NA, num, spread_note
 from sagemeter.report.rows import (
     comparison_row,
     figure_row,
     incomplete_of,
     interval_note,
+    latency_note,
     name_of,
     noise_of,
     ratio_header,
 )
 from sagemeter.report.runs import Run
-from sagemeter.results import MeasureResult, PrefillDetail
+from sagemeter.results import LoadLevel, LongPromptLoad, MeasureResult, PrefillDetail
 
 TITLE, ANCHOR = "Prefill (prompt processing)", "prefill"
 
@@ -51,7 +53,85 @@ def prefill_section(run: Run) -> Section | None:
             blocks.append(Callout(f"{name_of(result)}: no prefill rate ({reason})"))
     header = ["", *(name_of(r) for r in contenders), *ratio_header(contenders)]
     blocks.append(Table(header=header, rows=_rows(run, details)))
+    blocks.append(
+        Figure("prefill", "Time to first token against prompt length, every counted prompt.")
+    )
+    blocks.extend(long_prompt_blocks(run))
     return Section(TITLE, ANCHOR, blocks)
+
+
+def _long_load(result: MeasureResult) -> LongPromptLoad | None:
+    return result.detail.long_prompt_load if result.detail else None
+
+
+def _long_level(result: MeasureResult, level: str) -> LoadLevel | None:
+    found = _long_load(result)
+    levels = found.levels if found else []
+    return next((lv for lv in levels if str(lv.concurrency) == level), None)
+
+
+def long_prompt_blocks(run: Run) -> list[Block]:
+    """Long prompts under load: each level's throughput and first-token wait per checkpoint;
+    nothing when no file ran it."""
+    contenders = run.contenders
+    loads = [_long_load(r) for r in contenders]
+    known = next((load for load in loads if load), None)
+    if known is None:
+        return []
+    levels = sorted(
+        {level for r in contenders for level in r.long_prompt_tokens_per_second}, key=int
+    )
+    blocks: list[Block] = [
+        Paragraph(
+            f"Long prompts under load: the parallel levels again, every request its own prompt of "
+            f"{known.prompt_tokens} tokens (unique from its first token, so no prefix cache "
+            f"serves it), {known.max_tokens} tokens per reply, {known.batches_per_level} "
+            "batches per level. Where smaller weights leave more room in the KV cache, it shows "
+            "here."
+        )
+    ]
+    for result, load in zip(contenders, loads, strict=True):
+        if load is not None and load.problem:
+            blocks.append(Callout(f"{name_of(result)}: long prompts not measured ({load.problem})"))
+    noise, incomplete = noise_of(run), incomplete_of(run)
+    rows: list[list[Cell]] = []
+    for level in levels:
+        key = long_prompt_key(level, "tokens_per_second")
+        details = [_long_level(r, level) for r in contenders]
+        rows += [
+            figure_row(
+                f"{level} at once, long prompts (tokens/s)",
+                [r.long_prompt_tokens_per_second.get(level) for r in contenders],
+                [
+                    interval_note(r, key) or (d.problem if d and d.problem else f"interval {NA}")
+                    for r, d in zip(contenders, details, strict=True)
+                ],
+                higher=True,
+                noise=noise,
+                incomplete=incomplete,
+                compared=comparison_row(run, key),
+            ),
+            figure_row(
+                f"{level} at once, long prompts: TTFT p50 (ms)",
+                [r.long_prompt_ttft_p50_ms.get(level) for r in contenders],
+                [latency_note(d.ttft_s if d else None) for d in details],
+                higher=False,
+                noise=noise,
+                incomplete=incomplete,
+                compared=comparison_row(run, long_prompt_key(level, "ttft_p50_ms")),
+            ),
+            figure_row(
+                f"{level} at once, long prompts: TTFT p90 (ms)",
+                [r.long_prompt_ttft_p90_ms.get(level) for r in contenders],
+                higher=False,
+                noise=noise,
+                incomplete=incomplete,
+                compared=comparison_row(run, long_prompt_key(level, "ttft_p90_ms")),
+            ),
+        ]
+    header = ["", *(name_of(r) for r in contenders), *ratio_header(contenders)]
+    blocks.append(Table(header=header, rows=rows))
+    return blocks
 
 
 def _rows(run: Run, details: list[PrefillDetail | None]) -> list[list[Cell]]:
@@ -77,6 +157,7 @@ def _rows(run: Run, details: list[PrefillDetail | None]) -> list[list[Cell]]:
         return (
             f"{num(cache.first_ttft_s, scale=1000)} → {num(cache.second_ttft_s, scale=1000)} ms"
             + (f"; the server said {said} tokens were cached" if said is not None else "")
+            + (f"; {cache.server_counters_note}" if cache.server_counters_note else "")
         )
 
     return [

@@ -291,10 +291,28 @@ def scope_section(run: Run) -> Section:
             "Prefill: two prompt lengths, one token each, every prompt unique; the same long "
             "prompt sent twice for the prefix cache."
         )
+    long_load = next(
+        (r.detail.long_prompt_load for r in detailed if r.detail and r.detail.long_prompt_load),
+        None,
+    )
+    if long_load is not None:
+        levels = ", ".join(str(level.concurrency) for level in long_load.levels)
+        items.append(
+            f"Long prompts under load: {levels} at once, each its own {long_load.prompt_tokens}-"
+            f"token prompt, {long_load.batches_per_level} batch(es) per level, "
+            f"{long_load.max_tokens} tokens each."
+        )
     not_measured = [
-        "Long prompts under load (many long prompts at once) were not measured."
-        if prefill_ran
-        else "Prompts were short; long-prompt behaviour (prefill) was not measured.",
+        *(
+            ["Long prompts under load (many long prompts at once) were not measured."]
+            if prefill_ran and long_load is None
+            else []
+        ),
+        *(
+            []
+            if prefill_ran
+            else ["Prompts were short; long-prompt behaviour (prefill) was not measured."]
+        ),
         "Only temperature 0; sampling at other temperatures was not measured.",
         "Every request came from one client process on one machine.",
     ]

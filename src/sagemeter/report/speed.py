@@ -423,7 +423,17 @@ def _figure_title(key: str) -> str:
     if key.startswith("load_c"):
         level = key.removeprefix("load_c").removesuffix("_tokens_per_second")
         return f"{level} at once (tokens/s)"
+    if key.startswith("long_prompt_c"):
+        level, _, figure = key.removeprefix("long_prompt_c").partition("_")
+        return f"{level} at once, long prompts ({LONG_PROMPT_UNITS.get(figure, figure)})"
     return FIGURE_TITLES.get(key, key)
+
+
+LONG_PROMPT_UNITS = {
+    "tokens_per_second": "tokens/s",
+    "ttft_p50_ms": "TTFT p50, ms",
+    "ttft_p90_ms": "TTFT p90, ms",
+}
 
 
 FIGURE_TITLES = {

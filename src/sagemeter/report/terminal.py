@@ -35,6 +35,7 @@ _SHORT_WORDS = (
     ("per_call_fixed_cost_seconds", "fixed cost s"),
     ("inter_token_latency_median_ms", "ITL median ms"),
     ("_tokens_per_second", " tok/s"),
+    ("long_prompt_c", "long c"),
     ("load_c", "c"),
     ("_", " "),
 )
@@ -222,6 +223,7 @@ def print_result(console: Console, result: MeasureResult) -> None:
     else:
         for key, figure in result.load_tokens_per_second.items():
             table.add_row(f"{key} at once tokens/s", format_value("load", figure))
+    _long_prompt_rows(table, result)
     table.add_row("quality", _quality_text(result))
     table.add_row("weights GiB", format_value("weights", result.weights_gib))
     table.add_row(
@@ -290,6 +292,29 @@ def _prefill_rows(table: Table, result: MeasureResult) -> None:
     cache = prefill.prefix_cache
     if cache is not None and cache.speedup is not None:
         table.add_row("  same long prompt again", f"{cache.speedup:.2f}× faster to a first token")
+    if cache is not None and cache.server_counters_note:
+        table.add_row(
+            "  server's prefix-cache counters", escape(printable(cache.server_counters_note))
+        )
+
+
+def _long_prompt_rows(table: Table, result: MeasureResult) -> None:
+    """Long prompts under load: each level's throughput (or why none) and TTFT p50/p90."""
+    long_load = result.detail.long_prompt_load if result.detail else None
+    if long_load is None:
+        return
+    for level in long_load.levels:
+        value = format_value("load", level.tokens_per_second)
+        if level.problem:
+            value += f" ({level.problem})"
+        elif level.ttft_s is not None:
+            value += (
+                f"; TTFT p50 {level.ttft_s.median * 1000:.1f} ms, "
+                f"p90 {level.ttft_s.p90 * 1000:.1f} ms"
+            )
+        table.add_row(
+            f"{level.concurrency} at once, {long_load.prompt_tokens}-token prompts tok/s", value
+        )
 
 
 def _quality_text(result: MeasureResult) -> str:

@@ -155,6 +155,21 @@ class PrefixCacheCheck(BaseModel):
         "(usage.prompt_tokens_details.cached_tokens, llama.cpp timings.cache_n); None: not said",
     )
     problem: str | None = Field(None, description="why there is no speed-up, when there is none")
+    server_reports_caching: bool | None = Field(
+        None,
+        description="the server's own prefix-cache counters (vLLM /metrics) around the pair: "
+        "true, hits counted; false, none counted; null, the server has no such counters "
+        "(why: `server_counters_note`)",
+    )
+    server_cache_queries: int | None = Field(
+        None, description="prompt tokens looked up in the prefix cache during the pair (vLLM)"
+    )
+    server_cache_hits: int | None = Field(
+        None, description="of those, the tokens the prefix cache served (vLLM)"
+    )
+    server_counters_note: str | None = Field(
+        None, description="what the counters said, or why the server's answer is not known"
+    )
     records: list[RequestRecord] = Field(default_factory=list)
 
 
@@ -170,8 +185,13 @@ class PrefillDetail(BaseModel):
     )
     short_words: int | None = Field(None, description="filler words sent for the short length")
     long_words: int | None = Field(None, description="filler words sent for the long length")
+    prompt_count_source: str = Field(
+        "server",
+        description="who counted the prompts: the server (`usage.prompt_tokens`), or "
+        "`tokenizer: …` (the model's own, where the server gave no count: the text alone)",
+    )
     short_prompt_tokens: list[int] = Field(
-        default_factory=list, description="the server's own count of each counted short prompt"
+        default_factory=list, description="the count of each counted short prompt"
     )
     long_prompt_tokens: list[int] = Field(default_factory=list)
     short_ttft_s: list[float] = Field(
@@ -240,6 +260,11 @@ class LoadLevel(BaseModel):
         None, description="the complete batches' own tokens per second"
     )
     ttft_s: Spread | None = None
+    counted_ttft_s: list[float] = Field(
+        default_factory=list,
+        description="the counted batches' first-token waits, the values behind `ttft_s` (empty "
+        "in older files)",
+    )
     inter_token_latency_s: Spread | None = None
     reasoning_events: int = Field(
         0, description="token events of the counted batches that were reasoning (thinking)"
@@ -267,6 +292,29 @@ class LoadDetail(BaseModel):
     max_tokens: int
     batches_per_level: int
     levels: list[LoadLevel]
+
+
+class LongPromptLoad(BaseModel):
+    """The parallel levels again, every request with its own prompt of the prefill phase's long
+    length (unique from its first token): throughput and TTFT where the KV cache is tight."""
+
+    prompt_tokens: int = Field(
+        description="the prompt's length asked for, server tokens (the prefill phase's long one, "
+        "or less to leave the replies room in the context)"
+    )
+    prompt_words: int | None = Field(None, description="filler words sent per prompt")
+    prompt_tokens_counted: Spread | None = Field(
+        None, description="the server's own count of the counted batches' prompts"
+    )
+    max_tokens: int = Field(description="tokens per reply (the parallel phase's)")
+    batches_per_level: int
+    levels: list[LoadLevel] = Field(
+        default_factory=list, description="as the parallel phase's: figures, batches, records"
+    )
+    problem: str | None = Field(None, description="why no level was measured, when none was")
+    notes: list[str] = Field(
+        default_factory=list, description="e.g. the prompt cut so prompt and reply fit the context"
+    )
 
 
 class QualityItem(BaseModel):
@@ -489,6 +537,9 @@ class Detail(BaseModel):
         None, description="prompt processing (None: not measured, e.g. --method article)"
     )
     load: LoadDetail | None = None
+    long_prompt_load: LongPromptLoad | None = Field(
+        None, description="long prompts under load (None: not measured, --long-prompt-levels)"
+    )
     quality: QualityDetail | None = None
     fidelity: FidelityRecord | None = Field(
         None, description="top-k logprobs along the answers (this run's own, or a reference's)"
@@ -563,6 +614,19 @@ class MeasureResult(BaseModel):
     )
     ttft_long_prompt_ms: float | None = Field(
         None, ge=0, description="time to first token at the long prompt, median (prefill phase)"
+    )
+    long_prompt_tokens_per_second: dict[str, Annotated[float, Field(ge=0)] | None] = Field(
+        default_factory=dict,
+        description="long prompts under load: output tokens/s keyed by requests at once (null: "
+        "no figure, why in `detail.long_prompt_load`; empty: not measured)",
+    )
+    long_prompt_ttft_p50_ms: dict[str, Annotated[float, Field(ge=0)] | None] = Field(
+        default_factory=dict,
+        description="long prompts under load: median time to first token, keyed by level",
+    )
+    long_prompt_ttft_p90_ms: dict[str, Annotated[float, Field(ge=0)] | None] = Field(
+        default_factory=dict,
+        description="long prompts under load: 90th percentile time to first token, by level",
     )
     weights_gib: float | None = Field(None, ge=0)
     kv_cache_tokens: int | None = Field(None, ge=0)
