@@ -14,7 +14,14 @@ from sagemeter.transport.record import RequestRecord
 from tests.wire import WireServer
 
 
-def vllm_page(generation: int, prompt: int, finished: int, decode_s: float, ttft_s: float) -> str:
+def vllm_page(
+    generation: int,
+    prompt: int,
+    finished: int,
+    decode_s: float,
+    ttft_s: float,
+    prefill_s: float = 0.0,
+) -> str:
     """A vLLM 0.32 /metrics page, trimmed to the families sagemeter reads."""
     return f"""# HELP vllm:generation_tokens_total Number of generation tokens processed.
 # TYPE vllm:generation_tokens_total counter
@@ -34,6 +41,11 @@ vllm:request_decode_time_seconds_bucket{{engine="0",le="0.3",model_name="smollm2
 vllm:request_decode_time_seconds_bucket{{engine="0",le="+Inf",model_name="smollm2-f32"}} {finished}.0
 vllm:request_decode_time_seconds_count{{engine="0",model_name="smollm2-f32"}} {finished}.0
 vllm:request_decode_time_seconds_sum{{engine="0",model_name="smollm2-f32"}} {decode_s}
+# HELP vllm:request_prefill_time_seconds Histogram of time spent in PREFILL phase for request.
+# TYPE vllm:request_prefill_time_seconds histogram
+vllm:request_prefill_time_seconds_bucket{{engine="0",le="+Inf",model_name="smollm2-f32"}} {finished}.0
+vllm:request_prefill_time_seconds_count{{engine="0",model_name="smollm2-f32"}} {finished}.0
+vllm:request_prefill_time_seconds_sum{{engine="0",model_name="smollm2-f32"}} {prefill_s}
 # HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
 # TYPE vllm:time_to_first_token_seconds histogram
 vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="smollm2-f32"}} {finished}.0
@@ -49,6 +61,9 @@ vllm:cache_config_info{{block_size="128",engine="0",kv_cache_max_concurrency="45
 LLAMACPP_PAGE = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
 # TYPE llamacpp:prompt_tokens_total counter
 llamacpp:prompt_tokens_total {prompt}
+# HELP llamacpp:prompt_seconds_total Prompt process time
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total {prompt_seconds}
 # HELP llamacpp:tokens_predicted_total Number of generation tokens processed
 # TYPE llamacpp:tokens_predicted_total counter
 llamacpp:tokens_predicted_total {predicted}
@@ -87,7 +102,9 @@ def test_vllm_page_is_summed_over_labels_and_recognised() -> None:
     decode = page.histograms["vllm:request_decode_time_seconds"]
     assert (decode.count, decode.sum, decode.buckets[float("inf")]) == (5, 0.46, 5)
     assert page.labels["vllm:cache_config_info"]["kv_cache_size_tokens"] == "93184"
-    llama = parse_metrics(LLAMACPP_PAGE.format(prompt=37, predicted=8, seconds=0.5))
+    llama = parse_metrics(
+        LLAMACPP_PAGE.format(prompt=37, predicted=8, seconds=0.5, prompt_seconds=0.1)
+    )
     assert llama.engine == "llama.cpp" and llama.samples["llamacpp:tokens_predicted_total"] == 8
     assert parse_metrics("# nothing here\n").engine is None
 
@@ -136,8 +153,12 @@ def test_failed_requests_leave_tokens_uncompared_and_warm_up_is_counted() -> Non
 
 
 def test_llamacpp_phase_rate_from_generation_seconds() -> None:
-    before = parse_metrics(LLAMACPP_PAGE.format(prompt=0, predicted=10, seconds=1.0))
-    after = parse_metrics(LLAMACPP_PAGE.format(prompt=74, predicted=110, seconds=3.0))
+    before = parse_metrics(
+        LLAMACPP_PAGE.format(prompt=0, predicted=10, seconds=1.0, prompt_seconds=0.0)
+    )
+    after = parse_metrics(
+        LLAMACPP_PAGE.format(prompt=74, predicted=110, seconds=3.0, prompt_seconds=0.25)
+    )
     phase = compare_phase(
         "decode",
         "llama.cpp",
@@ -147,6 +168,25 @@ def test_llamacpp_phase_rate_from_generation_seconds() -> None:
     )
     assert phase.requests is None  # llama.cpp counts no requests
     assert phase.agrees is True and phase.engine_tokens_per_second == pytest.approx(50.0)
+    assert phase.engine_prompt_tokens_per_second == pytest.approx(74 / 0.25)
+
+
+def test_the_engines_own_prompt_rate_is_prompt_tokens_over_its_prefill_time() -> None:
+    before = parse_metrics(vllm_page(0, 100, 0, 0.0, 0.0, prefill_s=0.5))
+    # 4 prompts of 1,000 tokens, 2 s of prefill in all: 2,000 prompt tokens/s by construction
+    after = parse_metrics(vllm_page(4, 4100, 4, 0.0, 2.1, prefill_s=2.5))
+    phase = compare_phase("prefill", "vllm", before, after, client_counts([record(1)] * 4))
+    assert phase.engine_prompt_tokens_per_second == pytest.approx(2000.0)
+    # Tokens served from the prefix cache were counted as prompt tokens but not computed.
+    cached = "vllm:prefix_cache_queries_total 0.0\nvllm:prefix_cache_hits_total {}\n"
+    before = parse_metrics(vllm_page(0, 100, 0, 0.0, 0.0, prefill_s=0.5) + cached.format(0.0))
+    after = parse_metrics(vllm_page(5, 5100, 5, 0.0, 2.1, prefill_s=2.5) + cached.format(1000.0))
+    phase = compare_phase("prefill", "vllm", before, after, client_counts([record(1)] * 5))
+    assert phase.engine_prompt_tokens_per_second == pytest.approx(2000.0)
+    # No prefill time reported (an older vLLM): no rate, never a guess.
+    plain = parse_metrics(vllm_page(4, 4100, 4, 0.0, 2.1).replace("request_prefill", "other"))
+    phase = compare_phase("prefill", "vllm", before, plain, client_counts([record(1)] * 4))
+    assert phase.engine_prompt_tokens_per_second is None
 
 
 def test_a_server_without_metrics_gives_a_note_not_an_error() -> None:

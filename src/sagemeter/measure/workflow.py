@@ -45,7 +45,11 @@ from sagemeter.measure.quality import measure_quality
 from sagemeter.measure.sent_log import LoggingClient, SentLog
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
-from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
+from sagemeter.measure.server_metrics.recorder import (
+    MetricsRecorder,
+    use_engine_prompt_rate_from_metrics,
+    use_engine_rate_from_metrics,
+)
 from sagemeter.measure.slo import SloFigures, SloOptions, search_slo
 from sagemeter.questions import QuestionSet, load_question_set
 from sagemeter.results import (
@@ -329,6 +333,7 @@ async def measure_target(
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
+        use_engine_prompt_rate_from_metrics(prefill, meter.detail)
         environment = _environment(endpoint, described, started)
         endpoint_metrics = None
         if cloud is not None:

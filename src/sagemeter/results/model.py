@@ -217,7 +217,9 @@ class PrefillDetail(BaseModel):
     short_ttft: Spread | None = None
     long_ttft: Spread | None = None
     engine_tokens_per_second: Spread | None = Field(
-        None, description="the engine's own prompt rate on the long prompts (llama.cpp timings)"
+        None,
+        description="the engine's own prompt rate: on the long prompts (llama.cpp's timings), "
+        "or over the phase from the server's /metrics (vLLM: n = 1)",
     )
     prefix_cache: PrefixCacheCheck | None = None
     client: ClientShare | None = None

@@ -30,6 +30,7 @@ class MetricNames(BaseModel):
     requests: str | None = None
     histograms: dict[str, str] = Field(default_factory=dict)
     generation_seconds: str | None = None  # llama.cpp: time spent generating
+    prompt_seconds: str | None = None  # llama.cpp: time spent on prompts
 
 
 VLLM_NAMES = MetricNames(
@@ -41,6 +42,7 @@ VLLM_NAMES = MetricNames(
         "inter_token_latency_s": "vllm:inter_token_latency_seconds",
         "e2e_s": "vllm:e2e_request_latency_seconds",
         "decode_time_s": "vllm:request_decode_time_seconds",
+        "prefill_time_s": "vllm:request_prefill_time_seconds",
         "generation_tokens_per_request": "vllm:request_generation_tokens",
     },
 )
@@ -50,6 +52,7 @@ LLAMACPP_NAMES = MetricNames(
     generation_tokens="llamacpp:tokens_predicted_total",
     prompt_tokens="llamacpp:prompt_tokens_total",
     generation_seconds="llamacpp:tokens_predicted_seconds_total",
+    prompt_seconds="llamacpp:prompt_seconds_total",
 )
 NAMES = {"vllm": VLLM_NAMES, "llama.cpp": LLAMACPP_NAMES}
 
@@ -88,6 +91,12 @@ class PhaseMetrics(BaseModel):
         None,
         description="the engine's own decode rate over the phase: vLLM (tokens - 1 per request) "
         "/ decode time; llama.cpp tokens / generation seconds",
+    )
+    engine_prompt_tokens_per_second: float | None = Field(
+        None,
+        description="the engine's own prompt rate over the phase: prompt tokens it computed / "
+        "the time it spent on prompts (vLLM: prompt tokens less its prefix-cache hits, over its "
+        "request_prefill_time histogram; llama.cpp: prompt_seconds_total)",
     )
     client: ClientCounts
     agrees: bool | None = Field(None, description="None when the counts could not be compared")
@@ -162,6 +171,28 @@ def _engine_rate(
     return None
 
 
+def _engine_prompt_rate(
+    engine: str, before: Snapshot, after: Snapshot, phase: PhaseMetrics
+) -> float | None:
+    """Prompt tokens computed over the time the engine says it spent on prompts in the phase;
+    vLLM's tokens served from its prefix cache (counted as prompt tokens, but not computed) are
+    taken out."""
+    tokens = phase.prompt_tokens
+    if engine == "vllm":
+        prefill = phase.histograms.get("prefill_time_s")
+        seconds = prefill.sum if prefill is not None else None
+        from sagemeter.measure.server_metrics.prefix_cache import cache_counts
+
+        first, last = cache_counts(before), cache_counts(after)
+        if tokens is not None and first is not None and last is not None:
+            tokens -= last.hits - first.hits
+    else:
+        seconds = _delta(before, after, LLAMACPP_NAMES.prompt_seconds)
+    if seconds and seconds > 0 and tokens and tokens > 0:
+        return tokens / seconds
+    return None
+
+
 def _within_noise(server: float, client: float) -> bool:
     return abs(server - client) <= math.floor(COUNT_NOISE * max(server, client))
 
@@ -191,6 +222,7 @@ def compare_phase(
                 before.histograms.get(name), after.histograms[name]
             )
     phase.engine_tokens_per_second = _engine_rate(engine, before, after, phase)
+    phase.engine_prompt_tokens_per_second = _engine_prompt_rate(engine, before, after, phase)
     _judge(phase)
     return phase
 

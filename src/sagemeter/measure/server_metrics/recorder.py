@@ -18,7 +18,7 @@ from sagemeter.measure.server_metrics.crosscheck import (
 )
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
 from sagemeter.measure.stats import spread
-from sagemeter.results import DecodeDetail, StartupFacts
+from sagemeter.results import DecodeDetail, PrefillDetail, StartupFacts
 from sagemeter.transport.client import HttpClient
 from sagemeter.transport.record import RequestRecord
 
@@ -163,3 +163,15 @@ def use_engine_rate_from_metrics(decode: DecodeDetail, detail: ServerMetrics | N
     phase = next((p for p in detail.phases if p.phase == "decode"), None)
     if phase is not None and phase.engine_tokens_per_second is not None:
         decode.engine_tokens_per_second = spread([phase.engine_tokens_per_second])
+
+
+def use_engine_prompt_rate_from_metrics(
+    prefill: PrefillDetail | None, detail: ServerMetrics | None
+) -> None:
+    """vLLM's own prompt rate, where the replies carried none (llama.cpp's `timings` do): the
+    prefill phase's rate from `/metrics`, one figure over the phase (n = 1)."""
+    if prefill is None or prefill.engine_tokens_per_second is not None or detail is None:
+        return
+    phase = next((p for p in detail.phases if p.phase == "prefill"), None)
+    if phase is not None and phase.engine_prompt_tokens_per_second is not None:
+        prefill.engine_tokens_per_second = spread([phase.engine_prompt_tokens_per_second])
