@@ -60,7 +60,9 @@ def _cached_tokens(url: str) -> int:
     return int(httpx.get(url + "/stats").json()["cached_prompt_tokens"])
 
 
-@pytest.mark.parametrize("prefill_s", [25e-6, 100e-6])
+# 50 µs per token and up: the truth server's own handling of a long prompt (its text parsed and
+# counted, in Python) costs a few µs per token on a busy host, a 5% error at 25 µs.
+@pytest.mark.parametrize("prefill_s", [50e-6, 200e-6])
 def test_the_prefill_rate_fixed_cost_and_prefix_cache_are_the_truth(prefill_s: float) -> None:
     truth = _truth(prefill_s)
     with running_truth_server(truth) as url:
