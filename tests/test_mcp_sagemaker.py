@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,15 +18,28 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from sagemeter import sagemaker as sm
+from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.mcp import ServerConfig, build_server
 from sagemeter.sagemaker.ledger import Ledger
 from tests.mcp_helpers import Progress, error_line, ok, text_of
-from tests.sagemaker_fakes import plain_endpoint
+from tests.sagemaker_fakes import RuntimeFake, plain_endpoint
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.sagemaker_fakes import RuntimeFake, World
+    from tests.sagemaker_fakes import World
+
+
+@pytest.fixture(scope="module")
+def runtime_fake() -> Iterator[RuntimeFake]:
+    """The loopback runtime in front of a known-truth server rather than the embedded engine:
+    these tests are about what the tools send to SageMaker and answer, and the truth server
+    answers in milliseconds (the real engine behind the runtime is tested in
+    test_sagemaker_measure.py)."""
+    with running_truth_server(TruthTiming(ttft_s=0.02, itl_s=0.004, prefill_s=50e-6)) as url:
+        fake = RuntimeFake(url + "/v1")
+        yield fake
+        fake.close()
 
 
 TOKEN = "hf_MCPTOKENMCPTOKENMCPTOKEN42"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import boto3
 import pytest
 
+from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.measure.sent_log import Sent, SentLog
 from sagemeter.measure.workflow import measure_target
 from sagemeter.results import load_result
@@ -29,6 +31,17 @@ from tests.sagemaker_fakes import RuntimeFake, World, plain_endpoint
 REGION = "us-east-2"
 MODEL_US, OVERHEAD_US = 120_000.0, 5_000.0  # 120 ms and 5 ms per invocation
 GPU, GPU_MEMORY, CPU = 87.5, 60.0, 12.5
+
+
+@pytest.fixture(scope="module")
+def runtime_fake() -> Iterator[RuntimeFake]:
+    """The loopback runtime in front of a known-truth server rather than the embedded engine:
+    these tests are about what reaches SageMaker and back, and the truth server answers in
+    milliseconds (the real engine behind the runtime is tested in test_sagemaker_measure.py)."""
+    with running_truth_server(TruthTiming(ttft_s=0.02, itl_s=0.004, prefill_s=50e-6)) as url:
+        fake = RuntimeFake(url + "/v1")
+        yield fake
+        fake.close()
 
 
 def _dimensions(endpoint: str, variant: str) -> list[dict[str, str]]:
@@ -124,7 +137,7 @@ def _minute(at: float) -> datetime:
     return datetime.fromtimestamp(at, UTC).replace(second=0, microsecond=0)
 
 
-@pytest.mark.slow  # a whole measurement through the runtime fake: ~20-45 s on a busy host
+@pytest.mark.slow  # a whole measurement through the runtime fake
 def test_measure_reads_the_endpoint_metrics_of_each_phase_beside_the_clients(
     world: World, runtime: RuntimeFake, tmp_path: Path
 ) -> None:
