@@ -18,10 +18,12 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
+from sagemeter.measure.load import measure_load
 from sagemeter.measure.workflow import measure_target
-from sagemeter.results import MeasureResult
+from sagemeter.results import LoadDetail, MeasureResult
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
+from sagemeter.transport.openai import OpenAIChat
 
 # Seconds of timing against the truth server each: the full suite, not the fast tier.
 pytestmark = pytest.mark.slow
@@ -107,6 +109,28 @@ def test_one_at_once_far_below_the_decode_rate_is_run_again(tmp_path: Path) -> N
     level = result.detail.load.levels[0]
     assert [batch.complete for batch in level.batches] == [False, True]
     assert level.measured_again and "the decode rate predicts" in level.measured_again[0]
+
+
+def test_one_at_once_far_below_a_larger_levels_per_stream_rate_is_run_again() -> None:
+    """With no decode rate to vouch for it (a decode phase that stalled, or none), 1 at once is
+    judged by the levels above it: its one stalled batch (the server's first generation) made
+    far less than 4 at once makes per stream, so it runs again after them and reads the truth;
+    4 at once is left as measured."""
+
+    async def levels(url: str) -> LoadDetail:
+        async with OpenAIChat(url) as client:
+            return await measure_load(
+                client, levels=[1, 4], max_tokens=LOAD_TOKENS, batches=1, reruns=1
+            )
+
+    with running_truth_server(TRUTH, faults=Faults(stall_once=1, stall_s=STALL_S)) as url:
+        detail = asyncio.run(levels(url))
+    one, four = detail.levels
+    assert one.tokens_per_second == pytest.approx(TRUTH.tokens_per_second(1, LOAD_TOKENS), rel=0.1)
+    assert four.tokens_per_second == pytest.approx(TRUTH.tokens_per_second(4, LOAD_TOKENS), rel=0.1)
+    assert [batch.complete for batch in one.batches] == [False, True]
+    assert one.measured_again and "that 4 at once" in one.measured_again[0]
+    assert "a stall?" in one.measured_again[0] and not four.measured_again
 
 
 def test_a_one_time_stall_in_a_decode_reply_is_asked_again(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ A server that stalls once (a GC pause, a swap, a neighbour's burst) makes one re
 than its twins. A median of five hides it; a figure of one or two batches becomes it. So a
 repeat far slower than the fastest of its kind is set aside and measured again (a bounded number
 of times); one that stays leaves no figure, with its reason. The same holds between figures that
-truth orders: more requests at once never make fewer tokens per second by a wide margin, and
-one at a time runs near the decode rate.
+truth orders: more requests at once never make fewer tokens per second by a wide margin, nor
+each stream faster by a wide margin, and one at a time runs near the decode rate.
 
 The margins are wide on purpose (a busy host's jitter is not a stall): a repeat disagrees when
 it took `SLOW_FACTOR` times the fastest and `SLOW_MARGIN_S` more.
@@ -65,5 +65,25 @@ def level_doubt(
             return (
                 f"{concurrency} at once made {figure:.1f} tokens/s, under half of {other} at "
                 f"once ({other_figure:.1f}) (a stall?)"
+            )
+    return None
+
+
+def level_doubt_from_above(
+    concurrency: int, figure: float | None, larger: Sequence[tuple[int, float]]
+) -> str | None:
+    """Why a level's figure cannot be right, judged by the levels above it: more requests at
+    once never make each stream faster by a wide margin, so a level whose figure is under half
+    of what a larger level makes per stream, times its own streams, was stalled (a level measured
+    before the decode rate could vouch for it, or with no decode rate at all)."""
+    if figure is None:
+        return None
+    for other, other_figure in larger:
+        implied = other_figure * concurrency / other
+        if other > concurrency and figure < LEVEL_FLOOR_SHARE * implied:
+            return (
+                f"{concurrency} at once made {figure:.1f} tokens/s, under half the "
+                f"{implied:.1f} that {other} at once ({other_figure:.1f}) makes per "
+                f"{concurrency} stream{'s' if concurrency > 1 else ''} (a stall?)"
             )
     return None

@@ -19,7 +19,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 from sagemeter.measure import ProgressFn, no_progress
-from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, too_slow
+from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, level_doubt_from_above, too_slow
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import level_figure, level_samples
 from sagemeter.measure.stats import spread
@@ -274,4 +274,21 @@ async def measure_load(
                 level.tokens_per_second = level.tokens_per_second_ci95 = None
                 level.problem = f"no figure: run again, it stayed: {still}"
         results.append(level)
+    for index, level in enumerate(results):
+        larger = [
+            (done.concurrency, done.tokens_per_second)
+            for done in results[index + 1 :]
+            if done.tokens_per_second is not None
+        ]
+        doubt = level_doubt_from_above(level.concurrency, level.tokens_per_second, larger)
+        if doubt is None:
+            continue
+        again = await measure(
+            level.concurrency, prior=set_aside(level, doubt), progress=no_progress
+        )
+        still = level_doubt_from_above(again.concurrency, again.tokens_per_second, larger)
+        if still is not None:
+            again.tokens_per_second = again.tokens_per_second_ci95 = None
+            again.problem = f"no figure: run again, it stayed: {still}"
+        results[index] = again
     return LoadDetail(max_tokens=max_tokens, batches_per_level=batches, levels=results)
