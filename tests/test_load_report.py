@@ -1,0 +1,208 @@
+"""`sagemeter report` of `sagemeter load` results, through the real CLI against the known-truth
+server: the report's tables are read back and checked against the result files' own figures
+and against the server's known timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagemeter.calibrate import TruthTiming, running_truth_server
+from tests.report_parse import md_images, md_sections, md_tables, parse_html, png_size
+
+TIMING = TruthTiming(ttft_s=0.05, itl_s=0.005)
+TOKENS = 16
+STREAMS = 4
+SLOT_TIMING = TruthTiming(ttft_s=0.02, itl_s=0.005)
+
+
+def sagemeter(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    process = subprocess.run(
+        [sys.executable, "-m", "sagemeter", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"},
+        cwd=cwd,
+        timeout=300,
+    )
+    return process.returncode, process.stdout, process.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Two real load results: a closed-loop run with --raw, and an operating-point search
+    against a server of two slots (its result carries percentiles only)."""
+    folder = tmp_path_factory.mktemp("load-runs")
+    env = {**os.environ, "SAGEMETER_HOME": str(folder / "home")}
+    with running_truth_server(TIMING) as url:
+        code, _, err = sagemeter(
+            [
+                "load",
+                url,
+                f"--concurrency={STREAMS}",
+                f"--max-tokens={TOKENS}",
+                "--duration=1s",
+                "--workers=1",
+                "--raw",
+                "--out=raw.json",
+            ],
+            env,
+            folder,
+        )
+        assert code == 0, err
+    with running_truth_server(SLOT_TIMING, slots=2) as url:
+        code, _, err = sagemeter(
+            [
+                "load",
+                url,
+                "--search=concurrency",
+                "--slo-ttft=35ms",
+                "--slo-percentile=90",
+                "--max-tokens=8",
+                "--concurrency=8",
+                "--duration=0.3s",
+                "--workers=1",
+                "--price-per-hour=3.6",
+                "--out=point.json",
+            ],
+            env,
+            folder,
+        )
+        assert code == 0, err
+    yield folder, env
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+def test_a_raw_run_reports_its_figures_its_cdfs_and_its_timeline(
+    runs: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    source, env = runs
+    shutil.copy(source / "raw.json", tmp_path / "raw.json")
+    code, out, err = sagemeter(["report", "raw.json"], env, tmp_path)
+    assert code == 0, err
+    assert "wrote raw-report.md" in out
+    result = json.loads((tmp_path / "raw.json").read_text())
+    text = (tmp_path / "raw-report.md").read_text()
+    sections = md_sections(text)
+    assert list(sections) == ["The runs", "Throughput against load", "Latency", "Timeline"]
+
+    (throughput,) = md_tables(sections["Throughput against load"])
+    assert [c.text for c in throughput[0][:4]] == ["run", "load", "output tokens/s", "TTFT (ms)"]
+    (row,) = throughput[1:]
+    assert row[1].value == f"{STREAMS} at once"
+    assert row[2].value == f"{result['output_tokens_per_second']:.1f}"
+    assert row[3].value == ms(result["ttft_s"]["median"])
+    assert row[4].value == ms(result["tpot_s"]["median"])
+    # The truth server's own pace: 4 streams of 16 tokens, each 50 ms + 15 × 5 ms.
+    truth = TIMING.tokens_per_second(STREAMS, TOKENS)
+    assert float(row[2].value) == pytest.approx(truth, rel=0.1)
+
+    # The CDFs come from the raw records, over the same requests as the result's figures.
+    (latency,) = md_tables(sections["Latency"])
+    by_metric = {r[1].value: r for r in latency[1:]}
+    assert set(by_metric) == {"TTFT", "TPOT", "ITL", "end-to-end"}
+    assert all(r[7].value == "raw records" for r in latency[1:])
+    for metric, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s")):
+        cells = by_metric[metric]
+        assert int(cells[2].value) == result[key]["n"]
+        assert cells[3].value == ms(result[key]["median"])
+        assert cells[5].value == ms(result[key]["p99"])
+    assert float(by_metric["TTFT"][3].value) == pytest.approx(50.0, abs=10)
+    e2e_truth_ms = (TIMING.ttft_s + (TOKENS - 1) * TIMING.itl_s) * 1000
+    assert float(by_metric["end-to-end"][3].value) == pytest.approx(e2e_truth_ms, abs=25)
+
+    timeline = sections["Timeline"]
+    assert f"at most {STREAMS} requests in flight" in timeline
+    assert f"{result['requests_completed']} ended well and 0 failed" in timeline
+    images = md_images(text)
+    assert images == [
+        "raw-plots/load_throughput.png",
+        "raw-plots/load_latency_cdf.png",
+        "raw-plots/load_timeline_0.png",
+    ]
+    for image in images:
+        assert png_size((tmp_path / image).read_bytes()) == (1200, 675)
+
+    page = parse_html((tmp_path / "raw-report.html").read_text())
+    assert page.sections == ["runs", "throughput", "latency", "timeline"]
+    assert all(
+        url.startswith("data:image/png;base64,")
+        for url in page.urls
+        if "://" in url or url.startswith("data:")
+    )
+    assert len(page.images) == 3
+    html_row = next(t for t in page.tables if t.section == "throughput").rows[1]
+    assert html_row[2] == row[2].value
+
+
+def test_a_search_reports_its_probes_and_operating_point_from_its_percentiles(
+    runs: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    source, env = runs
+    shutil.copy(source / "point.json", tmp_path / "point.json")
+    code, _, err = sagemeter(["report", "point.json", "--format=md"], env, tmp_path)
+    assert code == 0, err
+    assert not (tmp_path / "point-report.html").exists()
+    result = json.loads((tmp_path / "point.json").read_text())
+    sections = md_sections((tmp_path / "point-report.md").read_text())
+    assert "Operating point" in sections
+
+    (throughput,) = md_tables(sections["Throughput against load"])
+    probes = result["slo_search"]["probes"]
+    assert len(throughput) - 1 == len(probes)
+    for row, probe in zip(throughput[1:], probes, strict=True):
+        assert row[1].value == f"{probe['concurrency']} at once"
+        assert row[2].value == f"{probe['output_tokens_per_second']:.1f}"
+        assert row[3].value == ms(probe["ttft_s"]) and row[3].note == "p90"
+        assert row[7].value == ("yes" if probe["passed"] else "no")
+    assert [r[7].value for r in throughput[1:]][:2] == ["yes", "yes"]
+
+    (point_table,) = md_tables(sections["Operating point"])
+    (point_row,) = point_table[1:]
+    point = result["operating_point"]
+    assert point_row[2].value == "yes"
+    assert point_row[3].value == "2 at once"  # the server's two slots
+    assert point_row[4].value == f"{point['output_tokens_per_second']:.1f}"
+    assert point_row[5].value == ms(point["ttft_s"]["p90"])
+    assert point_row[8].value == f"{point['usd_per_million_tokens']:.2f}"
+
+    # No raw records: the latency rows are the result's percentiles, and the report says so.
+    (latency,) = md_tables(sections["Latency"])
+    ttft = next(r for r in latency[1:] if r[1].value == "TTFT")
+    assert ttft[7].value == "result's percentiles"
+    assert ttft[3].value == ms(result["ttft_s"]["median"])
+    e2e = next(r for r in latency[1:] if r[1].value == "end-to-end")
+    assert e2e[3].value == "n/a"
+    assert "run without `--raw`" in sections["Latency"]
+    assert "no timeline" in sections["Timeline"]
+
+
+def test_a_folder_of_results_is_one_report_and_bad_input_is_one_line(
+    runs: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    source, env = runs
+    folder = tmp_path / "both"
+    folder.mkdir()
+    for name in ("raw.json", "point.json"):
+        shutil.copy(source / name, folder / name)
+    code, _, err = sagemeter(["report", "both", "--format=md"], env, tmp_path)
+    assert code == 0, err
+    sections = md_sections((folder / "report.md").read_text())
+    (runs_table,) = md_tables(sections["The runs"])
+    assert sorted(r[0].value for r in runs_table[1:]) == ["point", "raw"]
+
+    (tmp_path / "other.json").write_text('{"kind": "something else"}')
+    code, _, err = sagemeter(["report", "other.json"], env, tmp_path)
+    assert code == 2
+    assert "not a `sagemeter load` result file" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
