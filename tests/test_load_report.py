@@ -1,9 +1,10 @@
-"""`sagemeter report` of `sagemeter load` results, through the real CLI against the known-truth
-server: the report's tables are read back and checked against the result files' own figures
-and against the server's known timing."""
+"""`sagemeter report` of `sagemeter load` results and `load --csv`, through the real CLI against
+the known-truth server: the report's tables and the CSV's rows are read back and checked against
+the result files' own figures and raw records, and against the server's known timing."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -52,6 +53,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
                 "--workers=1",
                 "--raw",
                 "--out=raw.json",
+                "--csv=raw.csv",
             ],
             env,
             folder,
@@ -71,6 +73,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
                 "--workers=1",
                 "--price-per-hour=3.6",
                 "--out=point.json",
+                "--csv=point.csv",
             ],
             env,
             folder,
@@ -206,3 +209,59 @@ def test_a_folder_of_results_is_one_report_and_bad_input_is_one_line(
     assert code == 2
     assert "not a `sagemeter load` result file" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_csv_is_the_raw_records_one_row_per_request(
+    runs: tuple[Path, dict[str, str]],
+) -> None:
+    source, _ = runs
+    result = json.loads((source / "raw.json").read_text())
+    with (source / "raw.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    records = sorted(result["raw"]["records"], key=lambda r: (r["send_us"], r["stream"]))
+    assert len(rows) == len(records) == result["requests_completed"] + result["requests_failed"]
+    for row, record in zip(rows, records, strict=True):
+        assert (int(row["stream"]), int(row["index"])) == (record["stream"], record["index"])
+        assert row["concurrency"] == str(STREAMS) and row["rate"] == ""
+        assert row["send_s"] == f"{record['send_us'] / 1e6:.6f}"
+        assert row["end_s"] == f"{record['end_us'] / 1e6:.6f}"
+        assert row["ttft_s"] == f"{(record['first_us'] - record['send_us']) / 1e6:.6f}"
+        assert row["output_tokens"] == str(record["usage_tokens"]) == str(TOKENS)
+        expected_prompt = record.get("prompt_tokens")
+        assert row["prompt_tokens"] == ("" if expected_prompt is None else str(expected_prompt))
+        assert (row["status"], row["error"]) == ("ok", "")
+    ttfts = [float(row["ttft_s"]) for row in rows]
+    assert min(ttfts) >= TIMING.ttft_s and sorted(ttfts)[len(ttfts) // 2] < TIMING.ttft_s + 0.02
+
+
+def test_csv_without_raw_keeps_the_result_file_as_without_csv(
+    runs: tuple[Path, dict[str, str]],
+) -> None:
+    source, _ = runs
+    result = json.loads((source / "point.json").read_text())
+    assert result["raw"] is None and result["settings"]["raw"] is False
+    with (source / "point.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    # The operating point's probe: its requests, at its concurrency, answered as counted.
+    assert {row["concurrency"] for row in rows} == {str(result["operating_point"]["concurrency"])}
+    assert sum(row["status"] == "ok" for row in rows) == result["requests_completed"]
+    assert (
+        sum(int(row["output_tokens"]) for row in rows if row["output_tokens"])
+        == (result["output_tokens"])
+    )
+
+
+def test_an_unusable_csv_path_is_refused_before_any_work(tmp_path: Path) -> None:
+    env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home")}
+    (tmp_path / "taken.csv").write_text("old\n")
+    (tmp_path / "file").write_text("")
+    unreachable = "http://127.0.0.1:9/v1"  # never reached: the check comes first
+    for args, message in (
+        (["--csv=taken.csv"], "already exists; use --force"),
+        (["--csv=file/requests.csv"], "--csv"),
+        (["--csv=same.json", "--out=same.json"], "is also --out"),
+    ):
+        code, _, err = sagemeter(["load", unreachable, *args], env, tmp_path)
+        assert code == 2, err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "taken.csv").read_text() == "old\n"

@@ -70,7 +70,17 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(help="client processes [cores]", show_default=False)
         ] = None,
         out: Annotated[Path | None, typer.Option(help="write the result JSON here")] = None,
-        force: Annotated[bool, typer.Option(help="replace --out if it already exists")] = False,
+        force: Annotated[
+            bool, typer.Option(help="replace --out and --csv if they already exist")
+        ] = False,
+        csv: Annotated[
+            Path | None,
+            typer.Option(
+                help="write one row per request here (stream, index, send, TTFT, end, tokens, "
+                "status, error)",
+                show_default=False,
+            ),
+        ] = None,
         rate: Annotated[
             float | None, typer.Option(help="Poisson arrivals per second (open loop)")
         ] = None,
@@ -167,6 +177,12 @@ def register(app: typer.Typer) -> None:
                 from sagemeter.atomic import check_output_file
 
                 check_output_file(out, "--out", force=force)
+            if csv is not None:
+                from sagemeter.atomic import check_output_file
+
+                if out is not None and csv.absolute() == out.absolute():
+                    raise UserError(f"--csv {csv}: is also --out; give another file name")
+                check_output_file(csv, "--csv", force=force)
             if ray is not None:
                 _check_ray(ray)
                 if shard is not None or start_at is not None:
@@ -201,7 +217,7 @@ def register(app: typer.Typer) -> None:
                 shard_count=shard_count,
                 start_at=start_at,
                 timeout_s=_duration(timeout, "--timeout") or 0.0,
-                raw=raw,
+                raw=raw or csv is not None,  # the CSV's rows are the raw records
                 prefer_uvloop=uvloop,
             ).checked()
 
@@ -262,6 +278,13 @@ def register(app: typer.Typer) -> None:
             console.print(table)
         for problem in result.problems:
             console.print(f"problem: {printable(problem)}", highlight=False, markup=False)
+        if csv is not None:
+            from sagemeter.loadgen.request_csv import without_raw, write_request_csv
+
+            rows = write_request_csv(csv, result)
+            console.print(f"wrote {csv} ({rows} requests)", highlight=False)
+            if not raw:
+                result = without_raw(result)
         if out is not None:
             before = time.perf_counter()
             write_result(out, result)
