@@ -305,6 +305,71 @@ def _operating_point_section(runs: list[LoadRun]) -> Section | None:
     return Section("Operating point", "operating-point", blocks)
 
 
+def _turns_section(runs: list[LoadRun]) -> Section | None:
+    from sagemeter.loadgen.sessions import SessionLoadResult
+
+    header = [
+        "run",
+        "turn",
+        "requests",
+        "failed",
+        "TTFT p50 (ms)",
+        "TTFT p99 (ms)",
+        "prompt tokens",
+    ]
+    rows: list[list[Cell]] = []
+    facts: list[str] = []
+    for run in runs:
+        result = run.result
+        if not isinstance(result, SessionLoadResult):
+            continue
+        figures = result.sessions
+        facts.append(
+            f"{run.label}: {figures.sessions} sessions at once, {figures.turns} turns each, "
+            f"think time {figures.think_time}; {figures.sessions_completed} of "
+            f"{figures.sessions_started} sessions had every turn answered"
+        )
+        for turn in figures.by_turn:
+            prompt = turn.prompt_tokens_median
+            rows.append(
+                [
+                    label(run.label),
+                    label(str(turn.turn)),
+                    cell(str(turn.requests)),
+                    cell(str(turn.failed)),
+                    cell(ms(turn.ttft_s.median)),
+                    cell(ms(turn.ttft_s.p99)),
+                    cell(NA if prompt is None else f"{prompt:g}"),
+                ]
+            )
+        for name, dist in (
+            ("first", figures.ttft_first_turn_s),
+            ("later", figures.ttft_later_turns_s),
+        ):
+            rows.append(
+                [
+                    label(run.label),
+                    label(name),
+                    cell(str(dist.n)),
+                    cell(""),
+                    cell(ms(dist.median)),
+                    cell(ms(dist.p99)),
+                    cell(""),
+                ]
+            )
+    if not rows:
+        return None
+    blocks: list[Block] = [
+        Bullets(facts),
+        Paragraph(
+            "Each turn sends the conversation so far, so later turns carry longer prompts (the "
+            "server's own count, median): TTFT by turn, over every answered turn."
+        ),
+        Table(header, rows, "TTFT by turn"),
+    ]
+    return Section("Turns", "turns", blocks)
+
+
 def build_load_document(runs: list[LoadRun]) -> Document:
     """The whole load report for one result file (its levels) or a folder of them."""
     targets = sorted({run.result.target for run in runs})
@@ -320,7 +385,7 @@ def build_load_document(runs: list[LoadRun]) -> Document:
         _latency_section(runs),
         _timeline_section(runs),
     ]
-    point = _operating_point_section(runs)
-    if point is not None:
-        sections.append(point)
+    for extra in (_operating_point_section(runs), _turns_section(runs)):
+        if extra is not None:
+            sections.append(extra)
     return Document(title, lede, sections)

@@ -11,10 +11,12 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from sagemeter.atomic import write_bytes_atomic, write_text_atomic
 from sagemeter.errors import UserError
 from sagemeter.loadgen.files import load_result
-from sagemeter.loadgen.result import RESULT_KIND
+from sagemeter.loadgen.result import RESULT_KIND, LoadResult
 from sagemeter.report.document import Figure
 from sagemeter.report.html import render_html
 from sagemeter.report.load_figures import LoadRun
@@ -51,6 +53,22 @@ def load_result_paths(path: Path) -> list[Path] | None:
     return found or None
 
 
+def _read(path: Path) -> LoadResult:
+    """A load result, with its sessions' figures when it has them (`load --sessions`)."""
+    result = load_result(path)  # the shape checked, with one clear line when it does not fit
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    if payload.get("sessions") is None:
+        return result
+    from sagemeter.loadgen.sessions import SessionLoadResult
+
+    try:
+        return SessionLoadResult.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UserError(f"{path}: not a sessions result ({where}: {first['msg']})") from None
+
+
 def output_paths(path: Path) -> tuple[Path, Path, Path]:
     """(markdown, HTML, plots folder) of the report of `path` (a file or a folder)."""
     if path.is_file():
@@ -69,7 +87,7 @@ def write_load_report(
     """Read every load result in `files` (one bad file: one UserError before anything is
     written), then write the report of `path` as asked; returns the paths written."""
     chosen = parse_formats(formats)
-    runs = [LoadRun(label=file.stem, result=load_result(file), path=file) for file in files]
+    runs = [LoadRun(label=file.stem, result=_read(file), path=file) for file in files]
     document = build_load_document(runs)
     shown = [
         block.key
