@@ -22,6 +22,15 @@ TIMING = TruthTiming(ttft_s=0.05, itl_s=0.005)
 TOKENS = 16
 STREAMS = 4
 SLOT_TIMING = TruthTiming(ttft_s=0.02, itl_s=0.005)
+LAYOUT = """JSON.stringify({
+  viewport: window.innerWidth,
+  pageWidth: document.documentElement.scrollWidth,
+  tables: [...document.querySelectorAll('table')].map(t => ({
+    scrolls: getComputedStyle(t.parentElement).overflowX})),
+  images: [...document.images].map(i => ({complete: i.complete, natural: i.naturalWidth,
+    naturalH: i.naturalHeight, w: i.getBoundingClientRect().width})),
+  sections: [...document.querySelectorAll('section')].map(s => s.id),
+})"""
 
 
 def sagemeter(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
@@ -265,3 +274,25 @@ def test_an_unusable_csv_path_is_refused_before_any_work(tmp_path: Path) -> None
         assert code == 2, err
         assert message in err and len(err.strip().splitlines()) == 1, err
     assert (tmp_path / "taken.csv").read_text() == "old\n"
+
+
+@pytest.mark.slow  # starts a real browser
+def test_chromium_lays_the_load_report_out_on_a_phone(
+    runs: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    from tests.chromium import Browser
+
+    source, env = runs
+    shutil.copy(source / "raw.json", tmp_path / "raw.json")
+    code, _, err = sagemeter(["report", "raw.json", "--format=html"], env, tmp_path)
+    assert code == 0, err
+    with Browser() as browser:
+        browser.open(tmp_path / "raw-report.html", width=390, height=900, mobile=True)
+        layout = json.loads(browser.evaluate(LAYOUT))
+    assert layout["sections"] == ["runs", "throughput", "latency", "timeline"]
+    assert layout["pageWidth"] <= layout["viewport"]  # wide tables scroll in their own frame
+    assert [t["scrolls"] for t in layout["tables"]] == ["auto"] * 3
+    assert len(layout["images"]) == 3
+    for image in layout["images"]:
+        assert image["complete"] and (image["natural"], image["naturalH"]) == (1200, 675)
+        assert 0 < image["w"] <= layout["viewport"]
