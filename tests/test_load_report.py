@@ -47,8 +47,8 @@ def sagemeter(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
-    """Two real load results: a closed-loop run with --raw, and an operating-point search
-    against a server of two slots (its result carries percentiles only)."""
+    """Three real load results: a closed-loop run and a sweep with --raw, and an operating-point
+    search against a server of two slots (its result carries percentiles only)."""
     folder = tmp_path_factory.mktemp("load-runs")
     env = {**os.environ, "SAGEMETER_HOME": str(folder / "home")}
     with running_truth_server(TIMING) as url:
@@ -63,6 +63,23 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
                 "--raw",
                 "--out=raw.json",
                 "--csv=raw.csv",
+            ],
+            env,
+            folder,
+        )
+        assert code == 0, err
+        code, _, err = sagemeter(
+            [
+                "load",
+                url,
+                f"--concurrency={STREAMS}",
+                f"--max-tokens={TOKENS}",
+                "--duration=0.6s",
+                "--workers=1",
+                "--sweep",
+                "--raw",
+                "--out=sweep.json",
+                "--csv=sweep.csv",
             ],
             env,
             folder,
@@ -155,6 +172,41 @@ def test_a_raw_run_reports_its_figures_its_cdfs_and_its_timeline(
     assert len(page.images) == 3
     html_row = next(t for t in page.tables if t.section == "throughput").rows[1]
     assert html_row[2] == row[2].value
+
+
+def test_a_sweep_reports_every_level_and_writes_every_levels_requests(
+    runs: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    source, env = runs
+    shutil.copy(source / "sweep.json", tmp_path / "sweep.json")
+    code, _, err = sagemeter(["report", "sweep.json", "--format=md"], env, tmp_path)
+    assert code == 0, err
+    result = json.loads((tmp_path / "sweep.json").read_text())
+    levels = result["levels"]
+    assert [level["asked_concurrency"] for level in levels] == [1, 2, 4]
+    sections = md_sections((tmp_path / "sweep-report.md").read_text())
+    (throughput,) = md_tables(sections["Throughput against load"])
+    assert len(throughput) - 1 == len(levels)
+    for row, level in zip(throughput[1:], levels, strict=True):
+        assert row[1].value == f"{level['asked_concurrency']} at once"
+        assert row[2].value == f"{level['output_tokens_per_second']:.1f}"
+        assert row[3].value == ms(level["ttft_s"]["median"])
+        truth = TIMING.tokens_per_second(level["asked_concurrency"], TOKENS)
+        assert float(row[2].value) == pytest.approx(truth, rel=0.1)
+    (latency,) = md_tables(sections["Latency"])
+    ttft = {r[0].value: r for r in latency[1:] if r[1].value == "TTFT"}
+    assert sorted(ttft) == ["c=1", "c=2", "c=4"]
+    for level in levels:
+        cells = ttft[f"c={level['asked_concurrency']}"]
+        assert cells[3].value == ms(level["ttft_s"]["median"])
+        assert int(cells[2].value) == level["ttft_s"]["n"]
+
+    with (source / "sweep.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for level in levels:
+        mine = [row for row in rows if row["concurrency"] == str(level["asked_concurrency"])]
+        assert len(mine) == len(level["raw"]["records"])
+        assert {int(row["stream"]) for row in mine} == set(range(level["asked_concurrency"]))
 
 
 def test_a_search_reports_its_probes_and_operating_point_from_its_percentiles(

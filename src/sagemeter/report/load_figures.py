@@ -59,6 +59,22 @@ class Latencies:
     samples: dict[str, list[float]] = field(default_factory=dict)
 
 
+def latency_runs(runs: list[LoadRun]) -> list[LoadRun]:
+    """The runs whose latencies are shown: a sweep's every level when it kept their records
+    (`--sweep --raw`), each labelled with its level, else the file's run itself."""
+    shown: list[LoadRun] = []
+    for run in runs:
+        levels = run.result.levels or []
+        if levels and all(level.raw is not None for level in levels):
+            prefix = f"{run.label} " if len(runs) > 1 else ""
+            shown += [
+                LoadRun(f"{prefix}c={level.asked_concurrency}", level, run.path) for level in levels
+            ]
+        else:
+            shown.append(run)
+    return shown
+
+
 def records(result: LoadResult) -> list[RequestRecord]:
     """The run's requests on its own timeline (µs since start); empty without `--raw`."""
     if result.raw is None:

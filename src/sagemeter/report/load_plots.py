@@ -9,6 +9,7 @@ from sagemeter.report.load_figures import (
     LoadRun,
     carried,
     latencies,
+    latency_runs,
     throughput_points,
     timeline,
 )
@@ -55,7 +56,7 @@ def latency_cdf_plot(runs: list[LoadRun]) -> bytes | None:
     """One panel per metric: the raw CDF as a step line, or the carried percentiles as dots."""
     figure, axes = _new_figure(columns=len(METRICS))
     drawn = False
-    for index, run in enumerate(runs):
+    for index, run in enumerate(latency_runs(runs)):
         found = latencies(run.result)
         color = palette(index)
         for ax, metric in zip(axes, METRICS, strict=True):

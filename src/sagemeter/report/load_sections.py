@@ -24,6 +24,7 @@ from sagemeter.report.load_figures import (
     LoadRun,
     carried,
     latencies,
+    latency_runs,
     throughput_points,
     timeline,
 )
@@ -157,7 +158,7 @@ def _latency_section(runs: list[LoadRun]) -> Section:
     header = ["run", "metric", "n", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "from"]
     rows: list[list[Cell]] = []
     notes: list[str] = []
-    for run in runs:
+    for run in latency_runs(runs):
         found = latencies(run.result)
         if not found.from_raw:
             notes.append(
