@@ -265,6 +265,8 @@ def test_a_folder_of_results_is_one_report_and_bad_input_is_one_line(
     (runs_table,) = md_tables(sections["The runs"])
     assert sorted(r[0].value for r in runs_table[1:]) == ["point", "raw"]
 
+    code, _, err = sagemeter(["report", "missing.json"], env, tmp_path)
+    assert code == 2 and err.strip() == "error: missing.json: no such file", err
     (tmp_path / "other.json").write_text('{"kind": "something else"}')
     code, _, err = sagemeter(["report", "other.json"], env, tmp_path)
     assert code == 2

@@ -40,6 +40,8 @@ def is_load_result_file(path: Path) -> bool:
 def load_result_paths(path: Path) -> list[Path] | None:
     """The load result files `report` should show for `path`, or None when `path` is a run
     folder for the measure report (it holds measure-*.json, or no load result at all)."""
+    if not path.exists() and path.suffix == ".json":
+        raise UserError(f"{path}: no such file")
     if path.is_file():
         if not is_load_result_file(path):
             raise UserError(
