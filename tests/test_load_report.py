@@ -270,7 +270,7 @@ def test_a_folder_of_results_is_one_report_and_bad_input_is_one_line(
     (tmp_path / "other.json").write_text('{"kind": "something else"}')
     code, _, err = sagemeter(["report", "other.json"], env, tmp_path)
     assert code == 2
-    assert "not a `sagemeter load` result file" in err
+    assert "nor a `sagemeter load` result file" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 

@@ -45,8 +45,8 @@ def load_result_paths(path: Path) -> list[Path] | None:
     if path.is_file():
         if not is_load_result_file(path):
             raise UserError(
-                f"{path}: not a `sagemeter load` result file (give one written by "
-                "`load --out`, or a run folder)"
+                f"{path}: not a folder, nor a `sagemeter load` result file (give a run folder, "
+                "or a file `load --out` wrote)"
             )
         return [path]
     if not path.is_dir() or any(path.glob("measure-*.json")):
