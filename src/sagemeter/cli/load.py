@@ -15,6 +15,7 @@ from sagemeter.printable import printable
 if TYPE_CHECKING:
     from sagemeter.loadgen.result import LoadResult
     from sagemeter.loadgen.selfcheck import SelfCheck
+    from sagemeter.loadgen.sessions import SessionPlan
 
 
 def _duration(text: str | None, flag: str) -> float | None:
@@ -70,7 +71,17 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(help="client processes [cores]", show_default=False)
         ] = None,
         out: Annotated[Path | None, typer.Option(help="write the result JSON here")] = None,
-        force: Annotated[bool, typer.Option(help="replace --out if it already exists")] = False,
+        force: Annotated[
+            bool, typer.Option(help="replace --out and --csv if they already exist")
+        ] = False,
+        csv: Annotated[
+            Path | None,
+            typer.Option(
+                help="write one row per request here (stream, index, send, TTFT, end, tokens, "
+                "status, error)",
+                show_default=False,
+            ),
+        ] = None,
         rate: Annotated[
             float | None, typer.Option(help="Poisson arrivals per second (open loop)")
         ] = None,
@@ -100,6 +111,19 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        sessions: Annotated[
+            int | None,
+            typer.Option(
+                help="multi-turn conversations: this many sessions at once, each sending its "
+                "conversation so far every turn (closed loop per session)",
+                show_default=False,
+            ),
+        ] = None,
+        turns: Annotated[int, typer.Option(help="with --sessions: turns per session")] = 2,
+        think_time: Annotated[
+            str,
+            typer.Option(help="with --sessions: wait after a reply, fixed:2s or uniform:1s,3s"),
+        ] = "fixed:0s",
         shard: Annotated[
             str | None, typer.Option(help="i/n: run the i-th (from 0) of n shards")
         ] = None,
@@ -167,6 +191,12 @@ def register(app: typer.Typer) -> None:
                 from sagemeter.atomic import check_output_file
 
                 check_output_file(out, "--out", force=force)
+            if csv is not None:
+                from sagemeter.atomic import check_output_file
+
+                if out is not None and csv.absolute() == out.absolute():
+                    raise UserError(f"--csv {csv}: is also --out; give another file name")
+                check_output_file(csv, "--csv", force=force)
             if ray is not None:
                 _check_ray(ray)
                 if shard is not None or start_at is not None:
@@ -180,7 +210,13 @@ def register(app: typer.Typer) -> None:
             if api not in ("chat", "completions"):
                 raise UserError(f"--api {api!r}: give chat or completions")
             shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
-            return LoadSettings(
+            if sessions is None and (turns != 2 or think_time != "fixed:0s"):
+                raise UserError("--turns and --think-time shape --sessions; give --sessions N")
+            if sessions is not None and ray is not None:
+                raise UserError(
+                    "--sessions runs its conversations on this machine; leave out --ray"
+                )
+            checked = LoadSettings(
                 target=url,
                 api="chat" if api == "chat" else "completions",
                 model=model,
@@ -201,9 +237,22 @@ def register(app: typer.Typer) -> None:
                 shard_count=shard_count,
                 start_at=start_at,
                 timeout_s=_duration(timeout, "--timeout") or 0.0,
-                raw=raw,
+                raw=raw or csv is not None,  # the CSV's rows are the raw records
                 prefer_uvloop=uvloop,
-            ).checked()
+            )
+            if sessions is not None:
+                from sagemeter.loadgen.sessions import check_session_settings
+
+                session_plan()  # bad --sessions, --turns or --think-time: before any work
+                checked = checked.model_copy(update={"concurrency": sessions})
+                check_session_settings(checked)
+            return checked.checked()
+
+        def session_plan() -> SessionPlan:
+            from sagemeter.loadgen.sessions import SessionPlan, parse_think_time
+
+            assert sessions is not None
+            return SessionPlan(sessions, turns, parse_think_time(think_time)).checked()
 
         from sagemeter.targets import ENGINE_PREFIX, EngineTarget, parse_target
 
@@ -219,7 +268,7 @@ def register(app: typer.Typer) -> None:
             run_on_engine(
                 target,
                 max_tokens,
-                concurrency,
+                sessions or concurrency,  # a slot per stream, or per session
                 lambda url: load(**{**arguments, "target": url}),
                 startup_timeout_s=wait,
                 api_key=api_key,
@@ -237,7 +286,11 @@ def register(app: typer.Typer) -> None:
 
             return run_on_ray(level, level_started, ray, api_key, watch)
 
-        if settings.search is not None:
+        if sessions is not None:
+            from sagemeter.loadgen.sessions import run_sessions
+
+            result: LoadResult = run_sessions(settings, session_plan(), started, api_key)
+        elif settings.search is not None:
             from sagemeter.loadgen.operating_point import search_operating_point
             from sagemeter.loadgen.tables import probe_line
 
@@ -260,8 +313,19 @@ def register(app: typer.Typer) -> None:
         console = Console()
         for table in result_tables(result):
             console.print(table)
+        from sagemeter.loadgen.sessions import SessionLoadResult, turn_table
+
+        if isinstance(result, SessionLoadResult):
+            console.print(turn_table(result.sessions))
         for problem in result.problems:
             console.print(f"problem: {printable(problem)}", highlight=False, markup=False)
+        if csv is not None:
+            from sagemeter.loadgen.request_csv import without_raw, write_request_csv
+
+            rows = write_request_csv(csv, result)
+            console.print(f"wrote {csv} ({rows} requests)", highlight=False)
+            if not raw:
+                result = without_raw(result)
         if out is not None:
             before = time.perf_counter()
             write_result(out, result)

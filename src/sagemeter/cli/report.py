@@ -20,7 +20,10 @@ def register(app: typer.Typer) -> None:
         run_dirs: Annotated[
             list[Path],
             typer.Argument(
-                help="a run folder (two with --compare)", metavar="RUN_DIR", show_default=False
+                help="a run folder (two with --compare), or a `load --out` result file or a "
+                "folder of them",
+                metavar="RUN_DIR",
+                show_default=False,
             ),
         ],
         compare: Annotated[
@@ -38,12 +41,29 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="with --compare: output folder [FIRST/compare-SECOND]"),
         ] = None,
     ) -> None:
-        """Write report.md, report.html and plots/*.png for a run folder (or compare two)."""
+        """Write report.md, report.html and plots/*.png for a run folder (or compare two).
+
+        A `load` result file FILE.json gets FILE-report.md, FILE-report.html and FILE-plots/
+        beside it; a folder of load results (no measure-*.json) gets one report over them all.
+        """
         from rich.console import Console
 
         from sagemeter.atomic import check_output_folder
         from sagemeter.report.writer import write_compare_report, write_report
 
+        if not compare and len(run_dirs) == 1:
+            from sagemeter.report.load_writer import load_result_paths, write_load_report
+
+            files = load_result_paths(run_dirs[0])
+            if files is not None:
+                if out is not None:
+                    raise UserError("--out is for --compare; a load report goes beside its files")
+                folder = run_dirs[0] if run_dirs[0].is_dir() else run_dirs[0].parent
+                check_output_folder(folder, "RUN_DIR")
+                console = Console()
+                for path in write_load_report(run_dirs[0], files, format):
+                    console.print(f"wrote {path}", highlight=False)
+                return
         if out is not None:
             check_output_folder(out, "--out")
         elif run_dirs and run_dirs[0].is_dir():
