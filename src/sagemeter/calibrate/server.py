@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemeter.calibrate import wire
+from sagemeter.calibrate.answers import KnownAnswers, WrongShares
 from sagemeter.calibrate.child import die_with_parent, running_truth_server
 from sagemeter.calibrate.connection import ClosePolicy, Connection, Listener, RequestError
 from sagemeter.calibrate.faults import Faults, nth, swapped
@@ -98,8 +99,10 @@ class TruthApp:
         scheduler: Scheduler,
         faults: Faults | None = None,
         max_model_len: int | None = None,
+        answers: KnownAnswers | None = None,
     ) -> None:
         self.timing = timing
+        self.answers = answers
         self.scheduler = scheduler
         self.faults = faults or Faults()
         self.max_model_len = max_model_len
@@ -287,7 +290,11 @@ class TruthApp:
             reply = StreamReply(connection, self.counters, first_at, itl, tokens, chunks, faults)
             self.scheduler.add(first_at, reply)
         else:
-            data = wire.whole_reply(kind, model, tokens, reported, prompt, echo)
+            text = None if self.answers is None else self.answers.reply_for(body)
+            if text is not None:  # a known question: its answer, one token per word
+                tokens = max(1, len(text.split()))
+                reported = max(0, tokens + self.faults.usage_offset)
+            data = wire.whole_reply(kind, model, tokens, reported, prompt, echo, text)
             whole = WholeReply(connection, self.counters, tokens, data)
             self.scheduler.add(first_at + tokens * itl, whole)
 
@@ -307,14 +314,16 @@ async def serve(
     batch_gap_s: float = DEFAULT_BATCH_GAP_S,
     faults: Faults | None = None,
     max_model_len: int | None = None,
+    answers: KnownAnswers | None = None,
 ) -> None:
     """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound.
 
     `max_model_len` (tokens) is said in /v1/models, and a prompt plus its reply that would not
-    fit is refused with HTTP 400, as vLLM does."""
+    fit is refused with HTTP 400, as vLLM does. `answers` answers known quality questions with
+    a known share wrong (calibrate/answers.py)."""
     loop = asyncio.get_running_loop()
     scheduler = Scheduler(loop, grid_period(batch_gap_s, timing.itl_s))
-    app = TruthApp(timing, scheduler, faults, max_model_len)
+    app = TruthApp(timing, scheduler, faults, max_model_len, answers)
     policy = ClosePolicy(faults.connection_close if faults is not None else "")
     listener = Listener(loop, port, app.respond, policy)
     app.listener = listener
@@ -340,6 +349,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port-file", type=Path)
     parser.add_argument("--batch-gap", type=float, default=DEFAULT_BATCH_GAP_S)
     parser.add_argument("--parent-pid", type=int, help="stop when this process ends")
+    parser.add_argument("--wrong-share", type=float, help="share of known questions wrong")
+    parser.add_argument("--wrong-share-extra", type=float, default=0.0)
+    parser.add_argument("--wrong-seed", type=int, default=0)
+    parser.add_argument("--questions", action="append", default=[], help="a question set to know")
     add_fault_arguments(parser)
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
@@ -350,8 +363,14 @@ def main(argv: list[str] | None = None) -> None:
             write_text_atomic(args.port_file, f"{port}\n")
 
     faults = faults_from(args)
+    answers = None
+    if args.wrong_share is not None:
+        shares = WrongShares(args.wrong_share, args.wrong_share_extra, args.wrong_seed)
+        answers = KnownAnswers.of(shares, tuple(args.questions))
     timing = TruthTiming(args.ttft, args.itl, args.prefill, args.prefix_cache)
-    run_precisely(serve(timing, args.port, ready, args.batch_gap, faults, args.max_model_len))
+    run_precisely(
+        serve(timing, args.port, ready, args.batch_gap, faults, args.max_model_len, answers)
+    )
 
 
 def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
