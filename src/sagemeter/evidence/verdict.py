@@ -79,7 +79,8 @@ def judge(
 ) -> tuple[Outcome, str]:
     """The verdict and its reason from the paired difference and the exact test alone."""
     drop, low, high = _drop(difference)
-    span = f"{1 - alpha:.0%} interval {low:+.1f} to {high:+.1f}"
+    level = f"{1 - alpha:.1%}".replace(".0%", "%")  # 95%; a sequential look's 99.7%
+    span = f"{level} interval {low:+.1f} to {high:+.1f}"
     margin = f"the {margin_points:g}-point margin"
     if high < margin_points:
         return "PASS", f"the drop is at most {high:.1f} points ({span}), below {margin}"
