@@ -63,3 +63,15 @@ def test_the_error_rates_hold_in_a_small_simulation(drop: float, error: str) -> 
         assert row.sequential["PASS"] > 300 and row.saved > 0.2
     else:
         assert row.sequential["FAIL"] > row.fixed["FAIL"] * 0.9
+
+
+def test_a_looks_level_is_written_with_the_digits_that_tell_it_from_100() -> None:
+    from sagemeter.evidence.verdict import level_text
+
+    assert [level_text(x) for x in (0.95, 0.9509, 0.997, 0.99998)] == [
+        "95%",
+        "95.1%",
+        "99.7%",
+        "99.998%",
+    ]
+    assert level_text(1 - 1e-12) == "> 99.9999%"

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sagemeter.errors import ManyProblems, UserError
+from sagemeter.evidence.sequential import DEFAULT_BLOCK
 from sagemeter.sagemaker.spec import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -177,6 +178,19 @@ class EstimateOptions(_Strict):
     delete_minutes: float = Field(2.0, ge=0, description="delete request to gone")
 
 
+class StopOptions(_Strict):
+    """`[stop]`: when a phase may end before its fixed count (off unless set)."""
+
+    quality: Literal["decided"] | None = Field(
+        None,
+        description='"decided": with order = "interleaved", ask both arms the questions in '
+        "blocks and stop at the first PASS or FAIL of a sequential test at the margin",
+    )
+    block: int = Field(
+        DEFAULT_BLOCK, ge=1, description="questions asked to both arms between two looks"
+    )
+
+
 class SageMakerArm(_Strict):
     """`[arm.sagemaker]`: an endpoint the run deploys, measures and deletes (`deploy`'s options)."""
 
@@ -266,6 +280,7 @@ class Plan(_Strict):
     max_cost_usd: float | None = Field(None, gt=0)
     measure: MeasureOptions = Field(default_factory=MeasureOptions)
     estimate: EstimateOptions = Field(default_factory=EstimateOptions)
+    stop: StopOptions = Field(default_factory=StopOptions)
     arms: list[Arm] = Field(alias="arm", min_length=2)
 
     model_config = ConfigDict(
@@ -569,6 +584,20 @@ def _ready_problems(
     return problems
 
 
+def stop_problems(plan: Plan, question_count: int) -> list[str]:
+    """The sequential stop's looks for a set of `question_count` questions: at most
+    `MAX_LOOKS` (the boundaries are computed for every planned look)."""
+    from sagemeter.evidence.sequential import planned_looks
+
+    if plan.stop.quality != "decided":
+        return []
+    try:
+        planned_looks(question_count, plan.stop.block)
+    except ValueError as exc:
+        return [f"stop.block: {exc}"]
+    return []
+
+
 def parse_plan(
     text: str, source: str = "plan", *, ready: bool = False, base: Path | None = None
 ) -> Plan:
@@ -642,6 +671,11 @@ def plan_problems(plan: Plan) -> list[str]:
     if settings_problems:
         return problems
     settings = plan.settings()
+    if plan.stop.quality == "decided" and not (plan.interleaved and len(plan.arms) == 2):
+        problems.append(
+            'stop.quality: "decided" needs order = "interleaved" and exactly two arms (both '
+            "live, asked the same questions in turn)"
+        )
     if plan.interleaved and (settings.fidelity_prompts or 0) > 0:
         problems.append(
             'measure.fidelity: not with order = "interleaved" (B is forced along '

@@ -55,7 +55,8 @@ from sagemeter.experiment.journal import (
     this_session,
     utc_now,
 )
-from sagemeter.experiment.plan import Plan, plan_from_data
+from sagemeter.experiment.plan import Plan, plan_from_data, stop_problems
+from sagemeter.experiment.quality_stop import QualityStop
 from sagemeter.experiment.steps import (
     StepSpec,
     Visit,
@@ -156,7 +157,9 @@ def check_ready(
     """Everything that can be known before a step runs: the question set, each target, and for
     deployed arms the credentials, region, role and spec (and, for a new run, free names)."""
     settings = plan.settings()
-    selected_questions(settings)
+    question_count = len(selected_questions(settings).questions)
+    if problems := stop_problems(plan, question_count):
+        raise UserError(problems[0])
     if plan.measure.ray is not None:
         from sagemeter.transport.ray_pool import require_ray
 
@@ -559,8 +562,9 @@ class _Run:
         targets = {visit.result_name: self._target(visit) for visit in todo}
         references = {visit.result_name: self._fidelity_reference(visit) for visit in todo}
         turns = Turns([visit.result_name for visit in todo]) if len(todo) > 1 else None
+        looks = self._quality_stop(todo)
         with batches_on_ray(self.plan.measure.ray):
-            results = asyncio.run(self._measure_async(todo, targets, references, turns))
+            results = asyncio.run(self._measure_async(todo, targets, references, turns, looks))
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
         self.journal.measured.extend(visit.result_name for visit in todo)
@@ -568,7 +572,23 @@ class _Run:
         wrote = _wrote([result.name for result in results], short)
         if turns is None:
             return wrote, any(short)
-        return f"{wrote}; {len(turns.log)} requests and batches sent in turn", any(short)
+        wrote = f"{wrote}; {len(turns.log)} requests and batches sent in turn"
+        record = looks.record() if looks is not None else None
+        if record is not None:
+            wrote += f"; quality {record.verdict}, {record.sentence}"
+        return wrote, any(short)
+
+    def _quality_stop(self, todo: list[Visit]) -> QualityStop | None:
+        """The sequential stop both interleaved arms share (`[stop] quality = "decided"`)."""
+        if self.plan.stop.quality != "decided" or len(todo) != 2:
+            return None
+        return QualityStop(
+            todo[0].result_name,
+            todo[1].result_name,
+            len(selected_questions(self.settings).questions),
+            self.plan.stop.block,
+            self.settings.margin_points,
+        )
 
     async def _measure_async(
         self,
@@ -576,6 +596,7 @@ class _Run:
         targets: dict[str, Target],
         references: dict[str, FidelityRecord | None],
         turns: Turns | None,
+        looks: QualityStop | None = None,
     ) -> list[MeasureResult] | None:
         """Every visit measured (at once, taking turns, when several); None when stopped."""
 
@@ -601,8 +622,11 @@ class _Run:
                     fidelity_reference=references[name],
                     api_key=_api_key(target),
                     wrap_client=wrap,
+                    quality_looks=looks.arm(name) if looks is not None else None,
                 )
             finally:
+                if looks is not None:
+                    await looks.leave(name)
                 if turns is not None:
                     await turns.leave(name)
             return result

@@ -33,7 +33,7 @@ from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
-from sagemeter.measure.quality import measure_quality
+from sagemeter.measure.quality import QualityLooks, measure_quality
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder, use_engine_rate_from_metrics
 from sagemeter.questions import QuestionSet, load_question_set
@@ -117,6 +117,7 @@ async def measure_target(
     api_key: str | None = None,
     server_log_facts: StartupFacts | None = None,
     wrap_client: Callable[[ChatClient], ChatClient] | None = None,
+    quality_looks: QualityLooks | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
@@ -127,7 +128,8 @@ async def measure_target(
     `--server-log` or `--docker`) stand in for an HTTP target's start-up facts. The server's
     `/metrics` (vLLM, llama.cpp) are read around each phase and compared with the client's counts.
     `wrap_client` lets an experiment put its own layer around the endpoint's client (the
-    interleaved order's turns).
+    interleaved order's turns); `quality_looks`, a sequential stop's side for this arm, may end
+    the questions early (`[stop] quality = "decided"`).
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -243,6 +245,7 @@ async def measure_target(
                 seed=settings.quality_seed,
                 scoring=settings.scoring,
                 progress=progress,
+                looks=quality_looks,
             )
             host.end()
             await meter.end("quality", [], requests=len(quality.items))

@@ -309,6 +309,36 @@ class QualityItem(BaseModel):
         )
 
 
+class SequentialStop(BaseModel):
+    """How a sequential quality run ended (`[stop] quality = "decided"`): the same record in
+    both arms' results, since one look decides for both."""
+
+    method: str
+    margin_points: float = Field(description="the margin declared before the run")
+    reference: str = Field(description="arm A, the baseline")
+    candidate: str = Field(description="arm B")
+    max_items: int = Field(description="questions in the set: the most the run would ask")
+    items_asked: int = Field(description="questions asked of each arm before it stopped")
+    items_paired: int = Field(description="questions both arms answered at the deciding look")
+    block: int
+    looks_taken: int
+    looks_planned: int
+    boundaries_z: list[float] = Field(description="the one-sided z boundary of every look")
+    level: float | None = Field(None, description="the two-sided level at the deciding look")
+    nominal_false_pass: float
+    nominal_false_fail: float
+    verdict: str = Field(description="PASS | FAIL | INCONCLUSIVE at the deciding look")
+    stopping_reason: str
+
+    @property
+    def sentence(self) -> str:
+        """ "stopped after N of M because …", as every face says it."""
+        return (
+            f"stopped after {self.items_asked:,} of {self.max_items:,} questions because "
+            f"{self.stopping_reason}"
+        )
+
+
 class QualityDetail(BaseModel):
     """Every item asked the same way for every checkpoint; how it was asked is kept to check."""
 
@@ -335,6 +365,11 @@ class QualityDetail(BaseModel):
         default_factory=dict, description="each family's correct/answered with its interval"
     )
     items: list[QualityItem]
+    sequential: SequentialStop | None = Field(
+        None,
+        description="set when the questions were asked in blocks and a sequential test stopped "
+        'them ([stop] quality = "decided"); items then holds only those asked',
+    )
 
     @property
     def answered_count(self) -> int:
