@@ -162,3 +162,16 @@ def test_the_stop_table_is_checked_and_written_back() -> None:
     wrong = _plan("http://127.0.0.1:9", "http://127.0.0.1:9", '[stop]\nquality = "soon"\n')
     with pytest.raises(UserError, match=r"stop\.quality"):
         parse_plan(wrong)
+
+
+def test_the_stop_tables_speed_target_reaches_the_settings() -> None:
+    from sagemeter.errors import UserError
+    from sagemeter.experiment.plan import parse_plan
+
+    url = "http://127.0.0.1:9"
+    plan = parse_plan(_plan(url, url, "[stop]\nspeed = 0.03\nmax_repeats = 12\n"))
+    settings = plan.settings()
+    assert settings.speed_precision == 0.03 and settings.speed_max_repeats == 12
+    assert parse_plan(_plan(url, url, "")).settings().speed_precision is None
+    with pytest.raises(UserError, match=r"stop\.max_repeats 1 is below measure\.repeats 2"):
+        parse_plan(_plan(url, url, "[stop]\nspeed = 0.03\nmax_repeats = 1\n"))

@@ -111,6 +111,17 @@ class MeasureSettings(BaseModel):
         le=20,
         description="parallel: extra batches run per level to replace ones that do not count",
     )
+    speed_precision: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="decode: repeat pairs past decode_repeats until the rate's 95% interval's "
+        "half-width is within this share of it (0.03: 3%), up to speed_max_repeats (None: the "
+        "fixed count)",
+    )
+    speed_max_repeats: int = Field(
+        20, gt=0, le=1000, description="decode: the most pairs a precision target may ask"
+    )
     quick: bool = False
 
     @property
@@ -216,6 +227,7 @@ CLI_NAMES = {
     "timeout_s": "--timeout",
     "stall_s": "--stall",
     "batch_reruns": "--reruns",
+    "speed_max_repeats": "--max-repeats",
 }
 
 
@@ -272,6 +284,15 @@ def settings_with(
         raise UserError(f"{label('long_tokens')} must be larger than {label('short_tokens')}")
     check_levels(settings.load_levels, label("load_levels"))
     check_prefill_tokens(settings.prefill_tokens, label("prefill_tokens"))
+    if (
+        settings.speed_precision is not None
+        and settings.speed_max_repeats < settings.decode_repeats
+    ):
+        raise UserError(
+            f"{label('speed_max_repeats')} {settings.speed_max_repeats} is below "
+            f"{label('decode_repeats')} {settings.decode_repeats}: the maximum of repeats "
+            "cannot be below the minimum"
+        )
     return settings
 
 

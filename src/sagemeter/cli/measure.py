@@ -53,6 +53,8 @@ def _settings(
     method: str | None = None,
     prefill_tokens: str | None = None,
     startup_timeout: str | None = None,
+    speed_precision: float | None = None,
+    max_repeats: int | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
     from sagemeter.settings import measure_settings, parse_prefill_tokens
@@ -81,6 +83,8 @@ def _settings(
             if startup_timeout is not None
             else None
         ),
+        "speed_precision": speed_precision,
+        "speed_max_repeats": max_repeats,
     }
     return measure_settings(quick, overrides, method=method)
 
@@ -135,6 +139,17 @@ def measure(
     ] = None,
     margin: Annotated[
         float | None, typer.Option(help="quality: the drop in points that still passes [2]")
+    ] = None,
+    speed_precision: Annotated[
+        float | None,
+        typer.Option(
+            help="decode: repeat pairs past --repeats until the rate's 95% interval's "
+            "half-width is within this share of it, e.g. 0.03 [off: a fixed count]"
+        ),
+    ] = None,
+    max_repeats: Annotated[
+        int | None,
+        typer.Option(help="decode: the most pairs --speed-precision may ask [20]"),
     ] = None,
     fidelity: Annotated[
         int | None,
@@ -228,6 +243,8 @@ def measure(
         method,
         prefill_tokens,
         startup_timeout,
+        speed_precision,
+        max_repeats,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

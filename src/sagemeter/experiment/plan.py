@@ -161,6 +161,12 @@ _MEASURE_KEYS = {
 }
 
 
+def _stop_key(field: str) -> str:
+    """A [stop] setting as the plan spells it (others as `_measure_key` does)."""
+    named = {"speed_precision": "stop.speed", "speed_max_repeats": "stop.max_repeats"}
+    return named.get(field) or _measure_key(field)
+
+
 def _measure_key(field: str) -> str:
     """A MeasureSettings field as the plan spells it: `load_max_tokens` → `measure.load_tokens`."""
     return f"measure.{_MEASURE_KEYS.get(field, field)}"
@@ -188,6 +194,16 @@ class StopOptions(_Strict):
     )
     block: int = Field(
         DEFAULT_BLOCK, ge=1, description="questions asked to both arms between two looks"
+    )
+    speed: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="decode pairs repeat past measure.repeats until the rate's 95% interval's "
+        "half-width is within this share of it (0.03: 3%), up to max_repeats",
+    )
+    max_repeats: int | None = Field(
+        None, ge=1, le=1000, description="the most decode pairs `speed` may ask (default 20)"
     )
 
 
@@ -319,7 +335,17 @@ class Plan(_Strict):
         return raw.strip("-")[:63].rstrip("-")
 
     def settings(self) -> MeasureSettings:
-        return self.measure.settings()
+        """`[measure]`'s settings with `[stop]`'s speed target."""
+        settings = self.measure.settings()
+        if self.stop.speed is None and self.stop.max_repeats is None:
+            return settings
+        from sagemeter.settings import settings_with
+
+        overrides = {
+            "speed_precision": self.stop.speed,
+            "speed_max_repeats": self.stop.max_repeats,
+        }
+        return settings_with(settings, overrides, label=_stop_key)
 
     def to_data(self) -> dict[str, Any]:
         """The plan as JSON data that `plan_from_data` reads back (kept in the journal)."""
@@ -544,9 +570,9 @@ def _name_problems(arms: list[Arm]) -> list[str]:
     return problems
 
 
-def _settings_problems(measure: MeasureOptions) -> list[str]:
+def _settings_problems(measure: MeasureOptions, plan: Plan | None = None) -> list[str]:
     try:
-        measure.settings()
+        measure.settings() if plan is None else plan.settings()
     except UserError as exc:
         return [str(exc)]
     return []
@@ -666,7 +692,7 @@ def plan_problems(plan: Plan) -> list[str]:
     order_problem = None if order == INTERLEAVED else _order_problem(order, len(plan.arms))
     if order_problem:
         problems.append(order_problem)
-    settings_problems = _settings_problems(plan.measure)
+    settings_problems = _settings_problems(plan.measure, plan)
     problems += settings_problems
     if settings_problems:
         return problems

@@ -187,6 +187,8 @@ async def measure_target(
             warmup=settings.decode_warmup,
             prompt=settings.decode_prompt,
             progress=progress,
+            precision=settings.speed_precision,
+            max_repeats=settings.speed_max_repeats,
         )
         await meter.end(
             "decode",

@@ -90,6 +90,22 @@ class ClientShare(BaseModel):
     )
 
 
+class PrecisionStop(BaseModel):
+    """How a speed figure's repeats ended under a precision target (`[stop] speed`,
+    `measure --speed-precision`): repeated until its 95% interval's half-width is within the
+    target share of the figure, from the minimum of repeats up to the maximum."""
+
+    target: float = Field(description="the half-width wanted, a share of the figure (0.03: 3%)")
+    achieved: float | None = Field(
+        None, description="the half-width reached, a share of the figure (None: no interval)"
+    )
+    repeats: int = Field(description="repeats used")
+    min_repeats: int
+    max_repeats: int
+    reached: bool
+    stopping_reason: str
+
+
 class DecodeDetail(BaseModel):
     short_tokens: int
     long_tokens: int
@@ -107,6 +123,9 @@ class DecodeDetail(BaseModel):
     )
     tokens_per_second_ci95: Interval | None = Field(
         None, description="bootstrap 95% interval of the rate, short and long times resampled"
+    )
+    precision: PrecisionStop | None = Field(
+        None, description="how the repeats ended under a precision target ([stop] speed)"
     )
     short_reply_s: Spread | None = Field(None, description="the complete short replies' times")
     long_reply_s: Spread | None = Field(None, description="the complete long replies' times")
