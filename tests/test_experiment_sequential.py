@@ -77,7 +77,8 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def test_a_candidate_missing_a_fifth_fails_early(tmp_path: Path) -> None:
-    run = _run(tmp_path, WrongShares(0.0), WrongShares(0.20))
+    stop = '[stop]\nquality = "decided"\nblock = 50\nspeed = 0.5\nmax_repeats = 4\n'
+    run = _run(tmp_path, WrongShares(0.0), WrongShares(0.20), stop)
     quality_a = _json(run / "measure-a.json")["detail"]["quality"]
     quality_b = _json(run / "measure-b.json")["detail"]["quality"]
     record = quality_a["sequential"]
@@ -105,6 +106,13 @@ def test_a_candidate_missing_a_fifth_fails_early(tmp_path: Path) -> None:
     )
     report = (run / "report.md").read_text()
     assert f"stopped after {record['items_asked']} of {QUESTIONS} questions because FAIL" in report
+    # [stop] speed in the same run: each arm's decode record, in compare.json and the report.
+    precision = _json(run / "compare.json")["decode_precision"]
+    assert len(precision) == 2
+    for name, stop_record in zip("ab", precision, strict=True):
+        assert stop_record["min_repeats"] == 2 and 2 <= stop_record["repeats"] <= 4
+        assert stop_record == _json(run / f"measure-{name}.json")["detail"]["decode"]["precision"]
+        assert f"Decode of {name}: {stop_record['stopping_reason']}." in report
 
 
 def test_equal_shares_stop_at_pass_or_run_out(tmp_path: Path) -> None:

@@ -31,7 +31,14 @@ from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, sum
 from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import speed_samples
-from sagemeter.results import Interval, MeasureResult, QualityDetail, SequentialStop, load_result
+from sagemeter.results import (
+    Interval,
+    MeasureResult,
+    PrecisionStop,
+    QualityDetail,
+    SequentialStop,
+    load_result,
+)
 
 
 class Row(BaseModel):
@@ -145,6 +152,11 @@ class Comparison(BaseModel):
         "question was answered by both: one server died); its speed rows still stand",
     )
     warnings: list[str] = Field(default_factory=list)
+    decode_precision: list[PrecisionStop | None] = Field(
+        default_factory=list,
+        description="per file, in file order: how decode's repeats ended under a precision "
+        "target ([stop] speed, --speed-precision), None without one",
+    )
     order: str | None = Field(
         None,
         description="the order `sagemeter run` measured the files in: ABA, ABAB, … or "
@@ -395,6 +407,9 @@ def combine(
         incomplete=incomplete,
         quality_not_compared=not_compared,
         warnings=warnings,
+        decode_precision=[
+            r.detail.decode.precision if r.detail and r.detail.decode else None for r in results
+        ],
     )
 
 
