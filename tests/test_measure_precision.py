@@ -1,6 +1,6 @@
-"""Decode to a precision (`measure --speed-precision`, a plan's `[stop] speed`): pairs repeat
-until the rate's 95% interval is narrow enough or the maximum is reached, and the result says
-which, against the known-truth server."""
+"""Speed to a precision (`measure --speed-precision`, a plan's `[stop] speed`): decode pairs and
+each level's batches repeat until the figure's 95% interval is narrow enough or the maximum is
+reached, and the result says which, against the known-truth server."""
 
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ def truth_url() -> Iterator[str]:
         yield url
 
 
-def _measure(tmp_path: Path, url: str, *options: str) -> subprocess.CompletedProcess[str]:
+def _measure(
+    tmp_path: Path, url: str, *options: str, batches: int = 1
+) -> subprocess.CompletedProcess[str]:
     command = [
         sys.executable, "-m", "sagemeter", "measure", str(tmp_path / "out"), url,
         "--name", "t", "--short-tokens", "4", "--long-tokens", "24", "--repeats", "3",
-        "--levels", "1", "--batches", "1", "--load-tokens", "4", "--prefill-tokens", "none",
+        "--levels", "1", "--batches", str(batches), "--load-tokens", "4", "--prefill-tokens", "none",
         "--questions-per-family", "1", "--quality-max-tokens", "4", *options,
     ]  # fmt: skip
     return subprocess.run(
@@ -41,16 +43,35 @@ def _measure(tmp_path: Path, url: str, *options: str) -> subprocess.CompletedPro
     )
 
 
-def _decode(tmp_path: Path) -> dict[str, Any]:
+def _detail(tmp_path: Path) -> dict[str, Any]:
     result: dict[str, Any] = json.loads((tmp_path / "out" / "measure-t.json").read_text())
-    decode: dict[str, Any] = result["detail"]["decode"]
     assert result["detail"]["settings"]["speed_precision"] is not None
+    detail: dict[str, Any] = result["detail"]
+    return detail
+
+
+def _decode(tmp_path: Path) -> dict[str, Any]:
+    decode: dict[str, Any] = _detail(tmp_path)["decode"]
     return decode
 
 
+def _level(tmp_path: Path) -> dict[str, Any]:
+    level: dict[str, Any] = _detail(tmp_path)["load"]["levels"][0]
+    return level
+
+
 def test_a_loose_target_stops_at_the_minimum(tmp_path: Path, truth_url: str) -> None:
-    done = _measure(tmp_path, truth_url, "--speed-precision", "0.5", "--max-repeats", "8")
+    done = _measure(
+        tmp_path, truth_url, "--speed-precision", "0.5", "--max-repeats", "8", "--max-batches", "4"
+    )
     assert done.returncode in (0, 3), done.stderr  # 3: a busy host may leave a figure out
+    # One batch has no interval, so a precision target always asks a second; two batches of
+    # the known-truth server agree far within 50%.
+    level = _level(tmp_path)
+    assert level["precision"]["min_repeats"] == 1 and level["precision"]["max_repeats"] == 4
+    if level["tokens_per_second"] is not None:
+        assert level["precision"]["reached"] and level["precision"]["repeats"] == 2
+        assert sum(batch["complete"] for batch in level["batches"]) == 2
     decode = _decode(tmp_path)
     stop = decode["precision"]
     assert stop["repeats"] == stop["min_repeats"] == 3
@@ -65,8 +86,14 @@ def test_a_loose_target_stops_at_the_minimum(tmp_path: Path, truth_url: str) -> 
 
 def test_an_unreachable_target_stops_at_the_maximum(tmp_path: Path, truth_url: str) -> None:
     # One part in a million: loopback timing jitters far more, so the maximum ends it.
-    done = _measure(tmp_path, truth_url, "--speed-precision", "0.000001", "--max-repeats", "6")
+    done = _measure(
+        tmp_path, truth_url, "--speed-precision", "0.000001", "--max-repeats", "6",
+        "--max-batches", "3",
+    )  # fmt: skip
     assert done.returncode in (0, 3), done.stderr
+    level = _level(tmp_path)["precision"]
+    assert not level["reached"] and level["repeats"] == level["max_repeats"] == 3
+    assert "the maximum of 3 repeats was reached" in level["stopping_reason"]
     decode = _decode(tmp_path)
     stop = decode["precision"]
     assert not stop["reached"] and stop["repeats"] == stop["max_repeats"] == 6
@@ -74,10 +101,19 @@ def test_an_unreachable_target_stops_at_the_maximum(tmp_path: Path, truth_url: s
     assert "the maximum of 6 repeats was reached" in stop["stopping_reason"]
 
 
-def test_a_maximum_below_the_minimum_is_refused(tmp_path: Path, truth_url: str) -> None:
-    done = _measure(tmp_path, truth_url, "--speed-precision", "0.03", "--max-repeats", "2")
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (("--max-repeats", "2"), "--max-repeats 2 is below --repeats 3"),
+        (("--max-batches", "1"), "--max-batches 1 is below --batches 2"),
+    ],
+)
+def test_a_maximum_below_the_minimum_is_refused(
+    tmp_path: Path, truth_url: str, options: tuple[str, ...], line: str
+) -> None:
+    done = _measure(tmp_path, truth_url, "--speed-precision", "0.03", *options, batches=2)
     assert done.returncode == 2
-    assert "--max-repeats 2 is below --repeats 3" in done.stderr
+    assert line in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out" / "measure-t.json").exists()
 
 

@@ -115,12 +115,19 @@ class MeasureSettings(BaseModel):
         None,
         gt=0,
         lt=1,
-        description="decode: repeat pairs past decode_repeats until the rate's 95% interval's "
-        "half-width is within this share of it (0.03: 3%), up to speed_max_repeats (None: the "
-        "fixed count)",
+        description="decode pairs past decode_repeats, and each level's batches past "
+        "load_batches, until the figure's 95% interval's half-width is within this share of it "
+        "(0.03: 3%), up to speed_max_repeats pairs and speed_max_batches batches (None: the "
+        "fixed counts)",
     )
     speed_max_repeats: int = Field(
         20, gt=0, le=1000, description="decode: the most pairs a precision target may ask"
+    )
+    speed_max_batches: int = Field(
+        6,
+        gt=0,
+        le=100,
+        description="parallel: the most complete batches per level a precision target may ask",
     )
     quick: bool = False
 
@@ -228,6 +235,7 @@ CLI_NAMES = {
     "stall_s": "--stall",
     "batch_reruns": "--reruns",
     "speed_max_repeats": "--max-repeats",
+    "speed_max_batches": "--max-batches",
 }
 
 
@@ -284,15 +292,17 @@ def settings_with(
         raise UserError(f"{label('long_tokens')} must be larger than {label('short_tokens')}")
     check_levels(settings.load_levels, label("load_levels"))
     check_prefill_tokens(settings.prefill_tokens, label("prefill_tokens"))
-    if (
-        settings.speed_precision is not None
-        and settings.speed_max_repeats < settings.decode_repeats
+    for most, least in (
+        ("speed_max_repeats", "decode_repeats"),
+        ("speed_max_batches", "load_batches"),
     ):
-        raise UserError(
-            f"{label('speed_max_repeats')} {settings.speed_max_repeats} is below "
-            f"{label('decode_repeats')} {settings.decode_repeats}: the maximum of repeats "
-            "cannot be below the minimum"
-        )
+        if settings.speed_precision is not None and getattr(settings, most) < getattr(
+            settings, least
+        ):
+            raise UserError(
+                f"{label(most)} {getattr(settings, most)} is below {label(least)} "
+                f"{getattr(settings, least)}: the maximum of repeats cannot be below the minimum"
+            )
     return settings
 
 

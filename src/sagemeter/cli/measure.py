@@ -55,6 +55,7 @@ def _settings(
     startup_timeout: str | None = None,
     speed_precision: float | None = None,
     max_repeats: int | None = None,
+    max_batches: int | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
     from sagemeter.settings import measure_settings, parse_prefill_tokens
@@ -85,6 +86,7 @@ def _settings(
         ),
         "speed_precision": speed_precision,
         "speed_max_repeats": max_repeats,
+        "speed_max_batches": max_batches,
     }
     return measure_settings(quick, overrides, method=method)
 
@@ -143,13 +145,18 @@ def measure(
     speed_precision: Annotated[
         float | None,
         typer.Option(
-            help="decode: repeat pairs past --repeats until the rate's 95% interval's "
-            "half-width is within this share of it, e.g. 0.03 [off: a fixed count]"
+            help="repeat decode pairs past --repeats, and each level's batches past "
+            "--batches, until the figure's 95% interval's half-width is within this share of "
+            "it, e.g. 0.03 [off: fixed counts]"
         ),
     ] = None,
     max_repeats: Annotated[
         int | None,
         typer.Option(help="decode: the most pairs --speed-precision may ask [20]"),
+    ] = None,
+    max_batches: Annotated[
+        int | None,
+        typer.Option(help="parallel: the most batches per level --speed-precision may ask [6]"),
     ] = None,
     fidelity: Annotated[
         int | None,
@@ -245,6 +252,7 @@ def measure(
         startup_timeout,
         speed_precision,
         max_repeats,
+        max_batches,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

@@ -163,7 +163,11 @@ _MEASURE_KEYS = {
 
 def _stop_key(field: str) -> str:
     """A [stop] setting as the plan spells it (others as `_measure_key` does)."""
-    named = {"speed_precision": "stop.speed", "speed_max_repeats": "stop.max_repeats"}
+    named = {
+        "speed_precision": "stop.speed",
+        "speed_max_repeats": "stop.max_repeats",
+        "speed_max_batches": "stop.max_batches",
+    }
     return named.get(field) or _measure_key(field)
 
 
@@ -199,11 +203,15 @@ class StopOptions(_Strict):
         None,
         gt=0,
         lt=1,
-        description="decode pairs repeat past measure.repeats until the rate's 95% interval's "
-        "half-width is within this share of it (0.03: 3%), up to max_repeats",
+        description="decode pairs repeat past measure.repeats, and each level's batches past "
+        "measure.batches, until the figure's 95% interval's half-width is within this share of "
+        "it (0.03: 3%), up to max_repeats and max_batches",
     )
     max_repeats: int | None = Field(
         None, ge=1, le=1000, description="the most decode pairs `speed` may ask (default 20)"
+    )
+    max_batches: int | None = Field(
+        None, ge=1, le=100, description="the most batches per level `speed` may ask (default 6)"
     )
 
 
@@ -337,13 +345,15 @@ class Plan(_Strict):
     def settings(self) -> MeasureSettings:
         """`[measure]`'s settings with `[stop]`'s speed target."""
         settings = self.measure.settings()
-        if self.stop.speed is None and self.stop.max_repeats is None:
+        stop = self.stop
+        if stop.speed is None and stop.max_repeats is None and stop.max_batches is None:
             return settings
         from sagemeter.settings import settings_with
 
         overrides = {
             "speed_precision": self.stop.speed,
             "speed_max_repeats": self.stop.max_repeats,
+            "speed_max_batches": self.stop.max_batches,
         }
         return settings_with(settings, overrides, label=_stop_key)
 

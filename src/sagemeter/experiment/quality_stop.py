@@ -6,7 +6,8 @@ waits until the other arm has answered as many, the sequential verdict is taken 
 questions both answered (`sagemeter.evidence.sequential`), and both arms stop at a PASS or FAIL
 or go on to the next block. The last look is at the end of the set. An arm whose measurement
 ends early (an error, a stop) leaves: the other then asks the rest without looks, and the record
-says so.
+says so. An arm waiting at a look steps out of the turns, so the other (which may be a phase
+behind: decode to a precision asks more pairs of one arm than of the other) is not held up.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 
 from sagemeter.evidence.sequential import SequentialLook, SequentialPlan, look_at
+from sagemeter.experiment.turns import Turns
 from sagemeter.results import QualityItem, SequentialStop
 
 
@@ -21,8 +23,15 @@ class QualityStop:
     """The looks both arms share; one per interleaved measure step."""
 
     def __init__(
-        self, reference: str, candidate: str, max_items: int, block: int, margin_points: float
+        self,
+        reference: str,
+        candidate: str,
+        max_items: int,
+        block: int,
+        margin_points: float,
+        turns: Turns | None = None,
     ) -> None:
+        self.turns = turns
         self.plan = SequentialPlan.of(max_items, block)
         self.margin_points = margin_points
         self.members = (reference, candidate)
@@ -53,18 +62,24 @@ class QualityStop:
         if self.off is not None or count not in self.plan.looks:
             return True
         index = self.plan.looks.index(count)
-        async with self._changed:
-            arrived = self._arrived.setdefault(index, set())
-            arrived.add(name)
-            self._changed.notify_all()
-            await self._changed.wait_for(
-                lambda: index in self._decided or self.off is not None or len(arrived) == 2
-            )
-            if self.off is not None:
-                return True
-            if index not in self._decided:
-                self._decided[index] = self._look(index)
-            return self._decided[index]
+        if self.turns is not None:
+            await self.turns.step_aside(name)
+        try:
+            async with self._changed:
+                arrived = self._arrived.setdefault(index, set())
+                arrived.add(name)
+                self._changed.notify_all()
+                await self._changed.wait_for(
+                    lambda: index in self._decided or self.off is not None or len(arrived) == 2
+                )
+                if self.off is not None:
+                    return True
+                if index not in self._decided:
+                    self._decided[index] = self._look(index)
+                return self._decided[index]
+        finally:
+            if self.turns is not None:
+                await self.turns.come_back(name)
 
     def _look(self, index: int) -> bool:
         """Take look `index` on the questions both arms answered; True: go on."""

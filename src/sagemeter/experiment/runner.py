@@ -562,7 +562,7 @@ class _Run:
         targets = {visit.result_name: self._target(visit) for visit in todo}
         references = {visit.result_name: self._fidelity_reference(visit) for visit in todo}
         turns = Turns([visit.result_name for visit in todo]) if len(todo) > 1 else None
-        looks = self._quality_stop(todo)
+        looks = self._quality_stop(todo, turns)
         with batches_on_ray(self.plan.measure.ray):
             results = asyncio.run(self._measure_async(todo, targets, references, turns, looks))
         if results is None:
@@ -578,7 +578,7 @@ class _Run:
             wrote += f"; quality {record.verdict}, {record.sentence}"
         return wrote, any(short)
 
-    def _quality_stop(self, todo: list[Visit]) -> QualityStop | None:
+    def _quality_stop(self, todo: list[Visit], turns: Turns | None) -> QualityStop | None:
         """The sequential stop both interleaved arms share (`[stop] quality = "decided"`)."""
         if self.plan.stop.quality != "decided" or len(todo) != 2:
             return None
@@ -588,6 +588,7 @@ class _Run:
             len(selected_questions(self.settings).questions),
             self.plan.stop.block,
             self.settings.margin_points,
+            turns,
         )
 
     async def _measure_async(

@@ -22,6 +22,7 @@ from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, too_slow
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import level_figure, level_samples
+from sagemeter.measure.precision import precision_stop, relative_half_width
 from sagemeter.measure.stats import spread
 from sagemeter.results import ClientShare, LoadBatch, LoadDetail, LoadLevel
 from sagemeter.transport.chat import BatchRun, ChatClient, ChatRequest
@@ -124,6 +125,8 @@ async def measure_level(
     pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
     prior: LoadLevel | None = None,
+    precision: float | None = None,
+    max_batches: int | None = None,
 ) -> LoadLevel:
     """`batches` complete batches of `concurrency` at once, running up to `reruns` more; after
     each batch, `pause_s` of quiet (outside every timed wall).
@@ -131,7 +134,10 @@ async def measure_level(
     A complete batch far slower than the level's fastest (measure/agreement.py) is set aside and
     run again, up to AGAIN_LIMIT rounds; if they still disagree the level has no figure. `prior`:
     this level measured before and set aside whole; its batches and records are kept, not counted.
+    With `precision` (0.03: 3%), batches go on past `batches` until the level's 95% interval's
+    half-width is within that share of its figure, or `max_batches` complete batches are in.
     """
+    least = batches
     runs: list[BatchRun] = []
     summaries: list[LoadBatch] = []
     again: list[str] = list(prior.measured_again) if prior else []
@@ -151,6 +157,9 @@ async def measure_level(
         counted = [index for index, batch in enumerate(summaries) if batch.complete]
         slow = [counted[i] for i in too_slow([summaries[i].wall_s for i in counted])]
         if not slow:
+            if _wants_more(concurrency, summaries, batches, statistic, precision, max_batches):
+                batches += 1  # not precise enough yet: one more batch
+                continue
             break
         fastest = min(summaries[i].wall_s for i in counted)
         why = (
@@ -189,6 +198,11 @@ async def measure_level(
     level.tokens_per_second = level_figure(level, statistic)
     if level.tokens_per_second is not None:
         level.tokens_per_second_ci95 = interval(level_samples(level, statistic))
+    if precision is not None:
+        level.precision = precision_stop(
+            level.tokens_per_second, level.tokens_per_second_ci95, precision, batches, least,
+            max(least, max_batches or least), f"{concurrency}-at-once throughput",
+        )  # fmt: skip
     if len(complete) < batches:
         reasons = [batch.reason for batch in summaries if batch.reason]
         level.problem = (
@@ -198,6 +212,24 @@ async def measure_level(
         if not complete:
             level.problem = f"no figure: {level.problem}"
     return level
+
+
+def _wants_more(
+    concurrency: int,
+    summaries: list[LoadBatch],
+    batches: int,
+    statistic: str,
+    precision: float | None,
+    max_batches: int | None,
+) -> bool:
+    """Whether another batch is due: a precision is set, every batch asked for is complete, the
+    maximum is not in, and the level's 95% interval is still too wide."""
+    complete = sum(batch.complete for batch in summaries)
+    if precision is None or complete < batches or complete >= (max_batches or 0):
+        return False
+    so_far = LoadLevel(concurrency=concurrency, batches=summaries)
+    figure = level_figure(so_far, statistic)
+    return relative_half_width(figure, interval(level_samples(so_far, statistic))) > precision
 
 
 def set_aside(level: LoadLevel, why: str) -> LoadLevel:
@@ -227,6 +259,8 @@ async def measure_load(
     pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
     one_at_once_expected: float | None = None,
+    precision: float | None = None,
+    max_batches: int | None = None,
 ) -> LoadDetail:
     """Every level in turn. A level far below a smaller one, or 1 at once far below what the
     decode rate predicts (`one_at_once_expected`), is run once more; if it stays, no figure."""
@@ -240,6 +274,8 @@ async def measure_load(
         statistic=statistic,
         pause_s=pause_s,
         progress=progress,
+        precision=precision,
+        max_batches=max_batches,
     )
     results: list[LoadLevel] = []
     for concurrency in levels:

@@ -221,6 +221,8 @@ async def measure_target(
                 statistic=settings.load_statistic,
                 pause_s=settings.batch_pause_s,
                 progress=progress,
+                precision=settings.speed_precision,
+                max_batches=settings.speed_max_batches,
                 one_at_once_expected=(
                     one_at_once_expected(
                         decode.tokens_per_second,

@@ -269,6 +269,9 @@ class LoadLevel(BaseModel):
         default_factory=list,
         description="batches or the whole level set aside (a stall?) and run again, and why",
     )
+    precision: PrecisionStop | None = Field(
+        None, description="how the batches ended under a precision target ([stop] speed)"
+    )
     records: list[RequestRecord] = Field(default_factory=list)
 
     @model_validator(mode="before")
