@@ -177,9 +177,10 @@ def test_the_stop_tables_speed_target_reaches_the_settings() -> None:
     from sagemeter.experiment.plan import parse_plan
 
     url = "http://127.0.0.1:9"
-    plan = parse_plan(_plan(url, url, "[stop]\nspeed = 0.03\nmax_repeats = 12\n"))
-    settings = plan.settings()
+    stop = "[stop]\nspeed = 0.03\nmax_repeats = 12\nmax_batches = 4\nmax_minutes = 30\n"
+    settings = parse_plan(_plan(url, url, stop)).settings()
     assert settings.speed_precision == 0.03 and settings.speed_max_repeats == 12
+    assert settings.speed_max_batches == 4 and settings.max_minutes == 30
     assert parse_plan(_plan(url, url, "")).settings().speed_precision is None
     with pytest.raises(UserError, match=r"stop\.max_repeats 1 is below measure\.repeats 2"):
         parse_plan(_plan(url, url, "[stop]\nspeed = 0.03\nmax_repeats = 1\n"))

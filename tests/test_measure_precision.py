@@ -121,3 +121,25 @@ def _interval(decode: dict[str, Any]) -> Any:
     from sagemeter.results import Interval
 
     return Interval.model_validate(decode["tokens_per_second_ci95"])
+
+
+def test_max_minutes_cuts_the_phase_in_progress_and_names_it(tmp_path: Path) -> None:
+    """0.6 s for the whole measurement; the known truth makes decode alone take at least 2 s
+    (five 200-token replies at 2 ms a token), so decode is cut and nothing after it runs."""
+    with running_truth_server(TruthTiming(ttft_s=0.01, itl_s=0.002)) as url:
+        done = _measure(
+            tmp_path, url, "--long-tokens", "200", "--repeats", "5", "--max-minutes", "0.01"
+        )
+    assert done.returncode == 3, done.stderr  # written, and incomplete
+    result = json.loads((tmp_path / "out" / "measure-t.json").read_text())
+    assert result["complete"] is False
+    why = result["incomplete_because"]
+    assert why[0] == "decode rate: cut short: max_minutes 0.01 reached during decode"
+    assert "1 at once: not measured: max_minutes 0.01 reached during parallel" in why
+    assert any(
+        line.startswith("quality: ") and "not asked: max_minutes 0.01 reached during" in line
+        for line in why
+    )
+    decode = result["detail"]["decode"]
+    assert decode["tokens_per_second"] is None and len(decode["long_times_s"]) < 5
+    assert result["detail"]["quality"]["answered"] == 0

@@ -129,6 +129,13 @@ class MeasureSettings(BaseModel):
         le=100,
         description="parallel: the most complete batches per level a precision target may ask",
     )
+    max_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="the longest one arm's measurement may take: the phase in progress is cut "
+        "there and the rest not run, each named in the result (None: no limit)",
+    )
     quick: bool = False
 
     @property

@@ -56,6 +56,7 @@ def _settings(
     speed_precision: float | None = None,
     max_repeats: int | None = None,
     max_batches: int | None = None,
+    max_minutes: float | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
     from sagemeter.settings import measure_settings, parse_prefill_tokens
@@ -87,6 +88,7 @@ def _settings(
         "speed_precision": speed_precision,
         "speed_max_repeats": max_repeats,
         "speed_max_batches": max_batches,
+        "max_minutes": max_minutes,
     }
     return measure_settings(quick, overrides, method=method)
 
@@ -157,6 +159,13 @@ def measure(
     max_batches: Annotated[
         int | None,
         typer.Option(help="parallel: the most batches per level --speed-precision may ask [6]"),
+    ] = None,
+    max_minutes: Annotated[
+        float | None,
+        typer.Option(
+            help="the longest the measurement may take: the phase in progress is cut there and "
+            "the rest not run, each named in the result (exit 3) [no limit]"
+        ),
     ] = None,
     fidelity: Annotated[
         int | None,
@@ -253,6 +262,7 @@ def measure(
         speed_precision,
         max_repeats,
         max_batches,
+        max_minutes,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

@@ -167,6 +167,7 @@ def _stop_key(field: str) -> str:
         "speed_precision": "stop.speed",
         "speed_max_repeats": "stop.max_repeats",
         "speed_max_batches": "stop.max_batches",
+        "max_minutes": "stop.max_minutes",
     }
     return named.get(field) or _measure_key(field)
 
@@ -212,6 +213,12 @@ class StopOptions(_Strict):
     )
     max_batches: int | None = Field(
         None, ge=1, le=100, description="the most batches per level `speed` may ask (default 6)"
+    )
+    max_minutes: float | None = Field(
+        None,
+        gt=0,
+        description="the longest one arm's measurement may take: the phase in progress is cut "
+        "there, the rest not run, each named in its result (beside the run's max_cost_usd)",
     )
 
 
@@ -346,7 +353,10 @@ class Plan(_Strict):
         """`[measure]`'s settings with `[stop]`'s speed target."""
         settings = self.measure.settings()
         stop = self.stop
-        if stop.speed is None and stop.max_repeats is None and stop.max_batches is None:
+        if all(
+            value is None
+            for value in (stop.speed, stop.max_repeats, stop.max_batches, stop.max_minutes)
+        ):
             return settings
         from sagemeter.settings import settings_with
 
@@ -354,6 +364,7 @@ class Plan(_Strict):
             "speed_precision": self.stop.speed,
             "speed_max_repeats": self.stop.max_repeats,
             "speed_max_batches": self.stop.max_batches,
+            "max_minutes": self.stop.max_minutes,
         }
         return settings_with(settings, overrides, label=_stop_key)
 

@@ -19,6 +19,7 @@ import numpy as np
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
 from sagemeter.measure.bootstrap import interval
+from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
 from sagemeter.measure.precision import precision_stop, relative_half_width
 from sagemeter.measure.stats import CpuClock, client_share, median, spread
@@ -49,12 +50,13 @@ async def measure_decode(
     progress: ProgressFn = no_progress,
     precision: float | None = None,
     max_repeats: int | None = None,
+    deadline: Deadline | None = None,
 ) -> DecodeDetail:
     """Alternate short and long replies (so slow drift hits both alike) and fit the line.
 
     With `precision` (0.03: 3%), pairs go on past `repeats` until the rate's 95% interval's
     half-width is within that share of the rate, or `max_repeats` pairs are in; the detail's
-    `precision` says which ended it."""
+    `precision` says which ended it. Past `deadline` no pair is begun (the detail says so)."""
     prompt = prompt or DECODE_PROMPT
     least = repeats
     if long_tokens <= short_tokens:
@@ -68,6 +70,7 @@ async def measure_decode(
     again: list[str] = []
     cpu = CpuClock()
     pairs = rounds = 0
+    cut: str | None = None
     while pairs < 2 * repeats + AGAIN_LIMIT:
         counted_short = _counted(short, aside)
         counted_long = _counted(long, aside)
@@ -87,6 +90,8 @@ async def measure_decode(
             continue
         if any(r.ok and not r.honoured_length for r in (*short, *long)):
             break  # the server stops early: asking again cannot make the rate
+        if deadline is not None and (cut := deadline.passed("decode")):
+            break
         pairs += 1
         wanted = ((short_tokens, short, counted_short), (long_tokens, long, counted_long))
         for length, bucket, counted in wanted:
@@ -105,6 +110,8 @@ async def measure_decode(
         aside=aside,
         measured_again=again,
     )
+    if cut is not None:  # first, so a rate missing for it names it
+        detail.problems.insert(0, f"cut short: {cut}")
     if precision is not None:
         detail.precision = precision_stop(
             detail.tokens_per_second, detail.tokens_per_second_ci95, precision, repeats,

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, too_slow
 from sagemeter.measure.bootstrap import interval
+from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import level_figure, level_samples
 from sagemeter.measure.precision import precision_stop, relative_half_width
 from sagemeter.measure.stats import spread
@@ -261,9 +262,11 @@ async def measure_load(
     one_at_once_expected: float | None = None,
     precision: float | None = None,
     max_batches: int | None = None,
+    deadline: Deadline | None = None,
 ) -> LoadDetail:
     """Every level in turn. A level far below a smaller one, or 1 at once far below what the
-    decode rate predicts (`one_at_once_expected`), is run once more; if it stays, no figure."""
+    decode rate predicts (`one_at_once_expected`), is run once more; if it stays, no figure.
+    Past `deadline` no level is begun: the rest are kept without a figure, saying why."""
     measure = functools.partial(
         measure_level,
         client,
@@ -279,6 +282,10 @@ async def measure_load(
     )
     results: list[LoadLevel] = []
     for concurrency in levels:
+        if deadline is not None and (cut := deadline.passed("parallel")):
+            problem = f"not measured: {cut}"
+            results.append(LoadLevel(concurrency=concurrency, problem=problem, batches=[]))
+            continue
         smaller = [
             (done.concurrency, done.tokens_per_second)
             for done in results

@@ -11,6 +11,7 @@ from itertools import zip_longest
 from typing import Protocol
 
 from sagemeter.measure import ProgressFn, no_progress
+from sagemeter.measure.deadline import Deadline
 from sagemeter.questions import Question, QuestionSet
 from sagemeter.questions.scoring import ScoringRule
 from sagemeter.results import QualityDetail, QualityItem, SequentialStop
@@ -50,16 +51,24 @@ async def measure_quality(
     scoring: ScoringRule = "strict",
     progress: ProgressFn = no_progress,
     looks: QualityLooks | None = None,
+    deadline: Deadline | None = None,
 ) -> QualityDetail:
     """Ask one question at a time: batching can change greedy outputs on some engines.
 
     With `looks` (a sequential stop), the families are asked in turn and `looks` says after
-    each answer whether to go on; only the questions asked are kept."""
+    each answer whether to go on; only the questions asked are kept. Past `deadline` no
+    question is asked: the rest are kept unanswered (not wrong), saying why."""
     items: list[QualityItem] = []
     questions = question_set.questions
     if looks is not None:
         questions = by_family_in_turn(questions)
-    for question in questions:
+    for position, question in enumerate(questions):
+        if deadline is not None and (cut := deadline.passed("quality")):
+            items += [
+                QualityItem.scored(rest, None, scoring, error=f"not asked: {cut}")
+                for rest in questions[position:]
+            ]
+            break
         record = await client.chat(
             ChatRequest(
                 prompt=question.prompt,

@@ -27,6 +27,7 @@ from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
+from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
@@ -136,6 +137,12 @@ async def measure_target(
     check_output_folder(out_dir, "OUT_DIR")
     check_output_file(result_path(out_dir, name), "the result file", force=True)
     started = utc_now()
+    limit = Deadline(settings.max_minutes) if settings.max_minutes is not None else None
+    cut: list[str] = []  # phases max_minutes kept from running (each a missing figure)
+
+    def passed(phase: str) -> str | None:
+        return limit.passed(phase) if limit is not None else None
+
     host = HostSampler()
     host.start()
     on_phase("starting")
@@ -189,6 +196,7 @@ async def measure_target(
             progress=progress,
             precision=settings.speed_precision,
             max_repeats=settings.speed_max_repeats,
+            deadline=limit,
         )
         await meter.end(
             "decode",
@@ -197,7 +205,9 @@ async def measure_target(
         )
         host.end()
         prefill = None
-        if settings.prefill_tokens and not await watch.check("decode", "prefill"):
+        if settings.prefill_tokens and (why := passed("prefill")):
+            cut.append(f"prefill rate: not measured: {why}")
+        elif settings.prefill_tokens and not await watch.check("decode", "prefill"):
             on_phase("prefill")
             await meter.begin()
             host.begin("prefill")
@@ -205,7 +215,9 @@ async def measure_target(
             host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
-        if await watch.check(last, "parallel"):
+        if why := passed("parallel"):
+            load = skipped_load(settings, why)
+        elif await watch.check(last, "parallel"):
             load = skipped_load(settings, str(watch.changed))
         else:
             on_phase("parallel")
@@ -223,6 +235,7 @@ async def measure_target(
                 progress=progress,
                 precision=settings.speed_precision,
                 max_batches=settings.speed_max_batches,
+                deadline=limit,
                 one_at_once_expected=(
                     one_at_once_expected(
                         decode.tokens_per_second,
@@ -235,7 +248,9 @@ async def measure_target(
             )
             host.end()
             await meter.end("parallel", [r for level in load.levels for r in level.records])
-        if await watch.check("parallel", "quality"):
+        if why := passed("quality"):
+            quality = skipped_quality(settings, question_set, why)
+        elif await watch.check("parallel", "quality"):
             quality = skipped_quality(settings, question_set, str(watch.changed))
         else:
             on_phase("quality")
@@ -250,6 +265,7 @@ async def measure_target(
                 scoring=settings.scoring,
                 progress=progress,
                 looks=quality_looks,
+                deadline=limit,
             )
             host.end()
             await meter.end("quality", [], requests=len(quality.items))
@@ -260,7 +276,9 @@ async def measure_target(
         fidelity: FidelityRecord | None = None
         fidelity_warnings: list[str] = []
         wants_fidelity = settings.fidelity_prompts or fidelity_reference is not None
-        if wants_fidelity and await watch.check("quality", "fidelity"):
+        if wants_fidelity and (why := passed("fidelity")):
+            fidelity_warnings = [f"fidelity: not measured: {why}"]
+        elif wants_fidelity and await watch.check("quality", "fidelity"):
             fidelity_warnings = [f"fidelity: not measured: {watch.changed}"]
         elif wants_fidelity:
             on_phase("fidelity")
@@ -288,6 +306,7 @@ async def measure_target(
         prefill=prefill,
         server_identity=watch.record(),
         host=host.record(server_here=_server_here(endpoint)),
+        cut=cut,
     )
     path = result_path(out_dir, name)
     return result, save_or_rescue(result, path)
@@ -475,8 +494,10 @@ def assemble_result(
     prefill: PrefillDetail | None = None,
     server_identity: ServerIdentity | None = None,
     host: HostLoad | None = None,
+    cut: list[str] | None = None,
 ) -> MeasureResult:
-    """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
+    """The article's keys on top, the evidence in `detail`; no figure from invalid data.
+    `cut`: figures a time limit kept from being measured at all (each is missing)."""
     records = [
         *decode.records,
         *prefill_sent(prefill),
@@ -488,7 +509,7 @@ def assemble_result(
     retries += fidelity.retries if fidelity is not None else 0
     reopened = sum(1 for r in records if r.reopened) + sum(1 for i in quality.items if i.reopened)
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
-    missing[1:1] = missing_prefill(settings, prefill)
+    missing[1:1] = [*missing_prefill(settings, prefill), *(cut or [])]
     if server_identity is not None and server_identity.changed:
         missing.insert(0, identity_reason(server_identity.changed))
     warnings = [
