@@ -14,6 +14,7 @@ from benchmarks import (
     load_side_by_side,
     measure_truth,
     ray_overhead,
+    sequential_quality,
 )
 from sagemeter.atomic import write_text_atomic
 from sagemeter.measure.workflow import host_cpu
@@ -27,6 +28,7 @@ BENCHMARKS = {
     "load-side-by-side": load_side_by_side,
     "measure-truth": measure_truth,
     "ray-overhead": ray_overhead,
+    "sequential-quality": sequential_quality,
 }
 
 

@@ -129,6 +129,31 @@ class MeasureSettings(BaseModel):
         description="SageMaker targets: the longest wait, once measuring is done, for the "
         "endpoint's CloudWatch metrics of every phase's minutes (0: read what is there)",
     )
+    speed_precision: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="decode pairs past decode_repeats, and each level's batches past "
+        "load_batches, until the figure's 95% interval's half-width is within this share of it "
+        "(0.03: 3%), up to speed_max_repeats pairs and speed_max_batches batches (None: the "
+        "fixed counts)",
+    )
+    speed_max_repeats: int = Field(
+        20, gt=0, le=1000, description="decode: the most pairs a precision target may ask"
+    )
+    speed_max_batches: int = Field(
+        6,
+        gt=0,
+        le=100,
+        description="parallel: the most complete batches per level a precision target may ask",
+    )
+    max_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="the longest one arm's measurement may take: the phase in progress is cut "
+        "there and the rest not run, each named in the result (None: no limit)",
+    )
     quick: bool = False
 
     @property
@@ -237,6 +262,8 @@ CLI_NAMES = {
     "timeout_s": "--timeout",
     "stall_s": "--stall",
     "batch_reruns": "--reruns",
+    "speed_max_repeats": "--max-repeats",
+    "speed_max_batches": "--max-batches",
 }
 
 
@@ -300,6 +327,17 @@ def settings_with(
                 f"{label('long_prompt_levels')} sends the prefill phase's long prompt: give "
                 f"{label('prefill_tokens')} too (the quick settings and the article's method run "
                 "no prefill phase)"
+            )
+    for most, least in (
+        ("speed_max_repeats", "decode_repeats"),
+        ("speed_max_batches", "load_batches"),
+    ):
+        if settings.speed_precision is not None and getattr(settings, most) < getattr(
+            settings, least
+        ):
+            raise UserError(
+                f"{label(most)} {getattr(settings, most)} is below {label(least)} "
+                f"{getattr(settings, least)}: the maximum of repeats cannot be below the minimum"
             )
     return settings
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from sagemeter.calibrate.answers import WrongShares
 from sagemeter.calibrate.faults import Faults
 from sagemeter.calibrate.timing import TruthTiming
 
@@ -51,13 +52,15 @@ def running_truth_server(
     max_model_len: int | None = None,
     slots: int | None = None,
     arrival_log: Path | None = None,
+    wrong: WrongShares | None = None,
 ) -> Iterator[str]:
     """Start the server on 127.0.0.1, yield its base URL (no /v1), stop it on exit.
 
     `batch_gap_s` overrides how long a token between the first and the end may wait to share a
     wake-up with others (see `sagemeter.calibrate.scheduler`); `faults` make it misbehave;
     `max_model_len` gives it a context length (said in /v1/models, enforced); `slots` serves at
-    most that many generations at once; `arrival_log` gets a JSON line per generation.
+    most that many generations at once; `arrival_log` gets a JSON line per generation; `wrong`
+    makes it answer known quality questions with those shares wrong (calibrate/answers.py).
     """
     with tempfile.TemporaryDirectory(prefix="truth-server-") as folder:
         port_file = Path(folder) / "port"
@@ -84,6 +87,8 @@ def running_truth_server(
             command.append(f"--batch-gap={batch_gap_s!r}")
         if faults is not None:
             command += faults.args()
+        if wrong is not None:
+            command += wrong.args()
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=os.environ.copy())
         try:
             port = _wait_for_port(process, port_file)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemeter.calibrate import wire
+from sagemeter.calibrate.answers import KnownAnswers, WrongShares
 from sagemeter.calibrate.child import die_with_parent, running_truth_server
 from sagemeter.calibrate.connection import ClosePolicy, Connection, Listener, RequestError
 from sagemeter.calibrate.faults import Faults, nth, swapped
@@ -107,10 +108,12 @@ class TruthApp:
         max_model_len: int | None = None,
         gate: SlotGate | None = None,
         arrival_log: ArrivalLog | None = None,
+        answers: KnownAnswers | None = None,
     ) -> None:
         self.timing = timing
         self.gate = gate
         self.arrival_log = arrival_log
+        self.answers = answers
         self.scheduler = scheduler
         self.faults = faults or Faults()
         self.max_model_len = max_model_len
@@ -298,6 +301,10 @@ class TruthApp:
             connection.write(wire.STREAM_HEAD)
         gated = SlotSink(connection, self.gate) if self.gate is not None else None
         sink: Sink = gated if gated is not None else connection
+        text = None if stream or self.answers is None else self.answers.reply_for(body)
+        if text is not None:  # a known question: its answer, one token per word
+            tokens = max(1, len(text.split()))
+            reported = max(0, tokens + self.faults.usage_offset)
 
         def start(started: float) -> None:
             """The reply's service begins at `started` (its arrival, or when a slot freed)."""
@@ -315,7 +322,7 @@ class TruthApp:
                 reply = StreamReply(sink, self.counters, first_at, itl, tokens, chunks, faults)
                 self.scheduler.add(first_at, reply)
             else:
-                data = wire.whole_reply(kind, model, tokens, reported, prompt, echo)
+                data = wire.whole_reply(kind, model, tokens, reported, prompt, echo, text)
                 whole = WholeReply(sink, self.counters, tokens, data)
                 self.scheduler.add(first_at + tokens * itl, whole)
 
@@ -342,17 +349,19 @@ async def serve(
     max_model_len: int | None = None,
     slots: int | None = None,
     arrival_log: Path | None = None,
+    answers: KnownAnswers | None = None,
 ) -> None:
     """Serve on 127.0.0.1:`port` (0: any free one) until cancelled; `on_ready(port)` once bound.
 
     `max_model_len` (tokens) is said in /v1/models, and a prompt plus its reply that would not
     fit is refused with HTTP 400, as vLLM does. `slots` serves at most that many generations at
-    once (the rest queue); `arrival_log` gets a JSON line per generation (calibrate/slots.py)."""
+    once (the rest queue); `arrival_log` gets a JSON line per generation (calibrate/slots.py).
+    `answers` answers known quality questions with a known share wrong (calibrate/answers.py)."""
     loop = asyncio.get_running_loop()
     scheduler = Scheduler(loop, grid_period(batch_gap_s, timing.itl_s))
     gate = SlotGate(slots, loop.call_soon) if slots is not None else None
     log = ArrivalLog(arrival_log.open("w", encoding="utf-8")) if arrival_log else None
-    app = TruthApp(timing, scheduler, faults, max_model_len, gate, log)
+    app = TruthApp(timing, scheduler, faults, max_model_len, gate, log, answers)
     policy = ClosePolicy(faults.connection_close if faults is not None else "")
     listener = Listener(loop, port, app.respond, policy)
     app.listener = listener
@@ -382,6 +391,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent-pid", type=int, help="stop when this process ends")
     parser.add_argument("--slots", type=int, help="generations served at once (the rest queue)")
     parser.add_argument("--arrival-log", type=Path, help="a JSON line per generation request")
+    parser.add_argument("--wrong-share", type=float, help="share of known questions wrong")
+    parser.add_argument("--wrong-share-extra", type=float, default=0.0)
+    parser.add_argument("--wrong-seed", type=int, default=0)
+    parser.add_argument("--questions", action="append", default=[], help="a question set to know")
     add_fault_arguments(parser)
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
@@ -392,6 +405,10 @@ def main(argv: list[str] | None = None) -> None:
             write_text_atomic(args.port_file, f"{port}\n")
 
     faults = faults_from(args)
+    answers = None
+    if args.wrong_share is not None:
+        shares = WrongShares(args.wrong_share, args.wrong_share_extra, args.wrong_seed)
+        answers = KnownAnswers.of(shares, tuple(args.questions))
     timing = TruthTiming(args.ttft, args.itl, args.prefill, args.prefix_cache)
     run_precisely(
         serve(
@@ -403,6 +420,7 @@ def main(argv: list[str] | None = None) -> None:
             args.max_model_len,
             args.slots,
             args.arrival_log,
+            answers,
         )
     )
 

@@ -160,10 +160,13 @@ def whole_reply(
     reported: int | None = None,
     prompt: PromptCount = NO_PROMPT,
     head: str = "",
+    text: str | None = None,
 ) -> bytes:
     """A non-streamed reply of `tokens` tokens (after `head`, an echo fault's text); its usage
-    says `reported` (default: `tokens`) and `prompt`."""
-    text = head + TOKEN_TEXT * tokens
+    says `reported` (default: `tokens`) and `prompt`. `text` (a known question's answer) is
+    the whole reply instead, ended by the model ("stop") rather than by the token limit."""
+    finish = "length" if text is None else "stop"
+    text = head + TOKEN_TEXT * tokens if text is None else text
     if kind is Kind.CHAT:
         body: dict[str, Any] = {
             "id": "chatcmpl-truth",
@@ -172,7 +175,7 @@ def whole_reply(
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
-                    "finish_reason": "length",
+                    "finish_reason": finish,
                 }
             ],
         }
@@ -180,7 +183,7 @@ def whole_reply(
         body = {
             "id": "cmpl-truth",
             "object": "text_completion",
-            "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+            "choices": [{"index": 0, "text": text, "finish_reason": finish}],
         }
     usage = _usage(tokens if reported is None else reported, prompt)
     body.update(created=0, model=model, usage=usage)

@@ -125,6 +125,33 @@ def calibrate_server_command(
             "(/v1/models and every reply's `model` say truth-swapped)"
         ),
     ] = 0,
+    wrong_share: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="answer the quality questions of every built-in set (and --questions files) "
+            "with this share wrong, chosen by a hash of each question's id (the same questions "
+            "on every server), the rest right [off: every reply is tok tok …]",
+        ),
+    ] = None,
+    wrong_share_extra: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="a second share wrong, independent of the first and drawn by --wrong-seed: "
+            "A with --wrong-share 0.1 against B adding --wrong-share-extra 0.05 is a true drop "
+            "of 0.05 × 0.9",
+        ),
+    ] = 0.0,
+    wrong_seed: Annotated[
+        int, typer.Option(help="which questions the extra share misses (seeds differ: a tie)")
+    ] = 0,
+    questions: Annotated[
+        list[str] | None,
+        typer.Option(help="a JSONL question set the server also answers (repeatable)"),
+    ] = None,
 ) -> None:
     """Serve an OpenAI-compatible API on 127.0.0.1 with known timing, until Ctrl-C.
 
@@ -132,6 +159,7 @@ def calibrate_server_command(
     client does with empty tokens, reasoning, errors, stalls and cut streams can be checked.
     """
     from sagemeter.atomic import check_output_file, write_text_atomic
+    from sagemeter.calibrate.answers import KnownAnswers, WrongShares
     from sagemeter.calibrate.faults import Faults
     from sagemeter.calibrate.loops import run_precisely
     from sagemeter.calibrate.server import serve
@@ -174,6 +202,12 @@ def calibrate_server_command(
         )
     except ValueError as exc:
         raise UserError(f"calibrate-server: {exc}") from None
+    if (wrong_share_extra or questions) and wrong_share is None:
+        raise UserError("calibrate-server: --wrong-share-extra and --questions need --wrong-share")
+    answers = None
+    if wrong_share is not None:
+        shares = WrongShares(wrong_share, wrong_share_extra, wrong_seed)
+        answers = KnownAnswers.of(shares, tuple(questions or ()))
     console = Console(highlight=False)
 
     def ready(bound: int) -> None:
@@ -203,6 +237,13 @@ def calibrate_server_command(
                 )
                 + "; the server counts a prompt as 3 template tokens plus its words"
             )
+        if answers is not None:
+            console.print(
+                f"answers {len(answers.by_prompt):,} known questions, "
+                f"{answers.shares.total:.1%} of them wrong (common share "
+                f"{answers.shares.common:g}, extra {answers.shares.extra:g}, seed "
+                f"{answers.shares.seed})"
+            )
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
@@ -215,6 +256,7 @@ def calibrate_server_command(
                     max_model_len=max_model_len,
                     slots=slots,
                     arrival_log=arrival_log,
+                    answers=answers,
                 )
             )
     except OSError as exc:

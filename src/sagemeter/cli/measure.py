@@ -56,6 +56,10 @@ def _settings(
     long_prompt_levels: str | None = None,
     tokenizer: Path | None = None,
     metrics_wait: str | None = None,
+    speed_precision: float | None = None,
+    max_repeats: int | None = None,
+    max_batches: int | None = None,
+    max_minutes: float | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
     from sagemeter.measure.prompt_tokenizer import check_tokenizer_path
@@ -94,6 +98,10 @@ def _settings(
         "metrics_wait_s": (
             parse_duration(metrics_wait, "--metrics-wait") if metrics_wait is not None else None
         ),
+        "speed_precision": speed_precision,
+        "speed_max_repeats": max_repeats,
+        "speed_max_batches": max_batches,
+        "max_minutes": max_minutes,
     }
     return measure_settings(quick, overrides, method=method)
 
@@ -163,6 +171,29 @@ def measure(
     ] = None,
     margin: Annotated[
         float | None, typer.Option(help="quality: the drop in points that still passes [2]")
+    ] = None,
+    speed_precision: Annotated[
+        float | None,
+        typer.Option(
+            help="repeat decode pairs past --repeats, and each level's batches past "
+            "--batches, until the figure's 95% interval's half-width is within this share of "
+            "it, e.g. 0.03 [off: fixed counts]"
+        ),
+    ] = None,
+    max_repeats: Annotated[
+        int | None,
+        typer.Option(help="decode: the most pairs --speed-precision may ask [20]"),
+    ] = None,
+    max_batches: Annotated[
+        int | None,
+        typer.Option(help="parallel: the most batches per level --speed-precision may ask [6]"),
+    ] = None,
+    max_minutes: Annotated[
+        float | None,
+        typer.Option(
+            help="the longest the measurement may take: the phase in progress is cut there and "
+            "the rest not run, each named in the result (exit 3) [no limit]"
+        ),
     ] = None,
     fidelity: Annotated[
         int | None,
@@ -267,6 +298,10 @@ def measure(
         long_prompt_levels,
         tokenizer,
         metrics_wait,
+        speed_precision,
+        max_repeats,
+        max_batches,
+        max_minutes,
     )
     result_name = name or parsed.default_name
     check_result_name(result_name)

@@ -31,7 +31,14 @@ from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, sum
 from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import long_prompt_key, speed_samples
-from sagemeter.results import Interval, MeasureResult, load_result
+from sagemeter.results import (
+    Interval,
+    MeasureResult,
+    PrecisionStop,
+    QualityDetail,
+    SequentialStop,
+    load_result,
+)
 
 
 class Row(BaseModel):
@@ -92,6 +99,11 @@ class QualityCheck(BaseModel):
         None, description="from the counts alone, when a file holds no per-question answers"
     )
     summary: list[str] = Field(description="the verdict as the CLI prints it")
+    sequential: SequentialStop | None = Field(
+        None,
+        description="set when the run asked in blocks and stopped at a sequential look "
+        '([stop] quality = "decided"): the verdict is then that look\'s',
+    )
 
 
 class FidelityCheck(BaseModel):
@@ -140,6 +152,11 @@ class Comparison(BaseModel):
         "question was answered by both: one server died); its speed rows still stand",
     )
     warnings: list[str] = Field(default_factory=list)
+    decode_precision: list[PrecisionStop | None] = Field(
+        default_factory=list,
+        description="per file, in file order: how decode's repeats ended under a precision "
+        "target ([stop] speed, --speed-precision), None without one",
+    )
     order: str | None = Field(
         None,
         description="the order `sagemeter run` measured the files in: ABA, ABAB, … or "
@@ -395,6 +412,9 @@ def combine(
         incomplete=incomplete,
         quality_not_compared=not_compared,
         warnings=warnings,
+        decode_precision=[
+            r.detail.decode.precision if r.detail and r.detail.decode else None for r in results
+        ],
     )
 
 
@@ -638,6 +658,19 @@ def quality_check(
         )
         paired = compare_quality(answers_a, answers_b, a_again=again)
         verdict = decide(paired, margin_points=margin_points)
+        sequential = shared_sequential(answers_a, answers_b, margin_points)
+        summary = []
+        if sequential is not None:
+            # The look's verdict, at its level: the fixed 95% rule on questions chosen by a
+            # stopping rule would not keep its error rates.
+            update = {"verdict": sequential.verdict, "reason": sequential.stopping_reason}
+            verdict = verdict.model_copy(update=update)
+            summary.append(
+                f"sequential: {sequential.sentence} (looks {sequential.looks_taken} of "
+                f"{sequential.looks_planned}, nominal false PASS "
+                f"{sequential.nominal_false_pass:.1%}, false FAIL "
+                f"{sequential.nominal_false_fail:.1%}; {sequential.method})"
+            )
         return QualityCheck(
             reference=names[0],
             candidate=names[1],
@@ -645,7 +678,8 @@ def quality_check(
             verdict=verdict.verdict,
             paired=paired,
             paired_verdict=verdict,
-            summary=render_summary(paired, verdict, names).splitlines(),
+            summary=[*summary, *render_summary(paired, verdict, names).splitlines()],
+            sequential=sequential,
         )
     counts_a, counts_b = reference.quality_counts(), candidate.quality_counts()
     if counts_a is None or counts_b is None or not counts_a[1] or not counts_b[1]:
@@ -659,6 +693,17 @@ def quality_check(
         counts_verdict=counts,
         summary=counts_summary(names, counts_a, counts_b, counts),
     )
+
+
+def shared_sequential(
+    a: QualityDetail, b: QualityDetail, margin_points: float
+) -> SequentialStop | None:
+    """The sequential record both results hold, when it decided between these two at this
+    margin (another margin given to `combine` is judged by the fixed-count rule)."""
+    record = a.sequential
+    if record is None or record != b.sequential or record.margin_points != margin_points:
+        return None
+    return record
 
 
 def across_methods(

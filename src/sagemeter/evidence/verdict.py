@@ -15,6 +15,7 @@ into the one wanted.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -74,12 +75,23 @@ def _drop(difference: PairedDifference) -> tuple[float, float, float]:
     )
 
 
+def level_text(level: float) -> str:
+    """95% as "95%"; a sequential look's stricter levels with the digits that tell them from
+    100%: "95.1%", "99.7%", "99.998%"."""
+    miss = 1.0 - level
+    digits = 1 if miss >= 0.01 else min(4, max(1, math.ceil(-math.log10(miss)) - 2))
+    text = f"{100 * level:.{digits}f}"
+    if float(text) >= 100.0:
+        return f"> {100 - 10.0**-digits:.{digits}f}%"
+    return text.removesuffix(".0") + "%"
+
+
 def judge(
     difference: PairedDifference, mcnemar_p: float, margin_points: float, alpha: float
 ) -> tuple[Outcome, str]:
     """The verdict and its reason from the paired difference and the exact test alone."""
     drop, low, high = _drop(difference)
-    span = f"{1 - alpha:.0%} interval {low:+.1f} to {high:+.1f}"
+    span = f"{level_text(1 - alpha)} interval {low:+.1f} to {high:+.1f}"
     margin = f"the {margin_points:g}-point margin"
     if high < margin_points:
         return "PASS", f"the drop is at most {high:.1f} points ({span}), below {margin}"

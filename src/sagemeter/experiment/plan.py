@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sagemeter.errors import ManyProblems, UserError
+from sagemeter.evidence.sequential import DEFAULT_BLOCK
 from sagemeter.measure.slo import SloOptions
 from sagemeter.sagemaker.spec import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
@@ -180,6 +181,17 @@ _MEASURE_KEYS = {
 }
 
 
+def _stop_key(field: str) -> str:
+    """A [stop] setting as the plan spells it (others as `_measure_key` does)."""
+    named = {
+        "speed_precision": "stop.speed",
+        "speed_max_repeats": "stop.max_repeats",
+        "speed_max_batches": "stop.max_batches",
+        "max_minutes": "stop.max_minutes",
+    }
+    return named.get(field) or _measure_key(field)
+
+
 def _measure_key(field: str) -> str:
     """A MeasureSettings field as the plan spells it: `load_max_tokens` → `measure.load_tokens`."""
     return f"measure.{_MEASURE_KEYS.get(field, field)}"
@@ -195,6 +207,39 @@ class EstimateOptions(_Strict):
         10.0, ge=0, description="create to InService (the article: about ten minutes)"
     )
     delete_minutes: float = Field(2.0, ge=0, description="delete request to gone")
+
+
+class StopOptions(_Strict):
+    """`[stop]`: when a phase may end before its fixed count (off unless set)."""
+
+    quality: Literal["decided"] | None = Field(
+        None,
+        description='"decided": with order = "interleaved", ask both arms the questions in '
+        "blocks and stop at the first PASS or FAIL of a sequential test at the margin",
+    )
+    block: int = Field(
+        DEFAULT_BLOCK, ge=1, description="questions asked to both arms between two looks"
+    )
+    speed: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="decode pairs repeat past measure.repeats, and each level's batches past "
+        "measure.batches, until the figure's 95% interval's half-width is within this share of "
+        "it (0.03: 3%), up to max_repeats and max_batches",
+    )
+    max_repeats: int | None = Field(
+        None, ge=1, le=1000, description="the most decode pairs `speed` may ask (default 20)"
+    )
+    max_batches: int | None = Field(
+        None, ge=1, le=100, description="the most batches per level `speed` may ask (default 6)"
+    )
+    max_minutes: float | None = Field(
+        None,
+        gt=0,
+        description="the longest one arm's measurement may take: the phase in progress is cut "
+        "there, the rest not run, each named in its result (beside the run's max_cost_usd)",
+    )
 
 
 class SageMakerArm(_Strict):
@@ -291,6 +336,7 @@ class Plan(_Strict):
         "(its concurrency or rate, tokens/s and $/M tokens there: measure/slo.py)",
     )
     estimate: EstimateOptions = Field(default_factory=EstimateOptions)
+    stop: StopOptions = Field(default_factory=StopOptions)
     arms: list[Arm] = Field(alias="arm", min_length=2)
 
     model_config = ConfigDict(
@@ -329,7 +375,23 @@ class Plan(_Strict):
         return raw.strip("-")[:63].rstrip("-")
 
     def settings(self) -> MeasureSettings:
-        return self.measure.settings()
+        """`[measure]`'s settings with `[stop]`'s speed target."""
+        settings = self.measure.settings()
+        stop = self.stop
+        if all(
+            value is None
+            for value in (stop.speed, stop.max_repeats, stop.max_batches, stop.max_minutes)
+        ):
+            return settings
+        from sagemeter.settings import settings_with
+
+        overrides = {
+            "speed_precision": self.stop.speed,
+            "speed_max_repeats": self.stop.max_repeats,
+            "speed_max_batches": self.stop.max_batches,
+            "max_minutes": self.stop.max_minutes,
+        }
+        return settings_with(settings, overrides, label=_stop_key)
 
     def to_data(self) -> dict[str, Any]:
         """The plan as JSON data that `plan_from_data` reads back (kept in the journal)."""
@@ -556,9 +618,9 @@ def _name_problems(arms: list[Arm]) -> list[str]:
     return problems
 
 
-def _settings_problems(measure: MeasureOptions) -> list[str]:
+def _settings_problems(measure: MeasureOptions, plan: Plan | None = None) -> list[str]:
     try:
-        measure.settings()
+        measure.settings() if plan is None else plan.settings()
     except UserError as exc:
         return [str(exc)]
     return []
@@ -613,6 +675,20 @@ def _deploy_problems(plan: Plan) -> list[str]:
         except UserError as exc:
             problems.append(str(exc))
     return problems
+
+
+def stop_problems(plan: Plan, question_count: int) -> list[str]:
+    """The sequential stop's looks for a set of `question_count` questions: at most
+    `MAX_LOOKS` (the boundaries are computed for every planned look)."""
+    from sagemeter.evidence.sequential import planned_looks
+
+    if plan.stop.quality != "decided":
+        return []
+    try:
+        planned_looks(question_count, plan.stop.block)
+    except ValueError as exc:
+        return [f"stop.block: {exc}"]
+    return []
 
 
 def parse_plan(
@@ -690,11 +766,16 @@ def plan_problems(plan: Plan) -> list[str]:
     order_problem = None if order == INTERLEAVED else _order_problem(order, len(plan.arms))
     if order_problem:
         problems.append(order_problem)
-    settings_problems = _settings_problems(plan.measure)
+    settings_problems = _settings_problems(plan.measure, plan)
     problems += settings_problems
     if settings_problems:
         return problems
     settings = plan.settings()
+    if plan.stop.quality == "decided" and not (plan.interleaved and len(plan.arms) == 2):
+        problems.append(
+            'stop.quality: "decided" needs order = "interleaved" and exactly two arms (both '
+            "live, asked the same questions in turn)"
+        )
     if plan.interleaved and (settings.fidelity_prompts or 0) > 0:
         problems.append(
             'measure.fidelity: not with order = "interleaved" (B is forced along '

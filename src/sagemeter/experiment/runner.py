@@ -56,7 +56,8 @@ from sagemeter.experiment.journal import (
     this_session,
     utc_now,
 )
-from sagemeter.experiment.plan import Arm, Plan, plan_from_data
+from sagemeter.experiment.plan import Arm, Plan, plan_from_data, stop_problems
+from sagemeter.experiment.quality_stop import QualityStop
 from sagemeter.experiment.steps import (
     StepSpec,
     Visit,
@@ -158,11 +159,13 @@ def check_ready(
     plan: Plan, *, fresh: bool, need_credentials: bool = True, source: str = "plan"
 ) -> tuple[dict[str, sm.DeploySpec], sm.Aws | None]:
     """Everything that can be known before a step runs: the question set, each target, and for
-    deployed arms the credentials, region, role and spec (and, for a new run, free names).
-    Every problem found is reported at once (several under `source`), so a plan is mended in one
-    go."""
+    deployed arms the credentials, region, role and spec (and, for a new run, free names), and a
+    sequential stop's looks for the question set. Every problem found is reported at once
+    (several under `source`), so a plan is mended in one go."""
     problems: list[str] = []
-    _collect(problems, lambda: selected_questions(plan.settings()))
+    questions = _collect(problems, lambda: selected_questions(plan.settings()))
+    if questions is not None:
+        problems += stop_problems(plan, len(questions.questions))
     if plan.measure.ray is not None:
         from sagemeter.transport.ray_pool import require_ray
 
@@ -598,8 +601,9 @@ class _Run:
         targets = {visit.result_name: self._target(visit) for visit in todo}
         references = {visit.result_name: self._fidelity_reference(visit) for visit in todo}
         turns = Turns([visit.result_name for visit in todo]) if len(todo) > 1 else None
+        looks = self._quality_stop(todo, turns)
         with batches_on_ray(self.plan.measure.ray):
-            results = asyncio.run(self._measure_async(todo, targets, references, turns))
+            results = asyncio.run(self._measure_async(todo, targets, references, turns, looks))
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
         self.journal.measured.extend(visit.result_name for visit in todo)
@@ -607,7 +611,24 @@ class _Run:
         wrote = _wrote([result.name for result in results], short)
         if turns is None:
             return wrote, any(short)
-        return f"{wrote}; {len(turns.log)} requests and batches sent in turn", any(short)
+        wrote = f"{wrote}; {len(turns.log)} requests and batches sent in turn"
+        record = looks.record() if looks is not None else None
+        if record is not None:
+            wrote += f"; quality {record.verdict}, {record.sentence}"
+        return wrote, any(short)
+
+    def _quality_stop(self, todo: list[Visit], turns: Turns | None) -> QualityStop | None:
+        """The sequential stop both interleaved arms share (`[stop] quality = "decided"`)."""
+        if self.plan.stop.quality != "decided" or len(todo) != 2:
+            return None
+        return QualityStop(
+            todo[0].result_name,
+            todo[1].result_name,
+            len(selected_questions(self.settings).questions),
+            self.plan.stop.block,
+            self.settings.margin_points,
+            turns,
+        )
 
     async def _measure_async(
         self,
@@ -615,6 +636,7 @@ class _Run:
         targets: dict[str, Target],
         references: dict[str, FidelityRecord | None],
         turns: Turns | None,
+        looks: QualityStop | None = None,
     ) -> list[MeasureResult] | None:
         """Every visit measured (at once, taking turns, when several); None when stopped."""
 
@@ -642,8 +664,11 @@ class _Run:
                     wrap_client=wrap,
                     slo=self.plan.slo,
                     price_per_hour=self._price_of(visit),
+                    quality_looks=looks.arm(name) if looks is not None else None,
                 )
             finally:
+                if looks is not None:
+                    await looks.leave(name)
                 if turns is not None:
                     await turns.leave(name)
             return result

@@ -57,6 +57,19 @@ class Turns:
                 self._advance(member)
                 self._changed.notify_all()
 
+    async def step_aside(self, member: str) -> None:
+        """`member` waits for something else (the other arm, at a sequential look): the turn
+        passes it by until it comes back, so the others are not held up by a member that sends
+        nothing."""
+        async with self._changed:
+            self._active.discard(member)
+            self._changed.notify_all()
+
+    async def come_back(self, member: str) -> None:
+        async with self._changed:
+            self._active.add(member)
+            self._changed.notify_all()
+
     async def leave(self, member: str) -> None:
         async with self._changed:
             self._active.discard(member)

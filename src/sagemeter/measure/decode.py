@@ -19,7 +19,9 @@ import numpy as np
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
 from sagemeter.measure.bootstrap import interval
+from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
+from sagemeter.measure.precision import precision_stop, relative_half_width
 from sagemeter.measure.stats import CpuClock, client_share, median, spread
 from sagemeter.results import ClientShare, DecodeDetail
 from sagemeter.transport.chat import ChatClient, ChatRequest
@@ -46,9 +48,17 @@ async def measure_decode(
     warmup: int = 1,
     prompt: str | None = None,
     progress: ProgressFn = no_progress,
+    precision: float | None = None,
+    max_repeats: int | None = None,
+    deadline: Deadline | None = None,
 ) -> DecodeDetail:
-    """Alternate short and long replies (so slow drift hits both alike) and fit the line."""
+    """Alternate short and long replies (so slow drift hits both alike) and fit the line.
+
+    With `precision` (0.03: 3%), pairs go on past `repeats` until the rate's 95% interval's
+    half-width is within that share of the rate, or `max_repeats` pairs are in; the detail's
+    `precision` says which ended it. Past `deadline` no pair is begun (the detail says so)."""
     prompt = prompt or DECODE_PROMPT
+    least = repeats
     if long_tokens <= short_tokens:
         raise ValueError("long_tokens must exceed short_tokens")
     for _ in range(warmup):
@@ -60,20 +70,28 @@ async def measure_decode(
     again: list[str] = []
     cpu = CpuClock()
     pairs = rounds = 0
+    cut: str | None = None
     while pairs < 2 * repeats + AGAIN_LIMIT:
         counted_short = _counted(short, aside)
         counted_long = _counted(long, aside)
         if len(counted_short) >= repeats and len(counted_long) >= repeats:
             slow = _disagreeing("short", counted_short) + _disagreeing("long", counted_long)
-            if not slow or rounds >= AGAIN_LIMIT:
+            if slow and rounds < AGAIN_LIMIT:
+                rounds += 1
+                for records, why in slow:
+                    aside.extend(records)
+                    again.append(why)
+                continue
+            if slow or not _wants_more(
+                counted_short, counted_long, short_tokens, long_tokens, precision, max_repeats
+            ):
                 break
-            rounds += 1
-            for records, why in slow:
-                aside.extend(records)
-                again.append(why)
+            repeats += 1  # not precise enough yet: one more pair
             continue
         if any(r.ok and not r.honoured_length for r in (*short, *long)):
             break  # the server stops early: asking again cannot make the rate
+        if deadline is not None and (cut := deadline.passed("decode")):
+            break
         pairs += 1
         wanted = ((short_tokens, short, counted_short), (long_tokens, long, counted_long))
         for length, bucket, counted in wanted:
@@ -82,7 +100,7 @@ async def measure_decode(
                 progress(1)
     records = [*short, *long]
     share = client_share(len(records), cpu.elapsed(), sum(r.total_s for r in records))
-    return fit_decode(
+    detail = fit_decode(
         short,
         long,
         short_tokens=short_tokens,
@@ -92,6 +110,30 @@ async def measure_decode(
         aside=aside,
         measured_again=again,
     )
+    if cut is not None:  # first, so a rate missing for it names it
+        detail.problems.insert(0, f"cut short: {cut}")
+    if precision is not None:
+        detail.precision = precision_stop(
+            detail.tokens_per_second, detail.tokens_per_second_ci95, precision, repeats,
+            least, max_repeats or repeats, "decode rate",
+        )  # fmt: skip
+    return detail
+
+
+def _wants_more(
+    short: list[RequestRecord],
+    long: list[RequestRecord],
+    short_tokens: int,
+    long_tokens: int,
+    precision: float | None,
+    max_repeats: int | None,
+) -> bool:
+    """Whether another pair is due: a precision is set, not reached by the rate's 95%
+    interval on the replies so far, and the maximum of pairs is not in yet."""
+    if precision is None or len(short) >= (max_repeats or 0):
+        return False
+    fitted = fit_decode(short, long, short_tokens=short_tokens, long_tokens=long_tokens)
+    return relative_half_width(fitted.tokens_per_second, fitted.tokens_per_second_ci95) > precision
 
 
 def _counted(bucket: list[RequestRecord], aside: list[RequestRecord]) -> list[RequestRecord]:

@@ -21,7 +21,9 @@ from collections.abc import Callable, Sequence
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, level_doubt_from_above, too_slow
 from sagemeter.measure.bootstrap import interval
+from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import level_figure, level_samples
+from sagemeter.measure.precision import precision_stop, relative_half_width
 from sagemeter.measure.stats import spread
 from sagemeter.results import ClientShare, LoadBatch, LoadDetail, LoadLevel
 from sagemeter.transport.chat import BatchRun, ChatClient, ChatRequest
@@ -129,6 +131,8 @@ async def measure_level(
     progress: ProgressFn = no_progress,
     prior: LoadLevel | None = None,
     requests: BatchRequests | None = None,
+    precision: float | None = None,
+    max_batches: int | None = None,
 ) -> LoadLevel:
     """`batches` complete batches of `concurrency` at once, running up to `reruns` more; after
     each batch, `pause_s` of quiet (outside every timed wall).
@@ -137,7 +141,10 @@ async def measure_level(
     run again, up to AGAIN_LIMIT rounds; if they still disagree the level has no figure. `prior`:
     this level measured before and set aside whole; its batches and records are kept, not counted.
     `requests` makes each batch's requests (default: `batch_requests`, the story prompts).
+    With `precision` (0.03: 3%), batches go on past `batches` until the level's 95% interval's
+    half-width is within that share of its figure, or `max_batches` complete batches are in.
     """
+    least = batches
     runs: list[BatchRun] = []
     summaries: list[LoadBatch] = []
     again: list[str] = list(prior.measured_again) if prior else []
@@ -162,6 +169,9 @@ async def measure_level(
         counted = [index for index, batch in enumerate(summaries) if batch.complete]
         slow = [counted[i] for i in too_slow([summaries[i].wall_s for i in counted])]
         if not slow:
+            if _wants_more(concurrency, summaries, batches, statistic, precision, max_batches):
+                batches += 1  # not precise enough yet: one more batch
+                continue
             break
         fastest = min(summaries[i].wall_s for i in counted)
         why = (
@@ -202,6 +212,11 @@ async def measure_level(
     level.tokens_per_second = level_figure(level, statistic)
     if level.tokens_per_second is not None:
         level.tokens_per_second_ci95 = interval(level_samples(level, statistic))
+    if precision is not None:
+        level.precision = precision_stop(
+            level.tokens_per_second, level.tokens_per_second_ci95, precision, batches, least,
+            max(least, max_batches or least), f"{concurrency}-at-once throughput",
+        )  # fmt: skip
     if len(complete) < batches:
         reasons = [batch.reason for batch in summaries if batch.reason]
         level.problem = (
@@ -211,6 +226,24 @@ async def measure_level(
         if not complete:
             level.problem = f"no figure: {level.problem}"
     return level
+
+
+def _wants_more(
+    concurrency: int,
+    summaries: list[LoadBatch],
+    batches: int,
+    statistic: str,
+    precision: float | None,
+    max_batches: int | None,
+) -> bool:
+    """Whether another batch is due: a precision is set, every batch asked for is complete, the
+    maximum is not in, and the level's 95% interval is still too wide."""
+    complete = sum(batch.complete for batch in summaries)
+    if precision is None or complete < batches or complete >= (max_batches or 0):
+        return False
+    so_far = LoadLevel(concurrency=concurrency, batches=summaries)
+    figure = level_figure(so_far, statistic)
+    return relative_half_width(figure, interval(level_samples(so_far, statistic))) > precision
 
 
 def set_aside(level: LoadLevel, why: str) -> LoadLevel:
@@ -241,10 +274,15 @@ async def measure_load(
     progress: ProgressFn = no_progress,
     one_at_once_expected: float | None = None,
     requests: BatchRequests | None = None,
+    precision: float | None = None,
+    max_batches: int | None = None,
+    deadline: Deadline | None = None,
 ) -> LoadDetail:
     """Every level in turn. A level far below a smaller one, or 1 at once far below what the
     decode rate predicts (`one_at_once_expected`), is run once more; if it stays, no figure.
-    `requests` makes each batch's requests (default: the story prompts)."""
+    Once every level is done, a level far below what a larger one makes per stream is run once
+    more too. `requests` makes each batch's requests (default: the story prompts). Past
+    `deadline` no level is begun: the rest are kept without a figure, saying why."""
     measure = functools.partial(
         measure_level,
         client,
@@ -256,9 +294,15 @@ async def measure_load(
         pause_s=pause_s,
         progress=progress,
         requests=requests,
+        precision=precision,
+        max_batches=max_batches,
     )
     results: list[LoadLevel] = []
     for concurrency in levels:
+        if deadline is not None and (cut := deadline.passed("parallel")):
+            problem = f"not measured: {cut}"
+            results.append(LoadLevel(concurrency=concurrency, problem=problem, batches=[]))
+            continue
         smaller = [
             (done.concurrency, done.tokens_per_second)
             for done in results
@@ -283,9 +327,12 @@ async def measure_load(
         doubt = level_doubt_from_above(level.concurrency, level.tokens_per_second, larger)
         if doubt is None:
             continue
-        again = await measure(
-            level.concurrency, prior=set_aside(level, doubt), progress=no_progress
-        )
+        if deadline is not None and (cut := deadline.passed("parallel")):
+            level.tokens_per_second = level.tokens_per_second_ci95 = None
+            level.problem = f"no figure: {doubt}; not run again: {cut}"
+            continue
+        prior = set_aside(level, doubt)
+        again = await measure(level.concurrency, prior=prior, progress=no_progress)
         still = level_doubt_from_above(again.concurrency, again.tokens_per_second, larger)
         if still is not None:
             again.tokens_per_second = again.tokens_per_second_ci95 = None

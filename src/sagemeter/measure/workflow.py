@@ -28,6 +28,7 @@ from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
+from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
 from sagemeter.measure.endpoint_metrics import EndpointMetrics, wait_text
 from sagemeter.measure.figure_samples import speed_summaries
@@ -41,7 +42,7 @@ from sagemeter.measure.long_prompt import (
     not_measured,
 )
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
-from sagemeter.measure.quality import measure_quality
+from sagemeter.measure.quality import QualityLooks, measure_quality
 from sagemeter.measure.sent_log import LoggingClient, SentLog
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
@@ -139,6 +140,7 @@ async def measure_target(
     wrap_client: Callable[[ChatClient], ChatClient] | None = None,
     slo: SloOptions | None = None,
     price_per_hour: float | None = None,
+    quality_looks: QualityLooks | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
@@ -149,14 +151,21 @@ async def measure_target(
     `--server-log` or `--docker`) stand in for an HTTP target's start-up facts. The server's
     `/metrics` (vLLM, llama.cpp) are read around each phase and compared with the client's counts.
     `wrap_client` lets an experiment put its own layer around the endpoint's client (the
-    interleaved order's turns). `slo` (a plan's [slo] table) adds the operating-point search as a
-    last phase, priced at `price_per_hour` (measure/slo.py).
+    interleaved order's turns); `quality_looks`, a sequential stop's side for this arm, may end
+    the questions early (`[stop] quality = "decided"`). `slo` (a plan's [slo] table) adds the
+    operating-point search as a last phase, priced at `price_per_hour` (measure/slo.py).
     """
     check_target(target)
     question_set = selected_questions(settings)
     check_output_folder(out_dir, "OUT_DIR")
     check_output_file(result_path(out_dir, name), "the result file", force=True)
     started = utc_now()
+    limit = Deadline(settings.max_minutes) if settings.max_minutes is not None else None
+    cut: list[str] = []  # phases max_minutes kept from running (each a missing figure)
+
+    def passed(phase: str) -> str | None:
+        return limit.passed(phase) if limit is not None else None
+
     host = HostSampler()
     host.start()
     on_phase("starting")
@@ -213,6 +222,9 @@ async def measure_target(
             warmup=settings.decode_warmup,
             prompt=settings.decode_prompt,
             progress=progress,
+            precision=settings.speed_precision,
+            max_repeats=settings.speed_max_repeats,
+            deadline=limit,
         )
         _end(cloud)
         await meter.end(
@@ -222,7 +234,9 @@ async def measure_target(
         )
         host.end()
         prefill = None
-        if settings.prefill_tokens and not await watch.check("decode", "prefill"):
+        if settings.prefill_tokens and (why := passed("prefill")):
+            cut.append(f"prefill rate: not measured: {why}")
+        elif settings.prefill_tokens and not await watch.check("decode", "prefill"):
             on_phase("prefill")
             await meter.begin()
             host.begin("prefill")
@@ -236,7 +250,9 @@ async def measure_target(
         last = "prefill" if settings.prefill_tokens else "decode"
         long_load = None
         if settings.long_prompt_levels and prefill is not None:
-            if await watch.check("prefill", LONG_PROMPTS):
+            if why := passed(LONG_PROMPTS):
+                long_load = skipped_long_prompts(settings, prefill, why)
+            elif await watch.check("prefill", LONG_PROMPTS):
                 long_load = skipped_long_prompts(settings, prefill, str(watch.changed))
             else:
                 on_phase(LONG_PROMPTS)
@@ -258,7 +274,9 @@ async def measure_target(
                 host.end()
                 await meter.end(LONG_PROMPTS, long_prompt_records(long_load))
             last = LONG_PROMPTS
-        if await watch.check(last, "parallel"):
+        if why := passed("parallel"):
+            load = skipped_load(settings, why)
+        elif await watch.check(last, "parallel"):
             load = skipped_load(settings, str(watch.changed))
         else:
             on_phase("parallel")
@@ -275,6 +293,9 @@ async def measure_target(
                 statistic=settings.load_statistic,
                 pause_s=settings.batch_pause_s,
                 progress=progress,
+                precision=settings.speed_precision,
+                max_batches=settings.speed_max_batches,
+                deadline=limit,
                 one_at_once_expected=(
                     one_at_once_expected(
                         decode.tokens_per_second,
@@ -288,7 +309,9 @@ async def measure_target(
             _end(cloud)
             host.end()
             await meter.end("parallel", [r for level in load.levels for r in level.records])
-        if await watch.check("parallel", "quality"):
+        if why := passed("quality"):
+            quality = skipped_quality(settings, question_set, why)
+        elif await watch.check("parallel", "quality"):
             quality = skipped_quality(settings, question_set, str(watch.changed))
         else:
             on_phase("quality")
@@ -303,6 +326,8 @@ async def measure_target(
                 seed=settings.quality_seed,
                 scoring=settings.scoring,
                 progress=progress,
+                looks=quality_looks,
+                deadline=limit,
             )
             _end(cloud)
             host.end()
@@ -314,7 +339,9 @@ async def measure_target(
         fidelity: FidelityRecord | None = None
         fidelity_warnings: list[str] = []
         wants_fidelity = settings.fidelity_prompts or fidelity_reference is not None
-        if wants_fidelity and await watch.check("quality", "fidelity"):
+        if wants_fidelity and (why := passed("fidelity")):
+            fidelity_warnings = [f"fidelity: not measured: {why}"]
+        elif wants_fidelity and await watch.check("quality", "fidelity"):
             fidelity_warnings = [f"fidelity: not measured: {watch.changed}"]
         elif wants_fidelity:
             on_phase("fidelity")
@@ -325,7 +352,9 @@ async def measure_target(
             host.end()
         await watch.check("fidelity" if wants_fidelity else "quality", None)
         slo_figures = None
-        if slo is not None:
+        if slo is not None and (why := passed("slo")):
+            slo_figures = SloFigures(slo_note=f"not searched: {why}")
+        elif slo is not None:
             on_phase("slo")
             host.begin("slo")
             slo_figures = await _search_slo(endpoint, slo, price_per_hour)
@@ -355,6 +384,7 @@ async def measure_target(
         server_identity=watch.record(),
         host=host.record(server_here=_server_here(endpoint)),
         endpoint_metrics=endpoint_metrics,
+        cut=cut,
     )
     if slo_figures is not None:
         result = with_slo(result, slo_figures)
@@ -639,8 +669,10 @@ def assemble_result(
     host: HostLoad | None = None,
     long_prompt_load: LongPromptLoad | None = None,
     endpoint_metrics: EndpointMetrics | None = None,
+    cut: list[str] | None = None,
 ) -> MeasureResult:
-    """The article's keys on top, the evidence in `detail`; no figure from invalid data."""
+    """The article's keys on top, the evidence in `detail`; no figure from invalid data.
+    `cut`: figures a time limit kept from being measured at all (each is missing)."""
     records = [
         *decode.records,
         *prefill_sent(prefill),
@@ -653,7 +685,7 @@ def assemble_result(
     retries += fidelity.retries if fidelity is not None else 0
     reopened = sum(1 for r in records if r.reopened) + sum(1 for i in quality.items if i.reopened)
     missing = missing_figures(settings, decode, load, quality, fidelity, fidelity_warnings or [])
-    missing[1:1] = missing_prefill(settings, prefill)
+    missing[1:1] = [*missing_prefill(settings, prefill), *(cut or [])]
     missing.extend(missing_long_prompts(long_prompt_load))
     if server_identity is not None and server_identity.changed:
         missing.insert(0, identity_reason(server_identity.changed))

@@ -272,6 +272,10 @@ def scope_section(run: Run) -> Section:
         ]
     else:
         items.append(f"Repeat counts: {NA} (the files do not record their settings).")
+    for result in detailed:
+        decode = result.detail.decode if result.detail else None
+        if decode is not None and decode.precision is not None:
+            items.append(f"Decode of {name_of(result)}: {decode.precision.stopping_reason}.")
     quality = next((r.detail.quality for r in detailed if r.detail and r.detail.quality), None)
     counts = next((c for r in results if (c := r.quality_counts())), None)
     if quality:
@@ -280,6 +284,8 @@ def scope_section(run: Run) -> Section:
             f"temperature 0, replies capped at {quality.max_tokens} tokens, scored "
             f"{scoring_text(quality.scoring)}."
         )
+        if quality.sequential is not None:
+            items.append(f"Answers: {quality.sequential.sentence}.")
     elif counts:
         items.append(f"Answers: {counts[1]} questions; the answers are not in the files.")
     failed = sum(r.detail.failed_requests for r in detailed if r.detail)

@@ -35,6 +35,17 @@ def verdict_blocks(run: Run) -> list[Block]:
         )
         if note := across_methods_note(check):
             blocks.append(Callout(note[0].upper() + note[1:] + "."))
+        if (sequential := check.sequential) is not None:
+            blocks.append(
+                Paragraph(
+                    f"Questions were asked to both arms in blocks of {sequential.block} and "
+                    f"{sequential.sentence} (looks "
+                    f"{sequential.looks_taken} of {sequential.looks_planned}; "
+                    f"{sequential.method}; nominal false PASS "
+                    f"{sequential.nominal_false_pass:.1%}, false FAIL "
+                    f"{sequential.nominal_false_fail:.1%})."
+                )
+            )
         if check.paired is not None and check.paired_verdict is not None:
             blocks += _paired_blocks(check, check.paired, check.paired_verdict)
         else:

@@ -91,6 +91,22 @@ class ClientShare(BaseModel):
     )
 
 
+class PrecisionStop(BaseModel):
+    """How a speed figure's repeats ended under a precision target (`[stop] speed`,
+    `measure --speed-precision`): repeated until its 95% interval's half-width is within the
+    target share of the figure, from the minimum of repeats up to the maximum."""
+
+    target: float = Field(description="the half-width wanted, a share of the figure (0.03: 3%)")
+    achieved: float | None = Field(
+        None, description="the half-width reached, a share of the figure (None: no interval)"
+    )
+    repeats: int = Field(description="repeats used")
+    min_repeats: int
+    max_repeats: int
+    reached: bool
+    stopping_reason: str
+
+
 class DecodeDetail(BaseModel):
     short_tokens: int
     long_tokens: int
@@ -108,6 +124,9 @@ class DecodeDetail(BaseModel):
     )
     tokens_per_second_ci95: Interval | None = Field(
         None, description="bootstrap 95% interval of the rate, short and long times resampled"
+    )
+    precision: PrecisionStop | None = Field(
+        None, description="how the repeats ended under a precision target ([stop] speed)"
     )
     short_reply_s: Spread | None = Field(None, description="the complete short replies' times")
     long_reply_s: Spread | None = Field(None, description="the complete long replies' times")
@@ -278,6 +297,9 @@ class LoadLevel(BaseModel):
         default_factory=list,
         description="batches or the whole level set aside (a stall?) and run again, and why",
     )
+    precision: PrecisionStop | None = Field(
+        None, description="how the batches ended under a precision target ([stop] speed)"
+    )
     records: list[RequestRecord] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -360,6 +382,36 @@ class QualityItem(BaseModel):
         )
 
 
+class SequentialStop(BaseModel):
+    """How a sequential quality run ended (`[stop] quality = "decided"`): the same record in
+    both arms' results, since one look decides for both."""
+
+    method: str
+    margin_points: float = Field(description="the margin declared before the run")
+    reference: str = Field(description="arm A, the baseline")
+    candidate: str = Field(description="arm B")
+    max_items: int = Field(description="questions in the set: the most the run would ask")
+    items_asked: int = Field(description="questions asked of each arm before it stopped")
+    items_paired: int = Field(description="questions both arms answered at the deciding look")
+    block: int
+    looks_taken: int
+    looks_planned: int
+    boundaries_z: list[float] = Field(description="the one-sided z boundary of every look")
+    level: float | None = Field(None, description="the two-sided level at the deciding look")
+    nominal_false_pass: float
+    nominal_false_fail: float
+    verdict: str = Field(description="PASS | FAIL | INCONCLUSIVE at the deciding look")
+    stopping_reason: str
+
+    @property
+    def sentence(self) -> str:
+        """ "stopped after N of M because …", as every face says it."""
+        return (
+            f"stopped after {self.items_asked:,} of {self.max_items:,} questions because "
+            f"{self.stopping_reason}"
+        )
+
+
 class QualityDetail(BaseModel):
     """Every item asked the same way for every checkpoint; how it was asked is kept to check."""
 
@@ -386,6 +438,11 @@ class QualityDetail(BaseModel):
         default_factory=dict, description="each family's correct/answered with its interval"
     )
     items: list[QualityItem]
+    sequential: SequentialStop | None = Field(
+        None,
+        description="set when the questions were asked in blocks and a sequential test stopped "
+        'them ([stop] quality = "decided"); items then holds only those asked',
+    )
 
     @property
     def answered_count(self) -> int:
