@@ -277,6 +277,8 @@ def test_unsorted_trace_lines_are_sorted_and_shifted_to_start_at_zero(tmp_path: 
         (["--input-tokens=fixed:0"], "from 1 to"),
         (["--rate=2", "--burstiness=0"], "--burstiness 0.0: give a positive"),
         (["--burstiness=0.5"], "give --rate too"),
+        (["--trace={trace}", "--shard=0/2"], "leave out --shard"),
+        (["--input-tokens=fixed:9", "--ray=local"], "leave out --ray"),
     ],
 )
 def test_bad_workload_options_are_one_line_and_exit_2(

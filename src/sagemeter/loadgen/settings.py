@@ -111,6 +111,12 @@ class LoadSettings(BaseModel):
         ):
             if spec is not None:
                 parse_lengths(spec, flag)
+        drawn = self.input_tokens is not None or self.output_tokens is not None
+        if (drawn or self.trace is not None) and self.sharded:
+            raise UserError(
+                "--trace, --input-tokens and --output-tokens run on one machine (a shard merge "
+                "would lose the workload's record); leave out --shard"
+            )
         burst = self.burstiness
         if not (math.isfinite(burst) and burst > 0):
             raise UserError(f"--burstiness {burst!r}: give a positive number (1 is Poisson)")
