@@ -443,3 +443,29 @@ def test_the_rate_search_takes_drawn_lengths(tmp_path: Path, sagemeter_env: dict
 def test_read_trace_names_the_file_it_cannot_read(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="cannot read it"):
         read_trace(tmp_path / "nowhere.jsonl")
+
+
+def test_a_plans_slo_search_sends_the_drawn_lengths() -> None:
+    """`[slo] input_tokens = "fixed:30"`: after one sizing pair (64 and 576 words, 3 template
+    tokens each) every generation request the server saw had a 30-token prompt."""
+    import httpx
+
+    from sagemeter.measure.slo import SloOptions, search_slo
+
+    options = SloOptions(
+        ttft=0.035,
+        percentile=50.0,
+        search="concurrency",
+        concurrency=2,
+        duration=0.3,
+        input_tokens="fixed:30",
+        output_tokens="fixed:4",
+    )
+    with running_truth_server(TruthTiming(ttft_s=0.01, itl_s=0.002), slots=1) as url:
+        figures = search_slo(url, options, None)
+        stats = httpx.get(url + "/stats", timeout=5).json()
+    assert figures.slo_search is not None and figures.slo_search["probes"]
+    sized = (64 + TEMPLATE) + (576 + TEMPLATE)
+    assert stats["prompt_tokens"] == sized + 30 * (stats["generation_requests"] - 2)
+    with pytest.raises(ValueError, match="normal:3"):
+        SloOptions(ttft=0.5, input_tokens="normal:3")

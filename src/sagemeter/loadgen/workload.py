@@ -72,6 +72,21 @@ class Prepared:
     workload: Workload
 
 
+# Sizings already probed in this process, by (target, api, model): an operating-point search runs
+# many probes against one server, and its count of a word does not change between them.
+_SIZINGS: dict[tuple[str, str, str], tuple[Sizing, list[tuple[int, int]]]] = {}
+
+
+def sizing_for(
+    settings: LoadSettings, endpoint: ServerAddress, model: str, api_key: str | None
+) -> tuple[Sizing, list[tuple[int, int]]]:
+    """The server's count of this text, probed once per server, API and model."""
+    key = (settings.target, settings.api, model)
+    if key not in _SIZINGS:
+        _SIZINGS[key] = asyncio.run(_probe_sizing(settings, endpoint, model, api_key))
+    return _SIZINGS[key]
+
+
 async def _probe_sizing(
     settings: LoadSettings, endpoint: ServerAddress, model: str, api_key: str | None
 ) -> tuple[Sizing, list[tuple[int, int]]]:
@@ -122,7 +137,7 @@ def prepare(
     sizing: Sizing | None = None
     probes: list[tuple[int, int]] = []
     if needs_sizing:
-        sizing, probes = asyncio.run(_probe_sizing(settings, endpoint, model, api_key))
+        sizing, probes = sizing_for(settings, endpoint, model, api_key)
     record_sizing = (
         None
         if sizing is None
