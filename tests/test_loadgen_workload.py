@@ -469,3 +469,18 @@ def test_a_plans_slo_search_sends_the_drawn_lengths() -> None:
     assert stats["prompt_tokens"] == sized + 30 * (stats["generation_requests"] - 2)
     with pytest.raises(ValueError, match="normal:3"):
         SloOptions(ttft=0.5, input_tokens="normal:3")
+
+
+async def test_the_mcp_search_tool_checks_its_lengths_before_any_work(tmp_path: Path) -> None:
+    from mcp import Client
+
+    from sagemeter.mcp import ServerConfig, build_server
+    from tests.mcp_helpers import error_line
+
+    async with Client(build_server(ServerConfig(results_dir=tmp_path))) as client:
+        refused = await client.call_tool(
+            "find_operating_point",
+            {"target": NOTHING, "name": "x", "slo_ttft_ms": 100, "input_tokens": "normal:3"},
+        )
+    assert refused.is_error
+    assert "'normal:3': give fixed:N" in error_line(refused)
