@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from sagemeter.errors import UserError
 from sagemeter.loadgen.lengths import parse_lengths
@@ -73,28 +76,53 @@ class Prepared:
 
 
 # Sizings already probed in this process, by (target, api, model): an operating-point search runs
-# many probes against one server, and its count of a word does not change between them.
+# many probes against one server. A later run checks the line with one probe of the first length
+# (a different server on the same address and model name would count it otherwise) and probes
+# afresh when the count moved.
 _SIZINGS: dict[tuple[str, str, str], tuple[Sizing, list[tuple[int, int]]]] = {}
+Sized = tuple[Sizing, list[tuple[int, int]]]
+T = TypeVar("T")
+
+
+def _blocking(coroutine: Coroutine[object, object, T]) -> T:
+    """Run `coroutine` to its end from synchronous code, inside an event loop or not."""
+    probe = partial(asyncio.run, coroutine)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: load, or a search in its own thread
+        return probe()
+    with ThreadPoolExecutor(1) as thread:  # inside a loop: a thread and a loop of its own
+        return thread.submit(probe).result()
 
 
 def sizing_for(
     settings: LoadSettings, endpoint: ServerAddress, model: str, api_key: str | None
-) -> tuple[Sizing, list[tuple[int, int]]]:
-    """The server's count of this text, probed once per server, API and model."""
+) -> Sized:
+    """The server's count of this text as a line, and the probes' (words, tokens)."""
     key = (settings.target, settings.api, model)
-    if key not in _SIZINGS:
-        _SIZINGS[key] = asyncio.run(_probe_sizing(settings, endpoint, model, api_key))
+    cached = _SIZINGS.get(key)
+    if cached is not None:
+        first_words, first_tokens = cached[1][0]
+        if _blocking(_counts(settings, endpoint, model, api_key, (first_words,)))[0][1] == (
+            first_tokens
+        ):
+            return cached
+    _SIZINGS[key] = _blocking(_probe_sizing(settings, endpoint, model, api_key))
     return _SIZINGS[key]
 
 
-async def _probe_sizing(
-    settings: LoadSettings, endpoint: ServerAddress, model: str, api_key: str | None
-) -> tuple[Sizing, list[tuple[int, int]]]:
-    """Two prompts of known word counts, one reply token each: the server's count of each."""
+async def _counts(
+    settings: LoadSettings,
+    endpoint: ServerAddress,
+    model: str,
+    api_key: str | None,
+    lengths: Sequence[int],
+) -> list[tuple[int, int]]:
+    """(words, usage.prompt_tokens) of one fresh prompt of each length, one reply token each."""
     client = HttpClient(settings.target, api_key=api_key, timeout_s=settings.timeout_s)
     counts: list[tuple[int, int]] = []
     try:
-        for count in PROBE_WORDS:
+        for count in lengths:
             nonce = nonce_text(secrets.randbits(4 * RUN_WORDS))
             text = " ".join([nonce, *words(secrets.token_hex(4), count - len(nonce.split()))])
             body = request_body(settings.api, model, text, 1)
@@ -111,6 +139,14 @@ async def _probe_sizing(
             counts.append((count, record.prompt_tokens))
     finally:
         await client.aclose()
+    return counts
+
+
+async def _probe_sizing(
+    settings: LoadSettings, endpoint: ServerAddress, model: str, api_key: str | None
+) -> Sized:
+    """Two prompts of known word counts: the line through the server's counts of them."""
+    counts = await _counts(settings, endpoint, model, api_key, PROBE_WORDS)
     sizing = fit_sizing(counts)
     if sizing is None:
         raise UserError(
