@@ -278,6 +278,7 @@ def test_unsorted_trace_lines_are_sorted_and_shifted_to_start_at_zero(tmp_path: 
         (["--rate=2", "--burstiness=0"], "--burstiness 0.0: give a positive"),
         (["--burstiness=0.5"], "give --rate too"),
         (["--trace={trace}", "--shard=0/2"], "leave out --shard"),
+        (["--input-tokens=fixed:9", "--prompt=hi"], "give one of them"),
         (["--input-tokens=fixed:9", "--ray=local"], "leave out --ray"),
     ],
 )

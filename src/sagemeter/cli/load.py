@@ -220,6 +220,11 @@ def register(app: typer.Typer) -> None:
             if api not in ("chat", "completions"):
                 raise UserError(f"--api {api!r}: give chat or completions")
             workload = trace is not None or input_tokens is not None or output_tokens is not None
+            if prompt is not None and (trace is not None or input_tokens is not None):
+                raise UserError(
+                    "--prompt is the one prompt sent; --trace and --input-tokens build their own, "
+                    "so give one of them"
+                )
             if workload and ray is not None:
                 raise UserError(
                     "--trace, --input-tokens and --output-tokens run on this machine; leave out "
