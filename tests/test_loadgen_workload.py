@@ -489,3 +489,18 @@ async def test_the_mcp_search_tool_checks_its_lengths_before_any_work(tmp_path: 
         )
     assert refused.is_error
     assert "'normal:3': give fixed:N" in error_line(refused)
+
+
+def test_shared_hash_ids_are_the_same_words_and_then_differ() -> None:
+    from sagemeter.loadgen.prompt_text import Sizing, block_prompt
+
+    sizing = Sizing(overhead=3.0, per_word=1.0)
+    first = block_prompt(sizing, [1, 2, 5], 1200, BLOCK_TOKENS, 0, own="a").split()
+    second = block_prompt(sizing, [1, 2, 6], 1100, BLOCK_TOKENS, 0, own="b").split()
+    other_seed = block_prompt(sizing, [1, 2, 5], 1200, BLOCK_TOKENS, 1, own="a").split()
+    assert (len(first), len(second)) == (1200 - 3, 1100 - 3)
+    shared = 2 * BLOCK_TOKENS
+    assert first[:shared] == second[:shared]
+    # The third blocks differ from their first words on (16-word runs, as a cache block sees).
+    assert first[shared : shared + 16] != second[shared : shared + 16]
+    assert first[:16] != other_seed[:16]  # --seed changes every block's text
