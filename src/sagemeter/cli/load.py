@@ -66,7 +66,13 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--concurrency", "-c", help="streams at once (closed loop)")
         ] = 16,
         max_tokens: Annotated[int, typer.Option(help="tokens asked per reply")] = 256,
-        duration: Annotated[str, typer.Option(help="sending time, e.g. 10s or 500ms")] = "10s",
+        duration: Annotated[
+            str | None,
+            typer.Option(
+                help="sending time, e.g. 10s or 500ms [10s; a --trace: all of it]",
+                show_default=False,
+            ),
+        ] = None,
         workers: Annotated[
             int | None, typer.Option(help="client processes [cores]", show_default=False)
         ] = None,
@@ -85,7 +91,41 @@ def register(app: typer.Typer) -> None:
         rate: Annotated[
             float | None, typer.Option(help="Poisson arrivals per second (open loop)")
         ] = None,
-        seed: Annotated[int, typer.Option(help="seed of the Poisson schedule")] = 0,
+        seed: Annotated[
+            int, typer.Option(help="seed of the schedule, the drawn lengths and a trace's text")
+        ] = 0,
+        trace: Annotated[
+            Path | None,
+            typer.Option(
+                help="replay a Mooncake JSONL trace (timestamp ms, input_length, "
+                "output_length, hash_ids) at its own times (open loop)",
+                show_default=False,
+            ),
+        ] = None,
+        trace_speed: Annotated[
+            float, typer.Option(help="--trace time scale: 2 sends twice as fast")
+        ] = 1.0,
+        input_tokens: Annotated[
+            str | None,
+            typer.Option(
+                help="prompt lengths (server's tokens): fixed:N, uniform:A,B, normal:MEAN,SD, "
+                "lognormal:MEAN,SD",
+                show_default=False,
+            ),
+        ] = None,
+        output_tokens: Annotated[
+            str | None,
+            typer.Option(
+                help="reply lengths (max_tokens, ignore_eos), same forms [--max-tokens]",
+                show_default=False,
+            ),
+        ] = None,
+        burstiness: Annotated[
+            float,
+            typer.Option(
+                help="--rate arrivals: gamma gaps of this shape; 1 is Poisson, <1 burstier"
+            ),
+        ] = 1.0,
         sweep: Annotated[
             bool, typer.Option("--sweep", help="1, 2, 4, … up to --concurrency; find the knee")
         ] = False,
@@ -209,6 +249,26 @@ def register(app: typer.Typer) -> None:
                 raise UserError("--search runs its probes on this machine; leave out --ray")
             if api not in ("chat", "completions"):
                 raise UserError(f"--api {api!r}: give chat or completions")
+            workload = trace is not None or input_tokens is not None or output_tokens is not None
+            if prompt is not None and (trace is not None or input_tokens is not None):
+                raise UserError(
+                    "--prompt is the one prompt sent; --trace and --input-tokens build their own, "
+                    "so give one of them"
+                )
+            if workload and ray is not None:
+                raise UserError(
+                    "--trace, --input-tokens and --output-tokens run on this machine; leave out "
+                    "--ray"
+                )
+            if duration is not None:
+                seconds = _duration(duration, "--duration") or 0.0
+            elif trace is not None:
+                from sagemeter.loadgen.trace import read_trace_cached
+
+                span = read_trace_cached(trace).span_s
+                seconds = max(span / trace_speed, 0.001) if trace_speed > 0 else 1.0
+            else:
+                seconds = 10.0
             shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
             if sessions is None and (turns != 2 or think_time != "fixed:0s"):
                 raise UserError("--turns and --think-time shape --sessions; give --sessions N")
@@ -224,8 +284,13 @@ def register(app: typer.Typer) -> None:
                 max_tokens=max_tokens,
                 concurrency=concurrency,
                 rate=rate,
-                duration_s=_duration(duration, "--duration") or 0.0,
+                duration_s=seconds,
                 seed=seed,
+                trace=None if trace is None else str(trace),
+                trace_speed=trace_speed,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                burstiness=burstiness,
                 workers=workers,
                 sweep=sweep,
                 slo_ttft_s=_duration(slo_ttft, "--slo-ttft"),

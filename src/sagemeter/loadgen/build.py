@@ -154,6 +154,9 @@ def raw_record(record: RequestRecord) -> RawRecord:
         reasoning_events=record.reasoning_events,
         reopened_from_us=record.reopened_from_us,
         connect_from_us=record.connect_from_us,
+        max_tokens=record.max_tokens,
+        prompt_tokens=record.prompt_tokens,
+        cached_prompt_tokens=record.cached_prompt_tokens,
     )
 
 
@@ -182,6 +185,9 @@ def record_from_raw(raw: RawRecord, offset_us: int = 0) -> RequestRecord:
             None if raw.reopened_from_us is None else raw.reopened_from_us + offset_us
         ),
         connect_from_us=None if raw.connect_from_us is None else raw.connect_from_us + offset_us,
+        max_tokens=raw.max_tokens,
+        prompt_tokens=raw.prompt_tokens,
+        cached_prompt_tokens=raw.cached_prompt_tokens,
     )
 
 

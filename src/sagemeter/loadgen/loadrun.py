@@ -17,9 +17,11 @@ from typing import Protocol
 from sagemeter.errors import UserError
 from sagemeter.loadgen.build import build_result
 from sagemeter.loadgen.result import LoadResult
-from sagemeter.loadgen.schedule import poisson_schedule, shard_arrivals, split_count
+from sagemeter.loadgen.schedule import shard_arrivals, split_count
 from sagemeter.loadgen.settings import LoadSettings, available_cores
+from sagemeter.loadgen.workload import Prepared, measured, prepare, schedule, uses_deck
 from sagemeter.transport.address import ServerAddress, parse_address
+from sagemeter.transport.deck import Deck
 from sagemeter.transport.done_count import DoneCount
 from sagemeter.transport.pool import WorkerFailure, WorkerPool
 from sagemeter.transport.request import discover_model, request_body, request_bytes
@@ -43,7 +45,9 @@ class RunWatch(Protocol):
 
 
 def run_label(settings: LoadSettings) -> str:
-    """What a progress line calls one run: its level or its arrival rate."""
+    """What a progress line calls one run: its level, its arrival rate or its trace."""
+    if settings.trace is not None:
+        return f"trace ×{settings.trace_speed:g}"
     if settings.rate is not None:
         return f"{settings.rate:g} requests/s"
     return f"{settings.concurrency} at once"
@@ -55,6 +59,7 @@ class Share:
 
     streams: range
     arrivals: list[tuple[int, float]]
+    scheduled: int = 0  # open loop: arrivals of the whole schedule, every shard's
 
     @property
     def asked_concurrency(self) -> int | None:
@@ -62,18 +67,19 @@ class Share:
 
 
 def shard_share(settings: LoadSettings) -> Share:
-    """The streams (closed loop) or arrivals (Poisson) of this shard of the run."""
-    if settings.rate is None:
+    """The streams (closed loop) or arrivals (--rate, or a trace) of this shard of the run."""
+    if settings.mode == "closed":
         streams = split_count(settings.concurrency, settings.shard_count, settings.shard_index)
         return Share(streams=streams, arrivals=[])
-    schedule = poisson_schedule(settings.rate, settings.duration_s, settings.seed)
-    arrivals = shard_arrivals(schedule, settings.shard_count, settings.shard_index)
+    instants = schedule(settings)
+    arrivals = shard_arrivals(instants, settings.shard_count, settings.shard_index)
     if not arrivals:
+        source = "the trace" if settings.trace is not None else f"--rate {settings.rate:g}"
         raise UserError(
-            f"no arrival falls in this shard's {settings.duration_s:g} s at --rate "
-            f"{settings.rate:g}: raise --rate or --duration"
+            f"no arrival falls in this shard's {settings.duration_s:g} s of {source}: raise "
+            "--duration (or --rate)"
         )
-    return Share(streams=range(0), arrivals=arrivals)
+    return Share(streams=range(0), arrivals=arrivals, scheduled=len(instants))
 
 
 def worker_plans(
@@ -84,8 +90,10 @@ def worker_plans(
     workers: int,
     done_path: str = "",
     slo_stop: SloStop | None = None,
+    deck: Deck | None = None,
 ) -> list[WorkerPlan]:
-    """Split the share across `workers`: stream slices, or every workers-th arrival."""
+    """Split the share across `workers`: stream slices, or every workers-th arrival (a deck,
+    when the workload has one, goes whole to each worker: arrivals index it)."""
     plans = []
     for worker in range(workers):
         if share.streams:
@@ -114,6 +122,8 @@ def worker_plans(
                 prefer_uvloop=settings.prefer_uvloop,
                 done_path=done_path,
                 slo_stop=slo_stop,
+                deck=deck,
+                deck_workers=workers,
             )
         )
     return plans
@@ -150,6 +160,9 @@ def run_once(
         settings = settings.model_copy(update={"model": model})
         body = request_body(settings.api, model, settings.prompt, settings.max_tokens)
         payload = request_bytes(endpoint, settings.api, body, api_key)
+        prepared: Prepared | None = None
+        if uses_deck(settings):
+            prepared = prepare(settings, endpoint, model, api_key, share.scheduled)
         plans = worker_plans(
             settings,
             endpoint,
@@ -158,6 +171,7 @@ def run_once(
             workers,
             done.path if done is not None else "",
             slo_stop,
+            prepared.deck if prepared is not None else None,
         )
         try:
             pool.prepare(plans)  # every worker connected: the clock starts with the sending
@@ -170,10 +184,15 @@ def run_once(
             raise UserError(str(exc)) from None
     if run.stopped_early and not any(record.ok for record in run.records):
         raise UserError(f"{settings.target}: {run.stopped_early[0]}")
-    return build_result(
+    result = build_result(
         settings,
         run,
         asked_concurrency=share.asked_concurrency,
         wall_s=time.perf_counter() - started,
         include_raw=settings.raw or settings.sharded,
     )
+    if prepared is None:
+        return result
+    lateness = result.self_awareness.send_lag_s
+    workload = measured(prepared, run.records, settings.mode != "closed", lateness)
+    return result.model_copy(update={"workload": workload, "wall_s": time.perf_counter() - started})

@@ -35,6 +35,7 @@ from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
 
 US = 1e-6
+Mode = Literal["closed", "poisson", "trace"]
 
 
 @dataclass
@@ -61,9 +62,7 @@ class Figures:
     notes: list[str] = field(default_factory=list)
 
 
-def steady_window(
-    records: Sequence[RequestRecord], mode: Literal["closed", "poisson"]
-) -> tuple[int, int, str, bool]:
+def steady_window(records: Sequence[RequestRecord], mode: Mode) -> tuple[int, int, str, bool]:
     """(start µs, end µs, rule, steady?) — see the module docstring for the rule."""
     if not records:
         return 0, 0, "no requests", False
@@ -94,10 +93,10 @@ def _weight(record: RequestRecord) -> float:
     return 1.0
 
 
-def _send_lags(records: Sequence[RequestRecord], mode: Literal["closed", "poisson"]) -> list[float]:
+def _send_lags(records: Sequence[RequestRecord], mode: Mode) -> list[float]:
     """The client's own delays, up to when it set out to send (`first_send_us`): the connect
     or lost send a server's closing of a connection costs is not counted as the client's lag."""
-    if mode == "poisson":
+    if mode != "closed":
         return [
             (r.first_send_us - r.scheduled_us) * US for r in records if r.scheduled_us is not None
         ]
@@ -126,7 +125,7 @@ def _token_check(ok: Sequence[RequestRecord], max_tokens: int) -> tuple[TokenChe
     mismatch = usage_disagreements(ok)
     engine = [r for r in ok if r.engine_tokens is not None]
     engine_off = [r for r in engine if r.engine_tokens != r.tokens]
-    short = [r for r in ok if r.tokens < max_tokens]
+    short = [r for r in ok if r.tokens < (r.max_tokens or max_tokens)]  # each its own ask
     notes: list[str] = []
     if missing:
         notes.append(
@@ -144,7 +143,7 @@ def _token_check(ok: Sequence[RequestRecord], max_tokens: int) -> tuple[TokenChe
     if short:
         reasons = Counter(r.finish_reason or "none" for r in short)
         notes.append(
-            f"{len(short)} of {len(ok)} replies stopped before max_tokens={max_tokens} "
+            f"{len(short)} of {len(ok)} replies stopped before the max_tokens asked "
             f"(finish_reason {dict(reasons)}): the server did not honour ignore_eos"
         )
     check = TokenCheck(
@@ -160,7 +159,7 @@ def _token_check(ok: Sequence[RequestRecord], max_tokens: int) -> tuple[TokenChe
 
 def summarize(
     records: Sequence[RequestRecord],
-    mode: Literal["closed", "poisson"],
+    mode: Mode,
     max_tokens: int,
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
@@ -220,7 +219,7 @@ def summarize(
         output_tokens=sum(r.tokens for r in ok),
         goodput=goodput,
         tokens=token_check,
-        send_lag_kind="late against schedule" if mode == "poisson" else "closed-loop gap",
+        send_lag_kind="late against schedule" if mode != "closed" else "closed-loop gap",
         send_lag_s=distribution(_send_lags(records, mode)),
         mean_request_s=math.fsum(spans) / len(spans) if spans else None,
         notes=notes,

@@ -93,7 +93,7 @@ def clock_checks(settings: LoadSettings, cluster: ClusterRun) -> tuple[list[str]
     schedule)."""
     start_us, end_us, _, _ = steady_window(cluster.run.records, settings.mode)
     return cluster.clock_checks(
-        (end_us - start_us) * 1e-6, "steady window", open_loop=settings.mode == "poisson"
+        (end_us - start_us) * 1e-6, "steady window", open_loop=settings.mode != "closed"
     )
 
 

@@ -125,6 +125,16 @@ class RawRecord(BaseModel):
         "stream's last one (Connection: close, or closed idle)",
     )
 
+    max_tokens: int | None = Field(
+        default=None, description="the reply length this request asked (a workload's own)"
+    )
+    prompt_tokens: int | None = Field(
+        default=None, description="the prompt as the server counted it (usage.prompt_tokens)"
+    )
+    cached_prompt_tokens: int | None = Field(
+        default=None, description="the part of it the server's prefix cache served, if said"
+    )
+
 
 class RawRun(BaseModel):
     """Enough of a run to recompute every figure: records, lag samples, workers' CPU."""
@@ -253,6 +263,59 @@ class SloSearch(BaseModel):
     probes: list[Probe]
 
 
+class LengthSizing(BaseModel):
+    """How prompt text was sized to the server's count: tokens = overhead + per word × words."""
+
+    method: str
+    tokens_per_word: float
+    overhead_tokens: float
+    probes: list[tuple[int, int]] = Field(description="(words sent, usage.prompt_tokens)")
+
+
+class Workload(BaseModel):
+    """What was sent beyond one fixed request: a replayed trace, or drawn lengths and arrivals,
+    and how close the prompts came to the lengths asked, by the server's own count."""
+
+    kind: Literal["trace", "synthetic"]
+    seed: int
+    trace_file: str | None = None
+    trace_sha256: str | None = None
+    trace_requests: int | None = Field(default=None, description="requests in the file")
+    trace_span_s: float | None = Field(default=None, description="first to last, as written")
+    trace_speed: float | None = None
+    requests_scheduled: int | None = Field(
+        default=None, description="open loop: requests the schedule sent (a trace: in --duration)"
+    )
+    block_tokens: int | None = Field(default=None, description="tokens per hash id")
+    unique_blocks: int | None = Field(default=None, description="distinct hash ids scheduled")
+    block_reuses: int | None = Field(
+        default=None, description="hash ids scheduled after their first use (shared prefixes)"
+    )
+    input_tokens: str | None = Field(default=None, description="the distribution asked")
+    output_tokens: str | None = None
+    burstiness: float | None = Field(default=None, description="gamma shape of --rate's gaps")
+    shapes: int = Field(
+        description="distinct requests built (a synthetic deck is cycled, each "
+        "send's prompt made unique by a nonce)"
+    )
+    sizing: LengthSizing | None
+    asked_input_tokens: Distribution | None
+    asked_output_tokens: Distribution
+    counted_input_tokens: Distribution | None = Field(
+        default=None, description="usage.prompt_tokens of the answered requests"
+    )
+    input_off_by_tokens: Distribution | None = Field(
+        default=None,
+        description="|server's count − asked| per answered request (open loop; None otherwise)",
+    )
+    cached_input_tokens: int | None = Field(
+        default=None, description="prompt tokens the server said its prefix cache served"
+    )
+    schedule_lateness_s: Distribution | None = Field(
+        default=None, description="open loop: each send's lateness against its scheduled time"
+    )
+
+
 class LoadResult(BaseModel):
     """One load run (or a sweep's chosen level, with every level in `levels`)."""
 
@@ -270,7 +333,7 @@ class LoadResult(BaseModel):
     wall_s: float
     kind: str = RESULT_KIND
     target: str
-    mode: Literal["closed", "poisson"]
+    mode: Literal["closed", "poisson", "trace"]
     asked_concurrency: int | None
     asked_rate: float | None
     requests_failed: int
@@ -299,4 +362,5 @@ class LoadResult(BaseModel):
     levels: list[LoadResult] | None = None
     operating_point: OperatingPoint | None = None
     slo_search: SloSearch | None = None
+    workload: Workload | None = None
     raw: RawRun | None = None

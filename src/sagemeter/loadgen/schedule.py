@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from sagemeter.errors import UserError
 from sagemeter.transport.pool import split_count
 
-__all__ = ["parse_shard", "poisson_schedule", "shard_arrivals", "split_count"]
+__all__ = [
+    "gamma_schedule",
+    "parse_shard",
+    "poisson_schedule",
+    "shard_arrivals",
+    "split_count",
+    "trace_schedule",
+]
 
 
 def poisson_schedule(rate: float, duration_s: float, seed: int) -> list[float]:
@@ -27,6 +34,29 @@ def poisson_schedule(rate: float, duration_s: float, seed: int) -> list[float]:
         arrivals.append(at)
         at += draw.expovariate(rate)
     return arrivals
+
+
+def gamma_schedule(rate: float, duration_s: float, seed: int, burstiness: float) -> list[float]:
+    """Arrivals whose gaps are gamma-distributed with mean 1/rate and shape `burstiness`: 1 is
+    Poisson (the same instants as `poisson_schedule`), below 1 burstier (gaps' coefficient of
+    variation 1/√burstiness), above 1 more regular."""
+    if burstiness == 1.0:
+        return poisson_schedule(rate, duration_s, seed)
+    if not rate > 0:
+        raise UserError(f"--rate {rate!r}: give a positive number of requests per second")
+    draw = random.Random(seed)
+    scale = 1.0 / (rate * burstiness)
+    arrivals: list[float] = []
+    at = draw.gammavariate(burstiness, scale)
+    while at < duration_s:
+        arrivals.append(at)
+        at += draw.gammavariate(burstiness, scale)
+    return arrivals
+
+
+def trace_schedule(times_s: Sequence[float], speed: float, duration_s: float) -> list[float]:
+    """A trace's send instants scaled by 1/`speed`, those within `duration_s` (inclusive)."""
+    return [at / speed for at in times_s if at / speed <= duration_s]
 
 
 def shard_arrivals(schedule: Sequence[float], shards: int, shard: int) -> list[tuple[int, float]]:

@@ -41,6 +41,13 @@ class LoadSettings(BaseModel):
     search: Literal["concurrency", "rate"] | None = None
     slo_percentile: float = 99.0
     price_per_hour: float | None = None
+    # Workloads (loadgen/workload.py): a Mooncake trace replayed at its times (×1/trace_speed),
+    # or drawn prompt and reply lengths; gamma arrivals of this burstiness for --rate.
+    trace: str | None = None
+    trace_speed: float = 1.0
+    input_tokens: str | None = None
+    output_tokens: str | None = None
+    burstiness: float = 1.0
     shard_index: int = 0
     shard_count: int = 1
     start_at: float | None = None
@@ -49,7 +56,11 @@ class LoadSettings(BaseModel):
     prefer_uvloop: bool = True
 
     @property
-    def mode(self) -> Literal["closed", "poisson"]:
+    def mode(self) -> Literal["closed", "poisson", "trace"]:
+        """Closed loop, open loop at --rate (Poisson, or gamma with --burstiness), or a trace's
+        own times (open loop too)."""
+        if self.trace is not None:
+            return "trace"
         return "poisson" if self.rate is not None else "closed"
 
     @property
@@ -79,6 +90,7 @@ class LoadSettings(BaseModel):
         for flag, value in (("--slo-ttft", self.slo_ttft_s), ("--slo-tpot", self.slo_tpot_s)):
             if value is not None and not value > 0:
                 raise UserError(f"{flag} {value!r}: give a positive duration, e.g. 200ms")
+        self._check_workload()
         self._check_search()
         if not 0 <= self.shard_index < self.shard_count:
             raise UserError(
@@ -89,6 +101,50 @@ class LoadSettings(BaseModel):
                 f"--concurrency {self.concurrency} cannot be split into {self.shard_count} shards"
             )
         return self
+
+    def _check_workload(self) -> None:
+        from sagemeter.loadgen.lengths import parse_lengths
+
+        for flag, spec in (
+            ("--input-tokens", self.input_tokens),
+            ("--output-tokens", self.output_tokens),
+        ):
+            if spec is not None:
+                parse_lengths(spec, flag)
+        drawn = self.input_tokens is not None or self.output_tokens is not None
+        if (drawn or self.trace is not None) and self.sharded:
+            raise UserError(
+                "--trace, --input-tokens and --output-tokens run on one machine (a shard merge "
+                "would lose the workload's record); leave out --shard"
+            )
+        burst = self.burstiness
+        if not (math.isfinite(burst) and burst > 0):
+            raise UserError(f"--burstiness {burst!r}: give a positive number (1 is Poisson)")
+        if burst != 1.0 and self.rate is None:
+            raise UserError("--burstiness shapes the arrivals of --rate: give --rate too")
+        if self.trace is None:
+            if self.trace_speed != 1.0:
+                raise UserError("--trace-speed scales a --trace's times: give --trace too")
+            return
+        speed = self.trace_speed
+        if not (math.isfinite(speed) and speed > 0):
+            raise UserError(f"--trace-speed {speed!r}: give a positive factor (2 is twice as fast)")
+        for flag, given in (
+            ("--rate", self.rate is not None),
+            ("--sweep", self.sweep),
+            ("--search", self.search is not None),
+            ("--input-tokens", self.input_tokens is not None),
+            ("--output-tokens", self.output_tokens is not None),
+        ):
+            if given:
+                raise UserError(
+                    f"--trace sends its own requests at its own times and lengths; leave out {flag}"
+                )
+        from pathlib import Path
+
+        from sagemeter.loadgen.trace import read_trace_cached
+
+        read_trace_cached(Path(self.trace))
 
     def _check_search(self) -> None:
         if self.slo_percentile not in SLO_PERCENTILES:

@@ -22,12 +22,19 @@ def _spread_row(table: Table, name: str, dist: Distribution) -> None:
 
 def result_tables(result: LoadResult) -> list[Table]:
     """Headline figures, then the latency spreads in milliseconds."""
-    mode = (
-        f"{result.asked_concurrency} at once"
-        if result.mode == "closed"
-        else f"Poisson {result.asked_rate:g} req/s"
+    settings = result.settings
+    if result.mode == "closed":
+        mode = f"{result.asked_concurrency} at once"
+    elif result.mode == "trace":
+        mode = f"trace ×{settings.trace_speed:g}"
+    elif settings.burstiness != 1.0:
+        mode = f"gamma {result.asked_rate:g} req/s, burstiness {settings.burstiness:g}"
+    else:
+        mode = f"Poisson {result.asked_rate:g} req/s"
+    replies = (
+        f"{settings.max_tokens} tokens" if result.workload is None else "the workload's lengths"
     )
-    head = Table(title=f"load {result.target} ({mode}, {result.settings.max_tokens} tokens)")
+    head = Table(title=f"load {result.target} ({mode}, {replies})")
     head.add_column("figure")
     head.add_column("value", justify="right")
     awareness = result.self_awareness
@@ -71,6 +78,8 @@ def result_tables(result: LoadResult) -> list[Table]:
     _spread_row(spreads, "TPOT", result.tpot_s)
     _spread_row(spreads, "ITL", result.itl_s)
     tables = [head, spreads]
+    if result.workload is not None:
+        tables.append(workload_table(result))
     if result.sweep:
         sweep = Table(title="sweep")
         for column in ("at once", "tok/s", "rise/doubling", "TTFT ms", "TPOT ms", "valid"):
@@ -93,6 +102,57 @@ def result_tables(result: LoadResult) -> list[Table]:
     if result.cluster is not None:
         tables.append(cluster_table(result))
     return tables
+
+
+def _tokens_row(table: Table, name: str, dist: Distribution | None) -> None:
+    if dist is None or not dist.n:
+        table.add_row(name, "-", "-", "-", "-", "0")
+        return
+    table.add_row(
+        name, _num(dist.mean), _num(dist.median, 0), _num(dist.p99, 0), _num(dist.max, 0),
+        f"{dist.n:,}",
+    )  # fmt: skip
+
+
+def workload_table(result: LoadResult) -> Table:
+    """What was sent: asked lengths beside the server's count, and the schedule's lateness."""
+    work = result.workload
+    assert work is not None
+    if work.kind == "trace":
+        title = (
+            f"trace {work.trace_file}: {work.requests_scheduled} of {work.trace_requests} "
+            f"requests ×{work.trace_speed:g}, {work.unique_blocks} blocks, "
+            f"{work.block_reuses} reused"
+        )
+    else:
+        title = (
+            f"workload: input {work.input_tokens or 'the --prompt'}, output "
+            f"{work.output_tokens or 'fixed --max-tokens'}, seed {work.seed}"
+        )
+    table = Table(title=title)
+    for column in ("tokens", "mean", "median", "p99", "max", "n"):
+        table.add_column(column, justify="left" if column == "tokens" else "right")
+    _tokens_row(table, "input asked", work.asked_input_tokens)
+    _tokens_row(table, "input counted by the server", work.counted_input_tokens)
+    if work.input_off_by_tokens is not None:
+        _tokens_row(table, "|counted − asked| per request", work.input_off_by_tokens)
+    _tokens_row(table, "output asked", work.asked_output_tokens)
+    captions = []
+    if work.sizing is not None:
+        captions.append(
+            f"text sized by the server's count: {work.sizing.tokens_per_word:.3f} tokens/word "
+            f"+ {work.sizing.overhead_tokens:.1f}"
+        )
+    if work.cached_input_tokens is not None:
+        captions.append(f"prefix cache served {work.cached_input_tokens:,} prompt tokens")
+    late = work.schedule_lateness_s
+    if late is not None and late.n:
+        captions.append(
+            f"sends late against the schedule ms: p50 {_ms(late.median)}, p99 {_ms(late.p99)}, "
+            f"max {_ms(late.max)}"
+        )
+    table.caption = "; ".join(captions)
+    return table
 
 
 def _load(probe: Probe) -> str:

@@ -89,6 +89,17 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
             Field(gt=0, allow_inf_nan=False, description="search=rate: the first rate tried"),
         ] = None,
         max_tokens: Annotated[int, Field(ge=1, description="tokens asked per reply")] = 256,
+        input_tokens: Annotated[
+            str | None,
+            Field(
+                description="prompt lengths drawn per request: fixed:N, uniform:A,B, "
+                "normal:MEAN,SD or lognormal:MEAN,SD (the server's tokens)"
+            ),
+        ] = None,
+        output_tokens: Annotated[
+            str | None,
+            Field(description="reply lengths drawn per request, the same forms [max_tokens]"),
+        ] = None,
         min_probe_s: Annotated[
             float, Field(gt=0, le=3600, description="the shortest probe, seconds")
         ] = 10.0,
@@ -130,6 +141,8 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
             search=search,
             slo_percentile=float(percentile),
             price_per_hour=price_per_hour,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
         ).checked()
         async with Relay(ctx) as relay:
 

@@ -1,6 +1,7 @@
 """The cost at your SLO, as a phase of a measurement: a plan's `[slo]` table, searched per arm.
 
-A plan that gives `[slo]` (ttft, tpot, percentile, max_tokens, search) has each arm's endpoint
+A plan that gives `[slo]` (ttft, tpot, percentile, max_tokens, search, and a workload's
+input_tokens, output_tokens, burstiness) has each arm's endpoint
 searched for its operating point after the article's phases (`sagemeter load --search`, on the
 same server while it still runs), and the arm's result gets `slo_concurrency` (or `slo_rate`),
 `slo_tokens_per_second` and `usd_per_million_tokens_at_slo` at its top level, with every probe in
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sagemeter.errors import UserError
 
 DEFAULT_CEILING = 64
 
@@ -34,6 +37,13 @@ class SloOptions(BaseModel):
     )
     rate: float | None = Field(None, gt=0, description="search = rate: the first rate tried")
     duration: float = Field(10.0, gt=0, description="the shortest probe: seconds or e.g. 5s")
+    input_tokens: str | None = Field(
+        None, description='prompt lengths drawn per request, e.g. "lognormal:800,400"'
+    )
+    output_tokens: str | None = Field(
+        None, description='reply lengths drawn per request, e.g. "uniform:32,256"'
+    )
+    burstiness: float = Field(1.0, gt=0, description="search = rate: gamma shape of the gaps")
 
     @field_validator("ttft", "tpot", "duration", mode="before")
     @classmethod
@@ -41,6 +51,18 @@ class SloOptions(BaseModel):
         from sagemeter.calibrate.timing import duration_field
 
         return duration_field(value)
+
+    @field_validator("input_tokens", "output_tokens")
+    @classmethod
+    def _lengths(cls, value: str | None) -> str | None:
+        from sagemeter.loadgen.lengths import parse_lengths
+
+        if value is not None:
+            try:
+                parse_lengths(value, "")
+            except UserError as exc:
+                raise ValueError(str(exc).strip()) from None
+        return value
 
     @model_validator(mode="after")
     def _complete(self) -> SloOptions:
@@ -50,6 +72,8 @@ class SloOptions(BaseModel):
             raise ValueError(f"percentile {self.percentile:g}: give 50, 90 or 99")
         if self.search == "rate" and self.rate is None:
             raise ValueError("search = rate starts at `rate`: give the first rate to try")
+        if self.burstiness != 1.0 and self.search != "rate":
+            raise ValueError("burstiness shapes the arrivals of search = rate")
         return self
 
 
@@ -93,6 +117,9 @@ def search_slo(
         search=options.search,
         slo_percentile=options.percentile,
         price_per_hour=price_per_hour,
+        input_tokens=options.input_tokens,
+        output_tokens=options.output_tokens,
+        burstiness=options.burstiness,
     ).checked()
     started = time.perf_counter()
     result = search_operating_point(

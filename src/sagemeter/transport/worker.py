@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from sagemeter.parentwatch import die_with_parent
 from sagemeter.transport.clock import LagSampler, perf_counter_at
+from sagemeter.transport.deck import Deck
 from sagemeter.transport.done_count import DoneSlot
 from sagemeter.transport.events import check_reply_model
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
@@ -109,6 +110,10 @@ class WorkerPlan:
     expected_model: str | None = None  # a reply naming another model is a failure
     done_path: str = ""  # a `DoneCount` file this worker writes its finished count into
     slo_stop: SloStop | None = None  # stop sending once the run's misses say it cannot pass
+    # A workload's own requests (transport/deck.py): an arrival sends deck entry `index`; a
+    # closed-loop stream the worker's next entry (every `deck_workers`-th from its own).
+    deck: Deck | None = None
+    deck_workers: int = 1
 
 
 @dataclass
@@ -156,6 +161,19 @@ class Worker:
         self.failed = 0
         self.slo_stopped = False
         self.done = DoneSlot(plan.done_path, plan.worker)
+        self.serial = 0  # sends of a deck's payloads so far (each its own nonce)
+
+    def next_payload(self, position: int | None) -> tuple[bytes, int | None]:
+        """The payload of the next send and its reply length: the plan's one payload, or the
+        deck's entry at `position` (None: this worker's next) with a nonce of its own."""
+        deck = self.plan.deck
+        if deck is None:
+            return self.plan.payload, self.plan.max_tokens
+        serial = self.serial
+        self.serial += 1
+        if position is None:
+            position = serial * self.plan.deck_workers + self.plan.worker
+        return deck.payload(position, self.plan.worker, serial)
 
     async def connect(self) -> Connection:
         plan = self.plan
@@ -287,6 +305,7 @@ class Worker:
         plan = self.plan
         own = plan.stream_payloads
         payload = own[plan.streams.index(stream)] if own else plan.payload
+        asked = plan.max_tokens
         limit = plan.requests_per_stream
         index = 0
         held: list[Connection | None] = [connection]
@@ -307,10 +326,12 @@ class Worker:
             return record
 
         def fresh(number: int) -> Callable[[], LiveRecord]:
-            return lambda: LiveRecord(stream, number, max_tokens=plan.max_tokens)
+            return lambda: LiveRecord(stream, number, max_tokens=asked)
 
         failures_in_row = 0
         while time.perf_counter() < self.deadline and (limit == 0 or index < limit):
+            if plan.deck is not None:  # this request's own bytes (retries send the same)
+                payload, asked = self.next_payload(None)
             record = await send_with_retries(send, fresh(index), plan.retry)
             index += 1
             self.keep(record)
@@ -361,7 +382,8 @@ class Worker:
             await asyncio.gather(*tasks)
 
     async def open_one(self, index: int, due: float) -> None:
-        record = LiveRecord(-1, index, scheduled=due)
+        payload, asked = self.next_payload(index)
+        record = LiveRecord(-1, index, scheduled=due, max_tokens=asked)
         connection = None
         while self.idle and connection is None:
             candidate = self.idle.pop()
@@ -376,7 +398,7 @@ class Worker:
                 self.keep(record)
                 return
         record, used = await send_reopening(
-            connection, self.connect, self.plan.payload, record, self.plan.timeout_s
+            connection, self.connect, payload, record, self.plan.timeout_s
         )
         self.keep(record)
         if used is not None and used.reusable:
