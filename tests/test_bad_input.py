@@ -127,7 +127,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("truth duration", ["calibrate-server", "--ttft", "-5ms"], 2, "--ttft"),
     ("load duration", ["load", NOTHING, "--duration", "never"], 2, "--duration"),
     ("load shard", ["load", NOTHING, "--shard", "3/2"], 2, "--shard"),
-    ("nothing listening", ["load", NOTHING, "--duration", "1s"], 2, "cannot reach"),
+    ("nothing listening", ["load", NOTHING, "--duration", "1s"], 6, "cannot reach"),  # transport
     ("nothing to measure", ["measure", "{tmp}/m", NOTHING], 2, "does not answer as a chat API"),
     ("inspect nothing", ["inspect", "{tmp}/none.safetensors"], 2, "none.safetensors"),
 ]

@@ -193,14 +193,14 @@ def test_load_and_serve_start_a_command_server_too(
     assert "stopped" in rest and served.returncode == 0
 
 
-def test_a_command_that_exits_early_is_named_with_its_cause(
+def test_a_command_that_exits_early_is_named_with_its_cause_and_exits_5(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
     command = _script(
         tmp_path, "early", 'import sys\nprint("error: unknown flag --frobnicate")\nsys.exit(3)\n'
     )
     done = _run(["measure", str(tmp_path / "out"), f"cmd:{command}", "--quick"], sagemeter_env)
-    assert done.returncode == 2
+    assert done.returncode == 5, done.stderr  # an engine failure (errors.EngineError), not input
     line = done.stderr.strip()
     assert "exited with code 3 before it answered" in line
     assert "unknown flag --frobnicate" in line and "Traceback" not in done.stderr
@@ -226,7 +226,7 @@ def test_a_server_that_never_answers_is_stopped_at_the_startup_timeout(
         ["measure", str(tmp_path / "out"), f"cmd:{command}", "--quick", "--startup-timeout", "3s"],
         sagemeter_env,
     )
-    assert done.returncode == 2
+    assert done.returncode == 5, done.stderr  # the engine never started: EngineError
     assert "did not answer within 3 s" in done.stderr and "loading weights" in done.stderr
     assert _gone(int((tmp_path / "hang.pid").read_text()))
 

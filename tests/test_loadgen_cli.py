@@ -100,7 +100,6 @@ def test_load_writes_the_shared_interface_keys(
         (["load", "http://127.0.0.1:9", "--concurrency", "0"], "--concurrency"),
         (["load", "http://127.0.0.1:9", "--sweep", "--rate", "3"], "--sweep"),
         (["load", "http://127.0.0.1:9", "--api", "embeddings"], "--api"),
-        (["load", "http://127.0.0.1:1", "--duration", "1s"], "cannot reach"),
         (["load", "local:nope"], "unknown checkpoint 'nope'"),
         (["load", "local:smollm2-q4_1", "--duration", "soon"], "--duration"),  # before a start
         (["selfcheck", "--levels", "1,0"], "--levels"),
@@ -115,6 +114,16 @@ def test_bad_input_is_one_line_and_exit_2(
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
+
+
+def test_a_target_nothing_listens_on_is_one_line_and_exit_6(
+    sagemeter_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Connection refused before anything was measured: the endpoint's failure, not bad input."""
+    code, _, err = run(["load", "http://127.0.0.1:1", "--duration", "1s"], sagemeter_env, tmp_path)
+    assert code == 6, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot reach http://127.0.0.1:1"), err
 
 
 @pytest.mark.slow

@@ -42,8 +42,9 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(_app(), ["sagemaker", *args])
 
 
-def _one_error_line(result: Result) -> str:
-    assert result.exit_code == 2, (result.stdout, result.stderr)
+def _one_error_line(result: Result, code: int = 2) -> str:
+    """The one `error:` line of a failed command; `code` 2 for input, 4 when AWS refused."""
+    assert result.exit_code == code, (result.stdout, result.stderr)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
@@ -215,22 +216,41 @@ def test_expired_credentials_and_denied_calls_are_one_line(world: World) -> None
     world.json_fake.handlers["AWSPriceListService.GetProducts"] = lambda body: (
         400, {"__type": "ExpiredTokenException", "message": "The security token included in the request is expired"}
     )  # fmt: skip
-    line = _one_error_line(run("price", "ml.g6.xlarge", "--region", "us-east-2"))
+    line = _one_error_line(run("price", "ml.g6.xlarge", "--region", "us-east-2"), code=4)
     assert "AWS rejected the credentials" in line and "aws sso login" in line
     world.json_fake.handlers["AWSPriceListService.GetProducts"] = lambda body: (
         400, {"__type": "AccessDeniedException", "message": "User: arn:aws:iam::123456789012:user/x is not authorized"}
     )  # fmt: skip
     assert "AWS denied pricing:GetProducts" in _one_error_line(
-        run("price", "ml.g6.xlarge", "--refresh")
+        run("price", "ml.g6.xlarge", "--refresh"), code=4
     )
 
 
 def test_unreachable_aws_is_one_line(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", "http://127.0.0.1:9")
-    line = _one_error_line(run("status", "gemma-4-e2b@us-east-2"))
+    line = _one_error_line(run("status", "gemma-4-e2b@us-east-2"), code=4)
     assert (
         "cannot reach AWS in us-east-2" in line and "check the region name and the network" in line
     )
+
+
+def test_a_call_aws_refuses_exits_4_through_the_real_cli(
+    world: World, sagemaker_proxy: SageMakerProxy
+) -> None:
+    """`python -m sagemeter` (the real entry point): SageMaker throttles DescribeEndpoint on the
+    wire, so the cloud failed, not the input: exit 4, one line. A bad name stays exit 2."""
+    throttled = Injection(400, "ThrottlingException", "Rate exceeded")
+    sagemaker_proxy.inject("DescribeEndpoint", *[throttled] * 10)  # botocore retries a few
+    command = [sys.executable, "-m", "sagemeter", "sagemaker", "status", "gemma-4-e2b@us-east-2"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 4, done.stderr
+    assert len(lines) == 1 and "AWS throttled the request" in lines[0], done.stderr
+    assert "DescribeEndpoint" in sagemaker_proxy.operations
+    bad = subprocess.run(
+        [*command[:-1], "bad-@us-east-2"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
 
 
 @pytest.mark.slow

@@ -1,11 +1,77 @@
-"""The one exception type a person sees: a message they can act on, never a traceback."""
+"""The exceptions a person sees: a message they can act on, never a traceback.
+
+One tree under `SagemeterError`, one class per kind of failure, each carrying its exit code, so
+a script can tell bad input from a cloud, engine or network failure without reading the text:
+
+    SagemeterError (alias UserError)   exit 2 unless a subclass says otherwise
+    ├── InputError      bad input or an unmet precondition, checked before work    exit 2
+    │   └── ManyProblems  several problems of one input at once                   exit 2
+    ├── PlatformError   the cloud refused or failed (AWS errors, quota, capacity)  exit 4
+    ├── EngineError     a server sagemeter starts could not start or died          exit 5
+    └── TransportError  the endpoint could not be reached, so nothing was measured exit 6
+
+`exit_code` is the one place the faces turn an exception into an exit code.
+"""
+
+from __future__ import annotations
 
 
-class UserError(Exception):
-    """Bad input or an unmet precondition; the faces print its message on one line and exit 2."""
+class SagemeterError(Exception):
+    """A failure a person can act on; the faces print its message on one line. Raised as is
+    (mostly under its old name `UserError`) it is bad input: exit 2."""
+
+    exit_code = 2
 
 
-class ManyProblems(UserError):
+UserError = SagemeterError
+"""The root's first name, kept so every `raise UserError` stays input and every
+`except UserError` still catches the whole tree."""
+
+
+class InputError(SagemeterError):
+    """Bad input or an unmet precondition, found before any work started."""
+
+    exit_code = 2
+
+
+class PlatformError(SagemeterError):
+    """The cloud refused or failed: an AWS error, a quota, no capacity, a wait that never ended."""
+
+    exit_code = 4
+
+
+class EngineError(SagemeterError):
+    """A server sagemeter starts on this machine could not start, or died while it ran."""
+
+    exit_code = 5
+
+
+class TransportError(SagemeterError):
+    """The endpoint could not be reached at all, so nothing could be measured."""
+
+    exit_code = 6
+
+
+KINDS: tuple[type[SagemeterError], ...] = (InputError, PlatformError, EngineError, TransportError)
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code for `exc`: its class's in the tree, 1 for anything else."""
+    if isinstance(exc, SagemeterError):
+        return exc.exit_code
+    return 1
+
+
+def reworded(exc: SagemeterError, message: str) -> SagemeterError:
+    """A new error saying `message`, of the same kind as `exc` (for a message that adds context),
+    so wrapping never turns an engine or cloud failure back into bad input."""
+    for kind in KINDS:
+        if isinstance(exc, kind):
+            return kind(message)
+    return SagemeterError(message)
+
+
+class ManyProblems(InputError):
     """Several problems of one input found at once (a plan's), so all are fixed in one go: the
     terminal shows one line each, an MCP answer one sentence (`sentence`)."""
 

@@ -15,7 +15,7 @@ from types import FrameType
 import typer
 
 from sagemeter.cli.common import err_console
-from sagemeter.errors import UserError
+from sagemeter.errors import UserError, exit_code
 
 app = typer.Typer(
     name="sagemeter",
@@ -141,11 +141,12 @@ def _os_error_line(exc: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: UserError → one line on stderr and exit 2; Ctrl-C → what was interrupted
-    and what was kept, exit 130 (SIGTERM and SIGHUP the same, exit 143 and 129). Usage errors
-    (unknown command, missing argument) are click's own short messages, exit 2; a command may
-    exit 3 (an incomplete measurement); an OSError left over (a full disk at the last write) is
-    one line and exit 1."""
+    """Entry point: a sagemeter error → one line on stderr and its kind's exit code
+    (`errors.exit_code`: 2 bad input, 4 the cloud, 5 an engine, 6 the endpoint unreachable);
+    Ctrl-C → what was interrupted and what was kept, exit 130 (SIGTERM and SIGHUP the same,
+    exit 143 and 129). Usage errors (unknown command, missing argument) are click's own short
+    messages, exit 2; a command may exit 3 (an incomplete measurement); an OSError left over (a
+    full disk at the last write) is one line and exit 1."""
     from sagemeter.cli.interrupt import interrupted_message
     from sagemeter.printable import printable
 
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         # No markup: a message may quote brackets (`pip install 'sagemeter[ray]'`) rich would eat.
         line = f"error: {printable(str(exc), keep_newlines=True)}"  # may quote a file or server
         err_console.print(line, style="red", highlight=False, markup=False)
-        sys.exit(2)
+        sys.exit(exit_code(exc))
     except (typer.Abort, KeyboardInterrupt):
         _say_interrupted(interrupted_message())
         sys.exit(_interrupted_code())

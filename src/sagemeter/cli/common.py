@@ -18,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from sagemeter.errors import UserError
+from sagemeter.errors import EngineError
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
@@ -67,7 +67,7 @@ def serve_until_ctrl_c(
         console.print(f"{log_label}: {engine.log_path}; Ctrl-C stops it")
         while engine.is_running():
             time.sleep(0.5)
-        raise UserError(f"{died}; see {engine.log_path}")
+        raise EngineError(f"{died}; see {engine.log_path}")
     except KeyboardInterrupt:
         console.print("stopped")
     finally:

@@ -2,8 +2,9 @@
 delete (and recommend, in sagemaker_recommend.py).
 
 Thin: each command parses its options, calls one function of `sagemeter.sagemaker`, and
-draws the answer with rich. A `UserError` (and any AWS error) is one line on stderr and exit 2;
-Ctrl-C says what still runs and how to remove it, and exits 130.
+draws the answer with rich. A sagemeter error (and any AWS error) is one line on stderr and
+its kind's exit code (`errors.exit_code`: 2 bad input, 4 the cloud refused or failed); Ctrl-C
+says what still runs and how to remove it, and exits 130.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rich.text import Text
 
 from sagemeter import sagemaker as sm
 from sagemeter.compare.costs import check_price
-from sagemeter.errors import ManyProblems, UserError
+from sagemeter.errors import ManyProblems, UserError, exit_code
 from sagemeter.printable import printable
 from sagemeter.redaction import StreamRedaction
 from sagemeter.sagemaker.aws import explain
@@ -49,7 +50,6 @@ from sagemeter.sagemaker.verbs import (
 P = ParamSpec("P")
 R = TypeVar("R")
 
-EXIT_USER_ERROR = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
@@ -72,7 +72,8 @@ def _error_line(message: str, *, lines: bool = False) -> None:
 
 
 def guarded(fn: Callable[P, R]) -> Callable[P, R]:
-    """UserError and AWS errors become one line on stderr and exit 2, never a traceback."""
+    """Sagemeter's errors and AWS errors become one line on stderr and their kind's exit code
+    (an AWS error is the cloud's: exit 4), never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -80,10 +81,11 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except UserError as exc:
             _error_line(str(exc), lines=isinstance(exc, ManyProblems))
-            raise typer.Exit(EXIT_USER_ERROR) from None
+            raise typer.Exit(exit_code(exc)) from None
         except (ClientError, BotoCoreError) as exc:
-            _error_line(str(explain(exc, "complete the request")))
-            raise typer.Exit(EXIT_USER_ERROR) from None
+            explained = explain(exc, "complete the request")
+            _error_line(str(explained))
+            raise typer.Exit(exit_code(explained)) from None
 
     return wrapper
 

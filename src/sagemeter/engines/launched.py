@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sagemeter.errors import UserError
+from sagemeter.errors import EngineError, UserError
 
 WaitFn = Callable[[float], None]
 POLL_S = 0.5
@@ -164,7 +164,7 @@ class LaunchedServer:
                 raise UserError(f"{self.what} was stopped while it started")
             code = process.poll()
             if code is not None:
-                raise UserError(
+                raise EngineError(
                     f"{self.exited(code)}: {self.failure_cause(self.log_text())} "
                     f"(log {self.log_path})"
                 )
@@ -172,7 +172,7 @@ class LaunchedServer:
                 return
             on_wait(time.perf_counter() - began)
             time.sleep(POLL_S)
-        raise UserError(
+        raise EngineError(
             f"{self.what} did not answer within {deadline - began:.0f} s; log {self.log_path}: "
             f"{self.failure_cause(self.log_text())}"
         )

@@ -24,7 +24,7 @@ from types import TracebackType
 from sagemeter.engines.checkpoints import Checkpoint
 from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, failure_cause
 from sagemeter.engines.startup_log import parse_llamacpp_log
-from sagemeter.errors import UserError
+from sagemeter.errors import EngineError, UserError
 from sagemeter.parentwatch import child_env
 from sagemeter.results import StartupFacts
 
@@ -145,7 +145,7 @@ class LocalEngine:
         buffered = b""
         while time.perf_counter() < deadline:
             if self._process.poll() is not None:
-                raise UserError(
+                raise EngineError(
                     f"the embedded engine could not start {self.checkpoint.path.name}: "
                     f"{self._failure_cause()} (log: {self.log_path})"
                 )
@@ -161,7 +161,7 @@ class LocalEngine:
                         return str(json.loads(line)["listening"])
                     except (ValueError, KeyError):
                         continue
-        raise UserError(
+        raise EngineError(
             f"the embedded engine did not start within the deadline: {self._failure_cause()} "
             f"(log: {self.log_path})"
         )
@@ -176,7 +176,7 @@ class LocalEngine:
             except (urllib.error.URLError, OSError):
                 pass  # still loading (503) or not listening yet
             time.sleep(0.1)
-        raise UserError(f"the embedded engine at {address} never became healthy")
+        raise EngineError(f"the embedded engine at {address} never became healthy")
 
     def _failure_cause(self) -> str:
         """Why the engine did not start, in words, from its own log (else the log's last line)."""

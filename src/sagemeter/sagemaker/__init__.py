@@ -1,7 +1,7 @@
 """The SageMaker backend: quota, price, role, deploy, wait, status, list, logs, invoke, delete.
 
 Plain functions with typed parameters that return pydantic models and never print, so the CLI
-and the MCP server call the same code. Every AWS failure surfaces as one `UserError` line.
+and the MCP server call the same code. Every AWS failure surfaces as one `PlatformError` line.
 """
 
 from sagemeter.sagemaker.aws import Aws

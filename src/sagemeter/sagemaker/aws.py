@@ -1,7 +1,8 @@
 """One boto3 session per caller, its clients, and AWS errors as one line a person can act on.
 
 Nothing here prints. Every control-plane call goes through `aws_errors(...)`, which converts
-botocore's exceptions into `UserError` (what went wrong, what to do), with secrets redacted.
+botocore's exceptions into one line (what went wrong, what to do), with secrets redacted: a
+`PlatformError` (exit 4) when AWS refused or failed, input (exit 2) when no credentials are set.
 Endpoints come from boto3's own configuration, so `AWS_ENDPOINT_URL_<SERVICE>` (and profiles)
 work as the AWS CLI documents them.
 """
@@ -31,7 +32,7 @@ from botocore.exceptions import (
 )
 
 from sagemeter import __version__
-from sagemeter.errors import UserError
+from sagemeter.errors import PlatformError, UserError
 from sagemeter.sagemaker.redact import redact
 from sagemeter.transport.upstream import MAX_CHARS
 from sagemeter.transport.upstream import one_line as upstream_one_line
@@ -178,7 +179,9 @@ def is_not_found(exc: ClientError) -> bool:
 def explain(
     exc: BaseException, action: str, region: str | None = None, service: str = "sagemaker"
 ) -> UserError:
-    """The one line a person sees for an AWS failure while doing `action`.
+    """The one line a person sees for an AWS failure while doing `action`: a `PlatformError`
+    when AWS refused or failed (or could not be reached), the root (input: exit 2) when the local
+    AWS configuration is missing credentials, a profile or a region.
 
     `service` is the IAM prefix of the call (sagemaker, logs, servicequotas, pricing), so an
     access-denied line names the exact permission to grant.
@@ -188,7 +191,7 @@ def explain(
         code, message = error_code(exc), error_message(exc)
         operation = getattr(exc, "operation_name", "") or ""
         if code in _CREDENTIAL_CODES:
-            return UserError(
+            return PlatformError(
                 f"AWS rejected the credentials while trying to {action} ({code}): refresh them "
                 "(`aws sso login`, or `aws configure`) and try again"
             )
@@ -202,21 +205,21 @@ def explain(
                 if operation
                 else "the request"
             )
-            return UserError(
+            return PlatformError(
                 f"AWS denied {permission}{where} while trying to {action}: {message} "
                 f"(the permissions sagemeter needs are listed in {IAM_DOC})"
             )
         if code in _THROTTLE_CODES:
-            return UserError(
+            return PlatformError(
                 f"AWS throttled the request to {action}{where}: wait a minute and retry"
             )
         if code == "ResourceLimitExceeded":
-            return UserError(
+            return PlatformError(
                 f"quota exceeded{where} while trying to {action}: {message} "
                 "(see `sagemeter sagemaker quota INSTANCE_TYPE`; raise it in the Service Quotas "
                 "console)"
             )
-        return UserError(f"AWS could not {action}{where} ({code or 'error'}): {message}")
+        return PlatformError(f"AWS could not {action}{where} ({code or 'error'}): {message}")
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return UserError(
             "no usable AWS credentials: run `aws configure` (or `aws sso login`), "
@@ -231,14 +234,14 @@ def explain(
     if isinstance(exc, NoRegionError):
         return UserError("no AWS region given: pass --region or set AWS_REGION")
     if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
-        return UserError(
+        return PlatformError(
             f"cannot reach AWS{where} while trying to {action} ({one_line(str(exc), 160)}): "
             "check the region name and the network"
         )
     if isinstance(exc, ReadTimeoutError):
-        return UserError(f"AWS did not answer in time while trying to {action}{where}: retry")
+        return PlatformError(f"AWS did not answer in time while trying to {action}{where}: retry")
     if isinstance(exc, BotoCoreError):
-        return UserError(f"could not {action}{where}: {one_line(str(exc))}")
+        return PlatformError(f"could not {action}{where}: {one_line(str(exc))}")
     return UserError(f"could not {action}{where}: {one_line(str(exc))}")
 
 

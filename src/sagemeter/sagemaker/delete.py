@@ -13,7 +13,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, Field
 
-from sagemeter.errors import UserError
+from sagemeter.errors import PlatformError, UserError
 from sagemeter.sagemaker.aws import Aws, aws_errors, is_not_found, one_line
 from sagemeter.sagemaker.endpoint import (
     BUSY_STATES,
@@ -186,7 +186,7 @@ def remove(
                     on_progress=on_progress,
                 )
                 if not reached:
-                    raise UserError(
+                    raise PlatformError(
                         f"endpoint {name} in {region} is still {status} after "
                         f"{(deadline_s or 0) / 60:.0f} min; it stays recorded: run "
                         f"`sagemeter sagemaker delete {name}@{region}` again later"
@@ -291,7 +291,7 @@ def _delete_endpoint(
     poll_s: float,
     on_progress: ProgressCallback | None,
 ) -> None:
-    """DeleteEndpoint, then wait until DescribeEndpoint says it is gone (or raise UserError)."""
+    """DeleteEndpoint, then wait until DescribeEndpoint says it is gone (or raise PlatformError)."""
     failed_before = description.get("EndpointStatus") == "Failed"
     if description.get("EndpointStatus") != "Deleting":
         try:
@@ -326,12 +326,12 @@ def _delete_endpoint(
     status = final.get("EndpointStatus")
     keep = f"it stays recorded: run `sagemeter sagemaker delete {name}@{region}` again"
     if not reached:
-        raise UserError(
+        raise PlatformError(
             f"endpoint {name} in {region} is still {status} "
             f"{(deadline_s or 0) / 60:.0f} min after the delete request; {keep} later"
         )
     reason = one_line(str(final.get("FailureReason") or "no reason given"), 200)
-    raise UserError(f"deleting endpoint {name} in {region} failed ({reason}); {keep}")
+    raise PlatformError(f"deleting endpoint {name} in {region} failed ({reason}); {keep}")
 
 
 def delete_all_mine(

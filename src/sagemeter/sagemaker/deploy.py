@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, Field
 
-from sagemeter.errors import UserError
+from sagemeter.errors import PlatformError, UserError, reworded
 from sagemeter.sagemaker.aws import (
     Aws,
     aws_errors,
@@ -392,8 +392,8 @@ def deploy(
         except UserError as exc:
             if not attempts:
                 raise
-            raise UserError(
-                f"{exc} (before that: {_attempts_summary(attempts, cleanups)})"
+            raise reworded(
+                exc, f"{exc} (before that: {_attempts_summary(attempts, cleanups)})"
             ) from None
         attempts.append(result.attempts[0])
         cleanups.extend(result.cleanups)
@@ -596,7 +596,7 @@ def _attempt(
     except BotoCoreError as exc:
         record.note = "a create call did not complete; what it made (if anything) is recorded"
         ledger.save(record)
-        raise UserError(
+        raise PlatformError(
             f"{explain(exc, f'create {spec.name}', region)}; anything it created is recorded: "
             f"run `sagemeter sagemaker delete {spec.name}@{region}`"
         ) from None

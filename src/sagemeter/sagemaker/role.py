@@ -22,7 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
-from sagemeter.errors import UserError
+from sagemeter.errors import PlatformError, UserError
 from sagemeter.sagemaker.aws import Aws, aws_errors, error_code
 from sagemeter.sagemaker.image import DLC_ACCOUNTS, REPOSITORY
 from sagemeter.sagemaker.spec import OWNER_KEY, OWNER_VALUE
@@ -189,7 +189,7 @@ def _wait_visible(
                 raise
         elapsed = time.monotonic() - began
         if elapsed >= wait_s:
-            raise UserError(
+            raise PlatformError(
                 f"IAM still does not show role {name} and its policy {wait_s:.0f} s after "
                 f"creating them: run `sagemeter sagemaker role create {name}` again in a minute"
             )

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sagemeter.errors import UserError
+from sagemeter.errors import TransportError, UserError
 from sagemeter.redaction import register_secret
 from sagemeter.transport.address import ServerAddress
 
@@ -83,7 +83,8 @@ def request_bytes(
 
 
 def discover_model(address: ServerAddress, api_key: str | None) -> str:
-    """The first model id of GET /v1/models; a server that cannot be reached is a UserError."""
+    """The first model id of GET /v1/models; a server that cannot be reached is a
+    TransportError (exit 6), one that answers wrongly is input to fix (exit 2)."""
     url = f"{address.base_url}/v1/models"
     check_api_key(api_key)
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
@@ -101,7 +102,7 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
         ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise UserError(f"cannot reach {address.base_url}: {reason}") from None
+        raise TransportError(f"cannot reach {address.base_url}: {reason}") from None
     except ValueError:
         raise UserError(f"GET {url} did not answer JSON; name the model with --model") from None
     except http.client.HTTPException as exc:  # headers only, a cut body, a garbage status line
