@@ -5,6 +5,11 @@ No engine: the arms are URLs nothing listens on (the estimate never sends a requ
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from sagemeter.evidence.sequential_simulation import simulate
@@ -114,3 +119,23 @@ def test_a_set_within_one_block_is_asked_whole() -> None:
         'stop.quality "decided": 40 questions per arm counted, the whole set (one look, at its '
         "end: all of them are asked)"
     )
+
+
+def test_run_dry_run_prints_the_bounds(tmp_path: Path) -> None:
+    stop = '[stop]\nquality = "decided"\nspeed = 0.03\nmax_minutes = 3\n'
+    (tmp_path / "plan.toml").write_text(_plan(stop, order="interleaved"))
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "2000"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    bounds = estimate(parse_plan(_plan(stop, order="interleaved")), {}, None).stop_bounds
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("assumptions: ")]
+    assert line.endswith("; ".join(bounds)) and len(bounds) == 3
+    assert "│ 3.0 min │" in done.stdout  # the interleaved step, cut at max_minutes
+    assert not (tmp_path / "runs").exists()
