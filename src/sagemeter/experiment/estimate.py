@@ -16,6 +16,7 @@ from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
 from sagemeter.experiment.plan import Arm, Plan
 from sagemeter.experiment.steps import StepSpec, Visit, plan_steps
+from sagemeter.experiment.stop_estimate import most_batches, most_pairs, stop_notes
 from sagemeter.measure.workflow import selected_questions, total_requests
 from sagemeter.sagemaker.pricing import try_hourly_price
 from sagemeter.settings import MeasureSettings
@@ -52,23 +53,34 @@ class Estimate(BaseModel):
     )
     unpriced: list[str] = Field(default_factory=list, description="arms whose price is unknown")
     prices: dict[str, ArmPrice] = Field(default_factory=dict)
-    assumptions: str
+    assumptions: str = Field(
+        description="the [estimate] rates, and what each [stop] setting was counted at (the "
+        "most a run may ask, and the expected questions of a sequential quality stop)"
+    )
+    stop_bounds: list[str] = Field(
+        default_factory=list, description="the [stop] part of the assumptions, one per setting"
+    )
     quota: list[QuotaLine] = Field(default_factory=list)
 
 
 def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> float:
-    """One measurement at `tokens_per_second` per stream (parallel streams at the same rate)."""
+    """One measurement at `tokens_per_second` per stream (parallel streams at the same rate),
+    at the most it may ask: a precision target (`[stop] speed`) counts its maximum of repeats."""
     questions = len(selected_questions(settings).questions)
     rate = tokens_per_second
-    decode_tokens = (settings.decode_warmup + settings.decode_repeats) * settings.short_tokens
-    decode_tokens += settings.decode_repeats * settings.long_tokens
-    levels = [*settings.load_levels, *settings.long_prompt_levels]  # long prompts: batches too
-    batches = len(levels) * settings.load_batches
+    pairs, per_level = most_pairs(settings), most_batches(settings)
+    decode_tokens = settings.decode_warmup * settings.short_tokens
+    decode_tokens += pairs * (settings.short_tokens + settings.long_tokens)
+    # Long prompts run their fixed batches: the precision target is the parallel phase's.
+    batches = len(settings.load_levels) * per_level
+    batches += len(settings.long_prompt_levels) * settings.load_batches
     seconds = decode_tokens / rate
     seconds += batches * (settings.load_max_tokens / rate + settings.batch_pause_s)
     seconds += questions * settings.quality_max_tokens / rate
     seconds += settings.fidelity_prompts * settings.fidelity_max_tokens / rate
+    levels = [*settings.load_levels, *settings.long_prompt_levels]
     sequential = total_requests(settings, questions) - sum(levels) * settings.load_batches
+    sequential += 2 * (pairs - settings.decode_repeats)
     return seconds + (sequential + batches + settings.fidelity_prompts) * REQUEST_ALLOWANCE_S
 
 
@@ -156,8 +168,24 @@ def estimate(
     def wanted(visit: Visit) -> bool:
         return remaining is None or visit.result_name in remaining
 
+    cap_s = None if settings.max_minutes is None else settings.max_minutes * 60
+
+    def capped(seconds: float) -> float:
+        """`[stop] max_minutes` ends an arm's measuring (its engine's start included) there."""
+        return seconds if cap_s is None else min(seconds, cap_s)
+
     def visit_s(visit: Visit) -> float:
-        return measure_s + start_seconds(visit.arm) + metrics_wait_seconds(visit.arm, settings)
+        working = capped(measure_s + start_seconds(visit.arm))
+        return working + metrics_wait_seconds(visit.arm, settings)
+
+    def step_s(visits: tuple[Visit, ...]) -> float:
+        """A measure step: its visits one after another, or interleaved, all at once in turn
+        (each arm's time limit runs through the whole step)."""
+        mine = [v for v in visits if wanted(v)]
+        if not plan.interleaved:
+            return sum(visit_s(v) for v in mine)
+        working = capped(sum(measure_s + start_seconds(v.arm) for v in mine))
+        return working + sum(metrics_wait_seconds(v.arm, settings) for v in mine)
 
     def hourly(arm: Arm) -> float | None:
         price = prices.get(arm.name)
@@ -175,14 +203,14 @@ def estimate(
     if plan.interleaved:
         measuring = next(step for step in steps if step.kind == "measure")
         end_s = len(deployed) * assume.deploy_minutes * 60
-        end_s += sum(visit_s(v) for v in measuring.visits if wanted(v))
+        end_s += step_s(measuring.visits)
     for index, step in enumerate(steps, start=1):
         if step.visits and not any(wanted(v) for v in step.visits):
             continue
         seconds = {
             "deploy": assume.deploy_minutes * 60,
             "delete": assume.delete_minutes * 60,
-            "measure": sum(visit_s(v) for v in step.visits if wanted(v)),
+            "measure": step_s(step.visits),
         }.get(step.kind, 5.0)
         cost = None
         if step.kind == "deploy":
@@ -219,6 +247,9 @@ def estimate(
         f"{assume.tokens_per_second:g} tokens/s per stream, {assume.deploy_minutes:g} min per "
         f"deploy, {assume.delete_minutes:g} min per delete (the plan's [estimate])"
     )
+    bounds = stop_notes(plan, len(selected_questions(settings).questions))
+    if bounds:
+        assumptions += "; " + "; ".join(bounds)
     return Estimate(
         steps=rows,
         minutes=round(sum(row.minutes for row in rows), 1),
@@ -226,6 +257,7 @@ def estimate(
         unpriced=sorted(unpriced),
         prices=prices,
         assumptions=assumptions,
+        stop_bounds=bounds,
     )
 
 

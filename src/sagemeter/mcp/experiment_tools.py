@@ -201,7 +201,9 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
                 "and cmd: (needs --allow-commands) servers started per visit) or an "
                 "[arm.sagemaker] table (model, instance_type, "
                 "region, fallback_regions, env); [measure] ray = ADDRESS sends batches from a "
-                "Ray cluster"
+                'Ray cluster; [stop] quality = "decided" (with order = "interleaved", two arms: '
+                "stop at the first PASS or FAIL of a sequential test), speed = 0.03, "
+                "max_repeats, max_batches, max_minutes"
             ),
         ] = None,
         plan_file: Annotated[

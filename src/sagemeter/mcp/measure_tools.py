@@ -44,6 +44,28 @@ class Tally:
         self.phase = "starting"
 
 
+TOOL_ARGUMENTS = {"speed_max_repeats": "max_repeats", "speed_max_batches": "max_batches"}
+
+
+def tool_argument(field: str) -> str:
+    """A settings field as measure_endpoint's argument is named (most are the same)."""
+    return TOOL_ARGUMENTS.get(field, field)
+
+
+def stopping_lines(result: MeasureResult) -> list[str]:
+    """How each phase with a stopping rule ended: "decode: stopped after 7 of at most 20 …"."""
+    detail = result.detail
+    if detail is None:
+        return []
+    lines = []
+    if detail.decode is not None and detail.decode.precision is not None:
+        lines.append(f"decode: {detail.decode.precision.stopping_reason}")
+    for level in detail.load.levels if detail.load is not None else []:
+        if level.precision is not None:
+            lines.append(f"{level.concurrency} at once: {level.precision.stopping_reason}")
+    return lines
+
+
 _REPLACE_OR_RENAME = "pass force=true to replace it, or choose another name"
 
 
@@ -74,6 +96,8 @@ def measure_text(result: MeasureResult, path: Path) -> str:
     busy = host.busy_note() if host else None
     warnings = [*warnings, busy] if busy else warnings
     notes = f"\nwarnings: {'; '.join(warnings)}" if warnings else ""
+    stopped = stopping_lines(result)
+    notes = "".join(f"\n{line}" for line in stopped) + notes
     if result.complete is False:
         notes = f"\nINCOMPLETE: {'; '.join(result.incomplete_because)}" + notes
     return f"{result.name}: " + ", ".join(parts) + f"\nwrote {path}" + notes
@@ -165,6 +189,38 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             int | None,
             Field(ge=0, le=20, description="tries sent again after a 429, 5xx or reset (3)"),
         ] = None,
+        speed_precision: Annotated[
+            float | None,
+            Field(
+                gt=0,
+                lt=1,
+                description="repeat decode pairs past decode_repeats, and each level's batches "
+                "past load_batches, until the figure's 95% interval's half-width is within this "
+                "share of it, e.g. 0.03 (default: off, the fixed counts)",
+            ),
+        ] = None,
+        max_repeats: Annotated[
+            int | None,
+            Field(gt=0, le=1000, description="decode: the most pairs speed_precision may ask (20)"),
+        ] = None,
+        max_batches: Annotated[
+            int | None,
+            Field(
+                gt=0,
+                le=100,
+                description="parallel: the most batches per level speed_precision may ask (6)",
+            ),
+        ] = None,
+        max_minutes: Annotated[
+            float | None,
+            Field(
+                gt=0,
+                le=100_000,
+                description="the longest the measurement may take, minutes: the phase in "
+                "progress is cut there and the rest not run, each named in incomplete_because "
+                "(default: no limit)",
+            ),
+        ] = None,
         metrics_wait_s: Annotated[
             float | None,
             Field(
@@ -200,8 +256,12 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             "stall_s": stall_s,
             "retries": retries,
             "metrics_wait_s": metrics_wait_s,
+            "speed_precision": speed_precision,
+            "speed_max_repeats": max_repeats,
+            "speed_max_batches": max_batches,
+            "max_minutes": max_minutes,
         }
-        settings = measure_settings(quick, overrides, method=method, label=str)
+        settings = measure_settings(quick, overrides, method=method, label=tool_argument)
         result_name = name or parsed.default_name
         check_result_name(result_name, label="name")
         path = result_path(config.results_dir, result_name)
@@ -249,6 +309,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             failed_requests=result.detail.failed_requests if result.detail else 0,
             retries=result.detail.retries if result.detail else 0,
             warnings=result.detail.warnings if result.detail else [],
+            stopped=stopping_lines(result),
         )
         return reply(measure_text(result, written), answer)
 

@@ -63,6 +63,11 @@ class MeasureAnswer(BaseModel):
     failed_requests: int
     retries: int = 0
     warnings: list[str]
+    stopped: list[str] = Field(
+        default_factory=list,
+        description="with speed_precision: how decode and each parallel level ended, e.g. "
+        '"decode: stopped after 7 of at most 20 repeats because …"',
+    )
 
 
 class CompareAnswer(Comparison):
