@@ -8,7 +8,6 @@ the data-sheet bandwidth; the ratio from the two figures the result holds.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,7 +91,17 @@ def test_a_recommended_plan_run_reports_predicted_beside_measured(
         assert cells[5] == f"{ratio:.3f}"
         low, high = sage.predicted_decode.likely_tokens_per_second or [0, 0]
         assert cells[6] == ("yes" if low <= measured <= high else "no")
-    assert re.search(r"\| g6e\.xlarge \|", report)
+    # compare.json (and `combine`) carry the ceiling and measured / ceiling as rows, per file.
+    comparison = json.loads((folder / "compare.json").read_text())
+    rows = {row["key"]: row["values"] for row in comparison["rows"]}
+    results = [json.loads((folder / f"measure-{n}.json").read_text()) for n in comparison["names"]]
+    ceilings = [
+        r["detail"]["environment"]["predicted_decode"]["ceiling_tokens_per_second"] for r in results
+    ]
+    assert rows["predicted_decode_ceiling_tokens_per_second"] == ceilings
+    assert rows["decode_measured_over_predicted_ceiling"] == pytest.approx(
+        [r["decode_tokens_per_second"] / c for r, c in zip(results, ceilings, strict=True)]
+    )
 
 
 def test_another_placed_type_or_no_prediction_compares_nothing() -> None:

@@ -12,8 +12,7 @@ from sagemeter.report.document import Block, Callout, Cell, Paragraph, Section, 
 from sagemeter.report.figures import NA, num
 from sagemeter.report.rows import name_of
 from sagemeter.report.runs import Run
-from sagemeter.results import MeasureResult
-from sagemeter.results.predicted_decode import PredictedBeside, beside
+from sagemeter.results.predicted_decode import PredictedBeside, compared
 
 TITLE, ANCHOR = "Predicted beside measured decode (per instance type)", "predicted-decode"
 HEADER = [
@@ -25,24 +24,6 @@ HEADER = [
     "Measured / ceiling",
     "Within likely",
 ]
-
-
-def placed_type(result: MeasureResult) -> str | None:
-    """The one instance type SageMaker placed, as the result recorded it; None when it is not
-    recorded or several were placed."""
-    assert result.detail is not None
-    placed = result.detail.environment.server.get("instance_types")
-    if isinstance(placed, list) and len(placed) == 1 and isinstance(placed[0], str):
-        return placed[0]
-    return None
-
-
-def compared(result: MeasureResult) -> PredictedBeside | None:
-    """The result's measured decode beside its prediction; None without a prediction."""
-    if result.detail is None or result.detail.environment.predicted_decode is None:
-        return None
-    predicted = result.detail.environment.predicted_decode
-    return beside(predicted, placed_type(result), result.decode_tokens_per_second)
 
 
 def predicted_section(run: Run) -> Section | None:

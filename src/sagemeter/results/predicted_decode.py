@@ -8,7 +8,12 @@ extra network call for it. A prediction is for one instance type: when SageMaker
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from sagemeter.results.model import MeasureResult
 
 
 class PredictedDecode(BaseModel):
@@ -60,7 +65,7 @@ def beside(
         note = f"predicted for {predicted.instance_type}, placed on {placed}: not compared"
     elif measured is None:
         note = "decode was not measured"
-    compared = note is None and measured is not None
+    same = note is None and measured is not None
     likely = predicted.likely_tokens_per_second
     return PredictedBeside(
         instance_type=predicted.instance_type,
@@ -70,13 +75,31 @@ def beside(
         measured_tokens_per_second=measured,
         measured_over_ceiling=(
             measured / predicted.ceiling_tokens_per_second
-            if compared and measured is not None
+            if same and measured is not None
             else None
         ),
         within_likely=(
             likely[0] <= measured <= likely[1]
-            if compared and likely is not None and measured is not None
+            if same and likely is not None and measured is not None
             else None
         ),
         note=note,
     )
+
+
+def placed_type(result: MeasureResult) -> str | None:
+    """The one instance type SageMaker placed, as the result recorded it; None when it is not
+    recorded or several were placed."""
+    assert result.detail is not None
+    placed = result.detail.environment.server.get("instance_types")
+    if isinstance(placed, list) and len(placed) == 1 and isinstance(placed[0], str):
+        return placed[0]
+    return None
+
+
+def compared(result: MeasureResult) -> PredictedBeside | None:
+    """The result's measured decode beside its prediction; None without a prediction."""
+    if result.detail is None or result.detail.environment.predicted_decode is None:
+        return None
+    predicted = result.detail.environment.predicted_decode
+    return beside(predicted, placed_type(result), result.decode_tokens_per_second)
