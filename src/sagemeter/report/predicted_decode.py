@@ -41,6 +41,16 @@ def predicted_section(run: Run) -> Section | None:
         Table(header=HEADER, rows=[_row(name, each) for name, each in found]),
     ]
     blocks += [Callout(f"{name}: {each.note}") for name, each in found if each.note]
+    blocks += [
+        Callout(
+            f"{name}: measured {num(each.measured_tokens_per_second)} tok/s, above the "
+            f"predicted ceiling of {num(each.ceiling_tokens_per_second)}: an upper bound cannot "
+            "be passed, so the bandwidth or bytes per token it assumed are not what ran "
+            "(another model or quantisation served, or speculative decoding)"
+        )
+        for name, each in found
+        if each.measured_over_ceiling is not None and each.measured_over_ceiling > 1
+    ]
     return Section(TITLE, ANCHOR, blocks)
 
 
