@@ -39,6 +39,7 @@ from sagemeter.results import (
     SequentialStop,
     load_result,
 )
+from sagemeter.results.predicted_decode import compared
 
 
 class Row(BaseModel):
@@ -340,6 +341,7 @@ def combine(
         _row("load_seconds", [r.load_seconds for r in results], "figure"),
         _row("decode_tokens_per_second", [r.decode_tokens_per_second for r in results], "speed"),
         *_predicted_rows(results),
+        *_predicted_decode_rows(results),
         _row(
             "per_call_fixed_cost_seconds",
             [r.per_call_fixed_cost_seconds for r in results],
@@ -505,7 +507,27 @@ def recorded_price(
     ]
 
 
-UNTIMED_KEYS = frozenset({"weights_gib", "kv_cache_tokens", PREDICTED_KEY})
+CEILING_KEY = "predicted_decode_ceiling_tokens_per_second"
+MEASURED_OVER_CEILING_KEY = "decode_measured_over_predicted_ceiling"
+UNTIMED_KEYS = frozenset(
+    {"weights_gib", "kv_cache_tokens", PREDICTED_KEY, CEILING_KEY, MEASURED_OVER_CEILING_KEY}
+)
+
+
+def _predicted_decode_rows(results: list[MeasureResult]) -> list[Row]:
+    """SageMaker arms whose plan carried `sagemaker recommend`'s prediction: its ceiling and the
+    measured decode / that ceiling (None where the placed type is another, or none was given)."""
+    found = [compared(result) for result in results]
+    if not any(found):
+        return []
+    return [
+        _row(CEILING_KEY, [c.ceiling_tokens_per_second if c else None for c in found], "figure"),
+        _row(
+            MEASURED_OVER_CEILING_KEY,
+            [c.measured_over_ceiling if c else None for c in found],
+            "figure",
+        ),
+    ]
 
 
 def _predicted_rows(results: list[MeasureResult]) -> list[Row]:

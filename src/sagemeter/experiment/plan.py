@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sagemeter.errors import ManyProblems, UserError
 from sagemeter.evidence.sequential import DEFAULT_BLOCK
 from sagemeter.measure.slo import SloOptions
+from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.sagemaker.spec import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -263,6 +264,11 @@ class SageMakerArm(_Strict):
     download_timeout: int = DEFAULT_DOWNLOAD_TIMEOUT_S
     provision_timeout: int | None = None
     deadline_minutes: float = Field(60.0, gt=0, description="stop waiting for InService after")
+    predicted_decode: PredictedDecode | None = Field(
+        None,
+        description="what `sagemaker recommend --plan` predicted for instance_type; the run "
+        "copies it into the arm's result, and the report puts it beside the measured decode",
+    )
 
     @field_validator("env", mode="before")
     @classmethod

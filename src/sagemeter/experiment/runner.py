@@ -665,6 +665,9 @@ class _Run:
                     slo=self.plan.slo,
                     price_per_hour=self._price_of(visit),
                     quality_looks=looks.arm(name) if looks is not None else None,
+                    predicted_decode=(
+                        visit.arm.sagemaker.predicted_decode if visit.arm.sagemaker else None
+                    ),
                 )
             finally:
                 if looks is not None:

@@ -70,6 +70,7 @@ from sagemeter.results import (
 )
 from sagemeter.results.derived import fill_derived
 from sagemeter.results.model import HostLoad, ServerIdentity
+from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import SageMakerTarget, Target
 from sagemeter.transport.chat import ChatClient, Unreachable
@@ -141,6 +142,7 @@ async def measure_target(
     slo: SloOptions | None = None,
     price_per_hour: float | None = None,
     quality_looks: QualityLooks | None = None,
+    predicted_decode: PredictedDecode | None = None,
 ) -> tuple[MeasureResult, Path]:
     """Measure `target` the article's way and write `OUT_DIR/measure-NAME.json` atomically.
 
@@ -154,6 +156,8 @@ async def measure_target(
     interleaved order's turns); `quality_looks`, a sequential stop's side for this arm, may end
     the questions early (`[stop] quality = "decided"`). `slo` (a plan's [slo] table) adds the
     operating-point search as a last phase, priced at `price_per_hour` (measure/slo.py).
+    `predicted_decode` (a plan arm's, from `sagemaker recommend`) is recorded in the environment
+    as given: no network call reads it.
     """
     check_target(target)
     question_set = selected_questions(settings)
@@ -364,6 +368,7 @@ async def measure_target(
         use_engine_rate_from_metrics(decode, meter.detail)
         use_engine_prompt_rate_from_metrics(prefill, meter.detail)
         environment = _environment(endpoint, described, started)
+        environment.predicted_decode = predicted_decode
         endpoint_metrics = None
         if cloud is not None:
             on_phase(f"endpoint metrics (CloudWatch, up to {wait_text(cloud.wait_s)})")

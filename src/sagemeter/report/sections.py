@@ -32,6 +32,7 @@ from sagemeter.report.figures import (
     region_of,
     short_sha,
 )
+from sagemeter.report.predicted_decode import predicted_section
 from sagemeter.report.prefill import prefill_section
 from sagemeter.report.rows import (
     MINIMAL_NOTE,
@@ -54,6 +55,7 @@ def build_document(run: Run) -> Document:
     contenders = run.contenders
     prefill = prefill_section(run)
     endpoint = endpoint_section(run)
+    predicted = predicted_section(run)
     slo = slo_section(run)
     return Document(
         title="sagemeter report: " + " vs ".join(name_of(r) for r in contenders),
@@ -62,6 +64,7 @@ def build_document(run: Run) -> Document:
             compared_section(run),
             startup_section(run),
             decode_section(run),
+            *([predicted] if predicted else []),
             *([prefill] if prefill else []),
             parallel_section(run),
             *([endpoint] if endpoint else []),

@@ -16,6 +16,7 @@ from sagemeter.measure.endpoint_metrics import EndpointMetrics
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.questions import Question
 from sagemeter.questions.scoring import ScoringRule, score
+from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.results.v1 import upgrade_records
 from sagemeter.transport.record import RequestRecord
 
@@ -525,6 +526,11 @@ class Environment(BaseModel):
     server: dict[str, Any] = Field(
         default_factory=dict,
         description="what the endpoint said about itself (e.g. SageMaker image, instance types)",
+    )
+    predicted_decode: PredictedDecode | None = Field(
+        None,
+        description="the decode `sagemaker recommend` predicted for the arm's instance type, "
+        "copied from the plan by `sagemeter run` (None: no prediction was given)",
     )
 
 

@@ -14,7 +14,8 @@ from sagemeter.atomic import write_text_atomic
 from sagemeter.errors import UserError
 from sagemeter.experiment.plan import parse_plan
 from sagemeter.experiment.plan_toml import plan_toml
-from sagemeter.sagemaker.recommend import Recommendation, plan_name_for
+from sagemeter.results.predicted_decode import PredictedDecode
+from sagemeter.sagemaker.recommend import Candidate, Recommendation, plan_name_for
 
 TENSOR_PARALLEL_KEY = "SM_VLLM_TENSOR_PARALLEL_SIZE"
 REVISION_KEY = "SM_VLLM_REVISION"
@@ -57,12 +58,27 @@ def plan_data(recommendation: Recommendation, top: int) -> dict[str, Any]:
             sagemaker["fallback_regions"] = fallbacks
         if env:
             sagemaker["env"] = env
+        if candidate.decode_tokens_per_second is not None:
+            sagemaker["predicted_decode"] = _predicted(recommendation, candidate)
         arms.append({"name": candidate.instance_type.removeprefix("ml."), "sagemaker": sagemaker})
     return {
         "name": plan_name_for(recommendation.model_id),
         "measure": {"levels": levels},
         "arm": arms,
     }
+
+
+def _predicted(recommendation: Recommendation, candidate: Candidate) -> dict[str, Any]:
+    """The arm's prediction, checked as the plan loader will read it; the run copies it into
+    the result, so the report compares without reading the checkpoint again."""
+    assert candidate.decode_tokens_per_second is not None
+    predicted = PredictedDecode(
+        instance_type=candidate.instance_type,
+        ceiling_tokens_per_second=candidate.decode_tokens_per_second,
+        likely_tokens_per_second=candidate.likely_decode_tokens_per_second,
+        decode_bytes_per_token=recommendation.decode_bytes_per_token,
+    )
+    return predicted.model_dump(exclude_none=True)
 
 
 def write_plan(recommendation: Recommendation, top: int, path: Path) -> str:
