@@ -89,6 +89,13 @@ def _load(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, st
     return done.returncode, done.stdout, done.stderr
 
 
+def _ran(code: int, stderr: str) -> None:
+    """Done: valid, or judged invalid (exit 3, the result still written) only because this
+    shared machine's client fell behind; what these tests check is what was sent."""
+    late = ("the client could not keep up", "sends were late", "the client took")
+    assert code == 0 or (code == 3 and any(why in stderr for why in late)), stderr
+
+
 def _trace(path: Path, lengths: list[int]) -> Path:
     """Requests 50 ms apart; odd ones share the leading block [7] (a shared prefix)."""
     rows = [
@@ -135,7 +142,7 @@ def test_with_the_servers_tokenizer_every_request_counts_as_asked(
             sagemeter_env,
             tmp_path,
         )
-    assert code == 0, stderr
+    _ran(code, stderr)
     result = json.loads(out.read_text())
     records = sorted(result["raw"]["records"], key=lambda r: r["index"])
     assert [r["prompt_tokens"] for r in records] == lengths
@@ -165,7 +172,7 @@ def test_drawn_lengths_are_cut_by_the_tokenizer_too(
             sagemeter_env,
             tmp_path,
         )
-    assert code in (0, 3), stderr  # 3: only if this shared machine's client fell behind
+    _ran(code, stderr)
     work = json.loads(out.read_text())["workload"]
     assert work["sizing"]["counter"] == "tokenizer"
     assert work["input_off_by_tokens"]["n"] > 5 and work["input_off_by_tokens"]["max"] == 0
@@ -221,7 +228,7 @@ def test_real_llama_cpp_counts_every_prompt_as_asked_with_its_gguf(
         sagemeter_env,
         tmp_path,
     )
-    assert code in (0, 3), stderr
+    _ran(code, stderr)
     result = json.loads(out.read_text())
     records = sorted(result["raw"]["records"], key=lambda r: r["index"])
     assert all(r["error"] is None for r in records), [
