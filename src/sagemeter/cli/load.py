@@ -113,6 +113,16 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        tokenizer: Annotated[
+            Path | None,
+            typer.Option(
+                help="cut --trace and --input-tokens prompts to exact lengths with the model's "
+                "own tokenizer: a local .gguf or a folder holding tokenizer.json (never a Hub "
+                "name: nothing is downloaded); the chat template's tokens still come from the "
+                "server's count",
+                show_default=False,
+            ),
+        ] = None,
         output_tokens: Annotated[
             str | None,
             typer.Option(
@@ -291,6 +301,7 @@ def register(app: typer.Typer) -> None:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 burstiness=burstiness,
+                tokenizer=None if tokenizer is None else str(tokenizer),
                 workers=workers,
                 sweep=sweep,
                 slo_ttft_s=_duration(slo_ttft, "--slo-ttft"),

@@ -264,9 +264,14 @@ class SloSearch(BaseModel):
 
 
 class LengthSizing(BaseModel):
-    """How prompt text was sized to the server's count: tokens = overhead + per word × words."""
+    """How prompt text was sized: by the server's count (tokens = overhead + per word × words,
+    fitted to two probes), or cut by the model's tokenizer with the server's template overhead."""
 
     method: str
+    counter: Literal["server", "tokenizer"] = Field(
+        default="server", description="which count sized the prompts' text"
+    )
+    tokenizer: str | None = Field(default=None, description="the tokenizer read, when one cut")
     tokens_per_word: float
     overhead_tokens: float
     probes: list[tuple[int, int]] = Field(description="(words sent, usage.prompt_tokens)")

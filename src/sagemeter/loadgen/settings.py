@@ -48,6 +48,8 @@ class LoadSettings(BaseModel):
     input_tokens: str | None = None
     output_tokens: str | None = None
     burstiness: float = 1.0
+    # A local tokenizer (GGUF or Hugging Face folder) that cuts the prompts to exact lengths.
+    tokenizer: str | None = None
     shard_index: int = 0
     shard_count: int = 1
     start_at: float | None = None
@@ -112,6 +114,8 @@ class LoadSettings(BaseModel):
             if spec is not None:
                 parse_lengths(spec, flag)
         drawn = self.input_tokens is not None or self.output_tokens is not None
+        if self.tokenizer is not None:
+            self._check_tokenizer()
         if (drawn or self.trace is not None) and self.sharded:
             raise UserError(
                 "--trace, --input-tokens and --output-tokens run on one machine (a shard merge "
@@ -145,6 +149,24 @@ class LoadSettings(BaseModel):
         from sagemeter.loadgen.trace import read_trace_cached
 
         read_trace_cached(Path(self.trace))
+
+    def _check_tokenizer(self) -> None:
+        """A local GGUF or tokenizer folder, read now (one line when it is not one), and only
+        where prompts are sized; a Hub name is refused: sagemeter never downloads one."""
+        from pathlib import Path
+
+        from sagemeter.loadgen.workload import tokenizer_at
+        from sagemeter.measure.prompt_tokenizer import check_tokenizer_path
+
+        assert self.tokenizer is not None
+        if self.trace is None and self.input_tokens is None:
+            raise UserError("--tokenizer cuts the prompts of --trace or --input-tokens; give one")
+        if not Path(self.tokenizer).exists():
+            raise UserError(
+                f"--tokenizer {self.tokenizer}: no such file or folder here; give a local .gguf "
+                "or a folder holding tokenizer.json (sagemeter never downloads a tokenizer)"
+            )
+        tokenizer_at(str(check_tokenizer_path(Path(self.tokenizer))))
 
     def _check_search(self) -> None:
         if self.slo_percentile not in SLO_PERCENTILES:

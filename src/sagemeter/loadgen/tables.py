@@ -138,7 +138,12 @@ def workload_table(result: LoadResult) -> Table:
         _tokens_row(table, "|counted − asked| per request", work.input_off_by_tokens)
     _tokens_row(table, "output asked", work.asked_output_tokens)
     captions = []
-    if work.sizing is not None:
+    if work.sizing is not None and work.sizing.counter == "tokenizer":
+        captions.append(
+            f"text cut exactly by the tokenizer ({work.sizing.tokenizer}) + the server's "
+            f"template {work.sizing.overhead_tokens:.0f} tokens"
+        )
+    elif work.sizing is not None:
         captions.append(
             f"text sized by the server's count: {work.sizing.tokens_per_word:.3f} tokens/word "
             f"+ {work.sizing.overhead_tokens:.1f}"

@@ -7,8 +7,10 @@ Built in the parent before the sending starts, after the model is known:
 - drawn lengths: a deck of payloads (prompt and reply lengths drawn from the distributions,
   seeded) cycled by the workers, each send's prompt stamped with a nonce of its own
   (transport/deck.py) so no prefix cache serves it.
-Prompt lengths come from the server's own count (`prompt_text.Sizing`, two probes' usage);
-a server that does not count prompts cannot be given a length, which is said, never guessed.
+Prompt lengths come from the server's own count (`prompt_text.Sizing`, two probes' usage), or,
+with `--tokenizer`, from the model's own tokenizer (`prompt_text.ExactSizing`: the text cut
+exactly, the chat template's overhead still the server's); a server that does not count prompts
+cannot be given a length, which is said, never guessed.
 After the run, `measured` sets the server's counts beside what was asked.
 """
 
@@ -27,6 +29,7 @@ from sagemeter.errors import UserError
 from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.loadgen.prompt_text import (
     PROBE_WORDS,
+    ExactSizing,
     Sizing,
     block_prompt,
     fit_sizing,
@@ -38,6 +41,7 @@ from sagemeter.loadgen.schedule import gamma_schedule, trace_schedule
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.loadgen.stats import distribution
 from sagemeter.loadgen.trace import BLOCK_TOKENS, read_trace_cached
+from sagemeter.measure.prompt_tokenizer import PromptTokenizer, load_tokenizer
 from sagemeter.transport.address import ServerAddress
 from sagemeter.transport.client import HttpClient
 from sagemeter.transport.deck import RUN_WORDS, Deck, nonce_text
@@ -48,6 +52,10 @@ DECK_CLOSED = 1024  # drawn shapes a closed loop cycles through
 DECK_OPEN_MAX = 2048  # an open loop draws one per arrival, up to this many
 Build = Callable[[str, int], bytes]  # (prompt, max_tokens) → the request's bytes
 SIZING_METHOD = "calibrated: two probes' usage.prompt_tokens (the server's own count)"
+EXACT_METHOD = (
+    "exact: text cut by the tokenizer's own count; the chat template's overhead_tokens from two "
+    "probes' usage.prompt_tokens less the tokenizer's count of their text"
+)
 
 
 def schedule(settings: LoadSettings) -> list[float]:
@@ -82,6 +90,18 @@ class Prepared:
 _SIZINGS: dict[tuple[str, str, str], tuple[Sizing, list[tuple[int, int]]]] = {}
 Sized = tuple[Sizing, list[tuple[int, int]]]
 T = TypeVar("T")
+
+
+_TOKENIZERS: dict[Path, PromptTokenizer] = {}
+
+
+def tokenizer_at(path: str) -> PromptTokenizer:
+    """The tokenizer at `path` (checked: LoadSettings), read once per process (a GGUF's
+    vocabulary takes seconds, and an engine target or a search checks and runs in one)."""
+    key = Path(path).resolve()
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = load_tokenizer(key)
+    return _TOKENIZERS[key]
 
 
 def _blocking(coroutine: Coroutine[object, object, T]) -> T:
@@ -119,12 +139,29 @@ async def _counts(
     lengths: Sequence[int],
 ) -> list[tuple[int, int]]:
     """(words, usage.prompt_tokens) of one fresh prompt of each length, one reply token each."""
+    texts = [_probe_text(count) for count in lengths]
+    tokens = await _server_counts(settings, endpoint, model, api_key, texts)
+    return list(zip(lengths, tokens, strict=True))
+
+
+def _probe_text(count: int) -> str:
+    """`count` words unlike any earlier prompt's from their first (a fresh nonce run)."""
+    nonce = nonce_text(secrets.randbits(4 * RUN_WORDS))
+    return " ".join([nonce, *words(secrets.token_hex(4), count - len(nonce.split()))])
+
+
+async def _server_counts(
+    settings: LoadSettings,
+    endpoint: ServerAddress,
+    model: str,
+    api_key: str | None,
+    texts: Sequence[str],
+) -> list[int]:
+    """usage.prompt_tokens of each text sent as a prompt, one reply token each."""
     client = HttpClient(settings.target, api_key=api_key, timeout_s=settings.timeout_s)
-    counts: list[tuple[int, int]] = []
+    counts: list[int] = []
     try:
-        for count in lengths:
-            nonce = nonce_text(secrets.randbits(4 * RUN_WORDS))
-            text = " ".join([nonce, *words(secrets.token_hex(4), count - len(nonce.split()))])
+        for text in texts:
             body = request_body(settings.api, model, text, 1)
             record = await client.exchange(
                 request_bytes(endpoint, settings.api, body, api_key), max_tokens=1
@@ -136,7 +173,7 @@ async def _counts(
                     "sizing the prompts: the server reports no usage.prompt_tokens, so prompts "
                     "cannot be made a number of its tokens long (sagemeter does not guess a count)"
                 )
-            counts.append((count, record.prompt_tokens))
+            counts.append(record.prompt_tokens)
     finally:
         await client.aclose()
     return counts
@@ -156,6 +193,36 @@ async def _probe_sizing(
     return sizing, counts
 
 
+def _exact_record(
+    settings: LoadSettings, endpoint: ServerAddress, model: str, api_key: str | None
+) -> tuple[ExactSizing, LengthSizing]:
+    """The tokenizer's cut with the server's template overhead: two probes, whose overheads
+    (server's count − tokenizer's) must agree, or the tokenizer is not the one the server counts
+    with (one UserError: a prompt it sized would not be the length asked)."""
+    assert settings.tokenizer is not None
+    tokenizer = tokenizer_at(settings.tokenizer)
+    texts = [_probe_text(count) for count in PROBE_WORDS]
+    served = _blocking(_server_counts(settings, endpoint, model, api_key, texts))
+    own = [tokenizer.count(text) for text in texts]
+    overheads = [server - mine for server, mine in zip(served, own, strict=True)]
+    if overheads[0] != overheads[1]:
+        raise UserError(
+            f"--tokenizer {settings.tokenizer}: it does not count as the server does (probes of "
+            f"{own[0]} and {own[1]} tokens by it, {served[0]} and {served[1]} by the server); "
+            "give the served model's tokenizer, or leave out --tokenizer to size by the server"
+        )
+    probes = list(zip(PROBE_WORDS, served, strict=True))
+    record = LengthSizing(
+        method=EXACT_METHOD,
+        counter="tokenizer",
+        tokenizer=tokenizer.source,
+        tokens_per_word=(served[1] - served[0]) / (PROBE_WORDS[1] - PROBE_WORDS[0]),
+        overhead_tokens=float(overheads[0]),
+        probes=probes,
+    )
+    return ExactSizing(tokenizer, overheads[0]), record
+
+
 def _dist(values: Sequence[float]) -> Distribution:
     return distribution(float(v) for v in values)
 
@@ -170,20 +237,20 @@ def prepare(
     """The deck and its record for `settings` (uses_deck must hold); `arrivals` is the open
     loop's scheduled count (0 for a closed loop)."""
     needs_sizing = settings.trace is not None or settings.input_tokens is not None
-    sizing: Sizing | None = None
-    probes: list[tuple[int, int]] = []
-    if needs_sizing:
-        sizing, probes = sizing_for(settings, endpoint, model, api_key)
-    record_sizing = (
-        None
-        if sizing is None
-        else LengthSizing(
+    sizing: Sizing | ExactSizing | None = None
+    record_sizing: LengthSizing | None = None
+    if needs_sizing and settings.tokenizer is not None:
+        sizing, record_sizing = _exact_record(settings, endpoint, model, api_key)
+    elif needs_sizing:
+        line, probes = sizing_for(settings, endpoint, model, api_key)
+        sizing = line
+        record_sizing = LengthSizing(
             method=SIZING_METHOD,
-            tokens_per_word=sizing.per_word,
-            overhead_tokens=sizing.overhead,
+            counter="server",
+            tokens_per_word=line.per_word,
+            overhead_tokens=line.overhead,
             probes=probes,
         )
-    )
 
     def payload(prompt: str, max_tokens: int) -> bytes:
         body = request_body(settings.api, model, prompt, max_tokens)
@@ -197,7 +264,7 @@ def prepare(
 
 def _trace_deck(
     settings: LoadSettings,
-    sizing: Sizing,
+    sizing: Sizing | ExactSizing,
     record_sizing: LengthSizing | None,
     arrivals: int,
     payload: Build,
@@ -246,7 +313,7 @@ def _trace_deck(
 
 def _drawn_deck(
     settings: LoadSettings,
-    sizing: Sizing | None,
+    sizing: Sizing | ExactSizing | None,
     record_sizing: LengthSizing | None,
     arrivals: int,
     payload: Build,
