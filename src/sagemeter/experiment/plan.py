@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +40,18 @@ _VERBATIM_KEYS = frozenset({"env"})
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _as_command_line_reads(value: Any, parse: Callable[[str, str], Any]) -> Any:
+    """A plan value written as the command line writes it (`"1,4,16"`, `"none"`) read by the
+    command line's own parser; a bad one is a ValueError naming only the problem (pydantic puts
+    it after the key). Anything but a string passes through."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse(value, repr(value))
+    except UserError as exc:
+        raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
 
 
 class MeasureOptions(_Strict):
@@ -111,27 +123,17 @@ class MeasureOptions(_Strict):
     @classmethod
     def _long_prompt_levels(cls, value: Any) -> Any:
         """`[1, 4, 16]`, or `"1,4,16"` / `"none"` as the command line writes it."""
-        if isinstance(value, str):
-            from sagemeter.settings import parse_levels_or_none
+        from sagemeter.settings import parse_levels_or_none
 
-            try:
-                return parse_levels_or_none(value, repr(value))
-            except UserError as exc:
-                raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
-        return value
+        return _as_command_line_reads(value, parse_levels_or_none)
 
     @field_validator("prefill_tokens", mode="before")
     @classmethod
     def _prefill_tokens(cls, value: Any) -> Any:
         """`[256, 4096]`, or `"256,4096"` / `"none"` as the command line writes it."""
-        if isinstance(value, str):
-            from sagemeter.settings import parse_prefill_tokens
+        from sagemeter.settings import parse_prefill_tokens
 
-            try:
-                return parse_prefill_tokens(value, repr(value))
-            except UserError as exc:
-                raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
-        return value
+        return _as_command_line_reads(value, parse_prefill_tokens)
 
     @field_validator("timeout", "stall", "startup_timeout", "metrics_wait", mode="before")
     @classmethod
