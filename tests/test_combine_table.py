@@ -68,3 +68,21 @@ def test_full_keys_where_they_fit_short_words_where_they_do_not() -> None:
     assert figure_label("decode_tokens_per_second", narrow=True) == "decode tok/s"
     assert figure_label("usd_per_million_tokens_c16", narrow=True) == "USD/Mtok c16"
     assert figure_label("load_c4_tokens_per_second", narrow=True) == "c4 tok/s"
+
+
+def test_a_label_no_short_word_shortens_wraps_and_never_cuts_a_value() -> None:
+    """A figure a plug-in or a newer file adds may have a long key: at 80 columns its label
+    wraps onto a second line, and every value and ratio still shows whole."""
+    comparison = combine([FIXED_RUN / f"measure-{name}.json" for name in NAMES], price_per_hour=1.0)
+    long_key = "a_figure_whose_long_name_no_short_word_shortens_at_all"
+    comparison.rows.append(comparison.rows[0].model_copy(update={"key": long_key}))
+    buffer = io.StringIO()
+    print_comparison(Console(file=buffer, color_system=None, width=80), comparison)
+    lines = buffer.getvalue().splitlines()
+    table = lines[: next(i for i, line in enumerate(lines) if line.startswith("method:"))]
+    assert "…" not in "\n".join(table) and max(len(line) for line in table) <= 80
+    first = next(i for i, line in enumerate(table) if line.lstrip().startswith("a figure whose"))
+    values = [value for value in table[first].split() if value[0].isdigit()]
+    assert len(values) >= 3  # the row's values on the label's first line, whole
+    words = " ".join(line.split("  ")[0].strip() for line in table[first : first + 3])
+    assert "shortens" in words

@@ -33,6 +33,7 @@ def format_value(key: str, value: float | None) -> str:
 _SHORT_WORDS = (
     ("usd_per_million_tokens_c", "USD/Mtok c"),
     ("per_call_fixed_cost_seconds", "fixed cost s"),
+    ("predicted_decode_tokens_per_gb", "predicted tok/s/GB"),
     ("inter_token_latency_median_ms", "ITL median ms"),
     ("_tokens_per_second", " tok/s"),
     ("long_prompt_c", "long c"),
@@ -62,7 +63,7 @@ def comparison_table(comparison: Comparison, width: int | None = None) -> Table:
 
 def _table(comparison: Comparison, *, narrow: bool) -> Table:
     table = Table(title="comparison", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("figure", no_wrap=True)
+    table.add_column("figure", no_wrap=not narrow)  # narrow: a long label wraps, never a value
     for number in range(1, len(comparison.names) + 1):
         table.add_column(f"[{number}]", justify="right", no_wrap=True)
     for number in range(2, len(comparison.names) + 1):
