@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from sagemeter.compare import combine, save_comparison
+from sagemeter.report.answers import which_one_section
+from sagemeter.report.document import Cell, Table
 from sagemeter.report.figures import num
+from sagemeter.report.runs import Run, load_run
 from sagemeter.report.writer import write_report
 from sagemeter.results import MeasureResult, load_result
 from tests.conftest import reference_file
@@ -230,6 +233,35 @@ def test_which_one_marks_the_winner_of_each_row(
         if not marked:
             assert row[2].text  # a row without a winner says why
     assert re.search(r"wins \d+ of \d+ rows", body)
+
+
+def test_which_one_crowns_no_row_whose_ratio_the_comparison_calls_no_change(
+    tmp_path: Path,
+) -> None:
+    """The terminal table marks a ratio `*` when its interval reaches 1 or the A-A' band; the
+    report never crowns that row, and gives the comparison's reason. Two files, no A′ (so the
+    drift rule alone would crown decode), the comparison's decode ratio flagged."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    names = ["smollm2-f32", "smollm2-q4_1"]
+    for name in names:
+        shutil.copy(FIXED_RUN / f"measure-{name}.json", run_dir)
+    run = load_run(run_dir)
+    crowned = _which_rows(run)["Decode speed"]
+    assert crowned[1].best  # no flag: the faster one wins
+    comparison = combine([run_dir / f"measure-{name}.json" for name in names])
+    decode = next(row for row in comparison.rows if row.key == "decode_tokens_per_second")
+    decode.ratio_flags = ["its interval reaches 1 (0.91–1.40)"]
+    run.comparison = comparison
+    flagged = _which_rows(run)["Decode speed"]
+    assert not any(c.best for c in flagged[:2])
+    assert flagged[2].text == "no win: its interval reaches 1 (0.91–1.40)"
+
+
+def _which_rows(run: Run) -> dict[str, list[Cell]]:
+    section = which_one_section(run)
+    table = next(block for block in section.blocks if isinstance(block, Table))
+    return {row[0].text: row[1:] for row in table.rows}
 
 
 def test_scope_gives_repeat_counts_and_what_was_not_measured(

@@ -128,12 +128,20 @@ def which_one_section(run: Run) -> Section:
     wins = [0] * len(contenders)
 
     def add(
-        name: str, values: list[float | None], texts: list[str], higher: bool, timed: bool = True
+        name: str,
+        values: list[float | None],
+        texts: list[str],
+        higher: bool,
+        timed: bool = True,
+        key: str | None = None,
     ) -> None:
         # Only timed figures drift between runs; a file size does not.
         marks, why = pick_best(
             values, higher=higher, noise=noise if timed else None, incomplete=incomplete
         )
+        flag = _ratio_flag_of(run, key) if any(marks) else None
+        if flag is not None:  # the comparison's own interval cannot tell it from no change
+            marks, why = [False] * len(marks), f"no win: {flag}"
         rows.append(
             [
                 label(name),
@@ -145,10 +153,11 @@ def which_one_section(run: Run) -> Section:
             wins[index] += mark
 
     rates = [r.decode_tokens_per_second for r in contenders]
-    add("Decode speed", rates, [f"{num(v)} tokens/s" for v in rates], True)
+    add("Decode speed", rates, [f"{num(v)} tokens/s" for v in rates], True, key=DECODE_KEY)
     if top:
         at_top = [r.load_tokens_per_second.get(top) for r in contenders]
-        add(f"{top} requests at once", at_top, [f"{num(v)} tokens/s" for v in at_top], True)
+        at_top_texts = [f"{num(v)} tokens/s" for v in at_top]
+        add(f"{top} requests at once", at_top, at_top_texts, True, key=f"load_c{top}_{TPS_KEY}")
     weights = [r.weights_gib for r in contenders]
     add("Memory for weights", weights, [f"{num(v)} GiB" for v in weights], False, timed=False)
     ttft = [
@@ -158,7 +167,8 @@ def which_one_section(run: Run) -> Section:
         for r in contenders
     ]
     if any(v is not None for v in ttft):
-        add("Time to first token", ttft, [f"{num(v, scale=1000)} ms" for v in ttft], False)
+        ttft_texts = [f"{num(v, scale=1000)} ms" for v in ttft]
+        add("Time to first token", ttft, ttft_texts, False, key="ttft_median_ms")
     rows.append(_answers_row(contenders, wins))
     if run.price_per_hour and top:
         costs = [
@@ -182,6 +192,22 @@ def which_one_section(run: Run) -> Section:
         Paragraph(_verdict(contenders, wins, len(rows))),
     ]
     return Section(title, anchor, blocks)
+
+
+DECODE_KEY = "decode_tokens_per_second"
+TPS_KEY = "tokens_per_second"
+
+
+def _ratio_flag_of(run: Run, key: str | None) -> str | None:
+    """Why the comparison says its row's ratio (the second file against the first) tells
+    nothing: its interval reaches 1 or the A-A' band, or the methods differ. None when it does
+    tell, or when there is no such row (then the drift rule alone decides)."""
+    if key is None or run.comparison is None or len(run.contenders) != 2:
+        return None
+    row = next((r for r in run.comparison.rows if r.key == key), None)
+    if row is None or not row.ratio_flags:
+        return None
+    return row.ratio_flags[0]
 
 
 def _ratio_why(values: list[float | None]) -> str:
