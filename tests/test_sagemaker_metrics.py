@@ -374,3 +374,30 @@ def test_phases_that_share_their_only_minute_say_their_figures_are_mixed(world: 
         assert phase.model_latency_ms == 120.0 and phase.invocations == 5 and not phase.problems
         assert phase.client_and_network_ms is None
         assert "also held other phases' requests (" in phase.missing["client_and_network_ms"]
+
+
+def test_the_prefill_phase_runs_through_the_runtime_and_reads_the_truth(
+    world: World, runtime: RuntimeFake, tmp_path: Path
+) -> None:
+    """A SageMaker arm measures prefill like any other phase: through InvokeEndpoint's stream,
+    its prompt lengths the container's own count, and the rate the server's 50 µs per prompt
+    token (20,000 tokens/s) within 3%."""
+    plain_endpoint("prefilled", REGION)
+    runtime.placed["prefilled"] = REGION
+    settings = quick_settings().model_copy(
+        update={"prefill_tokens": [256, 2048], "load_levels": [1], "metrics_wait_s": 0.0}
+    )
+    result, _path = asyncio.run(
+        measure_target(
+            parse_target(f"prefilled@{REGION}"),
+            name="prefilled",
+            settings=settings,
+            out_dir=tmp_path,
+        )
+    )
+    prefill = result.detail.prefill  # type: ignore[union-attr]
+    assert prefill is not None and prefill.valid, prefill.problems if prefill else None
+    assert prefill.short_prompt_tokens == [256] * len(prefill.short_prompt_tokens)
+    assert prefill.long_prompt_tokens == [2048] * len(prefill.long_prompt_tokens)
+    assert result.prefill_tokens_per_second == pytest.approx(20_000, rel=0.03)
+    assert {request["name"] for request in runtime.requests} == {"prefilled"}
