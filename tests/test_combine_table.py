@@ -86,3 +86,19 @@ def test_a_label_no_short_word_shortens_wraps_and_never_cuts_a_value() -> None:
     assert len(values) >= 3  # the row's values on the label's first line, whole
     words = " ".join(line.split("  ")[0].strip() for line in table[first : first + 3])
     assert "shortens" in words
+
+
+def test_a_runs_time_order_decides_the_drift_when_start_times_cannot() -> None:
+    """A run's journal knows the order it measured in; start times have whole seconds, so two
+    files begun in one second look simultaneous. Given the order, A and A' measured after B give
+    no drift, with the order in the note; measured first and last, they give it."""
+    paths = [FIXED_RUN / f"measure-{name}.json" for name in NAMES]
+    back_to_back = combine(paths, time_order=["smollm2-q4_1", "smollm2-f32", "smollm2-f32-again"])
+    assert back_to_back.drift is None
+    assert back_to_back.drift_note == (
+        "no A-A' drift: smollm2-f32 and smollm2-f32-again were not measured first and last (in "
+        "time: smollm2-q4_1, smollm2-f32, smollm2-f32-again), so their difference is not the "
+        "drift across the run"
+    )
+    bracketing = combine(paths, time_order=NAMES)
+    assert bracketing.drift is not None and bracketing.drift_note is None

@@ -364,6 +364,14 @@ def test_the_stated_order_is_the_time_order_of_the_journal() -> None:
 
 
 @pytest.mark.slow
+def _measured(run: Path, name: str) -> bool:
+    """The run's journal (written whole, atomically) records `name` as measured."""
+    try:
+        return name in journal_of(run)["measured"]
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 def test_resume_after_a_deleted_result_states_the_true_order_and_its_frozen_questions(
     tmp_path: Path,
 ) -> None:
@@ -386,11 +394,11 @@ def test_resume_after_a_deleted_result_states_the_true_order_and_its_frozen_ques
             stderr=subprocess.DEVNULL,
         )
         run = tmp_path / "run"
-        second = run / "measure-b.json"
         deadline = time.monotonic() + 300
-        while not second.exists() and time.monotonic() < deadline and process.poll() is None:
+        # Killed once the journal records b as measured (its file is written a moment before).
+        while not _measured(run, "b") and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.05)
-        assert second.exists(), "b was never measured"
+        assert _measured(run, "b"), "b was never measured"
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
         (run / "measure-a.json").unlink()

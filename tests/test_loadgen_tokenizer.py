@@ -228,7 +228,12 @@ def test_real_llama_cpp_counts_every_prompt_as_asked_with_its_gguf(
         sagemeter_env,
         tmp_path,
     )
-    _ran(code, stderr)
+    # Four requests have no steady part to take figures from (exit 3 says so, the result still
+    # written): what this test checks is what was sent and how the engine counted it.
+    if "no steady window" in stderr:
+        assert code == 3, stderr
+    else:
+        _ran(code, stderr)
     result = json.loads(out.read_text())
     records = sorted(result["raw"]["records"], key=lambda r: r["index"])
     assert all(r["error"] is None for r in records), [

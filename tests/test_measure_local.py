@@ -57,7 +57,10 @@ def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
     assert detail.decode.engine_tokens_per_second is not None
     assert detail.decode.ttft_s is not None and detail.decode.inter_token_latency_s is not None
     assert detail.load is not None
-    assert [len(level.records) for level in detail.load.levels] == [1, 4]
+    assert [level.concurrency for level in detail.load.levels] == [1, 4]
+    for level in detail.load.levels:  # one batch each, plus any batch run again, which is said
+        assert len(level.records) % level.concurrency == 0 and level.records
+        assert len(level.records) == level.concurrency or level.measured_again
     assert detail.quality is not None
     assert all(item.reply for item in detail.quality.items)
     identity = detail.server_identity  # the same real server throughout, read at each boundary

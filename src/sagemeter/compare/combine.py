@@ -14,6 +14,7 @@ different methods is never shown as a plain difference: it is flagged and the wa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -321,9 +322,16 @@ def _asked_differently(paths: list[Path], results: list[MeasureResult]) -> list[
 
 
 def combine(
-    paths: list[Path], *, price_per_hour: float | None = None, margin_points: float | None = None
+    paths: list[Path],
+    *,
+    price_per_hour: float | None = None,
+    margin_points: float | None = None,
+    time_order: Sequence[str] | None = None,
 ) -> Comparison:
-    """Load every file (each problem is one UserError naming the file) and build the table."""
+    """Load every file (each problem is one UserError naming the file) and build the table.
+    `time_order` (the files' names in the order they were measured, as a run's journal knows
+    it) decides whether A and A' bracket the others; without it their start times do (whole
+    seconds, so two files begun in one second cannot be told apart by them)."""
     if len(paths) < 2:
         raise UserError("combine needs at least two result files")
     check_price(price_per_hour)
@@ -371,7 +379,7 @@ def combine(
     rows.extend(_slo_rows(results, price_per_hour))
     drift, drift_note = None, None
     if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
-        drift_note = not_bracketing(names, results)
+        drift_note = not_bracketing(names, results, time_order)
         if drift_note is None:
             drift = drift_between(results[0], results[-1], rows)
         else:
@@ -420,10 +428,16 @@ def combine(
     )
 
 
-def not_bracketing(names: list[str], results: list[MeasureResult]) -> str | None:
-    """Why A and A' give no drift across the run: their start times show another file was
-    measured before A or after A' (so A and A' ran back to back); None when the times do not
-    say so (or a file has none)."""
+def not_bracketing(
+    names: list[str], results: list[MeasureResult], time_order: Sequence[str] | None = None
+) -> str | None:
+    """Why A and A' give no drift across the run: another file was measured before A or after
+    A' (so A and A' ran back to back), by `time_order` when known, else by the start times;
+    None when neither says so (or a file has no start time)."""
+    if time_order is not None and sorted(time_order) == sorted(names):
+        if time_order[0] == names[0] and time_order[-1] == names[-1]:
+            return None
+        return _not_bracketing_note(names, list(time_order))
     starts = [r.detail.environment.started_utc if r.detail else None for r in results]
     try:
         parsed = [datetime.fromisoformat(s.replace("Z", "+00:00")) for s in starts if s]
@@ -436,6 +450,10 @@ def not_bracketing(names: list[str], results: list[MeasureResult]) -> str | None
     if all(t >= first for t in times[1:]) and all(t <= last for t in times[:-1]):
         return None
     order = [name for _, name in sorted(zip(times, names, strict=True), key=lambda p: p[0])]
+    return _not_bracketing_note(names, order)
+
+
+def _not_bracketing_note(names: list[str], order: list[str]) -> str:
     return (
         f"no A-A' drift: {names[0]} and {names[-1]} were not measured first and last (in time: "
         f"{', '.join(order)}), so their difference is not the drift across the run"

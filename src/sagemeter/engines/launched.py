@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
 
 WaitFn = Callable[[float], None]
@@ -164,10 +165,8 @@ class LaunchedServer:
                 raise UserError(f"{self.what} was stopped while it started")
             code = process.poll()
             if code is not None:
-                raise EngineError(
-                    f"{self.exited(code)}: {self.failure_cause(self.log_text())} "
-                    f"(log {self.log_path})"
-                )
+                cause = self.failure_cause(self.log_text())
+                raise start_failed(f"{self.exited(code)}: {cause} (log {self.log_path})", cause)
             if self.ready():
                 return
             on_wait(time.perf_counter() - began)

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from sagemeter.engines.checkpoints import Checkpoint
-from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, failure_cause
+from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, failure_cause, start_failed
 from sagemeter.engines.startup_log import parse_llamacpp_log
 from sagemeter.errors import EngineError, UserError
 from sagemeter.parentwatch import child_env
@@ -145,9 +145,11 @@ class LocalEngine:
         buffered = b""
         while time.perf_counter() < deadline:
             if self._process.poll() is not None:
-                raise EngineError(
+                cause = self._failure_cause()
+                raise start_failed(
                     f"the embedded engine could not start {self.checkpoint.path.name}: "
-                    f"{self._failure_cause()} (log: {self.log_path})"
+                    f"{cause} (log: {self.log_path})",
+                    cause,
                 )
             waiting()
             ready, _, _ = select.select([stdout], [], [], 0.2)

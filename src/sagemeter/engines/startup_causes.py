@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from sagemeter.errors import EngineError, InputError, SagemeterError
 from sagemeter.transport.upstream import one_line
 
 OUT_OF_MEMORY = "out of memory: the model and its KV cache do not fit"
@@ -79,3 +80,12 @@ def failure_cause(text: str, causes: Causes, **names: object) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     errors = [line for line in lines if " E " in line or "error" in line.lower()]
     return one_line((errors or lines or ["its log is empty"])[-1])
+
+
+def start_failed(message: str, cause: str) -> SagemeterError:
+    """An engine that could not start: the engine's failure (exit 5), unless its cause is the
+    user's to mend before anything runs, a port already in use (bad input, exit 2)."""
+    in_use = PORT_IN_USE.split("{port}")
+    if cause.startswith(in_use[0]) and in_use[1] in cause:
+        return InputError(message)
+    return EngineError(message)

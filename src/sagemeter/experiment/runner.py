@@ -709,8 +709,13 @@ class _Run:
             task.cancel()
 
     def _combine(self) -> str:
-        paths = [result_path(self.run_dir, name) for name in combine_order(self.plan)]
-        comparison = combine(paths, price_per_hour=self.plan.price_per_hour)
+        names = combine_order(self.plan)
+        paths = [result_path(self.run_dir, name) for name in names]
+        last = {name: index for index, name in enumerate(self.journal.measured)}
+        # The journal's time order (each file at its last measurement) decides A-A' drift.
+        known = None if self.plan.interleaved or not all(n in last for n in names) else last
+        time_order = sorted(names, key=known.__getitem__) if known is not None else None
+        comparison = combine(paths, price_per_hour=self.plan.price_per_hour, time_order=time_order)
         order, note = measured_order(self.plan, self.journal.measured)
         comparison = comparison.model_copy(update={"order": order, "order_note": note})
         save_comparison(comparison, self.run_dir / COMPARE_FILE)
