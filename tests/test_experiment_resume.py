@@ -413,6 +413,7 @@ def test_resume_after_a_deleted_result_states_the_true_order_and_its_frozen_ques
     assert comparison["order"] == "BAA"
     assert comparison["order_note"].startswith("planned ABA, measured b, ")
     assert "a measured again on resume" in comparison["order_note"]
+    assert comparison["time_order"] == ["b", "a", "a-again"]  # the journal's, not start times
     assert comparison["drift"] is None
     assert comparison["drift_note"].startswith("no A-A' drift: a and a-again were not measured")
     report = (run / "report.md").read_text()

@@ -136,6 +136,11 @@ class Comparison(BaseModel):
         "checkpoint: their start times show they did not bracket the others (e.g. A measured "
         "again on resume after B)",
     )
+    time_order: list[str] | None = Field(
+        None,
+        description="the files' names in the order they were measured, when a run's journal "
+        "knew it (it decides the A-A' drift; start times have whole seconds)",
+    )
     quality_checks: list[QualityCheck] = Field(
         default_factory=list, description="each candidate's answers against the first file's"
     )
@@ -417,6 +422,7 @@ def combine(
         identical_answers=identical_answers(results[0], results[1]),
         drift=drift,
         drift_note=drift_note,
+        time_order=list(time_order) if time_order is not None else None,
         quality_checks=checks,
         fidelity_checks=fidelity_checks,
         incomplete=incomplete,

@@ -56,7 +56,7 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
         raise UserError(f"{folder}: not a folder (give the run folder that holds measure-*.json)")
     found = sorted(folder.glob("measure-*.json"))
     check_price(price_per_hour)
-    saved_order, saved_price, experiment_order, order_note = _read_compare_file(
+    saved_order, saved_price, experiment_order, order_note, time_order = _read_compare_file(
         folder / COMPARE_FILE
     )
     if saved_order:
@@ -66,7 +66,9 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
     results = {path: load_result(path) for path in found}
     paths, source = _run_order(found, results, saved_order)
     price = price_per_hour if price_per_hour is not None else saved_price
-    comparison = combine(paths, price_per_hour=price) if len(paths) >= 2 else None
+    comparison = (
+        combine(paths, price_per_hour=price, time_order=time_order) if len(paths) >= 2 else None
+    )
     return Run(
         folder=folder,
         results=[results[path] for path in paths],
@@ -107,11 +109,13 @@ def left_out_note(run: Run) -> str | None:
     )
 
 
-def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None, str | None]:
-    """File names in run order, the price, the experiment's order and its note, from
-    compare.json."""
+def _read_compare_file(
+    path: Path,
+) -> tuple[list[str], float | None, str | None, str | None, list[str] | None]:
+    """File names in run order, the price, the experiment's order and its note, and the order
+    the run measured them in (when its journal knew it), from compare.json."""
     if not path.exists():
-        return [], None, None, None
+        return [], None, None, None, None
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -132,7 +136,15 @@ def _read_compare_file(path: Path) -> tuple[list[str], float | None, str | None,
         None if price is None else float(price),
         order if isinstance(order, str) else None,
         note if isinstance(note, str) else None,
+        _names(payload.get("time_order")),
     )
+
+
+def _names(value: object) -> list[str] | None:
+    """A list of result names as compare.json keeps it; anything else is not one."""
+    if isinstance(value, list) and all(isinstance(name, str) for name in value):
+        return value
+    return None
 
 
 def _run_order(
