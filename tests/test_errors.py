@@ -53,3 +53,33 @@ def test_a_reworded_error_keeps_its_kind(kind: type[SagemeterError]) -> None:
     again = reworded(kind("first"), "first (before that: more)")
     assert type(again) is kind and str(again) == "first (before that: more)"
     assert exit_code(again) == exit_code(kind("x"))
+
+
+def test_a_plans_problems_keep_the_kind_of_a_failure_among_them() -> None:
+    """A plan's checks report every problem at once; when one of them is the cloud failing
+    (AccessDenied reading an endpoint), the report exits as a cloud failure (4), not as bad
+    input (2); problems that are all input stay input."""
+    from sagemeter.experiment.runner import _collect, _Problems, _raise_all
+
+    def denied() -> None:
+        raise PlatformError("AccessDenied: sagemaker:DescribeEndpoint")
+
+    def misspelt() -> None:
+        raise UserError('arm "a".target: unknown checkpoint')
+
+    mixed = _Problems()
+    _collect(mixed, misspelt)
+    _collect(mixed, denied)
+    with pytest.raises(PlatformError) as raised:
+        _raise_all(mixed, "plan.toml")
+    assert exit_code(raised.value) == 4
+    assert str(raised.value).splitlines() == [
+        "plan.toml: 2 problems, one a line:",
+        '  arm "a".target: unknown checkpoint',
+        "  AccessDenied: sagemaker:DescribeEndpoint",
+    ]
+    inputs = _Problems()
+    _collect(inputs, misspelt)
+    with pytest.raises(UserError) as only:
+        _raise_all(inputs, "plan.toml")
+    assert exit_code(only.value) == 2 and str(only.value) == 'arm "a".target: unknown checkpoint'

@@ -39,7 +39,14 @@ from pydantic import BaseModel, Field
 from sagemeter import sagemaker as sm
 from sagemeter.atomic import check_output_folder
 from sagemeter.compare import Comparison, combine, save_comparison
-from sagemeter.errors import ManyProblems, UserError
+from sagemeter.errors import (
+    InputError,
+    ManyProblems,
+    SagemeterError,
+    UserError,
+    exit_code,
+    reworded,
+)
 from sagemeter.experiment.cloud import check_names_free, deploy_spec
 from sagemeter.experiment.estimate import Estimate, estimate
 from sagemeter.experiment.frozen import check_unchanged, input_files, sha256_of
@@ -162,7 +169,7 @@ def check_ready(
     deployed arms the credentials, region, role and spec (and, for a new run, free names), and a
     sequential stop's looks for the question set. Every problem found is reported at once
     (several under `source`), so a plan is mended in one go."""
-    problems: list[str] = []
+    problems = _Problems()
     questions = _collect(problems, lambda: selected_questions(plan.settings()))
     if questions is not None:
         problems += stop_problems(plan, len(questions.questions))
@@ -203,11 +210,18 @@ def _target_check(arm: Arm) -> Callable[[], None]:
     return check
 
 
+class _Problems(list[str]):
+    """The problems found so far, one line each, and the first that was not bad input (a
+    cloud or engine failure), whose kind the whole report keeps (its exit code)."""
+
+    failure: SagemeterError | None = None
+
+
 def _collect(
-    problems: list[str], check: Callable[[], _T], *, label: str = "", strip: str = ""
+    problems: _Problems, check: Callable[[], _T], *, label: str = "", strip: str = ""
 ) -> _T | None:
-    """Run one check and give its answer; its UserError (each of a ManyProblems) joins
-    `problems` instead, under `label`."""
+    """Run one check and give its answer; its error (each of a ManyProblems) joins `problems`
+    instead, under `label`."""
     try:
         return check()
     except ManyProblems as exc:
@@ -215,16 +229,23 @@ def _collect(
     except UserError as exc:
         text = str(exc).removeprefix(strip)
         problems.append(f"{label}: {text}" if label else text)
+        if exit_code(exc) != exit_code(InputError()) and problems.failure is None:
+            problems.failure = exc
     return None
 
 
-def _raise_all(problems: list[str], source: str) -> None:
-    """One problem as itself (its wording unchanged); several as one ManyProblems."""
+def _raise_all(problems: _Problems, source: str) -> None:
+    """One problem as itself (its wording unchanged); several as one ManyProblems; either of
+    the kind of the first failure among them when one was not bad input."""
     unique = list(dict.fromkeys(problems))
-    if len(unique) == 1:
-        raise UserError(unique[0])
-    if unique:
-        raise ManyProblems(source, unique)
+    if not unique:
+        return
+    error: SagemeterError = (
+        UserError(unique[0]) if len(unique) == 1 else ManyProblems(source, unique)
+    )
+    if problems.failure is not None:
+        raise reworded(problems.failure, str(error))
+    raise error
 
 
 def check_cap(plan: Plan, planned: Estimate, spent: float = 0.0) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sagemeter.measure import ProgressFn, no_progress
+from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.prefill import (
     CONTEXT_MARGIN_SHARE,
@@ -65,8 +66,12 @@ async def measure_long_prompt_load(
     statistic: str = "pooled",
     pause_s: float = 0.0,
     progress: ProgressFn = no_progress,
+    precision: float | None = None,
+    max_batches: int | None = None,
+    deadline: Deadline | None = None,
 ) -> LongPromptLoad:
-    """The levels at the prefill phase's long length; none when that phase could not size it."""
+    """The levels at the prefill phase's long length; none when that phase could not size it.
+    `precision`, `max_batches` and `deadline` as the parallel phase takes them (measure_load)."""
     words = prefill.long_words
     if words is None:
         why = prefill.problems[0] if prefill.problems else "the prefill phase sized no prompt"
@@ -97,6 +102,9 @@ async def measure_long_prompt_load(
         pause_s=pause_s,
         progress=progress,
         requests=requests,
+        precision=precision,
+        max_batches=max_batches,
+        deadline=deadline,
     )
     counted = [
         record.prompt_tokens

@@ -240,6 +240,8 @@ async def measure_target(
         prefill = None
         if settings.prefill_tokens and (why := passed("prefill")):
             cut.append(f"prefill rate: not measured: {why}")
+            if settings.long_prompt_levels:  # they send the prefill phase's long prompt
+                cut.append(f"long prompts: not measured: {why}")
         elif settings.prefill_tokens and not await watch.check("decode", "prefill"):
             on_phase("prefill")
             await meter.begin()
@@ -273,6 +275,9 @@ async def measure_target(
                     statistic=settings.load_statistic,
                     pause_s=settings.batch_pause_s,
                     progress=progress,
+                    precision=settings.speed_precision,
+                    max_batches=settings.speed_max_batches,
+                    deadline=limit,
                 )
                 _end(cloud)
                 host.end()
@@ -335,7 +340,9 @@ async def measure_target(
             )
             _end(cloud)
             host.end()
-            await meter.end("quality", [], requests=len(quality.items))
+            asked = [i for i in quality.items if not (i.error or "").startswith("not asked")]
+            await meter.end("quality", [], requests=len(asked))  # what a time limit left unsent
+            # is not the server's to count
         quality.chat_template_sha256 = described.get("chat_template_sha256")
         if quality.chat_template_sha256 is None and meter.engine == "vllm" and meter.root:
             sha, why = await vllm_chat_template_sha256(meter.root)
@@ -354,15 +361,21 @@ async def measure_target(
                 endpoint, settings, question_set, fidelity_reference, wire
             )
             host.end()
-        await watch.check("fidelity" if wants_fidelity else "quality", None)
+        before_slo = "fidelity" if wants_fidelity else "quality"
         slo_figures = None
-        if slo is not None and (why := passed("slo")):
-            slo_figures = SloFigures(slo_note=f"not searched: {why}")
-        elif slo is not None:
+        if slo is None or (why := passed("slo")) is not None:
+            await watch.check(before_slo, None)
+            if slo is not None:
+                slo_figures = SloFigures(slo_note=f"not searched: {why}")
+        elif await watch.check(before_slo, "slo"):
+            slo_figures = SloFigures(slo_note=f"not searched: {watch.changed}")
+        else:
             on_phase("slo")
             host.begin("slo")
             slo_figures = await _search_slo(endpoint, slo, price_per_hour)
             host.end()
+            if await watch.check("slo", None):  # another server answered some of its probes
+                slo_figures = SloFigures(slo_note=f"search dropped: {watch.changed}")
         startup = server_log_facts or await asyncio.to_thread(endpoint.startup_facts)
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
