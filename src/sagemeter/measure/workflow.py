@@ -254,6 +254,19 @@ async def measure_target(
             host.end()
             await meter.end("prefill", prefill_sent(prefill))
         last = "prefill" if settings.prefill_tokens else "decode"
+        # How batches are run, one set for the long-prompt levels and the parallel ones alike
+        # (measure_load's keywords), so the two phases are measured the same way.
+        batches: dict[str, Any] = {
+            "max_tokens": settings.load_max_tokens,
+            "batches": settings.load_batches,
+            "reruns": settings.batch_reruns,
+            "statistic": settings.load_statistic,
+            "pause_s": settings.batch_pause_s,
+            "progress": progress,
+            "precision": settings.speed_precision,
+            "max_batches": settings.speed_max_batches,
+            "deadline": limit,
+        }
         long_load = None
         if settings.long_prompt_levels and prefill is not None:
             if why := passed(LONG_PROMPTS):
@@ -266,18 +279,7 @@ async def measure_target(
                 host.begin(LONG_PROMPTS)
                 _begin(cloud, "long_prompts")  # a row key's part: endpoint_long_prompts_…
                 long_load = await measure_long_prompt_load(
-                    client,
-                    prefill,
-                    levels=settings.long_prompt_levels,
-                    max_tokens=settings.load_max_tokens,
-                    batches=settings.load_batches,
-                    reruns=settings.batch_reruns,
-                    statistic=settings.load_statistic,
-                    pause_s=settings.batch_pause_s,
-                    progress=progress,
-                    precision=settings.speed_precision,
-                    max_batches=settings.speed_max_batches,
-                    deadline=limit,
+                    client, prefill, levels=settings.long_prompt_levels, **batches
                 )
                 _end(cloud)
                 host.end()
@@ -295,16 +297,8 @@ async def measure_target(
             load = await measure_load(
                 client,
                 levels=settings.load_levels,
-                max_tokens=settings.load_max_tokens,
-                batches=settings.load_batches,
-                reruns=settings.batch_reruns,
                 prompt=settings.load_prompt,
-                statistic=settings.load_statistic,
-                pause_s=settings.batch_pause_s,
-                progress=progress,
-                precision=settings.speed_precision,
-                max_batches=settings.speed_max_batches,
-                deadline=limit,
+                **batches,
                 one_at_once_expected=(
                     one_at_once_expected(
                         decode.tokens_per_second,
