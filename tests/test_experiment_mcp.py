@@ -16,7 +16,8 @@ import pytest
 from mcp import Client
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
-from sagemeter.experiment import parse_plan, start_run
+from sagemeter.experiment import parse_plan, read_journal, start_run
+from sagemeter.experiment.frozen import sha256_of
 from sagemeter.mcp import ServerConfig, build_server
 from tests.conftest import reference_file
 from tests.mcp_helpers import Progress, error_line, ok, text_of
@@ -258,6 +259,15 @@ async def test_the_run_s_report_leaves_out_a_stray_result_file(
         (run_dir / f"measure-{mine}.json").write_bytes(
             (FIXED_RUN / f"measure-{fixed}.json").read_bytes()
         )
+    # As the run records what it measured (a file it did not write is refused on resume).
+    journal = read_journal(run_dir)
+    for step in journal.steps:
+        step.state = "done" if step.kind == "measure" else step.state
+    journal.measured = ["a", "b", "a-again"]
+    journal.results = {
+        name: sha256_of(run_dir / f"measure-{name}.json") for name in journal.measured
+    }
+    journal.save(run_dir)
     stray = "measure-gemma-4-e2b.json"
     (run_dir / stray).write_bytes(reference_file(stray).read_bytes())
     async with Client(build_server(ServerConfig(results_dir=results))) as client:

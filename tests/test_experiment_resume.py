@@ -363,7 +363,6 @@ def test_the_stated_order_is_the_time_order_of_the_journal() -> None:
     )
 
 
-@pytest.mark.slow
 def _measured(run: Path, name: str) -> bool:
     """The run's journal (written whole, atomically) records `name` as measured."""
     try:
@@ -372,6 +371,7 @@ def _measured(run: Path, name: str) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_resume_after_a_deleted_result_states_the_true_order_and_its_frozen_questions(
     tmp_path: Path,
 ) -> None:
@@ -439,8 +439,8 @@ def test_a_resume_that_fails_as_the_session_before_says_so_instead_of_advising_i
         again = CliRunner().invoke(_run_app(), ["run", "--resume", "run"])
         assert again.exit_code == 1, again.output
         assert again.stderr.splitlines()[-1] == (
-            "the session before failed the same way: a resume as is repeats it; fix what it "
-            "says, then `sagemeter run --resume run`"
+            "the session before failed at this step too: a resume as is repeats it; fix what "
+            "it says, then `sagemeter run --resume run`"
         )
     journal = journal_of(tmp_path / "run")
     assert journal["state"] == "failed" and len(journal["sessions"]) == 3

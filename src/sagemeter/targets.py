@@ -128,9 +128,12 @@ class VllmTarget(EngineTarget):
 @dataclass(frozen=True)
 class CommandTarget(EngineTarget):
     """Any OpenAI-compatible server, started from `command` (split as a shell would, run without
-    one) with `{port}` replaced by a free port; sagemeter stops it after the run."""
+    one) with `{port}` replaced by a free port; sagemeter stops it after the run. `cwd` is the
+    folder it runs in (a run's plan folder, so the command's relative paths mean what the plan
+    means; None: the current folder)."""
 
     command: str
+    cwd: str | None = None
     engine: ClassVar[str] = "cmd"
 
     def words(self) -> list[str]:

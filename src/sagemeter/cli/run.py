@@ -261,8 +261,11 @@ def _print_quota(console: Console, plan: Plan, specs: dict[str, sm.DeploySpec], 
         )
 
 
-def dry_run(plan: Plan, out: Path | None, resume_dir: Path | None = None) -> None:
-    """Print the steps, what each creates, time, cost and quota; create nothing."""
+def dry_run(
+    plan: Plan, out: Path | None, resume_dir: Path | None = None, *, folder: Path | None = None
+) -> None:
+    """Print the steps, what each creates, time, cost and quota; create nothing. `folder`: the
+    plan file's, where a cmd: arm's command would run."""
     console = _out()
     if resume_dir is not None:
         prepared = resume_run(resume_dir)
@@ -279,7 +282,8 @@ def dry_run(plan: Plan, out: Path | None, resume_dir: Path | None = None) -> Non
     from sagemeter.experiment import default_run_dir
     from sagemeter.experiment.runner import check_cap
 
-    specs, aws = check_ready(plan, fresh=True, need_credentials=False)
+    where = str(folder) if folder is not None else None
+    specs, aws = check_ready(plan, fresh=True, need_credentials=False, folder=where)
     planned = estimate(plan, specs, aws)
     _print_estimate(console, plan, out or default_run_dir(plan.name), planned)
     _print_quota(console, plan, specs, aws)
@@ -340,8 +344,8 @@ def resume_advice(outcome: RunOutcome) -> str:
     resume = f"`sagemeter run --resume {outcome.run_dir}`"
     if outcome.same_failure:
         return (
-            f"the session before failed the same way: a resume as is repeats it; fix what it "
-            f"says, then {resume}"
+            f"the session before failed at this step too: a resume as is repeats it; fix what "
+            f"it says, then {resume}"
         )
     return f"continue it with {resume}"
 
@@ -394,11 +398,14 @@ def _run(
     if plan_file is not None:
         plan, text = load_plan(plan_file)
         # Relative paths mean the plan file's folder, resolved once here and frozen in the journal.
-        plan = freeze_paths(plan, plan_file.expanduser().resolve().parent)
+        folder = plan_file.expanduser().resolve().parent
+        plan = freeze_paths(plan, folder)
         if dry_run_only:
-            dry_run(plan, out)
+            dry_run(plan, out, folder=folder)
             return
-        prepared = start_run(plan, out=out, plan_text=text, plan_source=str(plan_file))
+        prepared = start_run(
+            plan, out=out, plan_text=text, plan_source=str(plan_file), plan_folder=folder
+        )
         activity.doing(f"running {plan_file} into {prepared.run_dir}")
         header = f"run {plan.name}: order {plan.order_text}, {len(prepared.journal.steps)} steps"
     else:

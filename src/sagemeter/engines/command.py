@@ -61,6 +61,9 @@ class CommandServer(LaunchedServer):
     def shown_command(self) -> str:
         return " ".join(masked_words(self.command()))
 
+    def working_folder(self) -> str | None:
+        return self.target.cwd
+
     def exited(self, code: int) -> str:
         program = self.target.words()[0]
         return f"the command {program!r} exited with code {code} before it answered"
@@ -97,6 +100,8 @@ def check_command(target: EngineTarget) -> None:
     program = target.words()[0]
     if "/" in program:
         path = Path(program).expanduser()
+        if target.cwd is not None and not path.is_absolute():
+            path = Path(target.cwd) / path  # where it will run
         if not path.is_file() or not os.access(path, os.X_OK):
             raise UserError(
                 f"target {target.default_name}: {program} is not a program that can run"

@@ -101,6 +101,10 @@ class LaunchedServer:
     def environment(self) -> dict[str, str]:
         return dict(os.environ)
 
+    def working_folder(self) -> str | None:
+        """The folder the server runs in (None: this process's)."""
+        return None
+
     def ready(self) -> bool:
         """The server answers and serves what it was started for."""
         raise NotImplementedError
@@ -146,6 +150,7 @@ class LaunchedServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
+                cwd=self.working_folder(),
                 start_new_session=True,  # its own process group: stopped as one
             )
         try:

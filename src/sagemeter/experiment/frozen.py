@@ -4,7 +4,9 @@ A plan's relative paths (the questions file, a `local:` or `vllm:` checkpoint pa
 plan file's own folder, and are made absolute once, when the run starts, so the journal's plan
 names the same files wherever `--resume` is typed. The run folder's `plan.toml` and each input
 file the run reads whole (the questions file, a `local:` arm's .gguf) are kept in the journal by
-sha256; a resume refuses, in one line and before any work, when one changed.
+sha256, and so is each result file the run writes; a resume refuses, in one line and before any
+work, when one of them changed, or when a result file is there that the run did not write (a
+result deleted since is measured again, and the run states the order it was measured in).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import hashlib
 from pathlib import Path
 
 from sagemeter.errors import UserError
-from sagemeter.experiment.journal import PLAN_FILE, FrozenInput, Journal
+from sagemeter.experiment.journal import PLAN_FILE, FrozenInput, Journal, StepRecord, parse_utc
 from sagemeter.experiment.plan import (
     NAMED_CHECKPOINTS,
     Plan,
@@ -89,3 +91,62 @@ def check_unchanged(run_dir: Path, journal: Journal) -> None:
                 f"{path} ({frozen.key}): {what}; the run's results were measured with the file "
                 "as it was: restore it, or start a new run"
             )
+
+
+def started_since(path: Path, began: str | None) -> bool:
+    """Whether the result in `path` began measuring at or after `began` (unknown: assume so)."""
+    from sagemeter.results import load_result
+
+    try:
+        result = load_result(path)
+    except UserError:
+        return False
+    started = result.detail.environment.started_utc if result.detail else None
+    if began is None or started is None:
+        return True
+    try:
+        return parse_utc(started) >= parse_utc(began)
+    except ValueError:
+        return True
+
+
+def _written_by_the_step(path: Path, step: StepRecord) -> bool:
+    """A result file the journal does not list is the run's own only when its measure step was
+    under way when the session before ended (killed between writing it and the journal) and it
+    was measured since that step began."""
+    return step.state in ("running", "stopped", "failed") and started_since(path, step.started_utc)
+
+
+def check_results(run_dir: Path, journal: Journal) -> None:
+    """Refuse a resume when a result file the run wrote was changed since, or when a result
+    file is there for a visit the run did not write it for (copied in from elsewhere): the
+    run would keep it as measured. A journal from before results were kept is taken as it is."""
+    from sagemeter.results import result_path
+
+    if journal.results is None:
+        return
+    for step in journal.steps:
+        if step.kind != "measure":
+            continue
+        for name in step.results:
+            path = result_path(run_dir, name)
+            if not path.is_file():
+                continue  # deleted since: measured again
+            kept = journal.results.get(name)
+            if kept is not None:
+                if sha256_of(path) != kept:
+                    raise UserError(
+                        f"{path}: changed since the run wrote it (the journal keeps its "
+                        "sha256); restore it, or delete it to measure that arm again"
+                    )
+            elif not _written_by_the_step(path, step):
+                raise UserError(
+                    f"{path}: not written by this run (the journal has no record of it); "
+                    "move it away to have the run measure that arm"
+                )
+
+
+def check_all_unchanged(run_dir: Path, journal: Journal) -> None:
+    """Everything a resume checks before any work: plan.toml, the input files, the results."""
+    check_unchanged(run_dir, journal)
+    check_results(run_dir, journal)

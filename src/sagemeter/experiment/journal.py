@@ -126,6 +126,16 @@ class Journal(BaseModel):
     inputs: list[FrozenInput] = Field(
         default_factory=list, description="input files the plan names, with their sha256"
     )
+    plan_folder: str | None = Field(
+        None,
+        description="the plan file's folder, absolute: what the plan's relative paths mean, "
+        "and where a cmd: arm's command runs (on every resume too)",
+    )
+    results: dict[str, str] | None = Field(
+        None,
+        description="each result file the run wrote (by visit name) with its sha256: a resume "
+        "refuses one changed since, or one the run did not write",
+    )
     state: RunState = "running"
     stopped_because: str | None = None
     created_utc: str = Field(default_factory=utc_now)

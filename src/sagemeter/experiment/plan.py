@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -640,7 +641,7 @@ def _ready_problems(
     """What a run would stop on at its start: each target, the question set (relative paths in
     `base`, when given)."""
     from sagemeter.engines.endpoints import check_target
-    from sagemeter.targets import parse_target
+    from sagemeter.targets import CommandTarget, parse_target
 
     problems = []
     for arm in arms:
@@ -648,7 +649,10 @@ def _ready_problems(
             continue
         try:
             target = arm.target if base is None else anchored_target(arm.target, base)
-            check_target(parse_target(target))
+            parsed = parse_target(target)
+            if isinstance(parsed, CommandTarget) and base is not None:
+                parsed = replace(parsed, cwd=str(base))  # where the run starts it
+            check_target(parsed)
         except UserError as exc:
             problems.append(f'arm "{arm.name}".target: {exc}')
     if measure is not None and measure.questions is not None:

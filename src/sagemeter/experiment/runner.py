@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -49,7 +49,12 @@ from sagemeter.errors import (
 )
 from sagemeter.experiment.cloud import check_names_free, deploy_spec
 from sagemeter.experiment.estimate import Estimate, estimate
-from sagemeter.experiment.frozen import check_unchanged, input_files, sha256_of
+from sagemeter.experiment.frozen import (
+    check_all_unchanged,
+    input_files,
+    sha256_of,
+    started_since,
+)
 from sagemeter.experiment.journal import (
     JOURNAL_FILE,
     PLAN_FILE,
@@ -87,7 +92,7 @@ from sagemeter.sagemaker.endpoint import (
     wait_until,
 )
 from sagemeter.sagemaker.pricing import try_hourly_price
-from sagemeter.targets import OpenAITarget, SageMakerTarget, Target
+from sagemeter.targets import CommandTarget, OpenAITarget, SageMakerTarget, Target
 from sagemeter.transport.batch import batches_on_ray
 from sagemeter.transport.chat import ChatClient
 
@@ -141,8 +146,8 @@ class RunOutcome(BaseModel):
     abandoned: bool = False
     same_failure: bool = Field(
         False,
-        description="failed at the same step for the same reason as the session before: a "
-        "resume as is would only repeat it",
+        description="failed at the step the session before failed at (or for the same "
+        "reason): a resume as is would only repeat it",
     )
     journal: Journal
 
@@ -163,12 +168,18 @@ def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
 
 
 def check_ready(
-    plan: Plan, *, fresh: bool, need_credentials: bool = True, source: str = "plan"
+    plan: Plan,
+    *,
+    fresh: bool,
+    need_credentials: bool = True,
+    source: str = "plan",
+    folder: str | None = None,
 ) -> tuple[dict[str, sm.DeploySpec], sm.Aws | None]:
-    """Everything that can be known before a step runs: the question set, each target, and for
-    deployed arms the credentials, region, role and spec (and, for a new run, free names), and a
-    sequential stop's looks for the question set. Every problem found is reported at once
-    (several under `source`), so a plan is mended in one go."""
+    """Everything that can be known before a step runs: the question set, each target (a cmd:
+    arm's as it will run, in the plan's `folder`), and for deployed arms the credentials,
+    region, role and spec (and, for a new run, free names), and a sequential stop's looks for
+    the question set. Every problem found is reported at once (several under `source`), so a
+    plan is mended in one go."""
     problems = _Problems()
     questions = _collect(problems, lambda: selected_questions(plan.settings()))
     if questions is not None:
@@ -179,7 +190,7 @@ def check_ready(
         _collect(problems, require_ray, label="measure.ray", strip="--ray ")
     for arm in plan.arms:
         if arm.target is not None:
-            _collect(problems, _target_check(arm), label=f'arm "{arm.name}".target')
+            _collect(problems, _target_check(arm, folder), label=f'arm "{arm.name}".target')
     deployed = [arm for arm in plan.arms if arm.deployed]
     if not deployed:
         _raise_all(problems, source)
@@ -199,15 +210,25 @@ def check_ready(
     return specs, aws if has_credentials else None
 
 
-def _target_check(arm: Arm) -> Callable[[], None]:
+def _target_check(arm: Arm, folder: str | None) -> Callable[[], None]:
     """The arm's target parsed and checked, as one step `_collect` can run."""
 
     def check() -> None:
         from sagemeter.engines.endpoints import check_target
 
-        check_target(arm.parsed_target())
+        check_target(arm_target(arm, folder))
 
     return check
+
+
+def arm_target(arm: Arm, folder: str | None) -> Target:
+    """An arm's target as the run starts it: a `cmd:` arm's command runs in the plan's folder
+    (`folder`, frozen in the journal), so its relative paths mean what the plan's others do,
+    wherever `--resume` is typed."""
+    target = arm.parsed_target()
+    if isinstance(target, CommandTarget) and folder is not None:
+        return replace(target, cwd=folder)
+    return target
 
 
 class _Problems(list[str]):
@@ -272,9 +293,19 @@ def check_cap(plan: Plan, planned: Estimate, spent: float = 0.0) -> None:
         )
 
 
-def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_source: str) -> Prepared:
-    """Check everything, then make the run folder with the plan and a fresh journal."""
-    specs, aws = check_ready(plan, fresh=True, source=plan_source)
+def start_run(
+    plan: Plan,
+    *,
+    out: Path | None,
+    plan_text: str | None,
+    plan_source: str,
+    plan_folder: Path | None = None,
+) -> Prepared:
+    """Check everything, then make the run folder with the plan and a fresh journal.
+    `plan_folder` (default: the current folder) is what the plan's relative paths mean: the
+    caller has anchored them there (`freeze_paths`); a cmd: arm's command runs there."""
+    folder = str((plan_folder or Path.cwd()).expanduser().resolve())
+    specs, aws = check_ready(plan, fresh=True, source=plan_source, folder=folder)
     planned = estimate(plan, specs, aws)
     check_cap(plan, planned)
     run_dir = out or default_run_dir(plan.name)
@@ -296,11 +327,13 @@ def start_run(plan: Plan, *, out: Path | None, plan_text: str | None, plan_sourc
         plan_sha256 = sha256_of(run_dir / PLAN_FILE)
     journal = Journal(
         name=plan.name,
-        run_dir=str(run_dir),
+        run_dir=str(run_dir.resolve()),
         plan=plan.to_data(),
         plan_source=plan_source,
         plan_sha256=plan_sha256,
         inputs=input_files(plan),
+        plan_folder=folder,
+        results={},
         max_cost_usd=plan.max_cost_usd,
         steps=[
             StepRecord(
@@ -326,7 +359,7 @@ def resume_run(
     """A run folder's plan and journal, checked again; `max_cost_usd` replaces the cap. `vet`
     (the MCP face's path rules) sees the plan before anything it names is read."""
     journal = read_journal(run_dir)
-    check_unchanged(run_dir, journal)
+    check_all_unchanged(run_dir, journal)
     data = dict(journal.plan)
     if max_cost_usd is not None:
         if max_cost_usd <= 0:
@@ -338,7 +371,9 @@ def resume_run(
         plan = vet(plan)
     if [s.label for s in journal.steps] != [s.label for s in plan_steps(plan)]:
         raise UserError(f"{run_dir / JOURNAL_FILE}: its steps do not match its plan")
-    specs, aws = check_ready(plan, fresh=False, source=str(run_dir / JOURNAL_FILE))
+    specs, aws = check_ready(
+        plan, fresh=False, source=str(run_dir / JOURNAL_FILE), folder=journal.plan_folder
+    )
     remaining = {
         visit.result_name for visit in visits(plan) if not _measured(run_dir, visit.result_name)
     }
@@ -355,17 +390,6 @@ def _wrote(names: Sequence[str | None], incomplete: Sequence[bool] = ()) -> str:
     note = "wrote " + ", ".join(f"measure-{name}.json" for name in names)
     short = [str(name) for name, bad in zip(names, incomplete, strict=False) if bad]
     return f"{note}; incomplete: {', '.join(short)}" if short else note
-
-
-def _started_since(result: MeasureResult, began: str | None) -> bool:
-    """Whether a result's measurement started at or after `began` (unknown: assume so)."""
-    started = result.detail.environment.started_utc if result.detail else None
-    if began is None or started is None:
-        return True
-    try:
-        return parse_utc(started) >= parse_utc(began)
-    except ValueError:
-        return True
 
 
 def _measured(run_dir: Path, name: str) -> bool:
@@ -422,6 +446,8 @@ class _Run:
 
     def run(self) -> RunOutcome:
         journal = self.journal
+        # The steps the session before failed at: failing there again is no news to resume.
+        failed_before = {s.index for s in journal.steps if s.state == "failed"}
         before = journal.stopped_because if journal.state == "failed" else None
         same_failure = False
         journal.state, journal.stopped_because = "running", None
@@ -452,7 +478,9 @@ class _Run:
                 step = self._end_running_step("failed", message)
                 journal.state = "failed"
                 journal.stopped_because = f"{step.label if step else 'the run'} failed: {message}"
-                same_failure = before == journal.stopped_because
+                same_failure = before == journal.stopped_because or (
+                    step is not None and step.index in failed_before
+                )
                 self.save()
                 self.events.note(f"stopping: {journal.stopped_because}")
                 self._teardown()
@@ -584,7 +612,7 @@ class _Run:
             if deployment is None or deployment.state != "live" or deployment.region is None:
                 raise UserError(f"{visit.result_name}: its endpoint is not live")
             return SageMakerTarget(deployment.endpoint, deployment.region, "recorded")
-        return visit.arm.parsed_target()
+        return arm_target(visit.arm, self.journal.plan_folder)
 
     def _fidelity_reference(self, visit: Visit) -> FidelityRecord | None:
         """With fidelity on, every visit after the first is forced along the first's answers."""
@@ -600,11 +628,18 @@ class _Run:
         time order of measurements (`measured`), as a fresh measure step's do."""
         names = [visit.result_name for visit in done]
         results = [load_result(result_path(self.run_dir, name)) for name in names]
-        for name, result in zip(names, results, strict=True):
-            if name not in self.journal.measured or _started_since(result, record.started_utc):
+        for name in names:
+            path = result_path(self.run_dir, name)
+            if name not in self.journal.measured or started_since(path, record.started_utc):
                 self.journal.measured.append(name)
+            self._keep_digest(name)
         short = [self._note_incomplete(n, r) for n, r in zip(names, results, strict=True)]
         return _wrote(names, short), any(short)
+
+    def _keep_digest(self, name: str) -> None:
+        """The journal keeps each result file's sha256 as written (resume checks it)."""
+        if self.journal.results is not None:
+            self.journal.results[name] = sha256_of(result_path(self.run_dir, name))
 
     def _note_incomplete(self, name: str | None, result: MeasureResult) -> bool:
         """The journal keeps why a result is incomplete (one line per result, the newest)."""
@@ -628,6 +663,8 @@ class _Run:
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
         self.journal.measured.extend(visit.result_name for visit in todo)
+        for visit in todo:
+            self._keep_digest(visit.result_name)
         short = [self._note_incomplete(result.name, result) for result in results]
         wrote = _wrote([result.name for result in results], short)
         if turns is None:

@@ -174,7 +174,7 @@ def _outcome_text(outcome: RunOutcome) -> str:
         if outcome.left_running:
             lines.append("still running: " + "; ".join(left_running_lines(outcome)))
         if outcome.same_failure:
-            lines.append("the session before failed the same way: a resume as is repeats it; "
+            lines.append("the session before failed at this step too: a resume as is repeats it; "
                          "fix what it says first")  # fmt: skip
         lines.append(f"continue with run_experiment resume={Path(outcome.run_dir).name}, or "
                      f"{resume_hint(outcome)}")  # fmt: skip
@@ -266,6 +266,7 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
                     out=default_run_dir(parsed.name, runs),
                     plan_text=text,
                     plan_source=source,
+                    plan_folder=config.results_dir,
                 )
             )
         outcome = await _execute(ctx, prepared)
