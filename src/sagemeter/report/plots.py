@@ -173,6 +173,13 @@ def decode_fit_lines(s: Series, decode: DecodeDetail) -> list[FitLine]:
     return lines
 
 
+def _legend(ax: Any, **options: Any) -> None:
+    """A legend when something drawn has a label (an incomplete result's decode can have no
+    line, and matplotlib warns on stderr about an empty legend)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**options)
+
+
 def decode_fit_plot(series: list[Series]) -> bytes | None:
     """Reply time against reply length: every reply, the reported rate's line (through the
     medians) and the least-squares line (every point); each slope is 1 / a decode rate."""
@@ -204,7 +211,7 @@ def decode_fit_plot(series: list[Series]) -> bytes | None:
     ax.set_ylim(bottom=0)
     _style(ax, "Reply time against reply length", "reply length (output tokens)", "reply time (s)")
     ax.text(0.01, 0.98, DECODE_FIT_NOTE, transform=ax.transAxes, va="top", fontsize=7.5)
-    ax.legend(fontsize=9, loc="lower right")
+    _legend(ax, fontsize=9, loc="lower right")
     return _png(figure)
 
 
@@ -266,7 +273,7 @@ def prefill_plot(series: list[Series]) -> bytes | None:
         "time to first token (ms)",
     )
     ax.text(0.01, 0.98, PREFILL_NOTE, transform=ax.transAxes, va="top", fontsize=7.5)
-    ax.legend(fontsize=9, loc="lower right")
+    _legend(ax, fontsize=9, loc="lower right")
     return _png(figure)
 
 
