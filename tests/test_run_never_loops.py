@@ -421,3 +421,25 @@ def test_a_result_deleted_before_resume_is_measured_again_and_the_order_is_the_t
         assert comparison["drift"] is None and comparison["drift_note"].startswith("no A-A' drift")
         assert f"Measured in the order {order} (planned ABA" in report
         assert "A-B-A drift" not in resumed.stdout
+
+
+@pytest.mark.parametrize("with_compare", [True, False], ids=["compare.json", "journal only"])
+def test_a_run_folders_report_is_the_runs_files_not_every_measure_file(
+    tmp_path: Path, finished: tuple[Path, str], with_compare: bool
+) -> None:
+    """`report DIR` of a run folder follows compare.json's list, or, stopped before its
+    comparison, the journal's: a stray measure-*.json is left out and the note says so."""
+    run = _copy_run(finished[0], tmp_path / "run")
+    if not with_compare:
+        _as_stopped_before_combine(run)
+    (run / "measure-stray.json").write_bytes((run / "measure-b.json").read_bytes())
+    reported = cli("report", str(run))
+    assert reported.exit_code == 0, reported.output
+    named_by = "compare.json" if with_compare else "journal.json"
+    assert (
+        f"note: left out measure-stray.json: {named_by} names the run's files (measure-a.json, "
+        "measure-b.json, measure-a-again.json)" in reported.output
+    )
+    report = (run / "report.md").read_text()
+    assert "Order of runs (as " in report and ": a → b → a-again." in report
+    assert "A-B-A" in report  # the journal's time order brackets b: the drift is given

@@ -2,8 +2,11 @@
 
 When `compare.json` (written by `combine`, `demo` and `run`, A first) names its files, the run is
 exactly those files in that order: another measure-*.json in the folder (a stray copy, a test
-run) is left out, and the report and `sagemeter report` say so in one note. Without it, the
-run is every measure-*.json, ordered by start time, else by file name (and the report says so).
+run) is left out, and the report and `sagemeter report` say so in one note. A `sagemeter run`
+folder stopped before its comparison has no compare.json but its journal: the run is the files
+the journal's plan names that were measured, in the order `combine` takes them, and others are
+left out the same way. Without either, the run is every measure-*.json, ordered by start time,
+else by file name (and the report says so).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from sagemeter.errors import UserError
 from sagemeter.results import MeasureResult, load_result
 
 COMPARE_FILE = "compare.json"
+JOURNAL_FILE = "journal.json"  # experiment.journal's; not imported, so a report stays light
 
 
 @dataclass
@@ -33,6 +37,7 @@ class Run:
     experiment_order: str | None = None  # how `sagemeter run` ordered them (ABA, interleaved…)
     left_out: list[str] = field(default_factory=list)  # measure files compare.json does not name
     order_note: str | None = None  # the planned order beside the measured one, when they differ
+    named_by: str = COMPARE_FILE  # the file that names the run's files (compare.json, journal)
 
     @property
     def label(self) -> str:
@@ -59,12 +64,18 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
     saved_order, saved_price, experiment_order, order_note, time_order = _read_compare_file(
         folder / COMPARE_FILE
     )
+    named_by = COMPARE_FILE
+    if not saved_order:
+        from_journal = _journal_files(folder)
+        if from_journal is not None and from_journal[0]:
+            saved_order, time_order = from_journal
+            named_by = JOURNAL_FILE
     if saved_order:
         found = _named_files(folder, saved_order)
     elif not found:
         raise UserError(f"{folder}: no result files (measure-*.json) in this folder")
     results = {path: load_result(path) for path in found}
-    paths, source = _run_order(found, results, saved_order)
+    paths, source = _run_order(found, results, saved_order, named_by)
     price = price_per_hour if price_per_hour is not None else saved_price
     comparison = (
         combine(paths, price_per_hour=price, time_order=time_order) if len(paths) >= 2 else None
@@ -79,7 +90,28 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
         experiment_order=experiment_order,
         left_out=_left_out(folder, saved_order),
         order_note=order_note,
+        named_by=named_by,
     )
+
+
+def _journal_files(folder: Path) -> tuple[list[str], list[str] | None] | None:
+    """A `sagemeter run` folder without its compare.json (stopped before the comparison): the
+    result files its plan names that exist, in `combine`'s order, and the time order the run
+    measured them in (when it knows all of them); None when the folder holds no journal."""
+    if not (folder / JOURNAL_FILE).is_file():
+        return None
+    from sagemeter.experiment.journal import read_journal
+    from sagemeter.experiment.plan import plan_from_data
+    from sagemeter.experiment.steps import combine_order
+
+    journal = read_journal(folder)
+    plan = plan_from_data(journal.plan, str(folder / JOURNAL_FILE))
+    names = [name for name in combine_order(plan) if (folder / f"measure-{name}.json").is_file()]
+    last = {name: index for index, name in enumerate(journal.measured)}
+    time_order = None
+    if not plan.interleaved and names and all(name in last for name in names):
+        time_order = sorted(names, key=last.__getitem__)
+    return [f"measure-{name}.json" for name in names], time_order
 
 
 def _named_files(folder: Path, names: list[str]) -> list[Path]:
@@ -104,7 +136,7 @@ def left_out_note(run: Run) -> str | None:
     if not run.left_out:
         return None
     return (
-        f"left out {', '.join(run.left_out)}: {COMPARE_FILE} names the run's files "
+        f"left out {', '.join(run.left_out)}: {run.named_by} names the run's files "
         f"({', '.join(path.name for path in run.paths)}) and the report follows it"
     )
 
@@ -148,10 +180,10 @@ def _names(value: object) -> list[str] | None:
 
 
 def _run_order(
-    found: list[Path], results: dict[Path, MeasureResult], saved: list[str]
+    found: list[Path], results: dict[Path, MeasureResult], saved: list[str], named_by: str
 ) -> tuple[list[Path], str]:
     if saved:
-        return found, COMPARE_FILE  # already compare.json's files, in its order
+        return found, named_by  # already compare.json's (or the journal's) files, in its order
     starts = {
         path: result.detail.environment.started_utc
         for path, result in results.items()

@@ -159,6 +159,7 @@ def compared_section(run: Run) -> Section:
     order = " → ".join(name_of(r) for r in results)
     source = {
         "compare.json": "as recorded in compare.json",
+        "journal.json": "as the run's journal.json names them: the run has no compare.json yet",
         "start times": "by start time",
         "file names": "by file name: no compare.json or start times say otherwise",
     }[run.order_source]
