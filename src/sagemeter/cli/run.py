@@ -330,12 +330,30 @@ def report_outcome(outcome: RunOutcome, signal_name: str | None, err: Console) -
         if made:
             gone = ", ".join(dict.fromkeys(d.target for d in made))
             err.print(f"deleted everything this run created ({gone}); nothing is left billing")
+        so_far = measured_so_far(outcome)
+        if so_far:
+            err.print(so_far)
         err.print(resume_advice(outcome))
     if made:
         err.print(f"cost so far: about ${outcome.cost_usd:,.2f}")
     if outcome.stop_kind == "signal" or outcome.abandoned:
         return EXIT_BY_SIGNAL.get(signal_name or "Ctrl-C", 130)
     return EXIT_FAILED
+
+
+def measured_so_far(outcome: RunOutcome) -> str | None:
+    """What a run that did not finish has measured, and how to see it (its report follows the
+    journal until the run writes compare.json)."""
+    from sagemeter.results import result_path
+
+    run_dir = Path(outcome.run_dir)
+    names = dict.fromkeys(outcome.journal.measured)
+    kept = [
+        result_path(run_dir, name).name for name in names if result_path(run_dir, name).is_file()
+    ]
+    if not kept:
+        return None
+    return f"measured so far: {', '.join(kept)} (`sagemeter report {run_dir}` shows them)"
 
 
 def resume_advice(outcome: RunOutcome) -> str:
