@@ -446,3 +446,35 @@ def test_a_run_folders_report_is_the_runs_files_not_every_measure_file(
     report = (run / "report.md").read_text()
     assert "Order of runs (as " in report and ": a → b → a-again." in report
     assert "A-B-A" in report  # the journal's time order brackets b: the drift is given
+
+
+async def test_the_mcp_face_finishes_an_incomplete_run_and_refuses_a_changed_folder(
+    tmp_path: Path,
+) -> None:
+    """run_experiment: the dying arm ends incomplete (said, not an error), a resume of the
+    finished run runs nothing, and a result edited since is refused in one sentence."""
+    from mcp import Client
+
+    from sagemeter.mcp import ServerConfig, build_server
+    from tests.mcp_helpers import error_line, ok, text_of
+
+    results = tmp_path / "results"
+    results.mkdir()
+    with (
+        running_truth_server(TIMING) as good,
+        running_truth_server(TIMING, faults=Faults(die_after=8)) as dies,
+    ):
+        async with Client(build_server(ServerConfig(results_dir=results))) as client:
+            ran = await client.call_tool("run_experiment", {"plan": two_arm_plan(good, dies)})
+            answer = ok(ran)
+            assert answer["state"] == "done"
+            assert [line.split(":")[0] for line in answer["incomplete"]] == ["b"]
+            assert "measure b: incomplete" in text_of(ran)
+            run = Path(answer["run_dir"])
+            again = await client.call_tool("run_experiment", {"resume": run.name})
+            assert ok(again)["state"] == "done"
+            assert "this run is finished, b incomplete" in text_of(again)
+            assert len(read_journal(run).sessions) == 1  # nothing ran again
+            _edit_result(run)
+            refused = await client.call_tool("run_experiment", {"resume": run.name})
+    assert "measure-b.json: changed since the run wrote it" in error_line(refused)

@@ -41,6 +41,7 @@ from sagemeter.experiment import (
     check_ready,
     estimate,
     execute,
+    finished_line,
     freeze_paths,
     left_running_lines,
     load_plan,
@@ -454,18 +455,6 @@ def _run(
         _print_done(outcome, time.monotonic() - began)
     if code:
         raise typer.Exit(code)
-
-
-def finished_line(run_dir: Path, journal: Journal) -> str:
-    """What `--resume` of a finished run says: done, or done with an arm incomplete, which a
-    resume cannot mend (its result is kept; a new run measures it again)."""
-    if journal.incomplete:
-        names = ", ".join(line.split(":", 1)[0] for line in journal.incomplete)
-        return (
-            f"{run_dir}: this run is finished, {names} incomplete (marked in compare.json and "
-            "the report); nothing to resume: start a new run to measure again"
-        )
-    return f"{run_dir}: this run is done; nothing to resume"
 
 
 def _plan_of(run_dir: Path) -> Plan:

@@ -385,6 +385,18 @@ def resume_run(
                     estimate=planned)  # fmt: skip
 
 
+def finished_line(run_dir: Path, journal: Journal) -> str:
+    """What `--resume` of a finished run says: done, or done with an arm incomplete, which a
+    resume cannot mend (its result is kept; a new run measures it again)."""
+    if journal.incomplete:
+        names = ", ".join(line.split(":", 1)[0] for line in journal.incomplete)
+        return (
+            f"{run_dir}: this run is finished, {names} incomplete (marked in compare.json and "
+            "the report); nothing to resume: start a new run to measure again"
+        )
+    return f"{run_dir}: this run is done; nothing to resume"
+
+
 def _wrote(names: Sequence[str | None], incomplete: Sequence[bool] = ()) -> str:
     """A measure step's note: the result files it wrote, and which of them are incomplete."""
     note = "wrote " + ", ".join(f"measure-{name}.json" for name in names)

@@ -42,6 +42,7 @@ from sagemeter.experiment import (
     default_run_dir,
     estimate,
     execute,
+    finished_line,
     left_running_lines,
     load_plan,
     parse_plan,
@@ -244,6 +245,11 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
                 answer = ExperimentAnswer(run_dir=str(run_dir), dry_run=True, state="planned",
                                           estimate=prepared.estimate)  # fmt: skip
                 return reply(_estimate_text(prepared.plan, prepared.estimate, run_dir), answer)
+            if prepared.journal.state == "done":  # nothing to resume: said, nothing run again
+                journal = prepared.journal
+                answer = ExperimentAnswer(run_dir=str(run_dir), state="done", steps=journal.steps,
+                                          incomplete=journal.incomplete)  # fmt: skip
+                return reply(finished_line(Path(source), journal), answer)
             if any(arm.deployed for arm in prepared.plan.arms):
                 require_write(config, "run_experiment", writes)
         else:
