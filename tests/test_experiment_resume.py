@@ -444,3 +444,16 @@ def test_a_resume_that_fails_as_the_session_before_says_so_instead_of_advising_i
         )
     journal = journal_of(tmp_path / "run")
     assert journal["state"] == "failed" and len(journal["sessions"]) == 3
+
+
+def test_an_interleaved_run_with_an_arm_measured_again_alone_is_not_called_interleaved() -> None:
+    plan = parse_plan(
+        two_arm_plan("http://127.0.0.1:9", "http://127.0.0.1:9", 'order = "interleaved"\n')
+    )
+    assert measured_order(plan, ["a", "b"]) == ("interleaved", None)
+    assert measured_order(plan, ["a", "b", "a", "b"]) == ("interleaved", None)  # together again
+    assert measured_order(plan, ["a", "b", "a"]) == (
+        "BA",
+        "planned interleaved, measured b, a in that time order; a measured again on resume "
+        "without the others, their requests not in turn",
+    )

@@ -478,3 +478,25 @@ async def test_the_mcp_face_finishes_an_incomplete_run_and_refuses_a_changed_fol
             _edit_result(run)
             refused = await client.call_tool("run_experiment", {"resume": run.name})
     assert "measure-b.json: changed since the run wrote it" in error_line(refused)
+
+
+def test_an_interleaved_arm_measured_again_alone_is_stated_in_its_time_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with running_truth_server(TIMING) as url:
+        Path("plan.toml").write_text(two_arm_plan(url, url, top='order = "interleaved"\n'))
+        assert cli("run", "plan.toml", "--out", "run").exit_code == 0
+        run = tmp_path / "run"
+        assert json.loads((run / "compare.json").read_text())["order"] == "interleaved"
+        _as_stopped_before_combine(run)
+        (run / "measure-a.json").unlink()
+        resumed = cli("run", "--resume", "run")
+    assert resumed.exit_code == 0, resumed.output
+    comparison = json.loads((run / "compare.json").read_text())
+    assert comparison["order"] == "BA"
+    assert comparison["order_note"].endswith("a measured again on resume without the others, "
+                                             "their requests not in turn")  # fmt: skip
+    report = (run / "report.md").read_text()
+    assert "Measured in the order BA (planned interleaved" in report
+    assert "Measured interleaved" not in report

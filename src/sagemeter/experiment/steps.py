@@ -98,20 +98,27 @@ def combine_order(plan: Plan) -> list[str]:
 def measured_order(plan: Plan, measured: list[str]) -> tuple[str, str | None]:
     """The order to state for a run: the plan's, or, when the journal's time order of the
     measurements (each visit at its last measurement) differs, that order's letters and a note
-    saying both. A journal from before the order was kept states the plan's."""
-    if plan.interleaved:
-        return plan.order_text, None
+    saying both. An interleaved run stays interleaved unless some of its arms were measured
+    again without the others (a result deleted before a resume): then it is the time order too.
+    A journal from before the order was kept states the plan's."""
     every = visits(plan)
     last = {name: index for index, name in enumerate(measured)}
     if any(visit.result_name not in last for visit in every):
         return plan.order_text, None
     actual = sorted(every, key=lambda visit: last[visit.result_name])
+    letter = {arm.name: chr(ord("A") + index) for index, arm in enumerate(plan.arms)}
+    letters = "".join(letter[visit.arm.name] for visit in actual)
+    names = ", ".join(visit.result_name for visit in actual)
+    again = [v.result_name for v in actual if measured.count(v.result_name) > 1]
+    if plan.interleaved:
+        counts = {measured.count(visit.result_name) for visit in every}
+        if len(counts) == 1:  # every arm measured as often: together, taking turns
+            return plan.order_text, None
+        return letters, (
+            f"planned interleaved, measured {names} in that time order; {', '.join(again)} "
+            "measured again on resume without the others, their requests not in turn"
+        )
     if actual == every:
         return plan.order_text, None
-    letter = {arm.name: chr(ord("A") + index) for index, arm in enumerate(plan.arms)}
-    again = [v.result_name for v in actual if measured.count(v.result_name) > 1]
     more = f"; {', '.join(again)} measured again on resume" if again else ""
-    names = ", ".join(visit.result_name for visit in actual)
-    return "".join(letter[visit.arm.name] for visit in actual), (
-        f"planned {plan.order_text}, measured {names} in that time order{more}"
-    )
+    return letters, f"planned {plan.order_text}, measured {names} in that time order{more}"
