@@ -500,3 +500,28 @@ def test_an_interleaved_arm_measured_again_alone_is_stated_in_its_time_order(
     report = (run / "report.md").read_text()
     assert "Measured in the order BA (planned interleaved" in report
     assert "Measured interleaved" not in report
+
+
+def test_a_cmd_arms_plan_folder_gone_before_resume_is_one_line(tmp_path: Path) -> None:
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    _serve_script(plans)
+    (plans / "plan.toml").write_text(
+        two_arm_plan("cmd:./serve.sh --port {port}", "http://127.0.0.1:9")
+    )
+    plan, text = load_plan(plans / "plan.toml")
+    from sagemeter.experiment import start_run
+
+    run = tmp_path / "run"
+    start_run(
+        freeze_paths(plan, plans), out=run, plan_text=text, plan_source="p", plan_folder=plans
+    )
+    (plans / "serve.sh").unlink()
+    (plans / "plan.toml").unlink()
+    plans.rmdir()
+    refused = cli("run", "--resume", str(run))
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.splitlines() == [
+        f"error: arm \"a\".target: {plans.resolve()}: the plan's folder, where this cmd: arm's "
+        "command runs, is gone; restore it, or start a new run"
+    ]

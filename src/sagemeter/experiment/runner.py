@@ -227,6 +227,11 @@ def arm_target(arm: Arm, folder: str | None) -> Target:
     wherever `--resume` is typed."""
     target = arm.parsed_target()
     if isinstance(target, CommandTarget) and folder is not None:
+        if not Path(folder).is_dir():
+            raise UserError(
+                f"{folder}: the plan's folder, where this cmd: arm's command runs, is gone; "
+                "restore it, or start a new run"
+            )
         return replace(target, cwd=folder)
     return target
 
