@@ -60,7 +60,6 @@ def test_a_reply_from_another_model_fails_and_the_boundary_check_names_the_chang
                 for stream in (True, False, True)
             ]
         changed = await watch.check("parallel", "quality")
-        await watch.close()
         return [r.error for r in records], same, changed
 
     with running_truth_server(FAST, faults=Faults(swap_model_after=1)) as url:
@@ -164,7 +163,6 @@ def test_a_started_server_whose_process_ended_is_another_server() -> None:
         changed = await watch.check("parallel", "quality")
         record = watch.record()
         assert record is not None and record.process == f"pid {child.pid}"
-        await watch.close()
         return same, changed
 
     try:

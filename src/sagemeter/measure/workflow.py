@@ -34,6 +34,7 @@ from sagemeter.measure.endpoint_metrics import EndpointMetrics, wait_text
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
+from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.long_prompt import (
     level_ttft_ms,
@@ -69,7 +70,7 @@ from sagemeter.results import (
     save_result,
 )
 from sagemeter.results.derived import fill_derived
-from sagemeter.results.model import HostLoad, ServerIdentity
+from sagemeter.results.model import HostLoad
 from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import SageMakerTarget, Target
@@ -209,7 +210,6 @@ async def measure_target(
             ) from None
         described = await client.describe()
         watch = IdentityWatch(endpoint.http_root, endpoint.api_key, endpoint.process)
-        closing.push_async_callback(watch.close)  # on any exit, an error's too
         await watch.open()
         meter = MetricsRecorder(_server_root(endpoint))
         closing.push_async_callback(meter.close)
@@ -366,7 +366,7 @@ async def measure_target(
         else:
             on_phase("slo")
             host.begin("slo")
-            slo_figures = await _search_slo(endpoint, slo, price_per_hour)
+            slo_figures = await _search_slo(endpoint, slo, price_per_hour, watch)
             host.end()
             if await watch.check("slo", None):  # another server answered some of its probes
                 slo_figures = SloFigures(slo_note=f"search dropped: {watch.changed}")
@@ -447,11 +447,12 @@ def _end(cloud: EndpointMetricsRecorder | None) -> None:
 
 
 async def _search_slo(
-    endpoint: Endpoint, slo: SloOptions, price_per_hour: float | None
+    endpoint: Endpoint, slo: SloOptions, price_per_hour: float | None, watch: IdentityWatch
 ) -> SloFigures:
     """The operating-point search in a thread (its workers are processes); a search that cannot
     run is null figures with the reason, never a lost measurement. Cancelled (a stop), the
-    thread ends after the probe in flight rather than search on against a stopped server."""
+    thread ends after the probe in flight rather than search on against a stopped server. The
+    server's identity (`watch`) is checked after every probe: a change stops the search."""
     cancelled = threading.Event()
 
     def between_probes() -> None:
@@ -460,7 +461,13 @@ async def _search_slo(
 
     try:
         return await asyncio.to_thread(
-            search_slo, endpoint.http_root, slo, price_per_hour, endpoint.api_key, between_probes
+            search_slo,
+            endpoint.http_root,
+            slo,
+            price_per_hour,
+            endpoint.api_key,
+            between_probes,
+            watch,
         )
     except UserError as exc:
         return SloFigures(slo_note=f"not searched: {exc}")
