@@ -99,7 +99,9 @@ def test_a_swap_during_the_parallel_phase_leaves_quality_unasked(tmp_path: Path)
         )
     assert result.complete is False
     reason = f"{SWAPPED} between the parallel and quality phases"
-    assert result.incomplete_because[0] == f"server identity: {reason}; later phases not measured"
+    assert result.incomplete_because[0] == (
+        f"server identity: {reason}; the parallel phase's figures dropped; later phases not measured"
+    )
     assert result.decode_tokens_per_second is not None  # measured before the swap: it stands
     assert result.load_tokens_per_second == {"2": None}  # never the new model's figure
     detail = result.detail

@@ -32,7 +32,7 @@ from sagemeter.transport.retry import RetryPolicy
 
 RETRY = RetryPolicy(retries=2, base_s=0.25, max_s=2.0)
 START_TIME = "process_start_time_seconds"  # prometheus_client's process collector (vLLM has it)
-START_TOLERANCE_S = 1.0  # the start time is given to the second or better; a restart moves it
+START_TOLERANCE_S = 0.005  # the same process reads the same start again (kernel ticks + boot time)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,13 @@ from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.identity_record import ServerIdentity
+from sagemeter.measure.identity_span import (
+    dropped_decode,
+    dropped_load,
+    dropped_prefill,
+    spanned_phase,
+    spanned_reason,
+)
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.long_prompt import (
     level_ttft_ms,
@@ -374,6 +381,21 @@ async def measure_target(
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
         use_engine_prompt_rate_from_metrics(prefill, meter.detail)
+        # The phase the change fell in keeps its records, not its figures (measure/identity_span).
+        spanned = spanned_phase(watch.record())
+        why = spanned_reason(str(watch.changed))
+        if spanned == "decode":
+            decode = dropped_decode(decode, why)
+        elif spanned == "prefill" and prefill is not None:
+            prefill = dropped_prefill(prefill, why)
+        elif spanned == LONG_PROMPTS and prefill is not None:
+            long_load = skipped_long_prompts(settings, prefill, why)
+        elif spanned == "parallel":
+            load = dropped_load(load, why)
+        elif spanned == "quality":
+            quality = skipped_quality(settings, question_set, why, asked=True)
+        elif spanned == "fidelity":
+            fidelity, fidelity_warnings = None, [f"fidelity: {why}"]
         environment = _environment(endpoint, described, started)
         environment.predicted_decode = predicted_decode
         endpoint_metrics = None
@@ -495,10 +517,13 @@ def with_slo(result: MeasureResult, figures: SloFigures) -> MeasureResult:
     return result.model_copy(update=update)
 
 
-def identity_reason(changed: str) -> str:
-    """The incomplete-note of a server whose identity changed (`changed` says where)."""
-    after = "; later phases not measured" if " between the " in changed else ""
-    return f"server identity: {changed}{after}"
+def identity_reason(identity: ServerIdentity) -> str:
+    """The incomplete-note of a server whose identity changed: what changed and where, the phase
+    it fell in (its figures dropped) and that no later phase was measured."""
+    spanned = spanned_phase(identity)
+    dropped = f"; the {spanned} phase's figures dropped" if spanned else ""
+    after = "; later phases not measured" if " between the " in str(identity.changed) else ""
+    return f"server identity: {identity.changed}{dropped}{after}"
 
 
 def skipped_load(settings: MeasureSettings, why: str) -> LoadDetail:
@@ -514,10 +539,14 @@ def skipped_load(settings: MeasureSettings, why: str) -> LoadDetail:
     )
 
 
-def skipped_quality(settings: MeasureSettings, questions: QuestionSet, why: str) -> QualityDetail:
-    """The questions not asked: every one unanswered (not wrong), saying why."""
+def skipped_quality(
+    settings: MeasureSettings, questions: QuestionSet, why: str, *, asked: bool = False
+) -> QualityDetail:
+    """The questions not asked (or, `asked`, whose answers are not counted): every one
+    unanswered (not wrong), saying why."""
+    error = why if asked else f"not asked: {why}"
     items = [
-        QualityItem.scored(question, None, settings.scoring, error=f"not asked: {why}")
+        QualityItem.scored(question, None, settings.scoring, error=error)
         for question in questions.questions
     ]
     return QualityDetail.from_items(
@@ -707,7 +736,7 @@ def assemble_result(
     missing[1:1] = [*missing_prefill(settings, prefill), *(cut or [])]
     missing.extend(missing_long_prompts(long_prompt_load))
     if server_identity is not None and server_identity.changed:
-        missing.insert(0, identity_reason(server_identity.changed))
+        missing.insert(0, identity_reason(server_identity))
     warnings = [
         *decode.problems,
         *prefill_warnings(prefill),

@@ -1,0 +1,76 @@
+"""The phase a change of server fell in: its figures are dropped, its records kept.
+
+The identity is read at phase boundaries (measure/identity.py), so a change first seen at the
+boundary after phase X happened during X or just after it: X's replies may be both servers'. Its
+figures are dropped (null, the reason first in its problems), while its request records stay in
+`detail` as evidence; the phases before X, whose closing check still saw the first server, keep
+their figures, and the phases after X are not run.
+"""
+
+from __future__ import annotations
+
+from sagemeter.measure.identity_record import ServerIdentity
+from sagemeter.results.model import DecodeDetail, LoadDetail, PrefillDetail
+
+
+def spanned_phase(identity: ServerIdentity | None) -> str | None:
+    """The phase the change fell in: the one before the boundary where it was first seen
+    (boundaries are kept as `before/after`, or `before` for the closing check)."""
+    if identity is None or identity.changed is None or not identity.checked:
+        return None
+    return identity.checked[-1].split("/")[0]
+
+
+def spanned_reason(changed: str) -> str:
+    return f"dropped: measured across a change of server ({changed})"
+
+
+def dropped_decode(decode: DecodeDetail, why: str) -> DecodeDetail:
+    """Decode without figures: no rate, no per-call cost, no TTFT or inter-token latency."""
+    return decode.model_copy(
+        update={
+            "valid": False,
+            "problems": [why, *decode.problems],
+            "tokens_per_second": None,
+            "per_call_fixed_cost_s": None,
+            "tokens_per_second_repeats": None,
+            "tokens_per_second_ci95": None,
+            "least_squares_tokens_per_second": None,
+            "engine_tokens_per_second": None,
+            "ttft_s": None,
+            "inter_token_latency_s": None,
+            "time_per_output_token_s": None,
+        }
+    )
+
+
+def dropped_prefill(prefill: PrefillDetail, why: str) -> PrefillDetail:
+    """Prefill without figures: no prompt rate, no long-prompt TTFT."""
+    return prefill.model_copy(
+        update={
+            "valid": False,
+            "problems": [why, *prefill.problems],
+            "tokens_per_second": None,
+            "tokens_per_second_ci95": None,
+            "long_ttft": None,
+        }
+    )
+
+
+def dropped_load(load: LoadDetail, why: str) -> LoadDetail:
+    """Every level without figures (its batches and records kept), saying why."""
+    levels = [
+        level.model_copy(
+            update={
+                "tokens_per_second": None,
+                "tokens_per_second_ci95": None,
+                "batch_rates": None,
+                "ttft_s": None,
+                "counted_ttft_s": [],
+                "inter_token_latency_s": None,
+                "problem": why,
+            }
+        )
+        for level in load.levels
+    ]
+    return load.model_copy(update={"levels": levels})
