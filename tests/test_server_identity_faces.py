@@ -274,3 +274,46 @@ def test_a_plan_arm_whose_server_is_swapped_ends_incomplete_with_the_reason(
     assert a["complete"] is True and a["detail"]["server_identity"]["changed"] is None
     journal = json.loads((run / "journal.json").read_text())
     assert [line.split(":")[0] for line in journal["incomplete"]] == ["b"]
+
+
+# -- a SageMaker endpoint: the replies' model ----------------------------------------------------
+
+
+async def test_a_sagemaker_reply_from_another_model_is_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SageMaker has no /v1/models to read between phases; each reply's `model` is still held to
+    the first reply's (the runtime fake forwards to a known-truth server that swaps)."""
+    from sagemeter.transport.chat import ChatRequest
+    from sagemeter.transport.retry import NO_RETRIES
+    from sagemeter.transport.sagemaker import SageMakerRuntimeClient
+    from tests.sagemaker_fakes import RuntimeFake
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing-secret",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with running_truth_server(FAST, faults=Faults(swap_model_after=1)) as url:
+        fake = RuntimeFake(f"{url}/v1")
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", fake.url)
+        try:
+            async with SageMakerRuntimeClient(
+                "e", "us-east-2", model="truth", retry=NO_RETRIES
+            ) as client:
+                records = [
+                    await client.chat(ChatRequest(prompt="hi", max_tokens=2, stream=stream))
+                    for stream in (True, False, True)
+                ]
+        finally:
+            fake.close()
+    assert records[0].ok, records[0].error
+    for record in records[1:]:  # streamed and whole replies alike: failures, never figures
+        assert not record.ok
+        assert record.error == (
+            "the reply came from model 'truth-swapped', not 'truth' as the first replies did "
+            "(the server's model changed)"
+        )
