@@ -143,8 +143,8 @@ def test_measure_drops_the_phase_a_restart_fell_in_and_runs_none_after(tmp_path:
     first = result.incomplete_because[0]
     assert first.startswith(f"server identity: {RESTARTED}")
     assert first.endswith(
-        "between the decode and parallel phases (/metrics process_start_time_seconds); the "
-        "decode phase's figures dropped; later phases not measured"
+        "between the decode and parallel phases (/metrics process_start_time_seconds); figures "
+        "of the decode phase dropped; later phases not measured"
     )
     # No figure mixes the two processes: decode's are dropped, nothing after it was measured.
     assert result.decode_tokens_per_second is None and result.ttft_median_ms is None
@@ -317,3 +317,39 @@ async def test_a_sagemaker_reply_from_another_model_is_a_failure(
             "the reply came from model 'truth-swapped', not 'truth' as the first replies did "
             "(the server's model changed)"
         )
+
+
+def test_a_restart_between_parallel_levels_keeps_the_levels_before_it(tmp_path: Path) -> None:
+    from sagemeter.measure.decode import decode_request_count
+
+    settings = _settings().model_copy(update={"load_levels": [1, 2]})
+    decode = decode_request_count(settings.decode_repeats, settings.decode_warmup)
+    # The restart comes with the first request after 1 at once's one batch (with 2 at once's
+    # first, unless 1 at once is run again: then with that, and 1 at once is the level dropped).
+    faults = Faults(restart_after=PREFLIGHT + decode + 1)
+    with running_truth_server(FAST, faults=faults) as url:
+        result, _ = asyncio.run(
+            measure_target(parse_target(url), name="r", settings=settings, out_dir=tmp_path)
+        )
+    detail = result.detail
+    assert detail is not None and detail.load is not None
+    identity = detail.server_identity
+    assert identity is not None and identity.changed is not None
+    assert identity.changed.startswith(RESTARTED)
+    spanned = identity.checked[-1]
+    assert spanned in ("parallel: 1 at once", "parallel: 2 at once")
+    level = int(spanned.split(": ")[1].split()[0])
+    assert result.incomplete_because[0].endswith(
+        f"during or after {level} at once of the parallel phase (/metrics "
+        f"process_start_time_seconds); figures of parallel, {level} at once dropped; later "
+        "phases not measured"
+    )
+    assert result.decode_tokens_per_second is not None  # checked after decode: the first server
+    by_level = {lv.concurrency: lv for lv in detail.load.levels}
+    assert by_level[level].tokens_per_second is None and by_level[level].records
+    assert str(by_level[level].problem).startswith("dropped: measured across a change of server")
+    if level == 2:  # the level before the change keeps its figure
+        assert by_level[1].tokens_per_second is not None
+    else:
+        assert by_level[2].problem == f"not measured: {identity.changed}"
+    assert detail.quality is not None and detail.quality.answered_count == 0

@@ -85,7 +85,8 @@ def counters_of(snapshot: Snapshot) -> dict[str, float]:
 
 
 def _utc(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
 
 
 def change_reason(before: Identity, after: Identity | None, between: str) -> str | None:

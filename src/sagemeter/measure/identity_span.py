@@ -9,16 +9,41 @@ their figures, and the phases after X are not run.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from sagemeter.measure.identity_record import ServerIdentity
-from sagemeter.results.model import DecodeDetail, LoadDetail, PrefillDetail
+from sagemeter.results.model import DecodeDetail, LoadDetail, LoadLevel, PrefillDetail
+
+# The check a phase of levels awaits after each (the level's concurrency): the change, or None.
+AfterLevel = Callable[[int], Awaitable[str | None]]
+LEVEL = ": "  # a level's boundary label: `parallel: 4 at once`
 
 
 def spanned_phase(identity: ServerIdentity | None) -> str | None:
-    """The phase the change fell in: the one before the boundary where it was first seen
-    (boundaries are kept as `before/after`, or `before` for the closing check)."""
+    """The phase (or a phase's level: `parallel: 4 at once`) the change fell in: the one before
+    the boundary where it was first seen (boundaries are kept as `before/after`, `before` for
+    the closing check, a level's as its label). None when nothing spans it: no change, or a
+    change first seen at a phase's end whose last level's own check still saw the first server
+    (it came between the phases)."""
     if identity is None or identity.changed is None or not identity.checked:
         return None
-    return identity.checked[-1].split("/")[0]
+    phase = identity.checked[-1].split("/")[0]
+    before = identity.checked[-2] if len(identity.checked) > 1 else ""
+    if LEVEL not in phase and before.startswith(phase + LEVEL):
+        return None
+    return phase
+
+
+def spanned_text(phase: str) -> str:
+    """`the decode phase`, or `parallel, 4 at once` for a level."""
+    return phase.replace(LEVEL, ", ") if LEVEL in phase else f"the {phase} phase"
+
+
+def level_label(phase: str, concurrency: int) -> tuple[str, str]:
+    """A level's boundary label (`parallel: 4 at once`) and where it is in a reason."""
+    return f"{phase}{LEVEL}{concurrency} at once", (
+        f"during or after {concurrency} at once of the {phase} phase"
+    )
 
 
 def spanned_reason(changed: str) -> str:
@@ -57,20 +82,21 @@ def dropped_prefill(prefill: PrefillDetail, why: str) -> PrefillDetail:
     )
 
 
+def dropped_level(level: LoadLevel, why: str) -> LoadLevel:
+    """A level without figures (its batches and records kept), saying why."""
+    return level.model_copy(
+        update={
+            "tokens_per_second": None,
+            "tokens_per_second_ci95": None,
+            "batch_rates": None,
+            "ttft_s": None,
+            "counted_ttft_s": [],
+            "inter_token_latency_s": None,
+            "problem": why,
+        }
+    )
+
+
 def dropped_load(load: LoadDetail, why: str) -> LoadDetail:
     """Every level without figures (its batches and records kept), saying why."""
-    levels = [
-        level.model_copy(
-            update={
-                "tokens_per_second": None,
-                "tokens_per_second_ci95": None,
-                "batch_rates": None,
-                "ttft_s": None,
-                "counted_ttft_s": [],
-                "inter_token_latency_s": None,
-                "problem": why,
-            }
-        )
-        for level in load.levels
-    ]
-    return load.model_copy(update={"levels": levels})
+    return load.model_copy(update={"levels": [dropped_level(level, why) for level in load.levels]})

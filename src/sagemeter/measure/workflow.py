@@ -36,11 +36,14 @@ from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.measure.identity_span import (
+    AfterLevel,
     dropped_decode,
     dropped_load,
     dropped_prefill,
+    level_label,
     spanned_phase,
     spanned_reason,
+    spanned_text,
 )
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.long_prompt import (
@@ -286,7 +289,11 @@ async def measure_target(
                 host.begin(LONG_PROMPTS)
                 _begin(cloud, "long_prompts")  # a row key's part: endpoint_long_prompts_…
                 long_load = await measure_long_prompt_load(
-                    client, prefill, levels=settings.long_prompt_levels, **batches
+                    client,
+                    prefill,
+                    levels=settings.long_prompt_levels,
+                    after_level=watch_levels(watch, LONG_PROMPTS),
+                    **batches,
                 )
                 _end(cloud)
                 host.end()
@@ -305,6 +312,7 @@ async def measure_target(
                 client,
                 levels=settings.load_levels,
                 prompt=settings.load_prompt,
+                after_level=watch_levels(watch, "parallel"),
                 **batches,
                 one_at_once_expected=(
                     one_at_once_expected(
@@ -517,12 +525,23 @@ def with_slo(result: MeasureResult, figures: SloFigures) -> MeasureResult:
     return result.model_copy(update=update)
 
 
+def watch_levels(watch: IdentityWatch, phase: str) -> AfterLevel:
+    """The identity check after each level of a phase of levels (parallel, long prompts)."""
+
+    async def after(concurrency: int) -> str | None:
+        return await watch.check_at(*level_label(phase, concurrency))
+
+    return after
+
+
 def identity_reason(identity: ServerIdentity) -> str:
     """The incomplete-note of a server whose identity changed: what changed and where, the phase
-    it fell in (its figures dropped) and that no later phase was measured."""
+    (or level) it fell in (its figures dropped) and that nothing later was measured."""
     spanned = spanned_phase(identity)
-    dropped = f"; the {spanned} phase's figures dropped" if spanned else ""
-    after = "; later phases not measured" if " between the " in str(identity.changed) else ""
+    dropped = f"; figures of {spanned_text(spanned)} dropped" if spanned else ""
+    last = identity.checked[-1] if identity.checked else ""
+    closing = "/" not in last and ": " not in last  # the check after the last phase
+    after = "" if closing else "; later phases not measured"
     return f"server identity: {identity.changed}{dropped}{after}"
 
 
