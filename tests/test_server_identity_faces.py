@@ -353,3 +353,50 @@ def test_a_restart_between_parallel_levels_keeps_the_levels_before_it(tmp_path: 
     else:
         assert by_level[2].problem == f"not measured: {identity.changed}"
     assert detail.quality is not None and detail.quality.answered_count == 0
+
+
+def test_a_sequential_look_is_not_taken_on_a_swapped_arms_answers(tmp_path: Path) -> None:
+    """`[stop] quality = "decided"`: both arms share the looks; arm b's server is swapped during
+    its questions, so b stops before the look (its quality dropped) and a goes on without looks:
+    no verdict is drawn from two servers' answers."""
+    from sagemeter.experiment.quality_stop import QualityStop
+    from sagemeter.measure.decode import decode_request_count
+    from sagemeter.measure.workflow import selected_questions
+
+    settings = _settings().model_copy(update={"load_levels": [1], "margin_points": 10.0})
+    count = len(selected_questions(settings).questions)
+    stop = QualityStop("a", "b", count, 2, settings.margin_points)
+    decode = decode_request_count(settings.decode_repeats, settings.decode_warmup)
+    # b's server is another model from its second question on (1 at once: one request).
+    faults = Faults(swap_model_after=PREFLIGHT + decode + 1 + 1)
+
+    async def arm(url: str, name: str) -> Any:
+        try:
+            out = tmp_path / name
+            target = parse_target(url)
+            return await measure_target(
+                target, name=name, settings=settings, out_dir=out, quality_looks=stop.arm(name)
+            )
+        finally:
+            await stop.leave(name)
+
+    async def both(good: str, swapped: str) -> list[Any]:
+        return list(await asyncio.gather(arm(good, "a"), arm(swapped, "b")))
+
+    with (
+        running_truth_server(FAST) as good,
+        running_truth_server(FAST, faults=faults) as swapped,
+    ):
+        (a, _), (b, _) = asyncio.run(both(good, swapped))
+    assert b.complete is False
+    assert b.incomplete_because[0] == (
+        f"server identity: {SWAPPED} before the sequential look at 2 answers of the quality "
+        "phase; figures of the quality phase dropped; later phases not measured"
+    )
+    assert b.detail.quality.answered_count == 0  # no answer of b counts
+    assert b.load_tokens_per_second["1"] is not None  # checked after it: the first server's
+    sequential = a.detail.quality.sequential
+    assert sequential is None or sequential.verdict == "INCONCLUSIVE"
+    if sequential is not None:
+        assert "arm 'b' ended before the verdict" in sequential.stopping_reason
+    assert a.detail.quality.answered_count == count  # a asked every question, without looks

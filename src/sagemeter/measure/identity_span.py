@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from sagemeter.measure.identity_record import ServerIdentity
-from sagemeter.results.model import DecodeDetail, LoadDetail, LoadLevel, PrefillDetail
+from sagemeter.measure.quality import QualityLooks
+from sagemeter.results.model import (
+    DecodeDetail,
+    LoadDetail,
+    LoadLevel,
+    PrefillDetail,
+    QualityItem,
+    SequentialStop,
+)
 
 # The check a phase of levels awaits after each (the level's concurrency): the change, or None.
 AfterLevel = Callable[[int], Awaitable[str | None]]
@@ -100,3 +108,24 @@ def dropped_level(level: LoadLevel, why: str) -> LoadLevel:
 def dropped_load(load: LoadDetail, why: str) -> LoadDetail:
     """Every level without figures (its batches and records kept), saying why."""
     return load.model_copy(update={"levels": [dropped_level(level, why) for level in load.levels]})
+
+
+class WatchedLooks:
+    """A sequential stop's looks (measure/quality.py's QualityLooks) with the server's identity
+    checked before each look: a verdict is never taken on answers of two servers. After a
+    change the arm asks no more (the other arm goes on without looks, as when an arm ends)."""
+
+    def __init__(self, looks: QualityLooks, check: Callable[[int], Awaitable[str | None]]) -> None:
+        self.looks = looks
+        self.check = check
+
+    async def go_on(self, items: list[QualityItem]) -> bool:
+        if self.looks.is_look(len(items)) and await self.check(len(items)):
+            return False
+        return await self.looks.go_on(items)
+
+    def is_look(self, answered: int) -> bool:
+        return self.looks.is_look(answered)
+
+    def record(self) -> SequentialStop | None:
+        return self.looks.record()

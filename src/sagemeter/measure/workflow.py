@@ -37,6 +37,7 @@ from sagemeter.measure.identity import IdentityWatch
 from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.measure.identity_span import (
     AfterLevel,
+    WatchedLooks,
     dropped_decode,
     dropped_load,
     dropped_prefill,
@@ -344,7 +345,7 @@ async def measure_target(
                 seed=settings.quality_seed,
                 scoring=settings.scoring,
                 progress=progress,
-                looks=quality_looks,
+                looks=watched_looks(quality_looks, watch),
                 deadline=limit,
             )
             _end(cloud)
@@ -532,6 +533,21 @@ def watch_levels(watch: IdentityWatch, phase: str) -> AfterLevel:
         return await watch.check_at(*level_label(phase, concurrency))
 
     return after
+
+
+def watched_looks(looks: QualityLooks | None, watch: IdentityWatch) -> QualityLooks | None:
+    """A sequential stop's looks with the identity checked before each (a change drops the
+    quality phase: the phase is the span, `quality/look at N` the boundary)."""
+    if looks is None:
+        return None
+
+    async def check(answered: int) -> str | None:
+        return await watch.check_at(
+            f"quality/look at {answered}",
+            f"before the sequential look at {answered} answers of the quality phase",
+        )
+
+    return WatchedLooks(looks, check)
 
 
 def identity_reason(identity: ServerIdentity) -> str:
