@@ -400,3 +400,49 @@ def test_a_sequential_look_is_not_taken_on_a_swapped_arms_answers(tmp_path: Path
     if sequential is not None:
         assert "arm 'b' ended before the verdict" in sequential.stopping_reason
     assert a.detail.quality.answered_count == count  # a asked every question, without looks
+
+
+def test_a_sagemaker_endpoint_created_again_with_another_model_is_another_server(
+    world: Any,
+) -> None:
+    """SageMaker's identity is read from the control plane (moto here): the endpoint's config,
+    its variants' models, its creation time. A redeploy under the same name is a change."""
+    import boto3
+
+    from sagemeter.measure.identity import sagemaker_identity
+    from tests.sagemaker_fakes import plain_endpoint
+
+    plain_endpoint("ident", "us-east-2")
+    watch = IdentityWatch(None, reader=sagemaker_identity("ident", "us-east-2"))
+    watch.open_blocking()
+    assert watch.first is not None and watch.first.model == "ident"
+    assert watch.first.started is not None
+    assert watch.check_blocking("decode/parallel", "between the decode and parallel phases") is None
+    client = boto3.client("sagemaker", region_name="us-east-2")
+    client.delete_endpoint(EndpointName="ident")
+    client.create_model(
+        ModelName="other",
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
+        PrimaryContainer={"Image": "x"},
+    )
+    variant = {"VariantName": "v", "ModelName": "other", "InstanceType": "ml.g6.xlarge"}
+    client.create_endpoint_config(
+        EndpointConfigName="other", ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
+    )
+    client.create_endpoint(EndpointName="ident", EndpointConfigName="other")
+    changed = watch.check_blocking("parallel/quality", "between the parallel and quality phases")
+    assert changed == (
+        "the server's model changed from ident to other between the parallel and quality phases"
+    )
+    again = IdentityWatch(None, reader=sagemaker_identity("ident", "us-east-2"))
+    again.open_blocking()
+    client.delete_endpoint(EndpointName="ident")  # the same config, created again: a restart
+    client.create_endpoint(EndpointName="ident", EndpointConfigName="other")
+    restarted = again.check_blocking("decode/parallel", "between the decode and parallel phases")
+    assert str(restarted).startswith("the server restarted: its creation time moved from ")
+    assert str(restarted).endswith(
+        "between the decode and parallel phases (DescribeEndpoint CreationTime)"
+    )
+    gone = IdentityWatch(None, reader=sagemaker_identity("no-such-endpoint", "us-east-2"))
+    gone.open_blocking()
+    assert gone.first is None and gone.record() is None  # nothing read: nothing claimed

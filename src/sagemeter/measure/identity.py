@@ -44,6 +44,10 @@ class Identity:
     models_sha256: str
     process: str | None = None
     started: float | None = None
+    # What `started` is, in a reason: `/metrics` gives a process start, SageMaker an endpoint's
+    # creation (an endpoint deleted and created again under its name is another server).
+    started_name: str = "process start time"
+    started_source: str = f"/metrics {START_TIME}"
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,8 @@ def change_reason(before: Identity, after: Identity | None, between: str) -> str
         and abs(after.started - before.started) > START_TOLERANCE_S
     ):
         return (
-            f"the server restarted: its process start time moved from {_utc(before.started)} "
-            f"to {_utc(after.started)} {between} (/metrics {START_TIME})"
+            f"the server restarted: its {before.started_name} moved from {_utc(before.started)} "
+            f"to {_utc(after.started)} {between} ({before.started_source})"
         )
     return None
 
@@ -138,8 +142,10 @@ class IdentityWatch:
         root: str | None,
         api_key: str | None = None,
         process: Callable[[], str | None] = lambda: None,
+        reader: Callable[[], Reading] | None = None,
     ) -> None:
         self.root = root
+        self.reader = reader  # a blocking reading of a server without /v1/models (SageMaker)
         self.api_key = api_key
         self.process = process
         self.first: Identity | None = None
@@ -148,6 +154,8 @@ class IdentityWatch:
         self.changed: str | None = None
 
     async def _read(self) -> Reading:
+        if self.reader is not None:
+            return await asyncio.to_thread(self.reader)
         assert self.root is not None
         http = HttpClient(self.root, api_key=self.api_key)
         try:
@@ -171,7 +179,7 @@ class IdentityWatch:
 
     async def open(self) -> None:
         """The identity before the first phase."""
-        if self.root is not None:
+        if self.root is not None or self.reader is not None:
             reading = await self._read()
             self.first, self.counters = reading.identity, reading.counters
 
@@ -218,3 +226,49 @@ class IdentityWatch:
             checked=list(self.checked),
             changed=self.changed,
         )
+
+
+def sagemaker_identity(name: str, region: str) -> Callable[[], Reading]:
+    """A SageMaker endpoint's identity, read from the control plane (it has no /v1/models): its
+    endpoint config, each variant's model and instance type, the images deployed, and its
+    creation time (a redeploy to another config, or the endpoint deleted and created again, is
+    another server). A failed read is no identity (the first) or a change (later)."""
+
+    def read() -> Reading:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from sagemeter.sagemaker.aws import CONTROL_CONFIG
+
+        try:
+            client = boto3.session.Session().client(
+                "sagemaker", region_name=region, config=CONTROL_CONFIG
+            )
+            endpoint = client.describe_endpoint(EndpointName=name)
+            config = client.describe_endpoint_config(
+                EndpointConfigName=endpoint["EndpointConfigName"]
+            )
+        except (ClientError, BotoCoreError, KeyError):
+            return Reading(None, {})
+        variants = [
+            {key: variant.get(key) for key in ("VariantName", "ModelName", "InstanceType")}
+            for variant in config.get("ProductionVariants") or []
+        ]
+        images = sorted(
+            str(image.get("ResolvedImage") or image.get("SpecifiedImage"))
+            for variant in endpoint.get("ProductionVariants") or []
+            for image in variant.get("DeployedImages") or []
+        )
+        steady = {"config": endpoint["EndpointConfigName"], "variants": variants, "images": images}
+        digest = hashlib.sha256(json.dumps(steady, sort_keys=True).encode()).hexdigest()
+        created = endpoint.get("CreationTime")
+        identity = Identity(
+            model=str(variants[0]["ModelName"]) if variants else None,
+            models_sha256=digest,
+            started=created.timestamp() if isinstance(created, datetime) else None,
+            started_name="creation time",
+            started_source="DescribeEndpoint CreationTime",
+        )
+        return Reading(identity, {})
+
+    return read

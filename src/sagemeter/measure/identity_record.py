@@ -18,8 +18,8 @@ class ServerIdentity(BaseModel):
     )
     process_start_time_s: float | None = Field(
         None,
-        description="the server process's start (Unix seconds, /metrics "
-        "process_start_time_seconds), as first read; None: the server does not give it",
+        description="the server's start (Unix seconds): /metrics process_start_time_seconds, "
+        "or a SageMaker endpoint's CreationTime, as first read; None: the server does not give it",
     )
     checked: list[str] = Field(
         default_factory=list, description="the phase boundaries where it was read again"

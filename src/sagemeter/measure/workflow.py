@@ -33,7 +33,7 @@ from sagemeter.measure.decode import client_bound, decode_request_count, measure
 from sagemeter.measure.endpoint_metrics import EndpointMetrics, wait_text
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
-from sagemeter.measure.identity import IdentityWatch
+from sagemeter.measure.identity import IdentityWatch, sagemaker_identity
 from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.measure.identity_span import (
     AfterLevel,
@@ -220,7 +220,16 @@ async def measure_target(
                 f"target {target} does not answer as a chat API: {exc}{where}"
             ) from None
         described = await client.describe()
-        watch = IdentityWatch(endpoint.http_root, endpoint.api_key, endpoint.process)
+        watch = IdentityWatch(
+            endpoint.http_root,
+            endpoint.api_key,
+            endpoint.process,
+            reader=(
+                sagemaker_identity(target.name, target.region)
+                if isinstance(target, SageMakerTarget)
+                else None
+            ),
+        )
         await watch.open()
         meter = MetricsRecorder(_server_root(endpoint))
         closing.push_async_callback(meter.close)
