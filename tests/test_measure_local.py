@@ -66,7 +66,13 @@ def test_measure_quick_on_the_embedded_engine(tmp_path: Path) -> None:
     identity = detail.server_identity  # the same real server throughout, read at each boundary
     assert identity is not None and identity.changed is None
     assert identity.model == "smollm2-q4_1" and (identity.process or "").startswith("pid ")
-    assert identity.checked == ["decode/parallel", "parallel/quality", "quality"]
+    assert identity.checked == [
+        "decode/parallel",
+        "parallel: 1 at once",
+        "parallel: 4 at once",
+        "parallel/quality",
+        "quality",
+    ]
     assert detail.host is not None and [p.phase for p in detail.host.phases] == [
         "decode",
         "parallel",

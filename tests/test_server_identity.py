@@ -60,7 +60,6 @@ def test_a_reply_from_another_model_fails_and_the_boundary_check_names_the_chang
                 for stream in (True, False, True)
             ]
         changed = await watch.check("parallel", "quality")
-        await watch.close()
         return [r.error for r in records], same, changed
 
     with running_truth_server(FAST, faults=Faults(swap_model_after=1)) as url:
@@ -99,8 +98,12 @@ def test_a_swap_during_the_parallel_phase_leaves_quality_unasked(tmp_path: Path)
             measure_target(parse_target(url), name="swap", settings=settings, out_dir=tmp_path)
         )
     assert result.complete is False
-    reason = f"{SWAPPED} between the parallel and quality phases"
-    assert result.incomplete_because[0] == f"server identity: {reason}; later phases not measured"
+    # Checked after the level itself: the change is placed in it, and the level dropped.
+    reason = f"{SWAPPED} during or after 2 at once of the parallel phase"
+    assert result.incomplete_because[0] == (
+        f"server identity: {reason}; figures of parallel, 2 at once dropped; later phases not "
+        "measured"
+    )
     assert result.decode_tokens_per_second is not None  # measured before the swap: it stands
     assert result.load_tokens_per_second == {"2": None}  # never the new model's figure
     detail = result.detail
@@ -111,7 +114,7 @@ def test_a_swap_during_the_parallel_phase_leaves_quality_unasked(tmp_path: Path)
     assert all(item.error == f"not asked: {reason}" for item in detail.quality.items)
     identity = detail.server_identity
     assert identity is not None and identity.model == "truth" and identity.changed == reason
-    assert identity.checked == ["decode/parallel", "parallel/quality"]
+    assert identity.checked == ["decode/parallel", "parallel: 2 at once"]
     written = json.loads(path.read_text(encoding="utf-8"))
     assert written["detail"]["server_identity"]["changed"] == reason
     assert written["detail"]["host"]["cores"] >= 1
@@ -164,7 +167,6 @@ def test_a_started_server_whose_process_ended_is_another_server() -> None:
         changed = await watch.check("parallel", "quality")
         record = watch.record()
         assert record is not None and record.process == f"pid {child.pid}"
-        await watch.close()
         return same, changed
 
     try:

@@ -39,6 +39,10 @@ checked against `TruthTiming`.
   connection is met by a close before any answer: every reuse is lost, the count is in /stats).
 - `swap_model_after`: after N generation requests the server is another model: /v1/models names
   `truth-swapped` and every later reply's `model` field says so (a server replaced mid-measure).
+- `restart_after`: after N generation requests the server restarts as the same model (a
+  supervisor bringing a crashed engine back): /v1/models is unchanged, but the Prometheus
+  `/metrics` page it serves under this fault (`process_start_time_seconds` and a
+  `truth_generation_requests_total` counter) shows a later start and a counter begun again.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class Faults:
     answer: Literal["", "html", "no-choices"] = ""
     connection_close: Literal["", "always", "after-reply", "on-reuse"] = ""
     swap_model_after: int = 0
+    restart_after: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -82,6 +87,7 @@ class Faults:
             "stall_once",
             "drop_every",
             "swap_model_after",
+            "restart_after",
             "echo_key_split",
             "die_after",
         ):
@@ -118,6 +124,11 @@ class Faults:
 def swapped(faults: Faults, generations: int) -> bool:
     """Whether the server is the other model by now (`generations` requests have arrived)."""
     return faults.swap_model_after > 0 and generations > faults.swap_model_after
+
+
+def restarted(faults: Faults, generations: int) -> bool:
+    """Whether the server has restarted by now (`generations` requests have arrived)."""
+    return faults.restart_after > 0 and generations > faults.restart_after
 
 
 def nth(every: int, number: int) -> bool:

@@ -34,7 +34,7 @@ from sagemeter.calibrate import wire
 from sagemeter.calibrate.answers import KnownAnswers, WrongShares
 from sagemeter.calibrate.child import die_with_parent, running_truth_server
 from sagemeter.calibrate.connection import ClosePolicy, Connection, Listener, RequestError
-from sagemeter.calibrate.faults import Faults, nth, swapped
+from sagemeter.calibrate.faults import Faults, nth, restarted, swapped
 from sagemeter.calibrate.http1 import Request
 from sagemeter.calibrate.loops import run_precisely
 from sagemeter.calibrate.prompts import PrefixCache, prompt_tokens
@@ -123,6 +123,7 @@ class TruthApp:
         self.cached_prompt_tokens = 0
         self.generations = 0
         self.started = time.monotonic()
+        self.started_wall = time.time()  # the process start /metrics gives (restart_after)
         self.listener: Listener | None = None
 
     def stats(self) -> dict[str, Any]:
@@ -183,12 +184,14 @@ class TruthApp:
             if key and request.authorization != b"Bearer " + key.encode():
                 return wire.error_response(401, "a missing or wrong API key")
             self.generations += 1
+            if self.generations == self.faults.restart_after + 1 and self.faults.restart_after:
+                self.started_wall = time.time()  # the restarted process's start
             if self.faults.any:
                 return self._misbehave(kind, body, connection, self.generations, request)
             self._schedule(kind, body, connection)
             return None
         if request.method != "GET":
-            if request.path in ("/v1/models", "/health", "/stats"):
+            if request.path in ("/v1/models", "/health", "/stats", "/metrics"):
                 raise RequestError(405, f"{request.path} takes GET")
             raise RequestError(404, f"no such path: {request.path}")
         if request.path == "/v1/models":
@@ -198,7 +201,26 @@ class TruthApp:
             return wire.HEALTH
         if request.path == "/stats":
             return wire.json_response(200, self.stats())
+        if request.path == "/metrics" and self.faults.restart_after:
+            return self._metrics()
         raise RequestError(404, f"no such path: {request.path}")
+
+    def _metrics(self) -> bytes:
+        """A Prometheus page as a restarted process gives it (the restart_after fault): the
+        start time of the process now answering and its count of generations since then."""
+        after = self.faults.restart_after
+        count = (
+            self.generations - after
+            if restarted(self.faults, self.generations)
+            else (self.generations)
+        )
+        page = (
+            "# TYPE process_start_time_seconds gauge\n"
+            f"process_start_time_seconds {self.started_wall:.3f}\n"
+            "# TYPE truth_generation_requests counter\n"
+            f"truth_generation_requests_total {count}\n"
+        )
+        return wire.raw_response(200, "text/plain; version=0.0.4", page.encode())
 
     def _misbehave(
         self,

@@ -125,6 +125,14 @@ def calibrate_server_command(
             "(/v1/models and every reply's `model` say truth-swapped)"
         ),
     ] = 0,
+    restart_after: Annotated[
+        int,
+        typer.Option(
+            help="fault: after N generation requests the server restarts as the same model "
+            "(its /metrics, served under this fault, shows a new start time and its counter "
+            "begun again)"
+        ),
+    ] = 0,
     wrong_share: Annotated[
         float | None,
         typer.Option(
@@ -199,6 +207,7 @@ def calibrate_server_command(
             answer=answer,  # type: ignore[arg-type]  # checked by Faults
             connection_close=connection_close,  # type: ignore[arg-type]  # checked by Faults
             swap_model_after=swap_model_after,
+            restart_after=restart_after,
         )
     except ValueError as exc:
         raise UserError(f"calibrate-server: {exc}") from None

@@ -362,30 +362,46 @@ def register(app: typer.Typer) -> None:
 
             return run_on_ray(level, level_started, ray, api_key, watch)
 
-        if sessions is not None:
-            from sagemeter.loadgen.sessions import run_sessions
+        from sagemeter.loadgen.identity import ServerChanged, WatchedRuns
 
-            result: LoadResult = run_sessions(settings, session_plan(), started, api_key)
-        elif settings.search is not None:
-            from sagemeter.loadgen.operating_point import search_operating_point
-            from sagemeter.loadgen.tables import probe_line
+        # The server's identity, read before the first run and checked after each one.
+        watched = WatchedRuns.opened(settings.target, api_key)
+        try:
+            if sessions is not None:
+                from sagemeter.loadgen.sessions import run_sessions
 
-            result = search_operating_point(
-                settings,
-                lambda level, stop: run_once(level, time.perf_counter(), api_key, watch, stop),
-                lambda: time.perf_counter() - started,
-                on_probe=lambda probe: err_console.print(
-                    probe_line(probe, settings.slo_percentile), highlight=False, markup=False
-                ),
-            )
-        elif settings.sweep:
-            result = run_sweep(
-                settings,
-                lambda level: run_level(level, time.perf_counter()),
-                lambda: time.perf_counter() - started,
-            )
-        else:
-            result = run_level(settings, started)
+                plan = session_plan()
+                result: LoadResult = watched.run(
+                    lambda level: run_sessions(level, plan, started, api_key), settings
+                )
+            elif settings.search is not None:
+                from sagemeter.loadgen.operating_point import search_operating_point
+                from sagemeter.loadgen.tables import probe_line
+
+                result = search_operating_point(
+                    settings,
+                    lambda level, stop: watched.run(
+                        lambda probe: run_once(probe, time.perf_counter(), api_key, watch, stop),
+                        level,
+                    ),
+                    lambda: time.perf_counter() - started,
+                    on_probe=lambda probe: err_console.print(
+                        probe_line(probe, settings.slo_percentile), highlight=False, markup=False
+                    ),
+                )
+            elif settings.sweep:
+                result = run_sweep(
+                    settings,
+                    lambda level: watched.run(
+                        lambda one: run_level(one, time.perf_counter()), level
+                    ),
+                    lambda: time.perf_counter() - started,
+                )
+            else:
+                result = watched.run(lambda one: run_level(one, started), settings)
+        except ServerChanged as exc:  # the one run: kept, made invalid by the change
+            result = exc.result
+        result = watched.finish(result)
         console = Console()
         for table in result_tables(result):
             console.print(table)
@@ -479,6 +495,9 @@ def register(app: typer.Typer) -> None:
 def failed_run(result: LoadResult) -> str | None:
     """Why a load run (or a sweep) did not do its job, or None: exit code 3 then, as for an
     incomplete measurement, so a script never takes a run of failures for a result."""
+    identity = result.server_identity
+    if identity is not None and identity.changed is not None:  # first: it explains the rest
+        return f"server identity: {identity.changed}"
     if result.requests_completed == 0:
         return f"every request failed ({result.requests_failed}); no figure was measured"
     search = result.slo_search

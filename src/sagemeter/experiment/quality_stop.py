@@ -141,5 +141,8 @@ class ArmLooks:
     async def go_on(self, items: list[QualityItem]) -> bool:
         return await self.stop.go_on(self.name, items)
 
+    def is_look(self, answered: int) -> bool:
+        return answered in self.stop.plan.looks
+
     def record(self) -> SequentialStop | None:
         return self.stop.record()

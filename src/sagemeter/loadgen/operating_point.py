@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sagemeter.loadgen.identity import ServerChanged
 from sagemeter.loadgen.result import (
     Distribution,
     LoadResult,
@@ -157,7 +158,11 @@ class Search:
                 allowed_misses(expected, settings.slo_percentile),
             )
             level = settings.model_copy(update={**update, "duration_s": length})
-            result = self.run_probe(level, stop)
+            try:
+                result = self.run_probe(level, stop)
+            except ServerChanged as exc:  # kept (invalid) should no probe before it be
+                self.results.setdefault(load, exc.result)
+                raise
             if result.valid:  # a stopped or unmeasured probe's window says little of the pace
                 self.learn(result)
             missed = raw_misses(result.raw.records, stop) if result.raw is not None else 0
@@ -337,6 +342,9 @@ def search_operating_point(
             else ""
         )
         point, reason = None, f"the client could not measure {exc}{below}"
+        limited = True
+    except ServerChanged as exc:  # no probe after it: the point is unknown
+        point, reason = None, f"the search stopped: {exc.reason}"
         limited = True
     chosen = search.results[point] if point is not None else search.results[min(search.results)]
     operating: OperatingPoint | None = None

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagemeter.loadgen.settings import LoadSettings
+from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.transport.pool import WorkerSummary
 
 RESULT_KIND = "sagemeter.load/1"
@@ -367,5 +368,10 @@ class LoadResult(BaseModel):
     levels: list[LoadResult] | None = None
     operating_point: OperatingPoint | None = None
     slo_search: SloSearch | None = None
+    server_identity: ServerIdentity | None = Field(
+        default=None,
+        description="the server's model (/v1/models) and start read before the first run and "
+        "after each; a change makes the result invalid (None: not read, or an older file)",
+    )
     workload: Workload | None = None
     raw: RawRun | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from sagemeter.loadgen.identity import ServerChanged
 from sagemeter.loadgen.result import Knee, LevelSummary, LoadResult
 from sagemeter.loadgen.settings import LoadSettings
 
@@ -85,10 +86,17 @@ def run_sweep(
     summaries: list[LevelSummary] = []
     knee: Knee | None = None
     for level in sweep_levels(settings.concurrency):
-        result = run_level(settings.model_copy(update={"concurrency": level, "sweep": False}))
+        try:
+            result = run_level(settings.model_copy(update={"concurrency": level, "sweep": False}))
+        except ServerChanged as exc:  # this level may hold both servers' replies: the last
+            result = exc.result
+            kept = "; the levels before it are the first server's" if results else ""
+            knee = Knee(
+                concurrency=None, reason=f"the sweep stopped at {level} at once: {exc.reason}{kept}"
+            )
         summaries.append(level_summary(result, results[-1] if results else None))
         results.append(result)
-        knee = knee_after(summaries, result.invalid_because)
+        knee = knee or knee_after(summaries, result.invalid_because)
         if knee is not None:
             break
     if knee is None:

@@ -115,6 +115,7 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         Writes load-NAME.json in the results folder; each probe is a progress notification.
         """
         from sagemeter.loadgen.files import write_result
+        from sagemeter.loadgen.identity import WatchedRuns
         from sagemeter.loadgen.loadrun import run_once
         from sagemeter.loadgen.operating_point import search_operating_point
         from sagemeter.loadgen.settings import LoadSettings
@@ -155,12 +156,17 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
                     relay.post_from_thread(done[0], None, probe_line(probe, percentile))
                     check()  # a cancelled call stops between probes
 
-                return search_operating_point(
+                # The server's identity, read first and checked after every probe.
+                runs = WatchedRuns.opened(settings.target)
+                found = search_operating_point(
                     settings,
-                    lambda level, stop: run_once(level, time.perf_counter(), None, None, stop),
+                    lambda level, stop: runs.run(
+                        lambda probe: run_once(probe, time.perf_counter(), None, None, stop), level
+                    ),
                     lambda: time.perf_counter() - started,
                     on_probe=on_probe,
                 )
+                return runs.finish(found)
 
             result = await in_worker(work, grace_s=GRACE_S)
         config.results_dir.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, level_doubt_fr
 from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import level_figure, level_samples
+from sagemeter.measure.identity_span import AfterLevel, dropped_level, spanned_reason
 from sagemeter.measure.precision import precision_stop, relative_half_width
 from sagemeter.measure.stats import spread
 from sagemeter.results import ClientShare, LoadBatch, LoadDetail, LoadLevel
@@ -277,12 +278,15 @@ async def measure_load(
     precision: float | None = None,
     max_batches: int | None = None,
     deadline: Deadline | None = None,
+    after_level: AfterLevel | None = None,
 ) -> LoadDetail:
     """Every level in turn. A level far below a smaller one, or 1 at once far below what the
     decode rate predicts (`one_at_once_expected`), is run once more; if it stays, no figure.
     Once every level is done, a level far below what a larger one makes per stream is run once
     more too. `requests` makes each batch's requests (default: the story prompts). Past
-    `deadline` no level is begun: the rest are kept without a figure, saying why."""
+    `deadline` no level is begun: the rest are kept without a figure, saying why.
+    `after_level` (the server-identity check) is awaited after each level: a change it names
+    drops that level's figures, leaves the rest unmeasured and runs nothing again."""
     measure = functools.partial(
         measure_level,
         client,
@@ -318,6 +322,12 @@ async def measure_load(
                 level.tokens_per_second = level.tokens_per_second_ci95 = None
                 level.problem = f"no figure: run again, it stayed: {still}"
         results.append(level)
+        if after_level is not None and (changed := await after_level(concurrency)):
+            results[-1] = dropped_level(level, spanned_reason(changed))
+            rest = levels[len(results) :]
+            problem = f"not measured: {changed}"
+            results += [LoadLevel(concurrency=c, problem=problem, batches=[]) for c in rest]
+            return LoadDetail(max_tokens=max_tokens, batches_per_level=batches, levels=results)
     for index, level in enumerate(results):
         larger = [
             (done.concurrency, done.tokens_per_second)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.deadline import Deadline
+from sagemeter.measure.identity_span import AfterLevel
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.prefill import (
     CONTEXT_MARGIN_SHARE,
@@ -69,6 +70,7 @@ async def measure_long_prompt_load(
     precision: float | None = None,
     max_batches: int | None = None,
     deadline: Deadline | None = None,
+    after_level: AfterLevel | None = None,
 ) -> LongPromptLoad:
     """The levels at the prefill phase's long length; none when that phase could not size it.
     `precision`, `max_batches` and `deadline` as the parallel phase takes them (measure_load)."""
@@ -105,6 +107,7 @@ async def measure_long_prompt_load(
         precision=precision,
         max_batches=max_batches,
         deadline=deadline,
+        after_level=after_level,
     )
     counted = [
         record.prompt_tokens

@@ -27,6 +27,9 @@ class QualityLooks(Protocol):
     async def go_on(self, items: list[QualityItem]) -> bool:
         """Whether to ask the next question, the items answered so far given."""
 
+    def is_look(self, answered: int) -> bool:
+        """Whether a look is taken once `answered` questions are (a verdict may come there)."""
+
     def record(self) -> SequentialStop | None:
         """How the questions ended, kept in the result."""
 

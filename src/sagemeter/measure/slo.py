@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sagemeter.errors import UserError
+
+if TYPE_CHECKING:
+    from sagemeter.measure.identity import IdentityWatch
 
 DEFAULT_CEILING = 64
 
@@ -94,17 +97,21 @@ def search_slo(
     price_per_hour: float | None,
     api_key: str | None = None,
     between_probes: Callable[[], None] | None = None,
+    watch: IdentityWatch | None = None,
 ) -> SloFigures:
     """Search the operating point of the server at `http_root` (blocking: worker processes).
-    `between_probes` is called after each probe (it raises to stop the search there)."""
+    `between_probes` is called after each probe (it raises to stop the search there); `watch`,
+    the measurement's server identity, is checked after each probe (a change stops the search)."""
     if http_root is None:
         return SloFigures(
             slo_note="not searched: the load generator reaches plain HTTP endpoints only "
             "(this one answers through a cloud runtime API)"
         )
+    from sagemeter.loadgen.identity import WatchedRuns
     from sagemeter.loadgen.loadrun import run_once
     from sagemeter.loadgen.operating_point import search_operating_point
     from sagemeter.loadgen.settings import LoadSettings
+    from sagemeter.measure.identity import IdentityWatch
 
     settings = LoadSettings(
         target=http_root,
@@ -122,9 +129,12 @@ def search_slo(
         burstiness=options.burstiness,
     ).checked()
     started = time.perf_counter()
+    runs = WatchedRuns(watch or IdentityWatch(None))  # None: not watched here
     result = search_operating_point(
         settings,
-        lambda level, stop: run_once(level, time.perf_counter(), api_key, None, stop),
+        lambda level, stop: runs.run(
+            lambda probe: run_once(probe, time.perf_counter(), api_key, None, stop), level
+        ),
         lambda: time.perf_counter() - started,
         on_probe=(lambda _probe: between_probes()) if between_probes is not None else None,
     )

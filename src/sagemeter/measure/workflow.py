@@ -33,7 +33,19 @@ from sagemeter.measure.decode import client_bound, decode_request_count, measure
 from sagemeter.measure.endpoint_metrics import EndpointMetrics, wait_text
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
-from sagemeter.measure.identity import IdentityWatch
+from sagemeter.measure.identity import IdentityWatch, sagemaker_identity
+from sagemeter.measure.identity_record import ServerIdentity
+from sagemeter.measure.identity_span import (
+    AfterLevel,
+    WatchedLooks,
+    dropped_decode,
+    dropped_load,
+    dropped_prefill,
+    level_label,
+    spanned_phase,
+    spanned_reason,
+    spanned_text,
+)
 from sagemeter.measure.load import load_request_count, measure_load
 from sagemeter.measure.long_prompt import (
     level_ttft_ms,
@@ -69,7 +81,7 @@ from sagemeter.results import (
     save_result,
 )
 from sagemeter.results.derived import fill_derived
-from sagemeter.results.model import HostLoad, ServerIdentity
+from sagemeter.results.model import HostLoad
 from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import SageMakerTarget, Target
@@ -208,8 +220,16 @@ async def measure_target(
                 f"target {target} does not answer as a chat API: {exc}{where}"
             ) from None
         described = await client.describe()
-        watch = IdentityWatch(endpoint.http_root, endpoint.api_key, endpoint.process)
-        closing.push_async_callback(watch.close)  # on any exit, an error's too
+        watch = IdentityWatch(
+            endpoint.http_root,
+            endpoint.api_key,
+            endpoint.process,
+            reader=(
+                sagemaker_identity(target.name, target.region)
+                if isinstance(target, SageMakerTarget)
+                else None
+            ),
+        )
         await watch.open()
         meter = MetricsRecorder(_server_root(endpoint))
         closing.push_async_callback(meter.close)
@@ -279,7 +299,11 @@ async def measure_target(
                 host.begin(LONG_PROMPTS)
                 _begin(cloud, "long_prompts")  # a row key's part: endpoint_long_prompts_…
                 long_load = await measure_long_prompt_load(
-                    client, prefill, levels=settings.long_prompt_levels, **batches
+                    client,
+                    prefill,
+                    levels=settings.long_prompt_levels,
+                    after_level=watch_levels(watch, LONG_PROMPTS),
+                    **batches,
                 )
                 _end(cloud)
                 host.end()
@@ -298,6 +322,7 @@ async def measure_target(
                 client,
                 levels=settings.load_levels,
                 prompt=settings.load_prompt,
+                after_level=watch_levels(watch, "parallel"),
                 **batches,
                 one_at_once_expected=(
                     one_at_once_expected(
@@ -329,7 +354,7 @@ async def measure_target(
                 seed=settings.quality_seed,
                 scoring=settings.scoring,
                 progress=progress,
-                looks=quality_looks,
+                looks=watched_looks(quality_looks, watch),
                 deadline=limit,
             )
             _end(cloud)
@@ -366,7 +391,7 @@ async def measure_target(
         else:
             on_phase("slo")
             host.begin("slo")
-            slo_figures = await _search_slo(endpoint, slo, price_per_hour)
+            slo_figures = await _search_slo(endpoint, slo, price_per_hour, watch)
             host.end()
             if await watch.check("slo", None):  # another server answered some of its probes
                 slo_figures = SloFigures(slo_note=f"search dropped: {watch.changed}")
@@ -374,6 +399,21 @@ async def measure_target(
         startup = startup or meter.startup_facts()
         use_engine_rate_from_metrics(decode, meter.detail)
         use_engine_prompt_rate_from_metrics(prefill, meter.detail)
+        # The phase the change fell in keeps its records, not its figures (measure/identity_span).
+        spanned = spanned_phase(watch.record())
+        why = spanned_reason(str(watch.changed))
+        if spanned == "decode":
+            decode = dropped_decode(decode, why)
+        elif spanned == "prefill" and prefill is not None:
+            prefill = dropped_prefill(prefill, why)
+        elif spanned == LONG_PROMPTS and prefill is not None:
+            long_load = skipped_long_prompts(settings, prefill, why)
+        elif spanned == "parallel":
+            load = dropped_load(load, why)
+        elif spanned == "quality":
+            quality = skipped_quality(settings, question_set, why, asked=True)
+        elif spanned == "fidelity":
+            fidelity, fidelity_warnings = None, [f"fidelity: {why}"]
         environment = _environment(endpoint, described, started)
         environment.predicted_decode = predicted_decode
         endpoint_metrics = None
@@ -447,11 +487,12 @@ def _end(cloud: EndpointMetricsRecorder | None) -> None:
 
 
 async def _search_slo(
-    endpoint: Endpoint, slo: SloOptions, price_per_hour: float | None
+    endpoint: Endpoint, slo: SloOptions, price_per_hour: float | None, watch: IdentityWatch
 ) -> SloFigures:
     """The operating-point search in a thread (its workers are processes); a search that cannot
     run is null figures with the reason, never a lost measurement. Cancelled (a stop), the
-    thread ends after the probe in flight rather than search on against a stopped server."""
+    thread ends after the probe in flight rather than search on against a stopped server. The
+    server's identity (`watch`) is checked after every probe: a change stops the search."""
     cancelled = threading.Event()
 
     def between_probes() -> None:
@@ -460,7 +501,13 @@ async def _search_slo(
 
     try:
         return await asyncio.to_thread(
-            search_slo, endpoint.http_root, slo, price_per_hour, endpoint.api_key, between_probes
+            search_slo,
+            endpoint.http_root,
+            slo,
+            price_per_hour,
+            endpoint.api_key,
+            between_probes,
+            watch,
         )
     except UserError as exc:
         return SloFigures(slo_note=f"not searched: {exc}")
@@ -488,10 +535,39 @@ def with_slo(result: MeasureResult, figures: SloFigures) -> MeasureResult:
     return result.model_copy(update=update)
 
 
-def identity_reason(changed: str) -> str:
-    """The incomplete-note of a server whose identity changed (`changed` says where)."""
-    after = "; later phases not measured" if " between the " in changed else ""
-    return f"server identity: {changed}{after}"
+def watch_levels(watch: IdentityWatch, phase: str) -> AfterLevel:
+    """The identity check after each level of a phase of levels (parallel, long prompts)."""
+
+    async def after(concurrency: int) -> str | None:
+        return await watch.check_at(*level_label(phase, concurrency))
+
+    return after
+
+
+def watched_looks(looks: QualityLooks | None, watch: IdentityWatch) -> QualityLooks | None:
+    """A sequential stop's looks with the identity checked before each (a change drops the
+    quality phase: the phase is the span, `quality/look at N` the boundary)."""
+    if looks is None:
+        return None
+
+    async def check(answered: int) -> str | None:
+        return await watch.check_at(
+            f"quality/look at {answered}",
+            f"before the sequential look at {answered} answers of the quality phase",
+        )
+
+    return WatchedLooks(looks, check)
+
+
+def identity_reason(identity: ServerIdentity) -> str:
+    """The incomplete-note of a server whose identity changed: what changed and where, the phase
+    (or level) it fell in (its figures dropped) and that nothing later was measured."""
+    spanned = spanned_phase(identity)
+    dropped = f"; figures of {spanned_text(spanned)} dropped" if spanned else ""
+    last = identity.checked[-1] if identity.checked else ""
+    closing = "/" not in last and ": " not in last  # the check after the last phase
+    after = "" if closing else "; later phases not measured"
+    return f"server identity: {identity.changed}{dropped}{after}"
 
 
 def skipped_load(settings: MeasureSettings, why: str) -> LoadDetail:
@@ -507,10 +583,14 @@ def skipped_load(settings: MeasureSettings, why: str) -> LoadDetail:
     )
 
 
-def skipped_quality(settings: MeasureSettings, questions: QuestionSet, why: str) -> QualityDetail:
-    """The questions not asked: every one unanswered (not wrong), saying why."""
+def skipped_quality(
+    settings: MeasureSettings, questions: QuestionSet, why: str, *, asked: bool = False
+) -> QualityDetail:
+    """The questions not asked (or, `asked`, whose answers are not counted): every one
+    unanswered (not wrong), saying why."""
+    error = why if asked else f"not asked: {why}"
     items = [
-        QualityItem.scored(question, None, settings.scoring, error=f"not asked: {why}")
+        QualityItem.scored(question, None, settings.scoring, error=error)
         for question in questions.questions
     ]
     return QualityDetail.from_items(
@@ -700,7 +780,7 @@ def assemble_result(
     missing[1:1] = [*missing_prefill(settings, prefill), *(cut or [])]
     missing.extend(missing_long_prompts(long_prompt_load))
     if server_identity is not None and server_identity.changed:
-        missing.insert(0, identity_reason(server_identity.changed))
+        missing.insert(0, identity_reason(server_identity))
     warnings = [
         *decode.problems,
         *prefill_warnings(prefill),

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.inspect.facts import CheckpointFacts
 from sagemeter.measure.endpoint_metrics import EndpointMetrics
+from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.questions import Question
 from sagemeter.questions.scoring import ScoringRule, score
@@ -572,24 +573,6 @@ class HostLoad(BaseModel):
             f"measured on a busy host ({'; '.join(self.busy_because)}): its speed figures may "
             "be slower than the server can give"
         )
-
-
-class ServerIdentity(BaseModel):
-    """Who answered: `/v1/models` read before the first phase and again at each boundary."""
-
-    model: str | None = Field(None, description="the first model's id as first read")
-    models_sha256: str = Field(
-        description="SHA-256 of the whole model list (each entry's `created` left out)"
-    )
-    process: str | None = Field(
-        None, description="the server process sagemeter started (pid), as first read"
-    )
-    checked: list[str] = Field(
-        default_factory=list, description="the phase boundaries where it was read again"
-    )
-    changed: str | None = Field(
-        None, description="the first change seen, and where; the later phases were not measured"
-    )
 
 
 class Detail(BaseModel):

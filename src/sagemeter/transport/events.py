@@ -9,7 +9,7 @@ an error or the end marker are parsed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from sagemeter.transport.record import LiveRecord
 from sagemeter.transport.sse import (
@@ -105,6 +105,13 @@ def check_reply_model(record: LiveRecord, expected: str | None) -> None:
             "did (the server's model changed)"
         )
         record.done = False
+
+
+def first_reply_model(records: Iterable[LiveRecord]) -> str | None:
+    """The model the earliest answered reply named (None: no reply named one): the one later
+    replies are held to when nobody said which model to expect (a load worker's)."""
+    named = [record for record in records if record.model is not None]
+    return min(named, key=lambda record: record.end).model if named else None
 
 
 def stream_outcome(record: LiveRecord) -> str | None:

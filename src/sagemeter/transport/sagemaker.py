@@ -41,7 +41,7 @@ from sagemeter.transport.chat import (
     chat_body,
     read_plain_reply,
 )
-from sagemeter.transport.events import TextCallback, stream_outcome, take_event
+from sagemeter.transport.events import TextCallback, check_reply_model, stream_outcome, take_event
 from sagemeter.transport.health import CLIENT_CPU_SHARE_MAX, pct
 from sagemeter.transport.http1 import TRANSIENT_STATUSES
 from sagemeter.transport.pool import available_cores
@@ -120,6 +120,7 @@ class SageMakerRuntimeClient:
         self.timeout_s = read_timeout_s
         self.origin = time.perf_counter()
         self._model_resolved = model is not None
+        self.reply_model: str | None = None  # the `model` the first reply named
         self._info: dict[str, Any] = {}
         self._session = session or boto3.session.Session()
         self._runtime: Boto3RuntimeClient = self._session.client(
@@ -189,6 +190,11 @@ class SageMakerRuntimeClient:
         record = await send_with_retries(
             send, lambda: LiveRecord(0, number, max_tokens=request.max_tokens), self.retry
         )
+        # A reply from another model than the first replies' (the endpoint redeployed with
+        # another model mid-measure) is a failure, as on an HTTP target (transport/openai.py).
+        check_reply_model(record, self.reply_model)
+        if self.reply_model is None and record.error is None:
+            self.reply_model = record.model
         return record.freeze(self.origin)
 
     async def batch(self, requests: list[ChatRequest]) -> BatchRun:

@@ -29,7 +29,7 @@ from sagemeter.parentwatch import die_with_parent
 from sagemeter.transport.clock import LagSampler, perf_counter_at
 from sagemeter.transport.deck import Deck
 from sagemeter.transport.done_count import DoneSlot
-from sagemeter.transport.events import check_reply_model
+from sagemeter.transport.events import check_reply_model, first_reply_model
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
@@ -218,8 +218,11 @@ class Worker:
         self.output.run_s = time.perf_counter() - self.start
         for connection in self.idle:
             connection.close()
+        # Replies are held to the model the plan names, else to the earliest reply's: a reply
+        # from another model (the server swapped mid-run) is a failure, never a figure.
+        expected = plan.expected_model or first_reply_model(self.live)
         for record in self.live:
-            check_reply_model(record, plan.expected_model)
+            check_reply_model(record, expected)
         self.output.records = [record.freeze(self.start) for record in self.live]
         self.output.loop_lag_us = [round(lag * 1e6) for lag in sampler.samples]
         return self.output
