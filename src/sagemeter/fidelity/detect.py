@@ -43,11 +43,10 @@ async def detect_engine(http: HttpClient) -> Engine:
         reply = await http.call_json("GET", "/v1/models")
     except TransportError as exc:
         raise UserError(f"{base_url}: cannot reach the server ({exc})") from None
-    try:
-        if reply.status == 200:
-            owner = reply.payload["data"][0].get("owned_by")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        owner = None
+    from sagemeter.transport.models_list import first_model
+
+    first = first_model(reply.payload) if reply.status == 200 else None
+    owner = None if first is None else first.get("owned_by")
     if isinstance(owner, str) and owner in OWNERS:
         return OWNERS[owner]
     if isinstance(owner, str) and owner in UNSUPPORTED_OWNERS:

@@ -126,7 +126,7 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
             raise UserError(
                 f"target {text!r}: give http://HOST:PORT (start_local gives a local engine's URL)"
             )
-        parse_address(text)
+        text = f"{parse_address(text).base_url}/v1"  # the base, as every face records it
         check_result_name(name, label="name")
         path = config.results_dir / f"load-{name}.json"
         check_output_file(path, "the result file", force=False, to_replace="choose another name")

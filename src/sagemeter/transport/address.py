@@ -73,6 +73,4 @@ def parse_address(url: str) -> ServerAddress:
         if base.endswith(suffix):
             base = base[: -len(suffix)].rstrip("/")
             break
-    return ServerAddress(
-        host=hostname, port=port, tls=tls, host_header=host_header, base_path=base
-    )
+    return ServerAddress(host=hostname, port=port, tls=tls, host_header=host_header, base_path=base)

@@ -306,6 +306,13 @@ class Connection(asyncio.Protocol):
             future.set_result(record)
 
 
+# OpenSSL's reasons when the bytes that came back are no TLS record (a plain-HTTP server's
+# answer, or it closed on the ClientHello).
+PLAIN_HTTP_REASONS = frozenset(
+    {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "UNEXPECTED_EOF_WHILE_READING", "HTTP_REQUEST"}
+)
+
+
 async def open_connection(
     loop: asyncio.AbstractEventLoop,
     host: str,
@@ -331,5 +338,10 @@ def connect_failure(exc: OSError) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"TLS certificate not trusted: {exc.verify_message}"
     if isinstance(exc, ssl.SSLError):
-        return f"TLS failed: {exc.reason or exc}"
-    return os.strerror(exc.errno) if exc.errno else str(exc)
+        reason = exc.reason or str(exc) or type(exc).__name__
+        if reason in PLAIN_HTTP_REASONS:  # what OpenSSL says when the answer is not TLS at all
+            return f"TLS failed ({reason}): the server may not speak https; try http://"
+        return f"TLS failed: {reason}"
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__  # never an empty reason
