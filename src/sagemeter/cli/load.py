@@ -526,12 +526,9 @@ def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
 
 def is_load_result(path: Path) -> bool:
     """True for a `sagemeter load` result file (by its `kind`), False for anything else."""
-    import json
 
     from sagemeter.loadgen.result import RESULT_KIND
+    from sagemeter.textfiles import probe_json
 
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+    payload = probe_json(path)
     return isinstance(payload, dict) and payload.get("kind") == RESULT_KIND

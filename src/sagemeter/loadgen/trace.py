@@ -78,21 +78,17 @@ def _request(line: int, entry: Any) -> TraceRequest:
 
 def read_trace(path: Path) -> Trace:
     """The trace at `path`, sorted by time, or a UserError saying what is wrong and where."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"--trace {path}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"--trace {path}: not UTF-8 text (JSON lines expected)") from None
+    from sagemeter.textfiles import TRACE_CAP, decode_utf8, read_capped
+
+    data = read_capped(path, TRACE_CAP, "--trace")
+    text = decode_utf8(path, data, "--trace")
     requests: list[TraceRequest] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
             entry = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise UserError(
                 f"--trace line {number}: not JSON (one JSON object per line expected)"
             ) from None

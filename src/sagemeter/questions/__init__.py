@@ -92,7 +92,7 @@ def load_question_set(spec: str) -> QuestionSet:
             continue
         try:
             items.append(json.loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise UserError(f"{path}: line {number} is not valid JSON") from None
     return _validated(path.stem, raw, items)
 
