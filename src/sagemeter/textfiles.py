@@ -24,6 +24,7 @@ LOG_CAP = 64 * MIB  # a server log: its start-up facts are in the first few hund
 PLAN_CAP = 1 * MIB  # an experiment plan is a page of TOML (the examples are under 4 KiB)
 QUESTIONS_CAP = 32 * MIB  # a question set is a few thousand JSON lines
 TOKENIZER_CAP = 128 * MIB  # a tokenizer.json of a large vocabulary is tens of MiB
+CONFIG_CAP = 64 * MIB  # a checkpoint's config.json or safetensors index (tens of KiB)
 TRACE_CAP = 256 * MIB  # a Mooncake trace of a day's requests is tens of MiB
 
 

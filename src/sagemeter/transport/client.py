@@ -110,7 +110,7 @@ class HttpClient:
                 connection = await self._connect()
             except OSError as exc:
                 record.send = record.end = time.perf_counter()
-                reason = connect_failure(exc)
+                reason = connect_failure(exc, tls=self._tls is not None)
                 address = self.address
                 record.error = f"cannot connect to {address.host}:{address.port}: {reason}"
                 return record

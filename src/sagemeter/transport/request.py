@@ -113,7 +113,7 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
         from sagemeter.transport.http1 import connect_failure
 
         reason = getattr(exc, "reason", exc)
-        why = connect_failure(reason) if isinstance(reason, OSError) else str(reason)
+        why = connect_failure(reason, address.tls) if isinstance(reason, OSError) else str(reason)
         raise TransportError(f"cannot reach {address.base_url}: {why}") from None
     except ValueError:
         raise UserError(f"GET {url} did not answer JSON; name the model with --model") from None

@@ -185,9 +185,7 @@ class Worker:
             streams = [await self.connect() for _ in plan.streams]
             self.idle = [await self.connect() for _ in range(plan.preopen)]
         except OSError as exc:
-            self.output.failure = (
-                f"cannot connect to {plan.host}:{plan.port}: {connect_failure(exc)}"
-            )
+            self.output.failure = f"cannot connect to {plan.host}:{plan.port}: {connect_failure(exc, tls=self.tls is not None)}"
             return self.output
         channel_out.write(READY)
         channel_out.flush()
