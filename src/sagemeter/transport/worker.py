@@ -185,7 +185,8 @@ class Worker:
             streams = [await self.connect() for _ in plan.streams]
             self.idle = [await self.connect() for _ in range(plan.preopen)]
         except OSError as exc:
-            self.output.failure = f"cannot connect to {plan.host}:{plan.port}: {connect_failure(exc, tls=self.tls is not None)}"
+            why = connect_failure(exc, tls=self.tls is not None)
+            self.output.failure = f"cannot connect to {plan.host}:{plan.port}: {why}"
             return self.output
         channel_out.write(READY)
         channel_out.flush()
