@@ -367,3 +367,103 @@ async def test_an_unexpected_error_in_an_mcp_tool_is_one_sentence() -> None:
     text = answer.content[0].text  # type: ignore[union-attr]
     assert answer.is_error and "\n" not in text and "Traceback" not in text
     assert text.startswith("unexpected KeyError") and "/private" not in text
+
+
+def test_https_where_nothing_listens_is_refused_not_tls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SAGEMETER_HOME", str(tmp_path / "home"))
+    code, lines, err = run_main(["measure", str(tmp_path / "m"), "https://127.0.0.1:9"], capsys,
+                                monkeypatch)  # fmt: skip
+    assert_one_line(code, lines, err, "127.0.0.1:9", 2)
+    assert "Connection refused" in lines[0] and "TLS" not in lines[0], lines[0]
+
+
+# ---- the MCP face -----------------------------------------------------------------------------
+
+MCP_CONTENTS = ("UTF-16", "latin-1 bytes", "a NUL inside UTF-8", "empty", "nested past the stack")
+MCP_READERS: dict[str, tuple[str, str, dict[str, object]]] = {
+    "compare_results.results": (
+        "bad.json",
+        "compare_results",
+        {"results": ["bad.json", "bad.json"]},
+    ),
+    "measure_endpoint.questions": (
+        "bad.jsonl",
+        "measure_endpoint",
+        {"target": NOTHING, "questions": "bad.jsonl", "quick": True},
+    ),
+    "run_experiment.plan_file": (
+        "bad.toml",
+        "run_experiment",
+        {"plan_file": "bad.toml", "dry_run": True},
+    ),
+    "run_experiment.resume": (
+        "runs/bad/journal.json",
+        "run_experiment",
+        {"resume": "bad", "dry_run": True},
+    ),
+}
+
+
+@pytest.mark.parametrize("content", MCP_CONTENTS)
+@pytest.mark.parametrize("argument", list(MCP_READERS))
+async def test_an_mcp_tool_given_a_bad_text_file_answers_one_sentence(
+    argument: str, content: str, tmp_path: Path
+) -> None:
+    from mcp import Client
+
+    from sagemeter.mcp import ServerConfig, build_server
+    from tests.mcp_helpers import error_line
+
+    name, tool, call = MCP_READERS[argument]
+    results = tmp_path / "results"
+    (results / "runs" / "bad").mkdir(parents=True)
+    raw = CONTENTS[content]
+    assert raw is not None
+    (results / name).write_bytes(raw)
+    async with Client(build_server(ServerConfig(results_dir=results))) as client:
+        line = error_line(await client.call_tool(tool, call))
+    assert name in line, line
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("http://[::1:8000", "brackets do not close"),
+        ("http://127.0.0.1:0", "port 0 is no server's port"),
+        ("http://127.0.0.1 :8000", "no spaces or control characters"),
+    ],
+)
+async def test_an_mcp_tool_given_a_bad_url_answers_the_cli_line(
+    url: str, needle: str, tmp_path: Path
+) -> None:
+    from mcp import Client
+
+    from sagemeter.mcp import ServerConfig, build_server
+    from tests.mcp_helpers import error_line
+
+    async with Client(build_server(ServerConfig(results_dir=tmp_path))) as client:
+        for tool in ("measure_endpoint", "find_operating_point"):
+            args: dict[str, object] = {"target": url}
+            if tool == "measure_endpoint":
+                args["quick"] = True
+            else:
+                args |= {"name": "x", "slo_ttft_ms": 500}
+            line = error_line(await client.call_tool(tool, args))
+            assert needle in line, (tool, line)
+
+
+async def test_an_mcp_measure_of_a_server_that_is_no_api_is_one_sentence(
+    server: str, tmp_path: Path
+) -> None:
+    from mcp import Client
+
+    from sagemeter.mcp import ServerConfig, build_server
+    from tests.mcp_helpers import error_line
+
+    async with Client(build_server(ServerConfig(results_dir=tmp_path))) as client:
+        answer = await client.call_tool(
+            "measure_endpoint", {"target": f"http://{server}", "quick": True}
+        )
+    assert server in error_line(answer)

@@ -343,7 +343,7 @@ def connect_failure(exc: OSError, tls: bool = False) -> str:
         if reason in PLAIN_HTTP_REASONS:  # what OpenSSL says when the answer is not TLS at all
             return f"TLS failed ({reason}): the server may not speak https; try http://"
         return f"TLS failed: {reason}"
-    if tls and isinstance(exc, ConnectionError):
+    if tls and isinstance(exc, ConnectionResetError | ConnectionAbortedError | BrokenPipeError):
         return "closed during the TLS handshake: the server may not speak https; try http://"
     if exc.errno:
         return os.strerror(exc.errno)
