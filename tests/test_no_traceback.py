@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import codecs
 import importlib
+import json
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -467,3 +469,51 @@ async def test_an_mcp_measure_of_a_server_that_is_no_api_is_one_sentence(
             "measure_endpoint", {"target": f"http://{server}", "quick": True}
         )
     assert server in error_line(answer)
+
+
+# ---- checkpoint headers -----------------------------------------------------------------------
+
+
+def _safetensors(header: bytes, data: bytes = b"") -> bytes:
+    return struct.pack("<Q", len(header)) + header + data
+
+
+def _entry(**fields: object) -> bytes:
+    return json.dumps(
+        {"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8], **fields}}
+    ).encode()
+
+
+HEADERS: dict[str, tuple[str, bytes]] = {
+    "header not JSON": (".safetensors", _safetensors(b"\xff\xfe not json")),
+    "header a list": (".safetensors", _safetensors(b"[1, 2]")),
+    "header nested past the stack": (".safetensors", _safetensors(b"[" * 100_000)),
+    "entry of the wrong types": (".safetensors", _safetensors(_entry(shape="x"), b"\0" * 8)),
+    "a negative dimension": (".safetensors", _safetensors(_entry(shape=[-2, 2]), b"\0" * 8)),
+    "offsets past the end": (".safetensors", _safetensors(_entry(data_offsets=[0, 10**12]))),
+    "two bytes": (".safetensors", b"\x01\x02"),
+    "GGUF of random bytes": (".gguf", bytes(range(256))),
+    "GGUF magic, absurd counts": (
+        ".gguf",
+        b"GGUF" + struct.pack("<IQQ", 3, 10**15, 10**15) + bytes(64),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(HEADERS))
+def test_a_broken_checkpoint_header_is_one_line_in_inspect(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suffix, raw = HEADERS[case]
+    path = tmp_path / f"model{suffix}"
+    path.write_bytes(raw)
+    code, lines, err = run_main(["inspect", str(path)], capsys, monkeypatch)
+    assert_one_line(code, lines, err, str(path), 2)
+
+
+def test_a_checkpoint_folder_with_a_bad_index_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "model.safetensors.index.json").write_bytes('{"weight_map": {}}'.encode("utf-16"))
+    code, lines, err = run_main(["inspect", str(tmp_path)], capsys, monkeypatch)
+    assert_one_line(code, lines, err, "model.safetensors.index.json: is UTF-16 text", 2)

@@ -35,9 +35,9 @@ def gguf_vocabulary(path: Path) -> Vocabulary:
 
 @functools.lru_cache(maxsize=8)
 def _gguf_cached(path: str, size: int, mtime_ns: int) -> Vocabulary:
-    from gguf import GGUFReader
+    from sagemeter.gguf_open import open_gguf
 
-    field = GGUFReader(path).get_field("tokenizer.ggml.tokens")
+    field = open_gguf(path).get_field("tokenizer.ggml.tokens")
     if field is None:
         raise UserError(
             f"{path}: no tokenizer.ggml.tokens; not a llama.cpp model with a vocabulary"

@@ -32,6 +32,8 @@ def header_records(
             dtype = str(entry["dtype"])
             shape = tuple(int(size) for size in entry["shape"])
             start, end = (int(offset) for offset in entry["data_offsets"])
+            if min((*shape, start), default=0) < 0:
+                raise ValueError("a size or offset below zero")
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{where}: tensor {name!r} has a malformed header entry") from None
         if end < start or (file_size is not None and data_base + end > file_size):

@@ -127,14 +127,9 @@ def load_tokenizer(path: Path) -> PromptTokenizer:
 
 
 def _from_gguf(path: Path) -> PromptTokenizer:
-    try:
-        from gguf import GGUFReader
-    except ModuleNotFoundError:
-        raise UserError("reading a GGUF tokenizer needs gguf: pip install 'gguf>=0.17'") from None
-    try:
-        reader = GGUFReader(str(path))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--tokenizer {path}: not a readable GGUF file ({exc})") from None
+    from sagemeter.gguf_open import open_gguf
+
+    reader = open_gguf(path, "--tokenizer")
     fields = {
         key: reader.get_field(f"tokenizer.ggml.{key}")
         for key in ("model", "pre", "tokens", "merges")
