@@ -82,6 +82,10 @@ READERS: dict[str, tuple[list[str], str]] = {
     "questions show": (["questions", "show", "{file}"], ""),
     "measure --questions": (["measure", "{tmp}/m", NOTHING, "--questions", "{file}"], ""),
     "demo --questions": (["demo", "--out", "{tmp}/d", "--questions", "{file}"], ""),
+    "calibrate-server --questions": (
+        ["calibrate-server", "--wrong-share", "0.1", "--questions", "{file}"],
+        "",
+    ),
     "fidelity collect --questions": (
         ["fidelity", "collect", "{tmp}/f.json", NOTHING, "--questions", "{file}"],
         "",
