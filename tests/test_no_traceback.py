@@ -521,3 +521,19 @@ def test_a_checkpoint_folder_with_a_bad_index_is_one_line(
     (tmp_path / "model.safetensors.index.json").write_bytes('{"weight_map": {}}'.encode("utf-16"))
     code, lines, err = run_main(["inspect", str(tmp_path)], capsys, monkeypatch)
     assert_one_line(code, lines, err, "model.safetensors.index.json: is UTF-16 text", 2)
+
+
+@pytest.mark.parametrize("command", list(URL_TAKERS))
+def test_an_ipv6_target_is_tried_not_blamed_on_its_name(
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing listens on [::1]:9: the line says so (exit 2 for measure's and fidelity's
+    preflight, 6 for load), in brackets, and never blames the default --name."""
+    monkeypatch.setenv("SAGEMETER_HOME", str(tmp_path / "home"))
+    args = [a.format(url="http://[::1]:9", tmp=tmp_path) for a in URL_TAKERS[command]]
+    code, lines, err = run_main(args, capsys, monkeypatch)
+    assert_one_line(code, lines, err, "[::1]:9", code)
+    assert code in (2, 6) and "--name" not in lines[0], lines[0]

@@ -30,6 +30,11 @@ class ServerAddress:
         return self.base_path + API_PATHS[api]
 
 
+def host_port(host: str, port: int) -> str:
+    """`HOST:PORT` as a person writes it, an IPv6 host in brackets (`[::1]:8000`)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 # What a user may paste after the base: the API's own paths (a URL copied from a client's
 # settings often ends in /v1/chat/completions). The base is what is recorded and asked.
 API_SUFFIXES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1")

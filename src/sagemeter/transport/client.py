@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sagemeter.transport.address import ServerAddress, parse_address
+from sagemeter.transport.address import ServerAddress, host_port, parse_address
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
@@ -111,8 +111,8 @@ class HttpClient:
             except OSError as exc:
                 record.send = record.end = time.perf_counter()
                 reason = connect_failure(exc, tls=self._tls is not None)
-                address = self.address
-                record.error = f"cannot connect to {address.host}:{address.port}: {reason}"
+                where = host_port(self.address.host, self.address.port)
+                record.error = f"cannot connect to {where}: {reason}"
                 return record
         stall = self.stall_s if stream else 0.0
         record, used = await send_reopening(
