@@ -163,6 +163,8 @@ ANSWERS = {
         b'HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n{"data": [{"id": 5}, 3, null]}'
     ),
     "a bad chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    "JSON nested past the stack": b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
+    + b"[" * 100_000,
     "a closed connection": b"",
 }
 

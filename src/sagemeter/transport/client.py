@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagemeter.transport.address import ServerAddress, host_port, parse_address
+from sagemeter.transport.bad_json import BAD_JSON
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
@@ -174,6 +175,6 @@ class HttpClient:
         text = raw.decode("utf-8", "replace")
         try:
             parsed = json.loads(raw) if raw else None
-        except ValueError:
+        except BAD_JSON:
             parsed = None
         return JsonReply(status=record.status, payload=parsed, text=text)

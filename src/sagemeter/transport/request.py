@@ -17,6 +17,7 @@ from typing import Any
 from sagemeter.errors import TransportError, UserError
 from sagemeter.redaction import register_secret
 from sagemeter.transport.address import ServerAddress
+from sagemeter.transport.bad_json import BAD_JSON
 
 DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."
 DISCOVERY_TIMEOUT_S = 10.0
@@ -115,7 +116,7 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
         reason = getattr(exc, "reason", exc)
         why = connect_failure(reason, address.tls) if isinstance(reason, OSError) else str(reason)
         raise TransportError(f"cannot reach {address.base_url}: {why}") from None
-    except ValueError:
+    except BAD_JSON:
         raise UserError(f"GET {url} did not answer JSON; name the model with --model") from None
     except http.client.HTTPException as exc:  # headers only, a cut body, a garbage status line
         raise UserError(
