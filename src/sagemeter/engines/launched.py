@@ -30,6 +30,7 @@ from typing import Any, Self
 
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
+from sagemeter.transport.bad_json import BAD_JSON
 
 WaitFn = Callable[[float], None]
 POLL_S = 0.5
@@ -65,8 +66,10 @@ def get_json(url: str, timeout_s: float = 5.0, api_key: str | None = None) -> An
             if answer.status != 200:
                 return None
             return json.loads(answer.read(1 << 20))
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+    except (urllib.error.URLError, OSError, http.client.HTTPException):
         return None  # headers only, a cut body or a garbage status line: not answering yet
+    except BAD_JSON:
+        return None  # not JSON (or nested past the stack): no model list yet
 
 
 def listed_models(root_url: str, api_key: str | None = None) -> list[str]:
