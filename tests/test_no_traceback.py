@@ -44,7 +44,7 @@ def run_main(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: p
     monkeypatch.setattr(cli, "_register_optional_commands", lambda argv=None: None)
     monkeypatch.setattr(cli, "_handle_stop_signals", lambda: None)  # pytest keeps its own
     monkeypatch.setenv("COLUMNS", "250")
-    monkeypatch.delenv(cli.DEBUG_VARIABLE, raising=False)
+    monkeypatch.delenv("SAGEMETER_DEBUG", raising=False)
     capsys.readouterr()
     with pytest.raises(SystemExit) as ended:
         cli.main(args)
