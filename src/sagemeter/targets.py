@@ -296,4 +296,9 @@ def _parse_url(raw: str) -> OpenAITarget:
     base with /v1."""
     from sagemeter.transport.address import parse_address
 
-    return OpenAITarget(f"{parse_address(raw).base_url}/v1")
+    address = parse_address(raw)
+    netloc = address.host_header
+    if urlsplit(raw.strip()).port is not None and ":" not in netloc.rpartition("]")[2]:
+        netloc = f"{netloc}:{address.port}"  # a port written out stays (http://h:80 as given)
+    scheme = "https" if address.tls else "http"
+    return OpenAITarget(f"{scheme}://{netloc}{address.base_path}/v1")
