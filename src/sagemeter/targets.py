@@ -228,7 +228,7 @@ def parse_target(text: str) -> Target:
     """Parse one target string, or raise UserError naming the accepted forms."""
     raw = text.strip()
     if raw.lower().startswith(("http://", "https://")):
-        return _parse_url(raw)
+        return http_target(raw)
     if raw.startswith("local:"):
         checkpoint = raw.removeprefix("local:").strip()
         if not checkpoint:
@@ -291,7 +291,7 @@ def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:
     return SageMakerTarget(name, choice.region, choice.source)
 
 
-def _parse_url(raw: str) -> OpenAITarget:
+def http_target(raw: str) -> OpenAITarget:
     """An http(s) URL, read by the one server-URL parser (`transport.address`), kept as its
     base with /v1."""
     from sagemeter.transport.address import parse_address

@@ -228,13 +228,14 @@ def register(app: typer.Typer) -> None:
         from sagemeter.loadgen.settings import LoadSettings
         from sagemeter.loadgen.sweep import run_sweep
         from sagemeter.loadgen.tables import result_tables
-        from sagemeter.transport.address import parse_address
         from sagemeter.transport.request import DEFAULT_PROMPT
 
         def checked_settings(url: str) -> LoadSettings:
             """Every option checked (before an engine is started for an engine target); the
             URL kept as its base with /v1, as every command records a server."""
-            url = f"{parse_address(url).base_url}/v1"
+            from sagemeter.targets import http_target
+
+            url = http_target(url).base_url
             from sagemeter.transport.request import check_api_key
 
             check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
