@@ -539,3 +539,20 @@ def test_an_ipv6_target_is_tried_not_blamed_on_its_name(
     code, lines, err = run_main(args, capsys, monkeypatch)
     assert_one_line(code, lines, err, "[::1]:9", code)
     assert code in (2, 6) and "--name" not in lines[0], lines[0]
+
+
+def test_ctrl_c_inside_a_task_group_is_still_ctrl_c(
+    failing_command: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted() -> None:
+        raise BaseExceptionGroup("tasks", [KeyboardInterrupt()])
+
+    cli.app.command("interrupted-for-test")(interrupted)
+    try:
+        code, lines, err = run_main(["interrupted-for-test"], capsys, monkeypatch)
+    finally:
+        cli.app.registered_commands = [
+            c for c in cli.app.registered_commands if c.name != "interrupted-for-test"
+        ]
+    assert code == 130 and len(lines) == 1 and "unexpected" not in err, err
+    assert "Traceback" not in err

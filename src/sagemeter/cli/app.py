@@ -164,6 +164,15 @@ def sagemeter_error_in(exc: BaseException) -> UserError | None:
     return None
 
 
+def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
+    """`exc` is a `kind`, or an exception group holding one at any depth."""
+    if isinstance(exc, kind):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_holds(inner, kind) for inner in exc.exceptions)
+    return False
+
+
 def unexpected_line(exc: BaseException) -> str:
     """One line for an exception no command turned into a sagemeter error: what it was, and
     how to see the traceback and report it (never the traceback itself by default)."""
@@ -213,6 +222,9 @@ def main(argv: list[str] | None = None) -> None:
             line = f"error: {printable(str(found), keep_newlines=True)}"
             err_console.print(line, style="red", highlight=False, markup=False)
             sys.exit(exit_code(found))
+        if _holds(exc, KeyboardInterrupt):  # Ctrl-C inside concurrent work: still Ctrl-C
+            _say_interrupted(interrupted_message())
+            sys.exit(_interrupted_code())
         if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
             raise
         err_console.print(
