@@ -556,3 +556,30 @@ def test_ctrl_c_inside_a_task_group_is_still_ctrl_c(
         ]
     assert code == 130 and len(lines) == 1 and "unexpected" not in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("content", ["UTF-16", "UTF-16 BE, BOM", "a folder"])
+def test_a_server_log_that_cannot_be_read_is_one_line_naming_it(
+    content: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A log is read before the target is asked (a wrong log fails at once)."""
+    path = tmp_path / "server.log"
+    raw = CONTENTS[content]
+    path.mkdir() if raw is None else path.write_bytes(raw)
+    monkeypatch.setenv("SAGEMETER_HOME", str(tmp_path / "home"))
+    args = ["measure", str(tmp_path / "m"), NOTHING, "--server-log", str(path)]
+    code, lines, err = run_main(args, capsys, monkeypatch)
+    assert_one_line(code, lines, err, f"--server-log {path}", 2)
+
+
+def test_a_log_with_bytes_that_are_not_utf8_is_still_read(tmp_path: Path) -> None:
+    """A log is not refused for a stray byte: its start-up facts are still found."""
+    from sagemeter.textfiles import read_log
+
+    path = tmp_path / "server.log"
+    path.write_bytes(b"\x1b[2K\xff progress\nINFO: Started server process [42]\n")
+    text = read_log(path, what="--server-log")
+    assert "Started server process [42]" in text and "\ufffd" in text

@@ -132,3 +132,14 @@ def probe_json(path: Path, cap: int = RESULTS_CAP) -> Any:
         return read_json(path, cap)
     except UserError:
         return None
+
+
+def read_log(path: Path, cap: int = LOG_CAP, what: str = "") -> str:
+    """A log's text: like `read_utf8`, except that bytes that are not UTF-8 (a progress bar's
+    control codes, a line cut at the cap) become U+FFFD instead of refusing the whole log; a
+    UTF-16 log is still named, since read as UTF-8 it would say nothing at all."""
+    raw = read_capped(path, cap, what)
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        label = f"{what} {path}" if what else str(path)
+        raise UserError(f"{label}: is UTF-16 text; save it as UTF-8")
+    return raw.decode("utf-8-sig", errors="replace")
