@@ -75,8 +75,13 @@ class OpenAITarget:
 
     @property
     def default_name(self) -> str:
+        """`HOST-PORT`, a result's file name: an IPv6 host's colons become dashes
+        (`ipv6-1-8000` for [::1]:8000), since a name holds no colon."""
         parts = urlsplit(self.base_url)
-        return f"{parts.hostname}-{parts.port}" if parts.port else str(parts.hostname)
+        host = str(parts.hostname)
+        if ":" in host:
+            host = "ipv6-" + (re.sub(r"[^A-Za-z0-9.]+", "-", host).strip("-.") or "any")
+        return f"{host}-{parts.port}" if parts.port else host
 
     def __str__(self) -> str:
         return self.base_url
@@ -225,8 +230,8 @@ def secrets_in(words: list[str]) -> list[str]:
 def parse_target(text: str) -> Target:
     """Parse one target string, or raise UserError naming the accepted forms."""
     raw = text.strip()
-    if raw.startswith(("http://", "https://")):
-        return _parse_url(raw)
+    if raw.lower().startswith(("http://", "https://")):
+        return http_target(raw)
     if raw.startswith("local:"):
         checkpoint = raw.removeprefix("local:").strip()
         if not checkpoint:
@@ -289,23 +294,14 @@ def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:
     return SageMakerTarget(name, choice.region, choice.source)
 
 
-def _parse_url(raw: str) -> OpenAITarget:
-    parts = urlsplit(raw)
-    if not parts.hostname:
-        raise UserError(f"target {raw!r} has no host; accepted forms: {ACCEPTED_FORMS}")
-    try:
-        port = parts.port
-    except ValueError:
-        raise UserError(
-            f"target {raw!r} has a bad port; accepted forms: {ACCEPTED_FORMS}"
-        ) from None
-    if port == 0:
-        raise UserError(f"target {raw!r}: port 0 is no server's port; give the port it listens on")
-    if parts.query or parts.fragment:
-        raise UserError(f"target {raw!r} must not carry a query or fragment")
-    path = parts.path.rstrip("/")
-    if path.endswith("/v1"):
-        path = path[: -len("/v1")]
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    netloc = f"{host}:{port}" if port else host
-    return OpenAITarget(f"{parts.scheme}://{netloc}{path}/v1")
+def http_target(raw: str) -> OpenAITarget:
+    """An http(s) URL, read by the one server-URL parser (`transport.address`), kept as its
+    base with /v1."""
+    from sagemeter.transport.address import parse_address
+
+    address = parse_address(raw)
+    netloc = address.host_header
+    if urlsplit(raw.strip()).port is not None and ":" not in netloc.rpartition("]")[2]:
+        netloc = f"{netloc}:{address.port}"  # a port written out stays (http://h:80 as given)
+    scheme = "https" if address.tls else "http"
+    return OpenAITarget(f"{scheme}://{netloc}{address.base_path}/v1")

@@ -14,6 +14,7 @@ import contextlib
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from sagemeter.errors import UserError
 
@@ -22,6 +23,9 @@ RESULTS_CAP = 256 * MIB  # a load result with every raw record of a long run is 
 LOG_CAP = 64 * MIB  # a server log: its start-up facts are in the first few hundred lines
 PLAN_CAP = 1 * MIB  # an experiment plan is a page of TOML (the examples are under 4 KiB)
 QUESTIONS_CAP = 32 * MIB  # a question set is a few thousand JSON lines
+TOKENIZER_CAP = 128 * MIB  # a tokenizer.json of a large vocabulary is tens of MiB
+CONFIG_CAP = 64 * MIB  # a checkpoint's config.json or safetensors index (tens of KiB)
+TRACE_CAP = 256 * MIB  # a Mooncake trace of a day's requests is tens of MiB
 
 
 def _kind(mode: int) -> str:
@@ -82,17 +86,60 @@ class _Fd:
 def read_utf8(path: Path, cap: int = RESULTS_CAP, what: str = "") -> str:
     """The text of `path`, or one UserError line: missing, a folder, a pipe or device, larger
     than `cap`, unreadable, not UTF-8."""
-    return decode_utf8(path, read_capped(path, cap, what))
+    return decode_utf8(path, read_capped(path, cap, what), what)
 
 
-def decode_utf8(path: Path, raw: bytes) -> str:
-    """`raw` (the bytes of `path`) as text; UTF-16 and other encodings are named, not decoded."""
+def decode_utf8(path: Path, raw: bytes, what: str = "") -> str:
+    """`raw` (the bytes of `path`) as text; UTF-16 and other encodings are named, not decoded.
+    A UTF-8 byte-order mark is dropped; a NUL byte (a binary file) is refused."""
+    label = f"{what} {path}" if what else str(path)
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise UserError(f"{path}: is UTF-16 text; save it as UTF-8")
+        raise UserError(f"{label}: is UTF-16 text; save it as UTF-8")
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UserError(
-            f"{path}: is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); "
+            f"{label}: is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); "
             "save it as UTF-8"
         ) from None
+    if "\x00" in text:
+        raise UserError(
+            f"{label}: holds a NUL byte (at byte {raw.index(0)}), so it is no text file"
+        )
+    return text
+
+
+def read_json(path: Path, cap: int = RESULTS_CAP, what: str = "") -> Any:
+    """The JSON value in `path`, or one UserError line naming the file: every problem of
+    `read_utf8`, or not JSON (with the line where it stops being JSON)."""
+    import json
+
+    text = read_utf8(path, cap, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        label = f"{what} {path}" if what else str(path)
+        raise UserError(f"{label}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:  # `[[[[…` nested deeper than Python's stack
+        label = f"{what} {path}" if what else str(path)
+        raise UserError(f"{label}: nested too deeply to be the JSON expected") from None
+
+
+def probe_json(path: Path, cap: int = RESULTS_CAP) -> Any:
+    """The JSON value in `path`, or None for anything that cannot be read as JSON (for a
+    question like "is this a load result?", whose answer is then no)."""
+    try:
+        return read_json(path, cap)
+    except UserError:
+        return None
+
+
+def read_log(path: Path, cap: int = LOG_CAP, what: str = "") -> str:
+    """A log's text: like `read_utf8`, except that bytes that are not UTF-8 (a progress bar's
+    control codes, a line cut at the cap) become U+FFFD instead of refusing the whole log; a
+    UTF-16 log is still named, since read as UTF-8 it would say nothing at all."""
+    raw = read_capped(path, cap, what)
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        label = f"{what} {path}" if what else str(path)
+        raise UserError(f"{label}: is UTF-16 text; save it as UTF-8")
+    return raw.decode("utf-8-sig", errors="replace")

@@ -48,6 +48,7 @@ from sagemeter.calibrate.streams import (
     WholeReply,
 )
 from sagemeter.calibrate.timing import TruthTiming
+from sagemeter.transport.bad_json import BAD_JSON
 
 __all__ = [
     "DEFAULT_BATCH_GAP_S",
@@ -90,7 +91,7 @@ def _model(body: dict[str, Any]) -> str:
 def _parse_body(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except BAD_JSON:
         raise RequestError(400, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise RequestError(400, "the request body must be a JSON object")

@@ -7,6 +7,7 @@ calls one library function, and renders. `main` turns errors into one line and a
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -121,6 +122,13 @@ def _say_interrupted(message: str) -> None:
         err_console.print(message, highlight=False, markup=False)
 
 
+def _run(argv: list[str] | None) -> object:
+    """The command `argv` names, registered and run (a module that fails to import is inside
+    the guard too)."""
+    _register_optional_commands(argv)
+    return app(args=argv, standalone_mode=False)
+
+
 def _usage_line(exc: Exception) -> str:
     """click's message for a usage error, on one line, with the help command to run."""
     format_message = getattr(exc, "format_message", None)
@@ -140,21 +148,57 @@ def _os_error_line(exc: OSError) -> str:
     return f"error: {notes[-1]}: {describe_write_error(exc)}{where}"
 
 
+DEBUG_VARIABLE = "SAGEMETER_DEBUG"  # set to 1: an unexpected error shows its traceback
+UNEXPECTED = 1  # a failure that is no kind in sagemeter.errors: a bug, not the user's input
+
+
+def sagemeter_error_in(exc: BaseException) -> UserError | None:
+    """The sagemeter error `exc` is, or the first one an exception group (a task group's)
+    holds, so a failure raised inside concurrent work keeps its own line and exit code."""
+    if isinstance(exc, UserError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := sagemeter_error_in(inner)) is not None:
+                return found
+    return None
+
+
+def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
+    """`exc` is a `kind`, or an exception group holding one at any depth."""
+    if isinstance(exc, kind):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_holds(inner, kind) for inner in exc.exceptions)
+    return False
+
+
+def unexpected_line(exc: BaseException) -> str:
+    """One line for an exception no command turned into a sagemeter error: what it was, and
+    how to see the traceback and report it (never the traceback itself by default)."""
+    what = " ".join(str(exc).split())[:300]
+    kind = type(exc).__name__
+    return (
+        f"error: unexpected {kind}{': ' + what if what else ''}; this is a sagemeter bug: run "
+        f"again with {DEBUG_VARIABLE}=1 for the traceback and report it"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: a sagemeter error → one line on stderr and its kind's exit code
     (`errors.exit_code`: 2 bad input, 4 the cloud, 5 an engine, 6 the endpoint unreachable);
     Ctrl-C → what was interrupted and what was kept, exit 130 (SIGTERM and SIGHUP the same,
     exit 143 and 129). Usage errors (unknown command, missing argument) are click's own short
     messages, exit 2; a command may exit 3 (an incomplete measurement); an OSError left over (a
-    full disk at the last write) is one line and exit 1."""
+    full disk at the last write) is one line and exit 1, and so is anything else unexpected
+    (a bug): one line saying how to see its traceback (`SAGEMETER_DEBUG=1`)."""
     from sagemeter.cli.interrupt import interrupted_message
     from sagemeter.printable import printable
 
     _redact_output()
     _handle_stop_signals()
-    _register_optional_commands(argv)
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = _run(argv)
     except UserError as exc:
         # No markup: a message may quote brackets (`pip install 'sagemeter[ray]'`) rich would eat.
         line = f"error: {printable(str(exc), keep_newlines=True)}"  # may quote a file or server
@@ -171,6 +215,22 @@ def main(argv: list[str] | None = None) -> None:
             printable(_os_error_line(exc)), style="red", highlight=False, markup=False
         )
         sys.exit(1)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # the last guard: one line, never a traceback unless asked
+        if (found := sagemeter_error_in(exc)) is not None:
+            line = f"error: {printable(str(found), keep_newlines=True)}"
+            err_console.print(line, style="red", highlight=False, markup=False)
+            sys.exit(exit_code(found))
+        if _holds(exc, KeyboardInterrupt):  # Ctrl-C inside concurrent work: still Ctrl-C
+            _say_interrupted(interrupted_message())
+            sys.exit(_interrupted_code())
+        if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+            raise
+        err_console.print(
+            printable(unexpected_line(exc)), style="red", highlight=False, markup=False
+        )
+        sys.exit(UNEXPECTED)
     if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code before we see it
         _say_interrupted(interrupted_message())
         code = _interrupted_code()

@@ -46,14 +46,12 @@ def combine(
 def _refuse_result_as_out(out: Path) -> None:
     """OUT comes first: a measurement there means OUT was left out, and it would be replaced
     by the comparison (even with --force, that is never what was meant)."""
-    import json
 
     if out.is_symlink() or not out.is_file():
         return  # check_output_file says what is wrong with it, without reading a FIFO
-    try:
-        payload = json.loads(out.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
+    from sagemeter.textfiles import probe_json
+
+    payload = probe_json(out)
     keys = ("decode_tokens_per_second", "load_tokens_per_second")
     if isinstance(payload, dict) and (is_result_kind(payload) or any(k in payload for k in keys)):
         raise UserError(

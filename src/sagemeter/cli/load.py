@@ -228,12 +228,14 @@ def register(app: typer.Typer) -> None:
         from sagemeter.loadgen.settings import LoadSettings
         from sagemeter.loadgen.sweep import run_sweep
         from sagemeter.loadgen.tables import result_tables
-        from sagemeter.transport.address import parse_address
         from sagemeter.transport.request import DEFAULT_PROMPT
 
         def checked_settings(url: str) -> LoadSettings:
-            """Every option checked (before an engine is started for an engine target)."""
-            parse_address(url)
+            """Every option checked (before an engine is started for an engine target); the
+            URL kept as its base with /v1, as every command records a server."""
+            from sagemeter.targets import http_target
+
+            url = http_target(url).base_url
             from sagemeter.transport.request import check_api_key
 
             check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
@@ -544,12 +546,9 @@ def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
 
 def is_load_result(path: Path) -> bool:
     """True for a `sagemeter load` result file (by its `kind`), False for anything else."""
-    import json
 
     from sagemeter.loadgen.result import RESULT_KIND
+    from sagemeter.textfiles import probe_json
 
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+    payload = probe_json(path)
     return isinstance(payload, dict) and payload.get("kind") == RESULT_KIND

@@ -164,9 +164,9 @@ def gguf_summary(path: Path) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=16)
 def _gguf_summary_cached(path: str, size: int, mtime_ns: int) -> dict[str, Any]:
-    from gguf import GGUFReader
+    from sagemeter.gguf_open import open_gguf
 
-    reader = GGUFReader(path)
+    reader = open_gguf(path, "checkpoint file")
     parameters = sum(int(tensor.n_elements) for tensor in reader.tensors)
     tensor_bytes = sum(int(tensor.n_bytes) for tensor in reader.tensors)
     return {

@@ -12,6 +12,7 @@ exception or Ctrl-C never leaves one running.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ from typing import Any, Self
 
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
+from sagemeter.transport.bad_json import BAD_JSON
 
 WaitFn = Callable[[float], None]
 POLL_S = 0.5
@@ -50,7 +52,7 @@ def answers_ok(url: str, timeout_s: float = 5.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as answer:
             return bool(answer.status == 200)
-    except (urllib.error.URLError, OSError):
+    except (urllib.error.URLError, OSError, http.client.HTTPException):
         return False
 
 
@@ -64,17 +66,17 @@ def get_json(url: str, timeout_s: float = 5.0, api_key: str | None = None) -> An
             if answer.status != 200:
                 return None
             return json.loads(answer.read(1 << 20))
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
+    except (urllib.error.URLError, OSError, http.client.HTTPException):
+        return None  # headers only, a cut body or a garbage status line: not answering yet
+    except BAD_JSON:
+        return None  # not JSON (or nested past the stack): no model list yet
 
 
 def listed_models(root_url: str, api_key: str | None = None) -> list[str]:
     """The model ids a server lists at /v1/models (empty while it cannot answer)."""
-    answer = get_json(root_url + "/v1/models", api_key=api_key)
-    models = answer.get("data") if isinstance(answer, dict) else None
-    if not isinstance(models, list):
-        return []
-    return [str(m["id"]) for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    from sagemeter.transport.models_list import model_ids
+
+    return model_ids(get_json(root_url + "/v1/models", api_key=api_key))
 
 
 class LaunchedServer:

@@ -43,10 +43,10 @@ def read_server_log(server_log: Path | None, docker: str | None) -> StartupFacts
 
 
 def _read_file(path: Path) -> str:
-    """The log's text; a FIFO, a device or more than 64 MiB is refused in one line."""
-    from sagemeter.textfiles import LOG_CAP, read_capped
+    """The log's text; a FIFO, a device, a UTF-16 file or more than 64 MiB is one line."""
+    from sagemeter.textfiles import read_log
 
-    return read_capped(path, LOG_CAP, "--server-log").decode("utf-8", errors="replace")
+    return read_log(path, what="--server-log")
 
 
 def docker_logs(container: str) -> str:

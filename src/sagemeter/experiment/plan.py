@@ -730,6 +730,8 @@ def load_plan(path: Path, *, ready: bool = True) -> tuple[Plan, str]:
             raise UserError(f"{path}: no such plan file") from None
         raise exc from None
     text = decode_utf8(path, raw)
+    if not text.strip():
+        raise UserError(f"{path}: is empty; a plan names its arms (see `sagemeter run --help`)")
     base = path.expanduser().resolve().parent
     return parse_plan(text, str(path), ready=ready, base=base), text
 

@@ -605,8 +605,9 @@ class _Run:
             self._done(record, f"deleted {made.target}")
         elif spec.kind == "combine":
             saved = self.run_dir / COMPARE_FILE
-            if record.state == "done" and saved.is_file():
-                self.comparison = Comparison.model_validate_json(saved.read_text("utf-8"))
+            kept = _saved_comparison(saved) if record.state == "done" else None
+            if kept is not None:  # a damaged or replaced compare.json is combined again
+                self.comparison = kept
                 self._skip(record, "done before")
                 return
             self._begin(record)
@@ -1044,3 +1045,18 @@ def resume_hint(outcome: RunOutcome) -> str:
     deletes = " or ".join(f"`sagemeter sagemaker delete {d.target}`" for d in outcome.left_running)
     tail = f", or {deletes}" if deletes else ""
     return f"`sagemeter run --resume {outcome.run_dir}`{tail}"
+
+
+def _saved_comparison(path: Path) -> Comparison | None:
+    """The comparison a finished combine step wrote, or None when it is gone or unreadable."""
+    from pydantic import ValidationError
+
+    from sagemeter.textfiles import probe_json
+
+    payload = probe_json(path)
+    if payload is None:
+        return None
+    try:
+        return Comparison.model_validate(payload)
+    except ValidationError:
+        return None

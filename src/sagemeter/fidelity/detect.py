@@ -8,7 +8,6 @@ that is inconclusive, llama.cpp's own `/props` (its generation defaults) settles
 from __future__ import annotations
 
 from typing import cast, get_args
-from urllib.parse import urlsplit
 
 from sagemeter.errors import UserError
 from sagemeter.fidelity.adapter import FidelityEngine
@@ -24,11 +23,9 @@ UNSUPPORTED_OWNERS = {"sglang": "SGLang", "library": "Ollama"}
 
 def server_root(base_url: str) -> str:
     """`http://host:port[/prefix]` from a URL given with or without its trailing /v1."""
-    parts = urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UserError(f"{base_url!r} is not an http:// or https:// URL of a server")
-    path = parts.path.rstrip("/").removesuffix("/v1")
-    return f"{parts.scheme}://{parts.netloc}{path}"
+    from sagemeter.transport.address import parse_address
+
+    return parse_address(base_url).base_url
 
 
 def check_engine(engine: str) -> Engine:
@@ -46,11 +43,10 @@ async def detect_engine(http: HttpClient) -> Engine:
         reply = await http.call_json("GET", "/v1/models")
     except TransportError as exc:
         raise UserError(f"{base_url}: cannot reach the server ({exc})") from None
-    try:
-        if reply.status == 200:
-            owner = reply.payload["data"][0].get("owned_by")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        owner = None
+    from sagemeter.transport.models_list import first_model
+
+    first = first_model(reply.payload) if reply.status == 200 else None
+    owner = None if first is None else first.get("owned_by")
     if isinstance(owner, str) and owner in OWNERS:
         return OWNERS[owner]
     if isinstance(owner, str) and owner in UNSUPPORTED_OWNERS:

@@ -8,7 +8,6 @@ triples to keep the file small.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -103,13 +102,9 @@ def save_record(path: Path, record: FidelityRecord) -> None:
 
 def load_record(path: Path) -> FidelityRecord:
     """Read a record, or raise UserError naming the file and what is wrong with it."""
-    from sagemeter.textfiles import read_utf8
+    from sagemeter.textfiles import read_json
 
-    raw = read_utf8(path)
-    try:
-        payload = json.loads(raw)
-    except ValueError:
-        raise UserError(f"{path}: not valid JSON") from None
+    payload = read_json(path)
     if not isinstance(payload, dict) or payload.get("schema") != SCHEMA:
         raise UserError(f"{path}: not a fidelity record (expected schema {SCHEMA!r})")
     try:

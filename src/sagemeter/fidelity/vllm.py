@@ -44,10 +44,12 @@ class VllmEngine:
     async def model(self) -> str:
         if self._model is None:
             listing = await request_json(self.http, "GET", "/v1/models")
-            try:
-                self._model = str(listing["data"][0]["id"])
-            except (KeyError, IndexError, TypeError):
-                raise shape_error("/v1/models", "model id") from None
+            from sagemeter.transport.models_list import first_model
+
+            first = first_model(listing)
+            if first is None:
+                raise shape_error("/v1/models", "model id")
+            self._model = str(first["id"])
         return self._model
 
     async def describe(self) -> EngineInfo:

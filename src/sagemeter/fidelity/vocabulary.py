@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import Vocabulary
+from sagemeter.textfiles import TOKENIZER_CAP, read_json
 
 
 def fingerprint(tokens: list[str], source: str) -> Vocabulary:
@@ -34,9 +35,9 @@ def gguf_vocabulary(path: Path) -> Vocabulary:
 
 @functools.lru_cache(maxsize=8)
 def _gguf_cached(path: str, size: int, mtime_ns: int) -> Vocabulary:
-    from gguf import GGUFReader
+    from sagemeter.gguf_open import open_gguf
 
-    field = GGUFReader(path).get_field("tokenizer.ggml.tokens")
+    field = open_gguf(path).get_field("tokenizer.ggml.tokens")
     if field is None:
         raise UserError(
             f"{path}: no tokenizer.ggml.tokens; not a llama.cpp model with a vocabulary"
@@ -49,7 +50,7 @@ def hf_vocabulary(folder: Path) -> Vocabulary:
     """From a Hugging Face folder's tokenizer.json: the model's vocabulary and added tokens."""
     path = folder / "tokenizer.json"
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = read_json(path, TOKENIZER_CAP)
         by_id: dict[int, str] = {int(i): str(t) for t, i in spec["model"]["vocab"].items()}
         for added in spec.get("added_tokens", []):
             by_id[int(added["id"])] = str(added["content"])

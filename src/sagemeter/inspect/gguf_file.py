@@ -4,22 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sagemeter.errors import UserError
 from sagemeter.inspect.table import LocalFiles, TensorRecord, TensorTable
 
 
 def read_gguf(source: str, path: Path) -> TensorTable:
     """Every tensor of a GGUF file with its quant type; shapes put the row count first."""
-    try:
-        from gguf import GGUFReader, LlamaFileType
-    except ImportError:
-        raise UserError(
-            "reading GGUF files needs the `gguf` package: pip install 'sagemeter[local]'"
-        ) from None
-    try:
-        reader = GGUFReader(str(path))
-    except (ValueError, OSError, IndexError) as exc:
-        raise UserError(f"{path}: not a readable GGUF file ({exc})") from None
+    from sagemeter.gguf_open import open_gguf
+
+    reader = open_gguf(path)
+    from gguf import LlamaFileType
+
     tensors = [
         TensorRecord(
             name=tensor.name,

@@ -12,6 +12,7 @@ from typing import Any
 
 from sagemeter.errors import UserError
 from sagemeter.inspect.table import LocalFiles, TensorRecord, TensorTable
+from sagemeter.textfiles import CONFIG_CAP, read_json
 
 INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
@@ -31,6 +32,8 @@ def header_records(
             dtype = str(entry["dtype"])
             shape = tuple(int(size) for size in entry["shape"])
             start, end = (int(offset) for offset in entry["data_offsets"])
+            if min((*shape, start), default=0) < 0:
+                raise ValueError("a size or offset below zero")
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{where}: tensor {name!r} has a malformed header entry") from None
         if end < start or (file_size is not None and data_base + end > file_size):
@@ -54,7 +57,7 @@ def read_file_header(path: Path) -> list[TensorRecord]:
         raw = handle.read(length)
     try:
         header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise UserError(f"{path}: not a safetensors file (its header is not JSON)") from None
     if not isinstance(header, dict):
         raise UserError(f"{path}: not a safetensors file (its header is not a JSON object)")
@@ -67,9 +70,9 @@ def read_config(folder: Path, warnings: list[str]) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        warnings.append(f"{path} could not be read ({exc}); storage is read from tensor names")
+        config = read_json(path, CONFIG_CAP)
+    except UserError as exc:
+        warnings.append(f"{exc}; storage is read from tensor names")
         return None
     return config if isinstance(config, dict) else None
 
@@ -78,17 +81,11 @@ def shard_names(folder: Path) -> list[str]:
     """The files a folder's checkpoint is made of: the index's shards, else every .safetensors."""
     index = folder / INDEX_FILE
     if index.is_file():
+        listing = read_json(index, CONFIG_CAP)
         try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            weight_map = listing["weight_map"]
             names = sorted({str(file) for file in weight_map.values()})
-        except (
-            OSError,
-            UnicodeDecodeError,
-            json.JSONDecodeError,
-            KeyError,
-            TypeError,
-            AttributeError,
-        ):
+        except (KeyError, TypeError, AttributeError):
             raise UserError(f"{index}: not a safetensors index (no weight_map)") from None
         missing = [name for name in names if not (folder / name).is_file()]
         if missing:

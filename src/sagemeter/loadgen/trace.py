@@ -44,59 +44,55 @@ class Trace:
         return self.requests[-1].at_s - self.requests[0].at_s if self.requests else 0.0
 
 
-def _whole(line: int, entry: dict[str, Any], key: str, at_least: int, limit: int) -> int:
+def _whole(line: str, entry: dict[str, Any], key: str, at_least: int, limit: int) -> int:
     value = entry.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UserError(f"--trace line {line}: `{key}` must be a whole number, got {value!r}")
+        raise UserError(f"{line}: `{key}` must be a whole number, got {value!r}")
     if isinstance(value, float) and not value.is_integer():
-        raise UserError(f"--trace line {line}: `{key}` must be a whole number, got {value!r}")
+        raise UserError(f"{line}: `{key}` must be a whole number, got {value!r}")
     if not at_least <= value <= limit:
-        raise UserError(f"--trace line {line}: `{key}` {value!r} is out of {at_least}..{limit}")
+        raise UserError(f"{line}: `{key}` {value!r} is out of {at_least}..{limit}")
     return int(value)
 
 
-def _request(line: int, entry: Any) -> TraceRequest:
+def _request(line: str, entry: Any) -> TraceRequest:
     if not isinstance(entry, dict):
-        raise UserError(f"--trace line {line}: not a JSON object")
+        raise UserError(f"{line}: not a JSON object")
     missing = [key for key in ("timestamp", "input_length", "output_length") if key not in entry]
     if missing:
-        raise UserError(f"--trace line {line}: missing {', '.join(missing)}")
+        raise UserError(f"{line}: missing {', '.join(missing)}")
     stamp = entry["timestamp"]
     if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
-        raise UserError(f"--trace line {line}: `timestamp` must be a number of ms, got {stamp!r}")
+        raise UserError(f"{line}: `timestamp` must be a number of ms, got {stamp!r}")
     if stamp < 0:
-        raise UserError(f"--trace line {line}: `timestamp` {stamp!r} is negative")
+        raise UserError(f"{line}: `timestamp` {stamp!r} is negative")
     inputs = _whole(line, entry, "input_length", 1, MAX_INPUT_TOKENS)
     outputs = _whole(line, entry, "output_length", 1, MAX_OUTPUT_TOKENS)
     ids = entry.get("hash_ids", [])
     if not isinstance(ids, list) or any(
         isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids
     ):
-        raise UserError(f"--trace line {line}: `hash_ids` must be a list of whole numbers ≥ 0")
+        raise UserError(f"{line}: `hash_ids` must be a list of whole numbers ≥ 0")
     return TraceRequest(stamp / 1000.0, inputs, outputs, tuple(ids))
 
 
 def read_trace(path: Path) -> Trace:
     """The trace at `path`, sorted by time, or a UserError saying what is wrong and where."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"--trace {path}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"--trace {path}: not UTF-8 text (JSON lines expected)") from None
+    from sagemeter.textfiles import TRACE_CAP, decode_utf8, read_capped
+
+    data = read_capped(path, TRACE_CAP, "--trace")
+    text = decode_utf8(path, data, "--trace")
     requests: list[TraceRequest] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
             entry = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise UserError(
-                f"--trace line {number}: not JSON (one JSON object per line expected)"
+                f"--trace {path} line {number}: not JSON (one JSON object per line expected)"
             ) from None
-        requests.append(_request(number, entry))
+        requests.append(_request(f"--trace {path} line {number}", entry))
     if not requests:
         raise UserError(f"--trace {path}: holds no request")
     requests.sort(key=lambda request: request.at_s)

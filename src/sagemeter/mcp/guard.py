@@ -9,6 +9,7 @@ tokens and keys never reach the assistant.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec
 
@@ -22,6 +23,7 @@ from sagemeter.sagemaker.aws import explain, one_line
 from sagemeter.sagemaker.redact import redact
 
 P = ParamSpec("P")
+LOG = logging.getLogger("sagemeter.mcp")
 ERROR_LIMIT = 600
 
 
@@ -54,16 +56,21 @@ def failure(message: str) -> CallToolResult:
 def guarded(
     tool: Callable[P, Awaitable[CallToolResult]],
 ) -> Callable[P, Awaitable[CallToolResult]]:
-    """Turn the errors a person can act on into tool errors; the SDK hides anything else."""
+    """Turn the errors a person can act on into tool errors, and anything else (a bug) into
+    one sentence too, its traceback logged on the server's stderr, never in the answer."""
 
     @functools.wraps(tool)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
         try:
             return await tool(*args, **kwargs)
-        except Exception as exc:  # anything not actionable is re-raised below
+        except Exception as exc:
             message = actionable(exc)
             if message is None:
-                raise
+                LOG.exception("%s failed unexpectedly", getattr(tool, "__name__", "a tool"))
+                message = (
+                    f"unexpected {type(exc).__name__} (a sagemeter bug; its traceback is in "
+                    "the server's log): please report it"
+                )
             return failure(message)
 
     return wrapper

@@ -120,14 +120,14 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         from sagemeter.loadgen.operating_point import search_operating_point
         from sagemeter.loadgen.settings import LoadSettings
         from sagemeter.loadgen.tables import probe_line
-        from sagemeter.transport.address import parse_address
+        from sagemeter.targets import http_target
 
         text = target.strip()
         if not text.startswith(("http://", "https://")):
             raise UserError(
                 f"target {text!r}: give http://HOST:PORT (start_local gives a local engine's URL)"
             )
-        parse_address(text)
+        text = http_target(text).base_url  # the base, as every face records it
         check_result_name(name, label="name")
         path = config.results_dir / f"load-{name}.json"
         check_output_file(path, "the result file", force=False, to_replace="choose another name")

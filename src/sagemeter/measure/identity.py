@@ -77,9 +77,10 @@ def identity_of(payload: Any) -> Identity | None:
         return None
     steady = [_steady(entry) for entry in models]
     digest = hashlib.sha256(json.dumps(steady, sort_keys=True).encode()).hexdigest()
-    first = models[0] if models and isinstance(models[0], dict) else {}
-    model = first.get("id")
-    return Identity(model=str(model) if model is not None else None, models_sha256=digest)
+    from sagemeter.transport.models_list import first_model
+
+    first = first_model(payload)
+    return Identity(model=None if first is None else str(first["id"]), models_sha256=digest)
 
 
 def counters_of(snapshot: Snapshot) -> dict[str, float]:

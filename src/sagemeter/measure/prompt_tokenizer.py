@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemeter.errors import UserError
+from sagemeter.textfiles import TOKENIZER_CAP, read_json
 
 # GPT-2's pre-tokenizer, with Python's `re` classes for \p{L} (letters) and \p{N} (digits).
 _LETTERS, _DIGITS, _OTHER = r"[^\W\d_]", r"\d", r"(?:[^\s\w]|_)"
@@ -126,14 +127,9 @@ def load_tokenizer(path: Path) -> PromptTokenizer:
 
 
 def _from_gguf(path: Path) -> PromptTokenizer:
-    try:
-        from gguf import GGUFReader
-    except ModuleNotFoundError:
-        raise UserError("reading a GGUF tokenizer needs gguf: pip install 'gguf>=0.17'") from None
-    try:
-        reader = GGUFReader(str(path))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--tokenizer {path}: not a readable GGUF file ({exc})") from None
+    from sagemeter.gguf_open import open_gguf
+
+    reader = open_gguf(path, "--tokenizer")
     fields = {
         key: reader.get_field(f"tokenizer.ggml.{key}")
         for key in ("model", "pre", "tokens", "merges")
@@ -155,13 +151,15 @@ def _from_gguf(path: Path) -> PromptTokenizer:
 
 def _from_hf(folder: Path) -> PromptTokenizer:
     path = folder / "tokenizer.json"
+    spec = read_json(path, TOKENIZER_CAP, "--tokenizer")
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
         model = spec["model"]
         kind, vocab, merges = model.get("type"), model["vocab"], model["merges"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        if not isinstance(vocab, dict) or not isinstance(merges, list):
+            raise TypeError("vocab is no mapping or merges no list")
+    except (KeyError, TypeError, AttributeError):
         raise UserError(
-            f"--tokenizer {folder}: no readable tokenizer.json with a BPE model"
+            f"--tokenizer {path}: no BPE model (model.vocab and model.merges) in it"
         ) from None
     pre = json.dumps(spec.get("pre_tokenizer"))
     if kind != "BPE" or "ByteLevel" not in pre:
@@ -174,10 +172,16 @@ def _from_hf(folder: Path) -> PromptTokenizer:
         digits = "single"
     elif "\\\\p{N}{1,3}" in pre:
         digits = "three"
-    added = {str(token["content"]) for token in spec.get("added_tokens", [])}
+    try:
+        added = {str(token["content"]) for token in spec.get("added_tokens") or []}
+        ranks = _ranks(merges)
+    except (KeyError, TypeError, ValueError):
+        raise UserError(
+            f"--tokenizer {path}: its added_tokens or merges are not of the tokenizers shape"
+        ) from None
     return PromptTokenizer(
         vocab={*map(str, vocab), *added},
-        ranks=_ranks(merges),
+        ranks=ranks,
         digits=digits,
         source=f"tokenizer.json of {folder.name}",
     )

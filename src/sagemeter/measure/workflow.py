@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import platform
 import threading
@@ -1017,12 +1016,10 @@ def fidelity_reference(path: Path) -> FidelityRecord:
     """A's record to force along: a result file's `detail.fidelity`, or a fidelity record file."""
     from sagemeter.fidelity.records import SCHEMA, load_record
     from sagemeter.results import load_result
+    from sagemeter.textfiles import probe_json
 
-    try:
-        is_record = json.loads(path.read_text(encoding="utf-8")).get("schema") == SCHEMA
-    except (OSError, ValueError, AttributeError):
-        is_record = False
-    if is_record:
+    payload = probe_json(path)
+    if isinstance(payload, dict) and payload.get("schema") == SCHEMA:
         return load_record(path)
     result = load_result(path)
     if result.detail is None or result.detail.fidelity is None:

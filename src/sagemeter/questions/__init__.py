@@ -92,12 +92,14 @@ def load_question_set(spec: str) -> QuestionSet:
             continue
         try:
             items.append(json.loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise UserError(f"{path}: line {number} is not valid JSON") from None
-    return _validated(path.stem, raw, items)
+    return _validated(path.stem, raw, items, label=str(path))
 
 
-def _validated(name: str, raw: bytes, items: list[object]) -> QuestionSet:
+def _validated(name: str, raw: bytes, items: list[object], label: str = "") -> QuestionSet:
+    """The set's questions checked; a problem names the file (`label`) or the built-in set."""
+    where = label or f"question set {name}"
     questions = []
     for index, item in enumerate(items, start=1):
         if isinstance(item, dict) and "id" not in item:
@@ -109,16 +111,16 @@ def _validated(name: str, raw: bytes, items: list[object]) -> QuestionSet:
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(part) for part in first["loc"])
-            raise UserError(f"question set {name}: item {index}: {field}: {first['msg']}") from None
+            raise UserError(f"{where}: item {index}: {field}: {first['msg']}") from None
         if question.pattern is not None:
             try:  # a broken pattern must fail here, not halfway through a measurement
                 re.compile(question.pattern)
             except re.error as exc:
-                raise UserError(f"question set {name}: item {index}: pattern: {exc}") from None
+                raise UserError(f"{where}: item {index}: pattern: {exc}") from None
         questions.append(question)
     if not questions:
-        raise UserError(f"question set {name} holds no questions")
+        raise UserError(f"{where}: holds no questions")
     ids = [question.id for question in questions]
     if len(set(ids)) != len(ids):
-        raise UserError(f"question set {name}: question ids are not unique")
+        raise UserError(f"{where}: question ids are not unique")
     return QuestionSet(name=name, sha256=hashlib.sha256(raw).hexdigest(), questions=questions)

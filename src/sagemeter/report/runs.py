@@ -11,7 +11,6 @@ else by file name (and the report says so).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,12 +147,9 @@ def _read_compare_file(
     the run measured them in (when its journal knew it), from compare.json."""
     if not path.exists():
         return [], None, None, None, None
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    from sagemeter.textfiles import read_json
+
+    payload = read_json(path)
     if not isinstance(payload, dict):
         raise UserError(f"{path}: expected the JSON object that `sagemeter combine` writes")
     files = payload.get("files") or []

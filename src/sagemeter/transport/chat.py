@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from sagemeter.transport.bad_json import BAD_JSON
 from sagemeter.transport.json_values import number
 from sagemeter.transport.record import LiveRecord, RequestRecord
 
@@ -93,7 +94,7 @@ def read_plain_reply(record: LiveRecord) -> LiveRecord:
     raw = record.body or b""
     try:
         payload = json.loads(raw)
-    except ValueError:
+    except BAD_JSON:
         record.error = f"answered something that is not JSON: {raw[:120]!r}"
         return record
     try:

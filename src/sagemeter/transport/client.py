@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sagemeter.transport.address import ServerAddress, parse_address
+from sagemeter.transport.address import ServerAddress, host_port, parse_address
+from sagemeter.transport.bad_json import BAD_JSON
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
 from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
@@ -110,9 +111,9 @@ class HttpClient:
                 connection = await self._connect()
             except OSError as exc:
                 record.send = record.end = time.perf_counter()
-                reason = connect_failure(exc)
-                address = self.address
-                record.error = f"cannot connect to {address.host}:{address.port}: {reason}"
+                reason = connect_failure(exc, tls=self._tls is not None)
+                where = host_port(self.address.host, self.address.port)
+                record.error = f"cannot connect to {where}: {reason}"
                 return record
         stall = self.stall_s if stream else 0.0
         record, used = await send_reopening(
@@ -174,6 +175,6 @@ class HttpClient:
         text = raw.decode("utf-8", "replace")
         try:
             parsed = json.loads(raw) if raw else None
-        except ValueError:
+        except BAD_JSON:
             parsed = None
         return JsonReply(status=record.status, payload=parsed, text=text)

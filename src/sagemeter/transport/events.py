@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
+from sagemeter.transport.bad_json import BAD_JSON
 from sagemeter.transport.record import LiveRecord
 from sagemeter.transport.sse import (
     CONTENT,
@@ -64,7 +65,7 @@ def _check_other(record: LiveRecord, event: bytes) -> None:
         return  # a comment or a field without data
     try:
         json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except BAD_JSON:
         if record.error is None:
             record.error = f"malformed event: {data[:120]!r}"
 

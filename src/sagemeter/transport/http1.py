@@ -306,6 +306,13 @@ class Connection(asyncio.Protocol):
             future.set_result(record)
 
 
+# OpenSSL's reasons when the bytes that came back are no TLS record (a plain-HTTP server's
+# answer, or it closed on the ClientHello).
+PLAIN_HTTP_REASONS = frozenset(
+    {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "UNEXPECTED_EOF_WHILE_READING", "HTTP_REQUEST"}
+)
+
+
 async def open_connection(
     loop: asyncio.AbstractEventLoop,
     host: str,
@@ -324,12 +331,20 @@ async def open_connection(
     return protocol
 
 
-def connect_failure(exc: OSError) -> str:
+def connect_failure(exc: OSError, tls: bool = False) -> str:
     """Why a connection could not be made, in words. A TLS failure's errno is OpenSSL's code,
     which `os.strerror` would misread (a certificate not trusted is errno 1, "Operation not
-    permitted"), so TLS failures are named from their own message."""
+    permitted"), so TLS failures are named from their own message. With `tls`, a connection
+    reset or closed before the handshake ended is a server that does not speak TLS, most often."""
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"TLS certificate not trusted: {exc.verify_message}"
     if isinstance(exc, ssl.SSLError):
-        return f"TLS failed: {exc.reason or exc}"
-    return os.strerror(exc.errno) if exc.errno else str(exc)
+        reason = exc.reason or str(exc) or type(exc).__name__
+        if reason in PLAIN_HTTP_REASONS:  # what OpenSSL says when the answer is not TLS at all
+            return f"TLS failed ({reason}): the server may not speak https; try http://"
+        return f"TLS failed: {reason}"
+    if tls and isinstance(exc, ConnectionResetError | ConnectionAbortedError | BrokenPipeError):
+        return "closed during the TLS handshake: the server may not speak https; try http://"
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__  # never an empty reason

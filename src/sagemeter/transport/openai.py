@@ -86,12 +86,12 @@ class OpenAIChat:
             reply = await self.http.call_json("GET", "/v1/models")
         except TransportError:
             return
-        models = reply.payload.get("data") if isinstance(reply.payload, dict) else None
-        if reply.status == 200 and isinstance(models, list) and models:
-            first = models[0]
-            if isinstance(first, dict) and first.get("id") is not None:
-                self.model = self.model or str(first["id"])
-                self.max_model_len = _positive(first.get("max_model_len"))
+        from sagemeter.transport.models_list import first_model
+
+        first = first_model(reply.payload) if reply.status == 200 else None
+        if first is not None:
+            self.model = self.model or str(first["id"])
+            self.max_model_len = _positive(first.get("max_model_len"))
 
     async def describe(self) -> dict[str, Any]:
         """Engine, version, model and context as the server says (/v1/models, llama.cpp

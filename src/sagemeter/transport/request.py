@@ -17,6 +17,7 @@ from typing import Any
 from sagemeter.errors import TransportError, UserError
 from sagemeter.redaction import register_secret
 from sagemeter.transport.address import ServerAddress
+from sagemeter.transport.bad_json import BAD_JSON
 
 DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."
 DISCOVERY_TIMEOUT_S = 10.0
@@ -82,6 +83,9 @@ def request_bytes(
     return http_request(address, "POST", address.path(api), body, api_key, stream=True)
 
 
+MODELS_CAP = 16 << 20  # a model list is a few KiB; a server that sends without end is refused
+
+
 def discover_model(address: ServerAddress, api_key: str | None) -> str:
     """The first model id of GET /v1/models; a server that cannot be reached is a
     TransportError (exit 6), one that answers wrongly is input to fix (exit 2)."""
@@ -95,15 +99,24 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
         with urllib.request.urlopen(
             request, timeout=DISCOVERY_TIMEOUT_S, context=context
         ) as answer:
-            listing = json.loads(answer.read())
+            body = answer.read(MODELS_CAP + 1)
+        if len(body) > MODELS_CAP:
+            raise UserError(
+                f"GET {url} answered more than {MODELS_CAP >> 20} MiB, which is no model list; "
+                "name the model with --model"
+            )
+        listing = json.loads(body)
     except urllib.error.HTTPError as exc:
         raise UserError(
             f"GET {url} answered HTTP {exc.code}; name the model with --model"
         ) from None
     except (urllib.error.URLError, OSError) as exc:
+        from sagemeter.transport.http1 import connect_failure
+
         reason = getattr(exc, "reason", exc)
-        raise TransportError(f"cannot reach {address.base_url}: {reason}") from None
-    except ValueError:
+        why = connect_failure(reason, address.tls) if isinstance(reason, OSError) else str(reason)
+        raise TransportError(f"cannot reach {address.base_url}: {why}") from None
+    except BAD_JSON:
         raise UserError(f"GET {url} did not answer JSON; name the model with --model") from None
     except http.client.HTTPException as exc:  # headers only, a cut body, a garbage status line
         raise UserError(
@@ -115,7 +128,9 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
 
 def first_model_id(listing: Any, url: str) -> str:
     """The first `data[].id` of a /v1/models answer, or a UserError saying what was wrong."""
-    models = listing.get("data") if isinstance(listing, dict) else None
-    if not isinstance(models, list) or not models or not isinstance(models[0], dict):
+    from sagemeter.transport.models_list import first_model
+
+    first = first_model(listing)
+    if first is None:
         raise UserError(f"GET {url} lists no model; name the model with --model")
-    return str(models[0].get("id", "default"))
+    return str(first["id"])

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sagemeter.transport.bad_json import BAD_JSON
 from sagemeter.transport.json_values import number, whole
 from sagemeter.transport.upstream import one_line
 
@@ -163,7 +164,7 @@ def parse_special(event: bytes) -> SpecialEvent:
         return SpecialEvent(done=True)
     try:
         payload = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except BAD_JSON:
         return SpecialEvent(error=f"malformed event: {data[:120]!r}")
     special = SpecialEvent()
     if not isinstance(payload, dict):
@@ -205,7 +206,7 @@ def event_text(event: bytes) -> str:
     """
     try:
         payload = json.loads(event_data(event))
-    except (ValueError, UnicodeDecodeError):
+    except BAD_JSON:
         return ""
     if not isinstance(payload, dict):
         return ""

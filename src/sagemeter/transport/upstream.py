@@ -12,6 +12,8 @@ import html
 import json
 import re
 
+from sagemeter.transport.bad_json import BAD_JSON
+
 MAX_CHARS = 160
 _HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _TITLE = re.compile(r"<(title|h1)\b[^>]*>(.*?)</\1\s*>", re.IGNORECASE | re.DOTALL)
@@ -48,7 +50,7 @@ def _json_message(text: str) -> str | None:
         return None
     try:
         payload = json.loads(stripped)
-    except ValueError:
+    except BAD_JSON:
         return None
     if isinstance(payload, dict):
         error = payload.get("error", payload)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from sagemeter.parentwatch import die_with_parent
+from sagemeter.transport.address import host_port
 from sagemeter.transport.clock import LagSampler, perf_counter_at
 from sagemeter.transport.deck import Deck
 from sagemeter.transport.done_count import DoneSlot
@@ -185,9 +186,8 @@ class Worker:
             streams = [await self.connect() for _ in plan.streams]
             self.idle = [await self.connect() for _ in range(plan.preopen)]
         except OSError as exc:
-            self.output.failure = (
-                f"cannot connect to {plan.host}:{plan.port}: {connect_failure(exc)}"
-            )
+            why = connect_failure(exc, tls=self.tls is not None)
+            self.output.failure = f"cannot connect to {host_port(plan.host, plan.port)}: {why}"
             return self.output
         channel_out.write(READY)
         channel_out.flush()

@@ -1,0 +1,39 @@
+"""Opening a GGUF file a person named: the parsed reader, or one UserError line naming the file.
+
+The `gguf` package parses a damaged file (a copy cut short, counts that are absurd, a file that
+only starts with the magic) by failing somewhere inside numpy or its own tables: ValueError,
+KeyError ("Duplicate already in list"), IndexError, struct errors or a memory error. Every
+reader of a user's GGUF (inspect, --tokenizer, fidelity's vocabulary, the checkpoint summary)
+opens it here, so each of those is the same line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sagemeter.errors import UserError
+
+if TYPE_CHECKING:
+    from gguf import GGUFReader
+
+# What the package raises on a file that is not a whole GGUF (its own parsing, not our code).
+DAMAGED = (OSError, ValueError, KeyError, IndexError, TypeError, OverflowError, MemoryError,
+           struct.error)  # fmt: skip
+
+
+def open_gguf(path: Path | str, what: str = "") -> GGUFReader:
+    """The `gguf` package's reader for `path`; `what` names its role in the message."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        raise UserError(
+            "reading GGUF files needs the `gguf` package: pip install 'sagemeter[local]'"
+        ) from None
+    label = f"{what} {path}" if what else str(path)
+    try:
+        return GGUFReader(str(path))
+    except DAMAGED as exc:
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise UserError(f"{label}: not a readable GGUF file ({reason})") from None
