@@ -15,6 +15,7 @@ from pydantic import Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_CONTEXT_TOKENS
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.models import DeployAnswer
@@ -137,7 +138,11 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
         ] = None,
         max_model_len: Annotated[
             int | None,
-            Field(ge=1, description="SM_VLLM_MAX_MODEL_LEN; null leaves it to vLLM"),
+            Field(
+                ge=1,
+                le=MAX_CONTEXT_TOKENS,
+                description="SM_VLLM_MAX_MODEL_LEN; null leaves it to vLLM",
+            ),
         ] = DEFAULT_MAX_MODEL_LEN,
         gpu_memory_utilization: Annotated[
             float | None,
