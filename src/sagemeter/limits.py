@@ -41,6 +41,7 @@ Seed = Annotated[int, Field(ge=-MAX_SEED - 1, le=MAX_SEED)]
 DeadlineMinutes = Annotated[float, Field(gt=0, le=MAX_DEADLINE_MINUTES, allow_inf_nan=False)]
 Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+Temperature = Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)]
 
 T = TypeVar("T")
 

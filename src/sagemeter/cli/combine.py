@@ -46,13 +46,15 @@ def combine(
 def _refuse_result_as_out(out: Path) -> None:
     """OUT comes first: a measurement there means OUT was left out, and it would be replaced
     by the comparison (even with --force, that is never what was meant)."""
-    import json
 
     if out.is_symlink() or not out.is_file():
         return  # check_output_file says what is wrong with it, without reading a FIFO
+    from sagemeter.errors import UserError as Unreadable
+    from sagemeter.textfiles import read_json
+
     try:
-        payload = json.loads(out.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        payload = read_json(out)
+    except Unreadable:
         return
     keys = ("decode_tokens_per_second", "load_tokens_per_second")
     if isinstance(payload, dict) and (is_result_kind(payload) or any(k in payload for k in keys)):

@@ -440,10 +440,11 @@ def register(app: typer.Typer) -> None:
         watch = LiveRuns(err_console, progress_mode(err_console))
         if out is not None:
             check_output_file(out, "--out", force=force)
-        if not seconds > 0:
-            raise UserError(f"--seconds {seconds!r}: give a positive number")
-        if workers is not None and workers < 1:
-            raise UserError(f"--workers {workers}: give at least 1")
+        from sagemeter.limits import Seconds, Workers, checked
+
+        checked(seconds, Seconds, "--seconds")
+        if workers is not None:
+            checked(workers, Workers, "--workers")
         if ray is not None:
             _check_ray(ray)
         console = Console()
@@ -517,12 +518,12 @@ def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
 
 def is_load_result(path: Path) -> bool:
     """True for a `sagemeter load` result file (by its `kind`), False for anything else."""
-    import json
 
     from sagemeter.loadgen.result import RESULT_KIND
+    from sagemeter.textfiles import read_json
 
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        payload = read_json(path)
+    except UserError:
         return False
     return isinstance(payload, dict) and payload.get("kind") == RESULT_KIND

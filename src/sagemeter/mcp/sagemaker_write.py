@@ -15,7 +15,7 @@ from pydantic import Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_CONTEXT_TOKENS
+from sagemeter.limits import MAX_CONTEXT_TOKENS, MAX_DEADLINE_MINUTES
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.models import DeployAnswer
@@ -149,7 +149,13 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
             Field(gt=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION; null leaves it to vLLM"),
         ] = DEFAULT_GPU_MEMORY_UTILIZATION,
         wait_minutes: Annotated[
-            float, Field(ge=0, le=240, description="stop waiting for InService after this long")
+            float,
+            Field(
+                ge=0,
+                le=MAX_DEADLINE_MINUTES,
+                allow_inf_nan=False,
+                description="stop waiting for InService after this long",
+            ),
         ] = 60.0,
         price_per_hour: PricePerHour = None,
         dry_run: Annotated[

@@ -7,7 +7,6 @@ report.md, report.html and plots/*.png inside it, one report over all its load r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from sagemeter.report.load_plots import render_load_plots
 from sagemeter.report.load_sections import build_load_document
 from sagemeter.report.markdown import render_markdown
 from sagemeter.report.writer import parse_formats
+from sagemeter.textfiles import read_json
 
 
 def is_load_result_file(path: Path) -> bool:
@@ -31,8 +31,8 @@ def is_load_result_file(path: Path) -> bool:
     if not path.is_file() or path.suffix != ".json":
         return False
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        payload = read_json(path)
+    except UserError:
         return False
     return isinstance(payload, dict) and payload.get("kind") == RESULT_KIND
 
@@ -58,8 +58,8 @@ def load_result_paths(path: Path) -> list[Path] | None:
 def _read(path: Path) -> LoadResult:
     """A load result, with its sessions' figures when it has them (`load --sessions`)."""
     result = load_result(path)  # the shape checked, with one clear line when it does not fit
-    payload = json.loads(path.read_text(encoding="utf-8"))
-    if payload.get("sessions") is None:
+    payload = read_json(path)
+    if not isinstance(payload, dict) or payload.get("sessions") is None:
         return result
     from sagemeter.loadgen.sessions import SessionLoadResult
 

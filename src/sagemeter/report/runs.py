@@ -8,7 +8,6 @@ run is every measure-*.json, ordered by start time, else by file name (and the r
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,14 +113,11 @@ def _read_compare_file(
 ) -> tuple[list[str], float | None, str | None, str | None, list[str] | None]:
     """File names in run order, the price, the experiment's order and its note, and the order
     the run measured them in (when its journal knew it), from compare.json."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return [], None, None, None, None
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    from sagemeter.textfiles import read_json
+
+    payload = read_json(path)  # capped; a FIFO, NaN or Infinity is one line
     if not isinstance(payload, dict):
         raise UserError(f"{path}: expected the JSON object that `sagemeter combine` writes")
     files = payload.get("files") or []

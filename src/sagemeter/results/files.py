@@ -6,7 +6,6 @@ minimal seven-key files, and the article's own full result shape (`results.artic
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -50,13 +49,9 @@ def load_result(path: Path) -> MeasureResult:
     Reads sagemeter's own files, the article's minimal ones, and the article's own full result
     shape (`sagemeter.results.article`).
     """
-    from sagemeter.textfiles import read_utf8
+    from sagemeter.textfiles import read_json
 
-    raw = read_utf8(path)
-    try:
-        payload = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    payload = read_json(path)
     if not isinstance(payload, dict):
         raise UserError(f"{path}: expected a JSON object with measurement keys")
     from sagemeter.results.article import is_article_shape, read_article_result
