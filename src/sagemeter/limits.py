@@ -67,7 +67,9 @@ def check_levels(
         raise UserError(f"{label}: {len(levels):,} levels given; give at most {MAX_LEVELS}")
     for level in levels:
         if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= most:
-            raise UserError(f"{label}: {level} requests at once is outside 1–{most}")
+            raise UserError(
+                f"{label}: {level}: give 1–{most} requests at once (a positive whole number)"
+            )
     twice = sorted({level for level in levels if levels.count(level) > 1})
     if twice:
         raise UserError(f"{label}: {', '.join(map(str, twice))} given twice; give each level once")

@@ -12,7 +12,6 @@ create.)
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 from collections.abc import Iterator
@@ -215,14 +214,11 @@ def read_journal(run_dir: Path) -> Journal:
     path = run_dir / JOURNAL_FILE
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run folder")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(
-            f"{run_dir}: holds no {JOURNAL_FILE}; give the folder `sagemeter run` made"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: cannot be read ({exc})") from None
+    if not path.exists() and not path.is_symlink():
+        raise UserError(f"{run_dir}: holds no {JOURNAL_FILE}; give the folder `sagemeter run` made")
+    from sagemeter.textfiles import read_json
+
+    data = read_json(path)  # capped; a FIFO or a device in its place is one line, not a hang
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise UserError(f"{path}: not a sagemeter run journal ({SCHEMA})")
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import Vocabulary
+from sagemeter.textfiles import read_utf8
 
 
 def fingerprint(tokens: list[str], source: str) -> Vocabulary:
@@ -49,7 +50,7 @@ def hf_vocabulary(folder: Path) -> Vocabulary:
     """From a Hugging Face folder's tokenizer.json: the model's vocabulary and added tokens."""
     path = folder / "tokenizer.json"
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = json.loads(read_utf8(path))  # capped; a FIFO is refused, not waited on
         by_id: dict[int, str] = {int(i): str(t) for t, i in spec["model"]["vocab"].items()}
         for added in spec.get("added_tokens", []):
             by_id[int(added["id"])] = str(added["content"])

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_WAIT_S, PricePerHour, Seconds, Seed, Tokens, Workers, checked
+from sagemeter.limits import MAX_WAIT_S, Seconds, Seed, Tokens, Workers, checked
 from sagemeter.transport.pool import available_cores
 from sagemeter.transport.request import DEFAULT_PROMPT
 
@@ -189,11 +189,9 @@ class LoadSettings(BaseModel):
                 f"--slo-percentile {self.slo_percentile:g}: give 50, 90 or 99 (the percentiles "
                 "a load result carries)"
             )
-        price = self.price_per_hour
-        if price is not None and not (math.isfinite(price) and price > 0):
-            raise UserError(f"--price-per-hour {price!r}: give a positive number of USD")
-        if price is not None:
-            checked(price, PricePerHour, "--price-per-hour")
+        from sagemeter.compare.costs import check_price
+
+        check_price(self.price_per_hour)  # every command's price, one rule
         if self.search is None:
             return
         if self.slo_ttft_s is None and self.slo_tpot_s is None:

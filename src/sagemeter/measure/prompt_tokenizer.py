@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemeter.errors import UserError
+from sagemeter.textfiles import read_utf8
 
 # GPT-2's pre-tokenizer, with Python's `re` classes for \p{L} (letters) and \p{N} (digits).
 _LETTERS, _DIGITS, _OTHER = r"[^\W\d_]", r"\d", r"(?:[^\s\w]|_)"
@@ -156,7 +157,7 @@ def _from_gguf(path: Path) -> PromptTokenizer:
 def _from_hf(folder: Path) -> PromptTokenizer:
     path = folder / "tokenizer.json"
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = json.loads(read_utf8(path))  # capped; a FIFO is refused, not waited on
         model = spec["model"]
         kind, vocab, merges = model.get("type"), model["vocab"], model["merges"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -42,8 +42,9 @@ def load_result_paths(path: Path) -> list[Path] | None:
     folder for the measure report (it holds measure-*.json, or no load result at all)."""
     if not path.exists() and path.suffix == ".json":
         raise UserError(f"{path}: no such file")
-    if path.is_file():
-        if not is_load_result_file(path):
+    if path.exists() and not path.is_dir():
+        payload = read_json(path)  # a FIFO, a device, NaN or not JSON: one line naming it
+        if not (isinstance(payload, dict) and payload.get("kind") == RESULT_KIND):
             raise UserError(
                 f"{path}: not a folder, nor a `sagemeter load` result file (give a run folder, "
                 "or a file `load --out` wrote)"

@@ -83,7 +83,9 @@ def load_run(folder: Path, *, price_per_hour: float | None = None) -> Run:
 
 def _named_files(folder: Path, names: list[str]) -> list[Path]:
     """compare.json's files in its order; one it names that is missing is one UserError."""
-    missing = [name for name in names if not (folder / name).is_file()]
+    missing = [
+        name for name in names if not (folder / name).exists() and not (folder / name).is_symlink()
+    ]  # one there but not a regular file is named by the read itself (a FIFO, a device)
     if missing:
         raise UserError(
             f"{folder / COMPARE_FILE}: names {missing[0]}, which is not in {folder}; restore it, "
