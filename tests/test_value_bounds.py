@@ -91,6 +91,12 @@ CLI_CASES = [
     ("wait", ["load", NOTHING, "--start-at", "99999999999"], "give a start within a day"),
     ("wait", ["load", NOTHING, "--sessions", "2", "--think-time", "fixed:25h"], "--think-time"),
     ("wait", ["selfcheck", "--seconds", "1e9"], "--seconds"),
+    ("count huge", ["fidelity", "collect", "{tmp}/f.json", NOTHING, "--top-k", "99999"], "--top-k"),
+    (
+        "count huge",
+        ["fidelity", "collect", "{tmp}/f.json", NOTHING, "--max-tokens", HUGE],
+        "--max-tokens",
+    ),
     ("wait", ["serve", "local:smollm2-q4_1", "--startup-timeout", "25h"], "more than a day"),
     ("wait", ["load", "local:smollm2-q4_1", "--startup-timeout", "25h"], "more than a day"),
     (

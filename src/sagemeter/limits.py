@@ -42,6 +42,7 @@ DeadlineMinutes = Annotated[float, Field(gt=0, le=MAX_DEADLINE_MINUTES, allow_in
 Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Temperature = Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)]
+TopK = Annotated[int, Field(ge=1, le=20)]  # logprobs per position: what servers give (vLLM: 20)
 
 T = TypeVar("T")
 
