@@ -140,6 +140,8 @@ target = "http://127.0.0.1:8002"
 {tail}
 """
 
+SAGEMAKER_ARM = '[[arm]]\nname = "c"\n[arm.sagemaker]\nmodel = "org/m"\n'
+
 PLAN_CASES = [
     ("levels twice", {"measure": "levels = [4, 4, 1]"}, "measure.levels: 4 given twice"),
     ("levels twice", {"measure": 'levels = "4,4,1"'}, "measure.levels: 4 given twice"),
@@ -165,6 +167,12 @@ PLAN_CASES = [
         {"top": 'order = "' + "AB" * 150 + '"'},
         "order: String should have at most 200",
     ),
+    (
+        "wait",
+        {"tail": SAGEMAKER_ARM + "deadline_minutes = inf"},
+        'arm "c".sagemaker.deadline_minutes',
+    ),
+    ("count huge", {"tail": SAGEMAKER_ARM + "max_model_len = 10_000_000_000"}, "max_model_len"),
 ]
 
 
