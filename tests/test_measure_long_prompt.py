@@ -138,7 +138,7 @@ def test_the_options_need_the_prefill_phase_and_whole_levels() -> None:
     assert plan.settings().long_prompt_levels == [1, 4]
     with pytest.raises(UserError, match=r"measure\.long_prompt_levels sends"):
         MeasureOptions.model_validate({"long_prompt_levels": [1], "quick": True}).settings()
-    with pytest.raises(UserError, match="long_prompt_levels: 0 requests at once"):
+    with pytest.raises(UserError, match="long_prompt_levels: 0: give 1–1024 requests at once"):
         measure_settings(False, {"long_prompt_levels": [0, 4]}, label=str)
 
 

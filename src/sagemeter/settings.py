@@ -17,6 +17,17 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sagemeter.errors import UserError
+from sagemeter.limits import (
+    MAX_BATCHES,
+    MAX_MINUTES,
+    MAX_QUESTIONS,
+    MAX_REPEATS,
+    MAX_SEED,
+    MAX_TOKENS,
+    MAX_WAIT_S,
+    check_levels,
+    parse_levels,
+)
 from sagemeter.questions.scoring import ScoringRule
 
 Method = Literal["sagemeter", "article"]
@@ -33,10 +44,18 @@ class MeasureSettings(BaseModel):
     method: Method = Field(
         "sagemeter", description="whose method: ours, or the source article's (see METHOD_SETTINGS)"
     )
-    short_tokens: int = Field(16, gt=0, description="decode: length of the short replies")
-    long_tokens: int = Field(512, gt=1, description="decode: length of the long replies")
-    decode_repeats: int = Field(5, gt=0, description="decode: replies of each length")
-    decode_warmup: int = Field(1, ge=0, description="decode: unmeasured requests sent first")
+    short_tokens: int = Field(
+        16, gt=0, le=MAX_TOKENS, description="decode: length of the short replies"
+    )
+    long_tokens: int = Field(
+        512, gt=1, le=MAX_TOKENS, description="decode: length of the long replies"
+    )
+    decode_repeats: int = Field(
+        5, gt=0, le=MAX_REPEATS, description="decode: replies of each length"
+    )
+    decode_warmup: int = Field(
+        1, ge=0, le=MAX_REPEATS, description="decode: unmeasured requests sent first"
+    )
     decode_prompt: str | None = Field(
         None, description="decode: the prompt of every reply (None: the built-in story prompt)"
     )
@@ -57,8 +76,8 @@ class MeasureSettings(BaseModel):
         "prefill phase's long length (empty: not run; it needs the prefill phase)",
     )
     load_levels: list[int] = Field(default_factory=lambda: [1, 4, 16], min_length=1)
-    load_max_tokens: int = Field(256, gt=0, description="parallel: tokens per reply")
-    load_batches: int = Field(2, gt=0, description="parallel: batches per level")
+    load_max_tokens: int = Field(256, gt=0, le=MAX_TOKENS, description="parallel: tokens per reply")
+    load_batches: int = Field(2, gt=0, le=MAX_BATCHES, description="parallel: batches per level")
     load_prompt: str | None = Field(
         None,
         description="parallel: one prompt for every request (None: eight story topics in turn)",
@@ -71,16 +90,20 @@ class MeasureSettings(BaseModel):
     batch_pause_s: float = Field(
         0.0,
         ge=0,
+        le=3600,
         description="parallel: seconds to wait after every batch (the article: 12, so that "
         "vLLM's stats line, written every 10 s, closes on each batch)",
     )
     questions: str = Field("article-40", description="built-in question set or a JSONL path")
     questions_per_family: int | None = Field(
-        None, gt=0, description="use only the first N questions of each family"
+        None, gt=0, le=MAX_QUESTIONS, description="use only the first N questions of each family"
     )
-    quality_max_tokens: int = Field(48, gt=0)
+    quality_max_tokens: int = Field(48, gt=0, le=MAX_TOKENS)
     quality_seed: int | None = Field(
-        0, description="quality: the `seed` sent with every question (None: none sent)"
+        0,
+        ge=-MAX_SEED - 1,
+        le=MAX_SEED,
+        description="quality: the `seed` sent with every question (None: none sent)",
     )
     scoring: ScoringRule = Field(
         "strict", description="quality: the scoring rule (strict | article)"
@@ -92,25 +115,30 @@ class MeasureSettings(BaseModel):
         description="quality: the largest accuracy drop that still passes, declared before the run",
     )
     fidelity_prompts: int = Field(
-        0, ge=0, description="token-level fidelity: prompts forced along (0 = not measured)"
+        0,
+        ge=0,
+        le=MAX_QUESTIONS,
+        description="token-level fidelity: prompts forced along (0 = not measured)",
     )
     fidelity_top_k: int = Field(5, gt=0, le=20, description="fidelity: logprobs per position")
-    fidelity_max_tokens: int = Field(16, gt=0, description="fidelity: answer tokens per prompt")
+    fidelity_max_tokens: int = Field(
+        16, gt=0, le=MAX_TOKENS, description="fidelity: answer tokens per prompt"
+    )
     system_prompt: str | None = None
     timeout_s: float = Field(
-        120.0, gt=0, le=86400, description="the longest one request may take, every try alike"
+        120.0, gt=0, le=MAX_WAIT_S, description="the longest one request may take, every try alike"
     )
     startup_timeout_s: float | None = Field(
         None,
         gt=0,
-        le=86400,
+        le=MAX_WAIT_S,
         description="a server sagemeter starts (local:, vllm:, cmd:): the longest wait for it to "
         "answer (None: the engine's own, cmd: 600 s)",
     )
     stall_s: float = Field(
         30.0,
         gt=0,
-        le=86400,
+        le=MAX_WAIT_S,
         description="once tokens flow, the longest silence before a reply counts as stalled",
     )
     retries: int = Field(
@@ -139,18 +167,18 @@ class MeasureSettings(BaseModel):
         "fixed counts)",
     )
     speed_max_repeats: int = Field(
-        20, gt=0, le=1000, description="decode: the most pairs a precision target may ask"
+        20, gt=0, le=MAX_REPEATS, description="decode: the most pairs a precision target may ask"
     )
     speed_max_batches: int = Field(
         6,
         gt=0,
-        le=100,
+        le=MAX_BATCHES,
         description="parallel: the most complete batches per level a precision target may ask",
     )
     max_minutes: float | None = Field(
         None,
         gt=0,
-        le=100_000,
+        le=MAX_MINUTES,
         description="the longest one arm's measurement may take: the phase in progress is cut "
         "there and the rest not run, each named in the result (None: no limit)",
     )
@@ -261,6 +289,8 @@ CLI_NAMES = {
     "margin_points": "--margin",
     "timeout_s": "--timeout",
     "stall_s": "--stall",
+    "startup_timeout_s": "--startup-timeout",
+    "metrics_wait_s": "--metrics-wait",
     "batch_reruns": "--reruns",
     "speed_max_repeats": "--max-repeats",
     "speed_max_batches": "--max-batches",
@@ -270,19 +300,6 @@ CLI_NAMES = {
 def cli_flag(field: str) -> str:
     """A settings field as the CLI spells it: `long_tokens` → `--long-tokens`."""
     return CLI_NAMES.get(field, "--" + field.replace("_", "-"))
-
-
-MAX_CONCURRENCY = 1024  # requests at once in one level or one load run (file descriptors, RAM)
-
-
-def check_levels(levels: list[int], label: str = "--levels") -> None:
-    """Requests at once: whole numbers from 1 to MAX_CONCURRENCY."""
-    for level in levels:
-        if not 1 <= level <= MAX_CONCURRENCY:
-            raise UserError(f"{label}: {level} requests at once is outside 1–{MAX_CONCURRENCY}")
-    twice = sorted({level for level in levels if levels.count(level) > 1})
-    if twice:
-        raise UserError(f"{label}: {', '.join(map(str, twice))} given twice; give each level once")
 
 
 def measure_settings(
@@ -344,18 +361,11 @@ def settings_with(
 
 def parse_levels_or_none(text: str, label: str) -> list[int]:
     """`1,4,16` → [1, 4, 16]; `none`, `off` or `0` → [] (not run)."""
-    if text.strip().lower() in _PREFILL_OFF:
-        return []
-    try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
-        raise UserError(
-            f"{label} {text!r}: give whole numbers separated by commas (e.g. 1,4,16), or none"
-        ) from None
+    return parse_levels(text, label, allow_none=True)
 
 
 PREFILL_MIN_TOKENS = 16
-PREFILL_MAX_TOKENS = 1_000_000
+PREFILL_MAX_TOKENS = MAX_TOKENS
 _PREFILL_OFF = frozenset({"", "0", "none", "off"})
 
 

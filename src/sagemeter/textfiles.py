@@ -110,19 +110,51 @@ def decode_utf8(path: Path, raw: bytes, what: str = "") -> str:
 
 
 def read_json(path: Path, cap: int = RESULTS_CAP, what: str = "") -> Any:
-    """The JSON value in `path`, or one UserError line naming the file: every problem of
-    `read_utf8`, or not JSON (with the line where it stops being JSON)."""
+    """The JSON value in `path` (read as `read_utf8` reads), or one UserError line: not JSON,
+    or a NaN or Infinity anywhere in it, named by its key. No file sagemeter writes holds one (a
+    figure it could not measure is null), so one read back is a hand edit, and a NaN would pass
+    through every comparison and interval unnoticed: every result, load result and comparison
+    read back is read here."""
     import json
 
     text = read_utf8(path, cap, what)
+    label = f"{what} {path}" if what else str(path)
     try:
-        return json.loads(text)
+        payload = json.loads(text, parse_constant=_NotAFigure)
     except json.JSONDecodeError as exc:
-        label = f"{what} {path}" if what else str(path)
         raise UserError(f"{label}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:  # `[[[[…` nested deeper than Python's stack
-        label = f"{what} {path}" if what else str(path)
-        raise UserError(f"{label}: nested too deeply to be the JSON expected") from None
+    except RecursionError:
+        raise UserError(f"{label}: nested too deeply to be a sagemeter file") from None
+    found = _first_constant(payload, ())
+    if found is not None:
+        where, constant = found
+        key = ".".join(map(str, where)) or "the file"
+        raise UserError(
+            f"{label}: {key}: {constant.text} is not a finite number; give a finite number or null"
+        )
+    return payload
+
+
+class _NotAFigure:
+    """Where the file held NaN, Infinity or -Infinity (found after parsing, to name its key)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _first_constant(
+    value: object, where: tuple[str | int, ...]
+) -> tuple[tuple[str | int, ...], _NotAFigure] | None:
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(value, where)]
+    while stack:  # iterative: a deeply nested file that json accepted is no recursion error
+        item, at = stack.pop()
+        if isinstance(item, _NotAFigure):
+            return at, item
+        if isinstance(item, dict):
+            stack.extend((child, (*at, key)) for key, child in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((child, (*at, index)) for index, child in reversed(list(enumerate(item))))
+    return None
 
 
 def probe_json(path: Path, cap: int = RESULTS_CAP) -> Any:

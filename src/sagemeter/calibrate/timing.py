@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_WAIT_S
 
 _DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|us|µs|s|m|h)?\s*$")
 _UNIT_SECONDS = {
@@ -77,13 +78,18 @@ class TruthTiming:
 
 
 def parse_duration(text: str, what: str = "duration") -> float:
-    """Seconds from '50ms', '0.05s', '250us', '3m', '1h' or a bare number of seconds ('0.05')."""
+    """Seconds from '50ms', '0.05s', '250us', '3m', '1h' or a bare number of seconds ('0.05'),
+    at most a day (`limits.MAX_WAIT_S`): every duration of every face is read here."""
     match = _DURATION.match(text)
+    shown = repr(text if len(text) <= 40 else text[:40] + "…")
     if match is None:
         raise UserError(
-            f"{what} {text!r}: give a duration such as 50ms, 0.05s, 3m or 0.05 (seconds)"
+            f"{what} {shown}: give a duration such as 50ms, 0.05s, 3m or 0.05 (seconds)"
         )
-    return float(match["number"]) * _UNIT_SECONDS[match["unit"]]
+    seconds = float(match["number"]) * _UNIT_SECONDS[match["unit"]]
+    if not seconds <= MAX_WAIT_S:  # a mistyped duration would wait for ever (or overflow)
+        raise UserError(f"{what} {shown}: more than a day; give at most 24h")
+    return seconds
 
 
 def duration_field(value: object) -> object:

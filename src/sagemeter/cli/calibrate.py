@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_CONTEXT_TOKENS
 
 
 def calibrate_server_command(
@@ -37,7 +38,9 @@ def calibrate_server_command(
     max_model_len: Annotated[
         int | None,
         typer.Option(
-            min=1, help="context length in tokens: said in /v1/models, longer requests refused"
+            min=1,
+            max=MAX_CONTEXT_TOKENS,
+            help="context length in tokens: said in /v1/models, longer requests refused",
         ),
     ] = None,
     slots: Annotated[

@@ -95,10 +95,13 @@ def serve(
     ] = None,
 ) -> None:
     """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
+    from sagemeter.calibrate.timing import parse_duration
     from sagemeter.engines.checkpoints import resolve_checkpoint
     from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT, LocalEngine
     from sagemeter.targets import ENGINE_PREFIX, EngineTarget, LocalTarget, VllmTarget, parse_target
 
+    # Checked whatever the target (only cmd: uses it): a bad value is one line, never ignored.
+    wait = None if startup_timeout is None else parse_duration(startup_timeout, "--startup-timeout")
     parsed = parse_target(target) if ENGINE_PREFIX.match(target.strip()) else None
     if isinstance(parsed, VllmTarget):
         from sagemeter.cli.engines import serve_vllm
@@ -106,14 +109,8 @@ def serve(
         serve_vllm(parsed, port)
         return
     if isinstance(parsed, EngineTarget) and not isinstance(parsed, LocalTarget):
-        from sagemeter.calibrate.timing import parse_duration
         from sagemeter.cli.engines import serve_engine
 
-        wait = (
-            None
-            if startup_timeout is None
-            else parse_duration(startup_timeout, "--startup-timeout")
-        )
         serve_engine(parsed, port, wait)
         return
     if not isinstance(parsed, LocalTarget):

@@ -87,7 +87,10 @@ def collect_command(
     """Record one endpoint's top-k next-token distributions along greedy (or A's) answers."""
     from sagemeter.atomic import check_output_file
     from sagemeter.fidelity.records import load_record, save_record
+    from sagemeter.limits import Tokens, TopK, checked
 
+    checked(top_k, TopK, "--top-k")
+    checked(max_tokens, Tokens, "--max-tokens")
     check_output_file(out, "OUT", force=force, inputs=[reference] if reference else [])
     reference_record = load_record(reference) if reference else None
     if reference_record is not None:

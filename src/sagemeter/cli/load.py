@@ -27,19 +27,11 @@ def _duration(text: str | None, flag: str) -> float | None:
 
 
 def _levels(text: str) -> list[int]:
-    try:
-        levels = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UserError(f"--levels {text!r}: give whole numbers separated by commas") from None
-    if not levels or any(level < 1 for level in levels):
-        raise UserError(f"--levels {text!r}: every level must be a positive whole number")
+    """Selfcheck's levels: the one parser of levels, up to the load generator's own ceiling."""
+    from sagemeter.limits import parse_levels
     from sagemeter.loadgen.settings import MAX_CONCURRENCY
 
-    if max(levels) > MAX_CONCURRENCY:
-        raise UserError(f"--levels {text!r}: at most {MAX_CONCURRENCY} streams at once")
-    if len(set(levels)) != len(levels):
-        raise UserError(f"--levels {text!r}: give each level once")
-    return levels
+    return parse_levels(text, most=MAX_CONCURRENCY)
 
 
 def _check_ray(address: str) -> None:
@@ -466,10 +458,11 @@ def register(app: typer.Typer) -> None:
         watch = LiveRuns(err_console, progress_mode(err_console))
         if out is not None:
             check_output_file(out, "--out", force=force)
-        if not seconds > 0:
-            raise UserError(f"--seconds {seconds!r}: give a positive number")
-        if workers is not None and workers < 1:
-            raise UserError(f"--workers {workers}: give at least 1")
+        from sagemeter.limits import Seconds, Workers, checked
+
+        checked(seconds, Seconds, "--seconds")
+        if workers is not None:
+            checked(workers, Workers, "--workers")
         if ray is not None:
             _check_ray(ray)
         console = Console()

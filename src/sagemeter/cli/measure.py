@@ -20,19 +20,6 @@ if TYPE_CHECKING:
     from sagemeter.targets import Target
 
 
-def _parse_levels(text: str) -> list[int]:
-    parts = [part.strip() for part in text.split(",")]
-    try:
-        levels = [int(part) for part in parts]
-    except ValueError:
-        raise UserError(
-            f"--levels {text!r}: give whole numbers separated by commas, e.g. 1,4,16"
-        ) from None
-    if not levels or any(level <= 0 for level in levels):
-        raise UserError(f"--levels {text!r}: every level must be a positive whole number")
-    return levels
-
-
 def _settings(
     quick: bool,
     short_tokens: int | None,
@@ -62,6 +49,7 @@ def _settings(
     max_minutes: float | None = None,
 ) -> MeasureSettings:
     from sagemeter.calibrate.timing import parse_duration
+    from sagemeter.limits import parse_levels
     from sagemeter.measure.prompt_tokenizer import check_tokenizer_path
     from sagemeter.settings import measure_settings, parse_levels_or_none, parse_prefill_tokens
 
@@ -78,7 +66,7 @@ def _settings(
             else None
         ),
         "tokenizer": str(check_tokenizer_path(tokenizer)) if tokenizer is not None else None,
-        "load_levels": _parse_levels(levels) if levels else None,
+        "load_levels": parse_levels(levels) if levels else None,
         "load_max_tokens": load_tokens,
         "load_batches": batches,
         "questions": questions,

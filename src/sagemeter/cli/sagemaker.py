@@ -276,7 +276,10 @@ def deploy_command(
     poll_seconds: Annotated[float, typer.Option(hidden=True)] = DEFAULT_POLL_S,
 ) -> None:
     """Create model, endpoint config and endpoint (tagged, recorded), and wait for InService."""
+    from sagemeter.limits import DeadlineMinutes, checked
+
     check_price(price_per_hour)
+    checked(deadline_minutes, DeadlineMinutes, "--deadline-minutes")
     aws = _aws()  # no network yet: the session only reads the configuration
     region = deploy_region(region, aws)
     role_arn = execution_role(role)
@@ -531,6 +534,10 @@ def invoke_command(
     temperature: Annotated[float, typer.Option()] = 0.0,
 ) -> None:
     """Send one chat message through the SageMaker runtime and print the reply."""
+    from sagemeter.limits import Temperature, Tokens, checked
+
+    checked(max_tokens, Tokens, "--max-tokens")
+    checked(temperature, Temperature, "--temperature")
     name, region = endpoint_region(target, None)
     out = _out()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_PRICE_PER_HOUR
 
 
 def cost_per_million_tokens(price_per_hour: float, tokens_per_second: float) -> float:
@@ -18,6 +19,10 @@ def cost_per_million_tokens(price_per_hour: float, tokens_per_second: float) -> 
 
 
 def check_price(value: float | None, label: str = "--price-per-hour") -> None:
-    """A price is a positive, finite number of USD (inf and nan are refused too)."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UserError(f"{label} {value!r}: give a positive number of USD, e.g. 1.1267")
+    """A price is a positive, finite number of USD (inf and nan are refused too), at most
+    `limits.MAX_PRICE_PER_HOUR`: the check of every command's --price-per-hour."""
+    if value is not None and not (math.isfinite(value) and 0 < value <= MAX_PRICE_PER_HOUR):
+        raise UserError(
+            f"{label} {value!r}: give a positive number of USD up to {MAX_PRICE_PER_HOUR:,.0f}, "
+            "e.g. 1.1267"
+        )

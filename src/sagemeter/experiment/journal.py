@@ -228,7 +228,7 @@ def read_journal(run_dir: Path) -> Journal:
         raise UserError(f"{run_dir}: holds no {JOURNAL_FILE}; give the folder `sagemeter run` made")
     from sagemeter.textfiles import read_json
 
-    data = read_json(path)
+    data = read_json(path)  # capped; a FIFO or a device in its place is one line, not a hang
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise UserError(f"{path}: not a sagemeter run journal ({SCHEMA})")
     try:

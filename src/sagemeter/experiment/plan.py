@@ -19,6 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sagemeter.errors import ManyProblems, UserError
 from sagemeter.evidence.sequential import DEFAULT_BLOCK
+from sagemeter.limits import (
+    MAX_CONTEXT_TOKENS,
+    MAX_DEADLINE_MINUTES,
+    MAX_MINUTES,
+    MAX_QUESTIONS,
+    CostUsd,
+    DeadlineMinutes,
+    PricePerHour,
+)
 from sagemeter.measure.slo import SloOptions
 from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.sagemaker.spec import (
@@ -32,6 +41,8 @@ from sagemeter.settings import MeasureSettings, Method, measure_settings
 from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target, parse_target
 
 INTERLEAVED = "interleaved"
+MAX_ARMS = 26  # one letter each in `order`
+MAX_VISITS = 200  # letters in `order`: each a deploy (or start) and a measurement
 PLAN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _ORDER = re.compile(r"^[A-Z]+$")
@@ -52,7 +63,10 @@ def _as_command_line_reads(value: Any, parse: Callable[[str, str], Any]) -> Any:
     try:
         return parse(value, repr(value))
     except UserError as exc:
-        raise ValueError(str(exc).removeprefix(f"{value!r} ")) from None
+        text = str(exc)
+        for prefix in (f"{value!r}: ", f"{value!r} "):
+            text = text.removeprefix(prefix)
+        raise ValueError(text) from None
 
 
 class MeasureOptions(_Strict):
@@ -113,12 +127,9 @@ class MeasureOptions(_Strict):
     @classmethod
     def _levels(cls, value: Any) -> Any:
         """`[1, 4, 16]`, or `"1,4,16"` as the command line writes it."""
-        if isinstance(value, str):
-            try:
-                return [int(part) for part in value.split(",") if part.strip()]
-            except ValueError:
-                raise ValueError(f"{value!r}: give whole numbers, e.g. [1, 4, 16]") from None
-        return value
+        from sagemeter.limits import parse_levels
+
+        return _as_command_line_reads(value, parse_levels)
 
     @field_validator("long_prompt_levels", mode="before")
     @classmethod
@@ -205,12 +216,20 @@ class EstimateOptions(_Strict):
     """`[estimate]`: the assumptions behind `--dry-run`'s time and cost, and the spend cap check."""
 
     tokens_per_second: float = Field(
-        50.0, gt=0, description="per stream (the article's bf16 Gemma 4 E2B on one L4: 51)"
+        50.0,
+        gt=0,
+        le=1_000_000,
+        description="per stream (the article's bf16 Gemma 4 E2B on one L4: 51)",
     )
     deploy_minutes: float = Field(
-        10.0, ge=0, description="create to InService (the article: about ten minutes)"
+        10.0,
+        ge=0,
+        le=MAX_DEADLINE_MINUTES,
+        description="create to InService (the article: about ten minutes)",
     )
-    delete_minutes: float = Field(2.0, ge=0, description="delete request to gone")
+    delete_minutes: float = Field(
+        2.0, ge=0, le=MAX_DEADLINE_MINUTES, description="delete request to gone"
+    )
 
 
 class StopOptions(_Strict):
@@ -222,7 +241,10 @@ class StopOptions(_Strict):
         "blocks and stop at the first PASS or FAIL of a sequential test at the margin",
     )
     block: int = Field(
-        DEFAULT_BLOCK, ge=1, description="questions asked to both arms between two looks"
+        DEFAULT_BLOCK,
+        ge=1,
+        le=MAX_QUESTIONS,
+        description="questions asked to both arms between two looks",
     )
     speed: float | None = Field(
         None,
@@ -241,6 +263,7 @@ class StopOptions(_Strict):
     max_minutes: float | None = Field(
         None,
         gt=0,
+        le=MAX_MINUTES,
         description="the longest one arm's measurement may take: the phase in progress is cut "
         "there, the rest not run, each named in its result (beside the run's max_cost_usd)",
     )
@@ -259,14 +282,16 @@ class SageMakerArm(_Strict):
     role: str | None = Field(None, description="execution role ARN; default $SAGEMETER_ROLE_ARN")
     image: str | None = None
     image_tag: str | None = None
-    max_model_len: int = Field(DEFAULT_MAX_MODEL_LEN, ge=0, description="0 leaves it to vLLM")
+    max_model_len: int = Field(
+        DEFAULT_MAX_MODEL_LEN, ge=0, le=MAX_CONTEXT_TOKENS, description="0 leaves it to vLLM"
+    )
     gpu_memory_utilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, ge=0, le=1)
     count: int = Field(1, ge=1, le=100)
     inference_ami: str | None = None
     startup_timeout: int = DEFAULT_STARTUP_TIMEOUT_S
     download_timeout: int = DEFAULT_DOWNLOAD_TIMEOUT_S
     provision_timeout: int | None = None
-    deadline_minutes: float = Field(60.0, gt=0, description="stop waiting for InService after")
+    deadline_minutes: DeadlineMinutes = Field(60.0, description="stop waiting for InService after")
     predicted_decode: PredictedDecode | None = Field(
         None,
         description="what `sagemaker recommend --plan` predicted for instance_type; the run "
@@ -333,11 +358,12 @@ class Plan(_Strict):
     name: str
     order: str | None = Field(
         None,
+        max_length=MAX_VISITS,
         description="ABA (the default for two arms), any string of arm letters starting with A, "
         "or interleaved",
     )
-    price_per_hour: float | None = Field(None, gt=0)
-    max_cost_usd: float | None = Field(None, gt=0)
+    price_per_hour: PricePerHour | None = None
+    max_cost_usd: CostUsd | None = None
     measure: MeasureOptions = Field(default_factory=MeasureOptions)
     slo: SloOptions | None = Field(
         None,
@@ -346,7 +372,7 @@ class Plan(_Strict):
     )
     estimate: EstimateOptions = Field(default_factory=EstimateOptions)
     stop: StopOptions = Field(default_factory=StopOptions)
-    arms: list[Arm] = Field(alias="arm", min_length=2)
+    arms: list[Arm] = Field(alias="arm", min_length=2, max_length=MAX_ARMS)
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False

@@ -18,11 +18,11 @@ def write_result(path: Path, result: LoadResult) -> None:
 
 def load_result(path: Path) -> LoadResult:
     """A `sagemeter load` result file, or a UserError naming the file and what is wrong."""
-    from sagemeter.textfiles import read_utf8
+    from sagemeter.textfiles import read_json
 
-    text = read_utf8(path)
+    payload = read_json(path)  # capped, a FIFO refused, NaN and Infinity refused
     try:
-        result = LoadResult.model_validate_json(text)
+        result = LoadResult.model_validate(payload)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the file"

@@ -18,7 +18,7 @@ from sagemeter.errors import UserError
 from sagemeter.loadgen.build import build_result
 from sagemeter.loadgen.result import LoadResult
 from sagemeter.loadgen.schedule import shard_arrivals, split_count
-from sagemeter.loadgen.settings import LoadSettings, available_cores
+from sagemeter.loadgen.settings import LoadSettings, available_cores, check_start_at
 from sagemeter.loadgen.workload import Prepared, measured, prepare, schedule, uses_deck
 from sagemeter.transport.address import ServerAddress, parse_address
 from sagemeter.transport.deck import Deck
@@ -32,7 +32,6 @@ from sagemeter.transport.worker import WorkerPlan
 # connecting does not land in the first requests' send lag.
 PREOPEN_SECONDS = 2.0
 PREOPEN_MAX = 256
-START_AT_MAX_AHEAD_S = 86_400.0  # --start-at lines shards up within minutes, never days
 
 
 class RunWatch(Protocol):
@@ -141,14 +140,8 @@ def run_once(
     ends the sending once that many requests missed the SLO (an operating-point probe)."""
     settings = settings.checked()
     endpoint = parse_address(settings.target)
-    if settings.start_at is not None and settings.start_at < time.time():
-        raise UserError(f"--start-at {settings.start_at:.3f} is in the past")
-    if settings.start_at is not None and settings.start_at > time.time() + START_AT_MAX_AHEAD_S:
-        ahead_h = (settings.start_at - time.time()) / 3600
-        raise UserError(
-            f"--start-at {settings.start_at:.3f} is {ahead_h:,.0f} h from now; "
-            "give a start within a day (a mistyped time would wait for ever)"
-        )
+    if settings.start_at is not None:
+        check_start_at(settings.start_at, time.time())
     share = shard_share(settings)
     units = len(share.streams) or len(share.arrivals)
     workers = max(1, min(settings.worker_count(), units))

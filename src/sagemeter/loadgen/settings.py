@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_WAIT_S, Seconds, Seed, Tokens, Workers, checked
 from sagemeter.transport.pool import available_cores
 from sagemeter.transport.request import DEFAULT_PROMPT
 
@@ -16,6 +18,7 @@ __all__ = ["MAX_CONCURRENCY", "LoadSettings", "available_cores"]
 MAX_CONCURRENCY = 4096  # streams at once from one machine (sharded runs: each shard's part)
 # The percentiles an SLO search can hold to: those every result's distributions carry.
 SLO_PERCENTILES = (50.0, 90.0, 99.0)
+MAX_RATE = 1_000_000.0  # requests per second asked of one run
 
 
 class LoadSettings(BaseModel):
@@ -75,25 +78,32 @@ class LoadSettings(BaseModel):
             raise UserError(
                 f"--concurrency {self.concurrency}: give 1 to {MAX_CONCURRENCY} streams at once"
             )
-        if self.max_tokens < 1:
-            raise UserError(f"--max-tokens {self.max_tokens}: give at least 1")
+        checked(self.max_tokens, Tokens, "--max-tokens")
         if not (math.isfinite(self.duration_s) and self.duration_s > 0):
             raise UserError(f"--duration {self.duration_s!r}: give a positive number of seconds")
-        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
-            raise UserError(f"--rate {self.rate!r}: give a positive number of requests per second")
+        checked(self.duration_s, Seconds, "--duration")
+        if self.rate is not None and not (math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE):
+            raise UserError(
+                f"--rate {self.rate!r}: give a positive number of requests per second, at most "
+                f"{MAX_RATE:,.0f}"
+            )
+        checked(self.seed, Seed, "--seed")
         if self.rate is not None and self.sweep:
             raise UserError("--sweep raises --concurrency step by step; it cannot go with --rate")
         if self.sweep and self.sharded:
             raise UserError("--sweep runs on one machine; leave out --shard")
-        if self.workers is not None and self.workers < 1:
-            raise UserError(f"--workers {self.workers}: give at least 1")
-        if self.timeout_s <= 0:
-            raise UserError(f"--timeout {self.timeout_s!r}: give a positive number of seconds")
+        if self.workers is not None:
+            checked(self.workers, Workers, "--workers")
+        checked(self.timeout_s, Seconds, "--timeout")
         for flag, value in (("--slo-ttft", self.slo_ttft_s), ("--slo-tpot", self.slo_tpot_s)):
             if value is not None and not value > 0:
                 raise UserError(f"{flag} {value!r}: give a positive duration, e.g. 200ms")
+            if value is not None:
+                checked(value, Seconds, flag)
         self._check_workload()
         self._check_search()
+        if self.start_at is not None:
+            check_start_at(self.start_at, time.time())
         if not 0 <= self.shard_index < self.shard_count:
             raise UserError(
                 f"--shard {self.shard_index}/{self.shard_count}: give i/n with 0 ≤ i < n"
@@ -122,8 +132,10 @@ class LoadSettings(BaseModel):
                 "would lose the workload's record); leave out --shard"
             )
         burst = self.burstiness
-        if not (math.isfinite(burst) and burst > 0):
-            raise UserError(f"--burstiness {burst!r}: give a positive number (1 is Poisson)")
+        if not (math.isfinite(burst) and 0 < burst <= 1000):
+            raise UserError(
+                f"--burstiness {burst!r}: give a positive number up to 1000 (1 is Poisson)"
+            )
         if burst != 1.0 and self.rate is None:
             raise UserError("--burstiness shapes the arrivals of --rate: give --rate too")
         if self.trace is None:
@@ -131,8 +143,11 @@ class LoadSettings(BaseModel):
                 raise UserError("--trace-speed scales a --trace's times: give --trace too")
             return
         speed = self.trace_speed
-        if not (math.isfinite(speed) and speed > 0):
-            raise UserError(f"--trace-speed {speed!r}: give a positive factor (2 is twice as fast)")
+        if not (math.isfinite(speed) and 0 < speed <= 1_000_000):
+            raise UserError(
+                f"--trace-speed {speed!r}: give a positive factor up to 1,000,000 "
+                "(2 is twice as fast)"
+            )
         for flag, given in (
             ("--rate", self.rate is not None),
             ("--sweep", self.sweep),
@@ -174,9 +189,9 @@ class LoadSettings(BaseModel):
                 f"--slo-percentile {self.slo_percentile:g}: give 50, 90 or 99 (the percentiles "
                 "a load result carries)"
             )
-        price = self.price_per_hour
-        if price is not None and not (math.isfinite(price) and price > 0):
-            raise UserError(f"--price-per-hour {price!r}: give a positive number of USD")
+        from sagemeter.compare.costs import check_price
+
+        check_price(self.price_per_hour)  # every command's price, one rule
         if self.search is None:
             return
         if self.slo_ttft_s is None and self.slo_tpot_s is None:
@@ -198,3 +213,21 @@ class LoadSettings(BaseModel):
 
     def worker_count(self) -> int:
         return self.workers if self.workers is not None else available_cores()
+
+
+START_AT_MAX_AHEAD_S = MAX_WAIT_S  # --start-at lines shards up within minutes, never days
+
+
+def check_start_at(start_at: float, now: float) -> None:
+    """A common start instant: a finite Unix time, not past, at most a day ahead (a mistyped
+    time would wait for ever)."""
+    if not math.isfinite(start_at):
+        raise UserError(f"--start-at {start_at!r}: give a Unix time in seconds")
+    if start_at < now:
+        raise UserError(f"--start-at {start_at:.3f} is in the past")
+    if start_at > now + START_AT_MAX_AHEAD_S:
+        ahead_h = (start_at - now) / 3600
+        raise UserError(
+            f"--start-at {start_at:.3f} is {ahead_h:,.0f} h from now; "
+            "give a start within a day (a mistyped time would wait for ever)"
+        )

@@ -51,6 +51,7 @@ from sagemeter.experiment import (
     start_run,
 )
 from sagemeter.experiment.runner import check_cap
+from sagemeter.limits import MAX_COST_USD
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
@@ -218,7 +219,13 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
             bool, Field(description="only the steps, what each creates, time and cost")
         ] = False,
         max_cost_usd: Annotated[
-            float | None, Field(gt=0, description="with resume: a new spend cap for the run")
+            float | None,
+            Field(
+                gt=0,
+                le=MAX_COST_USD,
+                allow_inf_nan=False,
+                description="with resume: a new spend cap for the run",
+            ),
         ] = None,
     ) -> Annotated[CallToolResult, ExperimentAnswer]:
         """Run a whole comparison: for each arm in order, deploy (SageMaker arms), measure,

@@ -47,7 +47,13 @@ def register_inspect_tools(server: MCPServer, config: ServerConfig) -> None:
             ),
         ] = None,
         bandwidth_gb_s: Annotated[
-            float | None, Field(gt=0, description="a memory bandwidth in GB/s, instead of gpu")
+            float | None,
+            Field(
+                gt=0,
+                le=1e6,
+                allow_inf_nan=False,
+                description="a memory bandwidth in GB/s, instead of gpu",
+            ),
         ] = None,
         grid_check: Annotated[
             bool,

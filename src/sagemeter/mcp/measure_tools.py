@@ -17,6 +17,14 @@ from rich.console import Console
 from sagemeter.atomic import check_output_file
 from sagemeter.compare import combine, save_comparison
 from sagemeter.engines.endpoints import check_target
+from sagemeter.limits import (
+    MAX_BATCHES,
+    MAX_LEVELS,
+    MAX_PRICE_PER_HOUR,
+    MAX_QUESTIONS,
+    MAX_REPEATS,
+    MAX_TOKENS,
+)
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
@@ -134,44 +142,53 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
                 "pauses, its scoring rule)"
             ),
         ] = None,
-        short_tokens: Annotated[int | None, Field(gt=0, description="decode: short reply")] = None,
-        long_tokens: Annotated[int | None, Field(gt=1, description="decode: long reply")] = None,
+        short_tokens: Annotated[
+            int | None, Field(gt=0, le=MAX_TOKENS, description="decode: short reply")
+        ] = None,
+        long_tokens: Annotated[
+            int | None, Field(gt=1, le=MAX_TOKENS, description="decode: long reply")
+        ] = None,
         decode_repeats: Annotated[
-            int | None, Field(gt=0, description="decode: replies of each length")
+            int | None,
+            Field(gt=0, le=MAX_REPEATS, description="decode: replies of each length"),
         ] = None,
         prefill_tokens: Annotated[
             list[int] | None,
             Field(
+                max_length=2,
                 description="prefill: the short and the long prompt's length in the server's "
                 "tokens, e.g. [256, 4096]; [] leaves the phase out (default: [256, 4096], "
-                "none when quick or with the article's method)"
+                "none when quick or with the article's method)",
             ),
         ] = None,
         long_prompt_levels: Annotated[
             list[int] | None,
             Field(
+                max_length=MAX_LEVELS,
                 description="long prompts under load: requests at once, each its own prompt of "
                 "the prefill phase's long length, e.g. [1, 4, 16]; [] or unset: not run (needs "
-                "the prefill phase)"
+                "the prefill phase)",
             ),
         ] = None,
         load_levels: Annotated[
-            list[int] | None, Field(description="parallel: requests at once, e.g. [1, 4, 16]")
+            list[int] | None,
+            Field(max_length=MAX_LEVELS, description="parallel: requests at once, e.g. [1, 4, 16]"),
         ] = None,
         load_max_tokens: Annotated[
-            int | None, Field(gt=0, description="parallel: tokens per reply")
+            int | None, Field(gt=0, le=MAX_TOKENS, description="parallel: tokens per reply")
         ] = None,
         load_batches: Annotated[
-            int | None, Field(gt=0, description="parallel: batches per level")
+            int | None, Field(gt=0, le=MAX_BATCHES, description="parallel: batches per level")
         ] = None,
         questions: Annotated[
             str | None, Field(description="question set name or JSONL file (article-40)")
         ] = None,
         quality_max_tokens: Annotated[
-            int | None, Field(gt=0, description="quality: reply cap")
+            int | None, Field(gt=0, le=MAX_TOKENS, description="quality: reply cap")
         ] = None,
         questions_per_family: Annotated[
-            int | None, Field(gt=0, description="quality: only the first N of each family")
+            int | None,
+            Field(gt=0, le=MAX_QUESTIONS, description="quality: only the first N of each family"),
         ] = None,
         margin_points: Annotated[
             float | None,
@@ -329,6 +346,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             float | None,
             Field(
                 gt=0,
+                le=MAX_PRICE_PER_HOUR,
                 allow_inf_nan=False,
                 description="USD per instance-hour: adds cost per million tokens",
             ),

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_PRICE_PER_HOUR
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_logs
 from sagemeter.mcp.models import InvokeAnswer, QuotaAnswer
@@ -37,7 +38,12 @@ QuotaRegions = Annotated[
 ]
 PricePerHour = Annotated[
     float | None,
-    Field(gt=0, description="USD per instance-hour to use instead of the AWS Price List"),
+    Field(
+        gt=0,
+        le=MAX_PRICE_PER_HOUR,
+        allow_inf_nan=False,
+        description="USD per instance-hour to use instead of the AWS Price List",
+    ),
 ]
 
 

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_CONTEXT_TOKENS, MAX_DEADLINE_MINUTES
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.models import DeployAnswer
@@ -137,14 +138,24 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
         ] = None,
         max_model_len: Annotated[
             int | None,
-            Field(ge=1, description="SM_VLLM_MAX_MODEL_LEN; null leaves it to vLLM"),
+            Field(
+                ge=1,
+                le=MAX_CONTEXT_TOKENS,
+                description="SM_VLLM_MAX_MODEL_LEN; null leaves it to vLLM",
+            ),
         ] = DEFAULT_MAX_MODEL_LEN,
         gpu_memory_utilization: Annotated[
             float | None,
             Field(gt=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION; null leaves it to vLLM"),
         ] = DEFAULT_GPU_MEMORY_UTILIZATION,
         wait_minutes: Annotated[
-            float, Field(ge=0, le=240, description="stop waiting for InService after this long")
+            float,
+            Field(
+                ge=0,
+                le=MAX_DEADLINE_MINUTES,
+                allow_inf_nan=False,
+                description="stop waiting for InService after this long",
+            ),
         ] = 60.0,
         price_per_hour: PricePerHour = None,
         dry_run: Annotated[

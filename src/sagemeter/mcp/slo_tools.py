@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from sagemeter.atomic import check_output_file
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_PRICE_PER_HOUR, MAX_TOKENS, MAX_WAIT_S
 from sagemeter.loadgen.result import LoadResult, OperatingPoint, Probe
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
@@ -69,10 +70,12 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         ],
         name: Annotated[str, Field(description="result name: load-NAME.json, new")],
         slo_ttft_ms: Annotated[
-            float | None, Field(gt=0, allow_inf_nan=False, description="TTFT target, ms")
+            float | None,
+            Field(gt=0, le=MAX_WAIT_S * 1000, allow_inf_nan=False, description="TTFT target, ms"),
         ] = None,
         slo_tpot_ms: Annotated[
-            float | None, Field(gt=0, allow_inf_nan=False, description="TPOT target, ms")
+            float | None,
+            Field(gt=0, le=MAX_WAIT_S * 1000, allow_inf_nan=False, description="TPOT target, ms"),
         ] = None,
         percentile: Annotated[
             Literal[50, 90, 99], Field(description="the percentile every target holds at")
@@ -86,9 +89,13 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         ] = 64,
         start_rate: Annotated[
             float | None,
-            Field(gt=0, allow_inf_nan=False, description="search=rate: the first rate tried"),
+            Field(
+                gt=0, le=1e6, allow_inf_nan=False, description="search=rate: the first rate tried"
+            ),
         ] = None,
-        max_tokens: Annotated[int, Field(ge=1, description="tokens asked per reply")] = 256,
+        max_tokens: Annotated[
+            int, Field(ge=1, le=MAX_TOKENS, description="tokens asked per reply")
+        ] = 256,
         input_tokens: Annotated[
             str | None,
             Field(
@@ -105,7 +112,12 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         ] = 10.0,
         price_per_hour: Annotated[
             float | None,
-            Field(gt=0, allow_inf_nan=False, description="USD per hour: $/M tokens at the point"),
+            Field(
+                gt=0,
+                le=MAX_PRICE_PER_HOUR,
+                allow_inf_nan=False,
+                description="USD per hour: $/M tokens at the point",
+            ),
         ] = None,
     ) -> Annotated[CallToolResult, OperatingPointAnswer]:
         """The most load the endpoint takes with every latency target met at the percentile

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_TOKENS, MAX_WAIT_S
 
 if TYPE_CHECKING:
     from sagemeter.measure.identity import IdentityWatch
@@ -30,23 +31,35 @@ class SloOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    ttft: float | None = Field(None, gt=0, description='TTFT SLO: seconds, or e.g. "500ms"')
-    tpot: float | None = Field(None, gt=0, description='TPOT SLO: seconds, or e.g. "50ms"')
+    ttft: float | None = Field(
+        None, gt=0, le=MAX_WAIT_S, description='TTFT SLO: seconds, or e.g. "500ms"'
+    )
+    tpot: float | None = Field(
+        None, gt=0, le=MAX_WAIT_S, description='TPOT SLO: seconds, or e.g. "50ms"'
+    )
     percentile: float = Field(99.0, description="50, 90 or 99")
-    max_tokens: int = Field(256, ge=1, description="tokens asked per reply in the probes")
+    max_tokens: int = Field(
+        256, ge=1, le=MAX_TOKENS, description="tokens asked per reply in the probes"
+    )
     search: Literal["concurrency", "rate"] = "concurrency"
     concurrency: int = Field(
         DEFAULT_CEILING, ge=1, le=4096, description="the highest streams at once searched"
     )
-    rate: float | None = Field(None, gt=0, description="search = rate: the first rate tried")
-    duration: float = Field(10.0, gt=0, description="the shortest probe: seconds or e.g. 5s")
+    rate: float | None = Field(
+        None, gt=0, le=1e6, description="search = rate: the first rate tried"
+    )
+    duration: float = Field(
+        10.0, gt=0, le=MAX_WAIT_S, description="the shortest probe: seconds or e.g. 5s"
+    )
     input_tokens: str | None = Field(
         None, description='prompt lengths drawn per request, e.g. "lognormal:800,400"'
     )
     output_tokens: str | None = Field(
         None, description='reply lengths drawn per request, e.g. "uniform:32,256"'
     )
-    burstiness: float = Field(1.0, gt=0, description="search = rate: gamma shape of the gaps")
+    burstiness: float = Field(
+        1.0, gt=0, le=1000, description="search = rate: gamma shape of the gaps"
+    )
 
     @field_validator("ttft", "tpot", "duration", mode="before")
     @classmethod

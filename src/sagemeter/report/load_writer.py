@@ -39,8 +39,15 @@ def load_result_paths(path: Path) -> list[Path] | None:
     folder for the measure report (it holds measure-*.json, or no load result at all)."""
     if not path.exists() and path.suffix == ".json":
         raise UserError(f"{path}: no such file")
-    if path.is_file():
-        if not is_load_result_file(path):
+    if path.exists() and not path.is_dir():
+        try:  # a FIFO, a device or a NaN is one line naming it; any other file is "not one"
+            payload = read_json(path)
+        except UserError as exc:
+            if path.is_file() and "not a finite number" not in str(exc):
+                payload = None
+            else:
+                raise
+        if not (isinstance(payload, dict) and payload.get("kind") == RESULT_KIND):
             raise UserError(
                 f"{path}: not a folder, nor a `sagemeter load` result file (give a run folder, "
                 "or a file `load --out` wrote)"

@@ -115,7 +115,9 @@ def _journal_files(folder: Path) -> tuple[list[str], list[str] | None] | None:
 
 def _named_files(folder: Path, names: list[str]) -> list[Path]:
     """compare.json's files in its order; one it names that is missing is one UserError."""
-    missing = [name for name in names if not (folder / name).is_file()]
+    missing = [
+        name for name in names if not (folder / name).exists() and not (folder / name).is_symlink()
+    ]  # one there but not a regular file is named by the read itself (a FIFO, a device)
     if missing:
         raise UserError(
             f"{folder / COMPARE_FILE}: names {missing[0]}, which is not in {folder}; restore it, "
@@ -145,11 +147,11 @@ def _read_compare_file(
 ) -> tuple[list[str], float | None, str | None, str | None, list[str] | None]:
     """File names in run order, the price, the experiment's order and its note, and the order
     the run measured them in (when its journal knew it), from compare.json."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return [], None, None, None, None
     from sagemeter.textfiles import read_json
 
-    payload = read_json(path)
+    payload = read_json(path)  # capped; a FIFO, NaN or Infinity is one line
     if not isinstance(payload, dict):
         raise UserError(f"{path}: expected the JSON object that `sagemeter combine` writes")
     files = payload.get("files") or []

@@ -23,13 +23,13 @@ from pydantic import BaseModel, Field
 from sagemeter.errors import UserError
 from sagemeter.inspect.hub import REPO_ID, HubSource
 from sagemeter.inspect.kv_cache import KvCache, kv_cache_of
+from sagemeter.limits import MAX_CONCURRENCY
 from sagemeter.sagemaker.aws import Aws
 from sagemeter.sagemaker.instances import GPU_INSTANCE_TYPES, InstanceType
 from sagemeter.sagemaker.known_decode import KnownError, known_errors, measured_share_range
 from sagemeter.sagemaker.pricing import PriceQuote, hosting_prices
 from sagemeter.sagemaker.quota import QuotaRow, default_quota_regions, endpoint_quotas
 from sagemeter.sagemaker.spec import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_MODEL_LEN
-from sagemeter.settings import MAX_CONCURRENCY
 from sagemeter.targets import AWS_REGION_NAME
 
 ACCEPTED = "a Hub model id (ORG/NAME, hf:ORG/NAME[@REVISION]) or a local checkpoint folder"

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from sagemeter import __version__
 from sagemeter.errors import UserError
+from sagemeter.limits import MAX_CONTEXT_TOKENS
 from sagemeter.sagemaker.image import inference_ami_for, vllm_image_uri
 from sagemeter.sagemaker.redact import is_secret_key, redact_env, register_secret
 from sagemeter.targets import AWS_REGION_NAME, SAGEMAKER_ENDPOINT_NAME
@@ -88,7 +89,10 @@ class DeploySpec(BaseModel):
         None, description="tag of the AWS vLLM container; None = the newest pinned one at deploy"
     )
     max_model_len: int | None = Field(
-        DEFAULT_MAX_MODEL_LEN, ge=1, description="SM_VLLM_MAX_MODEL_LEN; None = vLLM's own"
+        DEFAULT_MAX_MODEL_LEN,
+        ge=1,
+        le=MAX_CONTEXT_TOKENS,
+        description="SM_VLLM_MAX_MODEL_LEN; None = vLLM's own",
     )
     gpu_memory_utilization: float | None = Field(
         DEFAULT_GPU_MEMORY_UTILIZATION,
