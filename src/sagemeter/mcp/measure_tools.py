@@ -290,7 +290,9 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
 
             def progress(count: int) -> None:
                 tally.done += count
-                relay.post(tally.done, total, f"{result_name}: {tally.phase}")
+                # A stall asked again sends more than planned: the total grows with it, so
+                # progress never passes its total.
+                relay.post(tally.done, max(total, tally.done), f"{result_name}: {tally.phase}")
 
             def on_phase(phase: str) -> None:
                 tally.phase = phase
