@@ -154,7 +154,7 @@ def test_combine_without_out_is_refused_even_with_force(tmp_path: Path) -> None:
     done = _sagemeter("combine", *map(str, files), "--force")
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "is a result file, not a comparison" in lines[0]
+    assert len(lines) == 1 and "holds a measure result, never replaced by a comparison" in lines[0]
     assert files[0].read_bytes() == before
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
 
@@ -306,3 +307,13 @@ def _parse_url(raw: str) -> OpenAITarget:
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     netloc = f"{host}:{port}" if port else host
     return OpenAITarget(f"{parts.scheme}://{netloc}{path}/v1")
+
+
+def input_paths(text: str) -> list[Path]:
+    """The files a target string reads (a `local:` or `vllm:` checkpoint given as a path), so
+    an output is never one of them; nothing for a URL, a command or an endpoint."""
+    raw = text.strip()
+    for prefix in ("local:", "vllm:"):
+        if raw.startswith(prefix) and raw.removeprefix(prefix).strip():
+            return [Path(raw.removeprefix(prefix).strip())]
+    return []

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from sagemeter.atomic import check_output_file
 from sagemeter.errors import UserError
+from sagemeter.filekinds import LOAD
 from sagemeter.loadgen.result import LoadResult, OperatingPoint, Probe
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
@@ -129,7 +130,9 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         parse_address(text)
         check_result_name(name, label="name")
         path = config.results_dir / f"load-{name}.json"
-        check_output_file(path, "the result file", force=False, to_replace="choose another name")
+        check_output_file(
+            path, "the result file", force=False, to_replace="choose another name", kind=LOAD
+        )
         settings = LoadSettings(
             target=text,
             max_tokens=max_tokens,
