@@ -140,6 +140,8 @@ def check_output_folder(folder: Path, label: str, *, make: bool = True) -> Path:
     if folder.exists() and not folder.is_dir():
         kind = _KINDS.get(stat.S_IFMT(folder.stat().st_mode), "a file")
         raise UserError(f"{label} {text}: is {kind}, not a folder")
+    if folder.is_symlink() and not folder.exists():
+        raise UserError(f"{label} {text}: is a symbolic link to nothing; give a folder")
     existing = _nearest_existing(folder.absolute())
     if not existing.is_dir():
         raise UserError(f"{label} {text}: {existing} is a file, so no folder can be made there")

@@ -154,10 +154,12 @@ _T = TypeVar("_T")
 
 
 def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
-    """runs/DATE-NAME, or runs/DATE-HHMMSS-NAME when that folder already holds something."""
+    """runs/DATE-NAME, or runs/DATE-HHMMSS-NAME when that folder already holds something (or
+    that name is anything but a folder: a file, a FIFO, a link is never written through)."""
     now = datetime.now(UTC)
     candidate = root / f"{now:%Y-%m-%d}-{name}"
-    if candidate.exists() and any(candidate.iterdir()):
+    taken = candidate.is_symlink() or (candidate.exists() and not candidate.is_dir())
+    if taken or (candidate.is_dir() and any(candidate.iterdir())):  # a file, a FIFO, a link
         candidate = root / f"{now:%Y-%m-%d-%H%M%S}-{name}"
     return candidate
 
