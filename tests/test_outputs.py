@@ -537,3 +537,31 @@ def test_a_benchmark_checks_its_output_before_running(tmp_path: Path) -> None:
         load_side_by_side.main(["--json", str(existing), "--seconds", "600"])
     assert stopped.value.code == 2
     assert _tree(tmp_path) == before
+
+
+@pytest.mark.timeout(60)  # a FIFO read would block
+@pytest.mark.parametrize("kind", ["device", "fifo", "symlink", "folder", "result"])
+@pytest.mark.parametrize("file_name", ["measure-b.json", "journal.json", "engine-a.log"])
+def test_a_resumed_run_checks_every_file_it_writes(
+    file_name: str, kind: str, tmp_path: Path
+) -> None:
+    """`run --resume`: each file the run writes in its folder is checked before a step runs
+    (a SageMaker arm would be deployed first, and bill)."""
+    from sagemeter.experiment import parse_plan
+    from sagemeter.experiment.runner import start_run
+
+    run_dir = tmp_path / "run"
+    plan = PLAN.format(t=NOTHING)
+    start_run(parse_plan(plan, "plan"), out=run_dir, plan_text=plan, plan_source="plan")
+    out = run_dir / file_name
+    if file_name == "journal.json":
+        (tmp_path / "journal-kept.json").write_bytes(out.read_bytes())
+        out.unlink()
+    if kind == "result":
+        out.write_bytes(COMPARISON if file_name != "journal.json" else KEEP)
+    else:
+        _make(kind, out, tmp_path)
+    expected = EXPECTED[kind] if kind != "result" else "holds a comparison, never replaced"
+    if file_name == "journal.json" and kind in ("folder", "result"):  # read first: its reader
+        expected = "is a folder" if kind == "folder" else "not a sagemeter run journal"
+    _refused(["run", "--resume", str(run_dir)], expected, tmp_path)

@@ -215,6 +215,9 @@ def read_journal(run_dir: Path) -> Journal:
     path = run_dir / JOURNAL_FILE
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run folder")
+    from sagemeter.atomic import refuse_special
+
+    refuse_special(path, "the journal")  # a FIFO would block the read, a link leads elsewhere
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

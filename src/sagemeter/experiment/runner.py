@@ -341,6 +341,7 @@ def resume_run(
     if [s.label for s in journal.steps] != [s.label for s in plan_steps(plan)]:
         raise UserError(f"{run_dir / JOURNAL_FILE}: its steps do not match its plan")
     specs, aws = check_ready(plan, fresh=False, source=str(run_dir / JOURNAL_FILE))
+    check_run_outputs(run_dir, plan)
     remaining = {
         visit.result_name for visit in visits(plan) if not _measured(run_dir, visit.result_name)
     }
@@ -350,6 +351,22 @@ def resume_run(
         check_cap(plan, planned, spent)
     return Prepared(plan=plan, run_dir=run_dir, journal=journal, specs=specs, aws=aws,
                     estimate=planned)  # fmt: skip
+
+
+def check_run_outputs(run_dir: Path, plan: Plan) -> None:
+    """Every file a resumed run writes in its folder, checked before a step runs (a deploy
+    bills by the hour): never a link, a FIFO or a device, never a result of another kind."""
+    from sagemeter import filekinds
+    from sagemeter.atomic import check_output_file
+    from sagemeter.measure.workflow import engine_log_path
+
+    journal, compared = run_dir / JOURNAL_FILE, run_dir / COMPARE_FILE
+    check_output_file(journal, "the journal", force=True, kind=filekinds.JOURNAL)
+    check_output_file(compared, "the comparison", force=True, kind=filekinds.COMPARISON)
+    for visit in visits(plan):
+        path = result_path(run_dir, visit.result_name)
+        check_output_file(path, "the result file", force=True, kind=filekinds.MEASURE)
+        check_output_file(engine_log_path(run_dir, visit.result_name), "the engine log", force=True)
 
 
 def _wrote(names: Sequence[str | None], incomplete: Sequence[bool] = ()) -> str:
