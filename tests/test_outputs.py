@@ -353,7 +353,7 @@ def test_an_existing_result_is_replaced_only_when_asked(tmp_path: Path) -> None:
     """--force replaces a file of the same kind (a measurement by a measurement), and nothing
     is made by a refused command; measure twice into one folder is refused without it."""
     from sagemeter.atomic import check_output_file
-    from sagemeter.filekinds import MEASURE
+    from sagemeter.filekinds import LOAD, MEASURE, SHARD
 
     result = tmp_path / "measure-x.json"
     shutil.copyfile(reference_file("measure-gemma-4-e2b.json"), result)
@@ -362,6 +362,11 @@ def test_an_existing_result_is_replaced_only_when_asked(tmp_path: Path) -> None:
     assert check_output_file(result, "the result file", force=True, kind=MEASURE) == result
     with pytest.raises(UserError, match="holds a measure result, never replaced by this output"):
         check_output_file(result, "--csv", force=True)
+    shard = tmp_path / "shard-0.json"  # `load --shard 0/2 --out shard-0.json --force` again
+    shard.write_text(json.dumps({"kind": "sagemeter.load/1", "shard": {"index": 0, "count": 2}}))
+    assert check_output_file(shard, "--out", force=True, kind=SHARD) == shard
+    with pytest.raises(UserError, match="holds a load shard, never replaced by a load result"):
+        check_output_file(shard, "--out", force=True, kind=LOAD)
 
 
 def test_a_shard_is_never_replaced_by_the_merge(tmp_path: Path) -> None:

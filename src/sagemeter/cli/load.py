@@ -241,8 +241,9 @@ def register(app: typer.Typer) -> None:
             from sagemeter.atomic import check_distinct_outputs, check_output_file
 
             given = [path for path in (trace, tokenizer) if path is not None]
-            if out is not None:
-                check_output_file(out, "--out", force=force, inputs=given, kind=filekinds.LOAD)
+            if out is not None:  # a shard's file replaces only a shard's (with --force)
+                kind = filekinds.SHARD if shard is not None else filekinds.LOAD
+                check_output_file(out, "--out", force=force, inputs=given, kind=kind)
             if csv is not None:
                 check_distinct_outputs([("--out", out), ("--csv", csv)])
                 check_output_file(csv, "--csv", force=force, inputs=given)
