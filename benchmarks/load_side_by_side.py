@@ -316,11 +316,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--levels", type=_levels, default=LEVELS, help="requests at once")
     parser.add_argument("--seconds", type=float, default=SECONDS, help="seconds per run")
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--force", action="store_true", help="replace --json if it exists")
     args = parser.parse_args(argv)
+    from sagemeter.atomic import check_output_file, write_text_atomic
+    from sagemeter.errors import UserError
+
+    if args.json:  # checked before minutes of runs, by the rule every command follows
+        try:
+            check_output_file(args.json, "--json", force=args.force)
+        except UserError as exc:
+            parser.exit(2, f"error: {exc}\n")
     result = run(args.levels, args.seconds)
     if args.json:
-        from sagemeter.atomic import write_text_atomic
-
         write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
     print(to_markdown(result))
 

@@ -16,7 +16,7 @@ from benchmarks import (
     ray_overhead,
     sequential_quality,
 )
-from sagemeter.atomic import write_text_atomic
+from sagemeter.atomic import check_output_file, write_text_atomic
 from sagemeter.measure.workflow import host_cpu
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
@@ -37,6 +37,9 @@ def main(names: list[str]) -> None:
     unknown = sorted(set(names) - set(BENCHMARKS))
     if unknown:
         raise SystemExit(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    for name in names or list(BENCHMARKS):  # the rewritten pages: checked before any run
+        for suffix in (".json", ".md"):
+            check_output_file(OUT / f"{name}{suffix}", "the benchmark page", force=True)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     machine = f"{host_cpu()}, {platform.machine()}, Python {platform.python_version()}"
     for name in names or list(BENCHMARKS):

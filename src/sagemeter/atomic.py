@@ -12,12 +12,13 @@ import contextlib
 import errno
 import json
 import os
+import re
 import stat
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sagemeter.errors import UserError
 from sagemeter.redaction import redact
@@ -121,20 +122,26 @@ def removed_if_left_empty(folder: Path) -> Iterator[None]:
         raise
 
 
-def check_output_folder(folder: Path, label: str) -> Path:
-    """Make `folder` if need be and prove a file can be written in it; else one UserError line.
+def check_output_folder(folder: Path, label: str, *, make: bool = True) -> Path:
+    """Prove a file can be written in `folder` (made first when `make`); else one UserError line.
 
     The proof is a real write (a temporary file, removed at once): permissions, read-only
-    mounts and full disks all show there, whoever runs the command.
+    mounts and full disks all show there, whoever runs the command. Without `make` a missing
+    folder is not made (the write makes it): a command refused later leaves no empty folder,
+    and the proof is made in the nearest folder that exists. A symlink to a folder is a folder
+    (files are written inside it, the link itself is never replaced).
     """
     text = str(folder)
     if "\x00" in text:
         raise UserError(f"{label} {text!r}: a path cannot hold a NUL character")
+    refuse_target_like(folder, label)
     if len(os.fsencode(text)) >= PATH_MAX:
         raise UserError(f"{label}: the path is longer than this system allows ({PATH_MAX} bytes)")
     if folder.exists() and not folder.is_dir():
         kind = _KINDS.get(stat.S_IFMT(folder.stat().st_mode), "a file")
         raise UserError(f"{label} {text}: is {kind}, not a folder")
+    if folder.is_symlink() and not folder.exists():
+        raise UserError(f"{label} {text}: is a symbolic link to nothing; give a folder")
     existing = _nearest_existing(folder.absolute())
     if not existing.is_dir():
         raise UserError(f"{label} {text}: {existing} is a file, so no folder can be made there")
@@ -142,14 +149,29 @@ def check_output_folder(folder: Path, label: str) -> Path:
         if len(os.fsencode(part)) > _name_max(existing):
             raise UserError(f"{label} {text}: the name {part[:40]!r}… is too long for this system")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(prefix=".sagemeter-check-", dir=folder):
+        if make:
+            folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(prefix=".sagemeter-check-", dir=folder if make else existing):
             pass
     except OSError as exc:
         raise UserError(
             f"{label} {text}: cannot write there ({describe_write_error(exc)})"
         ) from None
     return folder
+
+
+# A target where a file name was meant: `fidelity collect http://… out.json` has its two
+# arguments the wrong way round (and would make a folder called `http:`).
+_TARGET_LIKE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:/|(?:local|vllm|cmd):)", re.IGNORECASE)
+
+
+def refuse_target_like(path: Path, label: str) -> None:
+    """One UserError line when `path` reads as a URL or a target (local:, vllm:, cmd:)."""
+    if _TARGET_LIKE.match(str(path)):
+        raise UserError(
+            f"{label} {path}: looks like a URL or a target, not a file name; "
+            "is the order of the arguments right?"
+        )
 
 
 def check_output_file(
@@ -159,17 +181,22 @@ def check_output_file(
     force: bool,
     inputs: Sequence[Path] = (),
     to_replace: str = "use --force to replace it",
+    kind: str | None = None,
 ) -> Path:
     """`path` can be written (or replaced) atomically; else one UserError line, before any work.
 
     The one rule for every output of every command and face: a new name in a writable folder or
     a regular file, never a symlink, FIFO, device or socket (a rename would replace the device
     itself), never one of the command's own `inputs`, and an existing file only with `force`
-    (a finished result is never lost to a slip of the argument order).
+    (a finished result is never lost to a slip of the argument order). `kind` is what the
+    output will hold (`filekinds`); an existing file that holds a result of another kind is
+    never replaced, even with `force` (`combine a.json b.json a2.json` left OUT out).
+    No folder is made here: the write makes it.
     """
     text = str(path)
     if "\x00" in text:
         raise UserError(f"{label} {text!r}: a path cannot hold a NUL character")
+    refuse_target_like(path, label)
     if path.is_dir() and not path.is_symlink():
         raise UserError(f"{label} {text}: is a folder; give a file name")
     refuse_special(path, label)
@@ -178,14 +205,62 @@ def check_output_file(
             raise UserError(
                 f"{label} {text}: is also one of this command's inputs; give a new file name"
             )
-    if path.exists() and not force:
-        raise UserError(f"{label} {text}: already exists; {to_replace}")
-    check_output_folder(path.parent, label)
+    if path.exists():
+        from sagemeter.filekinds import kind_of_file
+
+        found = kind_of_file(path)
+        if found is not None and found != kind:
+            raise UserError(
+                f"{label} {text}: holds {found}, never replaced by {kind or 'this output'}; "
+                "give a new file name (is the order of the arguments right?)"
+            )
+        if not force:
+            raise UserError(f"{label} {text}: already exists; {to_replace}")
+    check_output_folder(path.parent, label, make=False)
     existing = _nearest_existing(path.parent.absolute())
     # The temporary file's name is the final name plus a few characters.
     if len(os.fsencode(path.name)) + 16 > _name_max(existing):
         raise UserError(f"{label} {text}: the file name is too long for this system")
     return path
+
+
+def check_distinct_outputs(outputs: Sequence[tuple[str, Path | None]]) -> None:
+    """Two outputs of one command never name one file (the second write would replace the
+    first): one UserError line naming both options."""
+    seen: list[tuple[str, Path]] = []
+    for label, path in outputs:
+        if path is None:
+            continue
+        for other_label, other in seen:
+            if _same_file(path, other):
+                raise UserError(f"{label} {path}: is also {other_label}; give another file name")
+        seen.append((label, path))
+
+
+def open_output(path: Path, label: str) -> BinaryIO:
+    """Open `path` to stream into (a log written while a server runs): a regular file or a new
+    name only, never followed through a symlink, never a FIFO (which would block) or a device;
+    else one UserError line. The file is emptied only once it is known to be a regular file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        refuse_special(path, label)  # a link or a FIFO with no reader: say which
+        raise UserError(
+            f"{label} {path}: cannot write there ({describe_write_error(exc)})"
+        ) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            raise UserError(f"{label} {path}: is {kind}, not a regular file; give a file name")
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "wb")
 
 
 def refuse_special(path: Path, label: str) -> None:

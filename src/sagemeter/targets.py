@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
 
@@ -305,3 +306,13 @@ def http_target(raw: str) -> OpenAITarget:
         netloc = f"{netloc}:{address.port}"  # a port written out stays (http://h:80 as given)
     scheme = "https" if address.tls else "http"
     return OpenAITarget(f"{scheme}://{netloc}{address.base_path}/v1")
+
+
+def input_paths(text: str) -> list[Path]:
+    """The files a target string reads (a `local:` or `vllm:` checkpoint given as a path), so
+    an output is never one of them; nothing for a URL, a command or an endpoint."""
+    raw = text.strip()
+    for prefix in ("local:", "vllm:"):
+        if raw.startswith(prefix) and raw.removeprefix(prefix).strip():
+            return [Path(raw.removeprefix(prefix).strip())]
+    return []

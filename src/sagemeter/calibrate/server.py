@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import io
 import json
 import os
 import resource
@@ -383,7 +384,12 @@ async def serve(
     loop = asyncio.get_running_loop()
     scheduler = Scheduler(loop, grid_period(batch_gap_s, timing.itl_s))
     gate = SlotGate(slots, loop.call_soon) if slots is not None else None
-    log = ArrivalLog(arrival_log.open("w", encoding="utf-8")) if arrival_log else None
+    log = None
+    if arrival_log is not None:  # never through a link, into a FIFO or onto a device
+        from sagemeter.atomic import open_output
+
+        stream = io.TextIOWrapper(open_output(arrival_log, "--arrival-log"), encoding="utf-8")
+        log = ArrivalLog(stream)
     app = TruthApp(timing, scheduler, faults, max_model_len, gate, log, answers)
     policy = ClosePolicy(faults.connection_close if faults is not None else "")
     listener = Listener(loop, port, app.respond, policy)

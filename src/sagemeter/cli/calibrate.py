@@ -169,17 +169,20 @@ def calibrate_server_command(
     The fault options make it misbehave the way real servers do (see docs/load.md), so what a
     client does with empty tokens, reasoning, errors, stalls and cut streams can be checked.
     """
-    from sagemeter.atomic import check_output_file, write_text_atomic
+    from sagemeter.atomic import check_distinct_outputs, check_output_file, write_text_atomic
     from sagemeter.calibrate.answers import KnownAnswers, WrongShares
     from sagemeter.calibrate.faults import Faults
     from sagemeter.calibrate.loops import run_precisely
     from sagemeter.calibrate.server import serve
     from sagemeter.calibrate.timing import TruthTiming, parse_duration
 
-    if port_file is not None:  # a scratch file, rewritten each start; never a device or link
-        check_output_file(port_file, "--port-file", force=True)
-    if arrival_log is not None:  # rewritten each start, as the port file is
-        check_output_file(arrival_log, "--arrival-log", force=True)
+    # Scratch files, rewritten each start; never a device, a link, a question file or a result.
+    given = [Path(item) for item in questions or () if Path(item).suffix]
+    check_distinct_outputs([("--port-file", port_file), ("--arrival-log", arrival_log)])
+    if port_file is not None:
+        check_output_file(port_file, "--port-file", force=True, inputs=given)
+    if arrival_log is not None:
+        check_output_file(arrival_log, "--arrival-log", force=True, inputs=given)
     timing = TruthTiming(
         parse_duration(ttft, "--ttft"),
         parse_duration(itl, "--itl"),

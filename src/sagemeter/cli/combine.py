@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from sagemeter.cli.common import console
-from sagemeter.errors import UserError
 
 
 def combine(
@@ -25,12 +24,16 @@ def combine(
 
     Given the shard files of `sagemeter load --shard i/n`, it merges them into one load result.
     """
+    from sagemeter import filekinds
     from sagemeter.atomic import check_output_file
-    from sagemeter.cli.load import is_load_result, merge_shard_files
+    from sagemeter.cli.load import merge_shard_files
 
-    _refuse_result_as_out(out)
-    check_output_file(out, "OUT", force=force, inputs=files)
-    if files and is_load_result(files[0]):
+    # What OUT will hold decides what it may replace (with --force): a comparison only a
+    # comparison, a merge only a merge; a measurement or a shard never (OUT left out).
+    shards = bool(files) and filekinds.kind_of_file(files[0]) in (filekinds.SHARD, filekinds.LOAD)
+    kind = filekinds.LOAD if shards else filekinds.COMPARISON
+    check_output_file(out, "OUT", force=force, inputs=files, kind=kind)
+    if shards:
         merge_shard_files(out, list(files), force=force)
         return
     from sagemeter.compare import combine as build
@@ -41,31 +44,6 @@ def combine(
     print_comparison(console, comparison)
     save_comparison(comparison, out)
     console.print(f"wrote {out}")
-
-
-def _refuse_result_as_out(out: Path) -> None:
-    """OUT comes first: a measurement there means OUT was left out, and it would be replaced
-    by the comparison (even with --force, that is never what was meant)."""
-
-    if out.is_symlink() or not out.is_file():
-        return  # check_output_file says what is wrong with it, without reading a FIFO
-    from sagemeter.textfiles import probe_json
-
-    payload = probe_json(out)
-    keys = ("decode_tokens_per_second", "load_tokens_per_second")
-    if isinstance(payload, dict) and (is_result_kind(payload) or any(k in payload for k in keys)):
-        raise UserError(
-            f"OUT {out}: is a result file, not a comparison; give the comparison's new file "
-            "name first (sagemeter combine OUT A.json B.json ...)"
-        )
-
-
-def is_result_kind(payload: dict[str, object]) -> bool:
-    """A `sagemeter load` result (its `kind`) or one of the article's measurement files."""
-    from sagemeter.loadgen.result import RESULT_KIND
-    from sagemeter.results.article import is_article_shape
-
-    return payload.get("kind") == RESULT_KIND or is_article_shape(payload)
 
 
 def register(app: typer.Typer) -> None:

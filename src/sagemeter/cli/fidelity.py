@@ -87,11 +87,16 @@ def collect_command(
     """Record one endpoint's top-k next-token distributions along greedy (or A's) answers."""
     from sagemeter.atomic import check_output_file
     from sagemeter.fidelity.records import load_record, save_record
+    from sagemeter.filekinds import FIDELITY_RECORD
     from sagemeter.limits import Tokens, TopK, checked
+    from sagemeter.targets import input_paths
 
     checked(top_k, TopK, "--top-k")
     checked(max_tokens, Tokens, "--max-tokens")
-    check_output_file(out, "OUT", force=force, inputs=[reference] if reference else [])
+    given = [reference] if reference else []
+    given += [Path(questions)] if Path(questions).suffix else []  # a file, not a set's name
+    given += input_paths(target)
+    check_output_file(out, "OUT", force=force, inputs=given, kind=FIDELITY_RECORD)
     reference_record = load_record(reference) if reference else None
     if reference_record is not None:
         prompts: list[str] = []
@@ -134,7 +139,9 @@ def compare_command(
 
     if out is not None:
         given = [a, b] + ([floor] if floor else [])
-        check_output_file(out, "--out", force=force, inputs=given)
+        from sagemeter.filekinds import FIDELITY_COMPARISON
+
+        check_output_file(out, "--out", force=force, inputs=given, kind=FIDELITY_COMPARISON)
     comparison = compare_fidelity(
         load_record(a), load_record(b), load_record(floor) if floor else None
     )

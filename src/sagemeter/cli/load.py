@@ -231,16 +231,16 @@ def register(app: typer.Typer) -> None:
             from sagemeter.transport.request import check_api_key
 
             check_api_key(api_key, "--api-key (or OPENAI_API_KEY)")
-            if out is not None:
-                from sagemeter.atomic import check_output_file
+            from sagemeter import filekinds
+            from sagemeter.atomic import check_distinct_outputs, check_output_file
 
-                check_output_file(out, "--out", force=force)
+            given = [path for path in (trace, tokenizer) if path is not None]
+            if out is not None:  # a shard's file replaces only a shard's (with --force)
+                kind = filekinds.SHARD if shard is not None else filekinds.LOAD
+                check_output_file(out, "--out", force=force, inputs=given, kind=kind)
             if csv is not None:
-                from sagemeter.atomic import check_output_file
-
-                if out is not None and csv.absolute() == out.absolute():
-                    raise UserError(f"--csv {csv}: is also --out; give another file name")
-                check_output_file(csv, "--csv", force=force)
+                check_distinct_outputs([("--out", out), ("--csv", csv)])
+                check_output_file(csv, "--csv", force=force, inputs=given)
             if ray is not None:
                 _check_ray(ray)
                 if shard is not None or start_at is not None:
@@ -457,7 +457,9 @@ def register(app: typer.Typer) -> None:
         asked = _levels(levels)
         watch = LiveRuns(err_console, progress_mode(err_console))
         if out is not None:
-            check_output_file(out, "--out", force=force)
+            from sagemeter.filekinds import SELFCHECK
+
+            check_output_file(out, "--out", force=force, kind=SELFCHECK)
         from sagemeter.limits import Seconds, Workers, checked
 
         checked(seconds, Seconds, "--seconds")
@@ -521,12 +523,13 @@ def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
     path when it is given shard files)."""
     from rich.console import Console
 
+    from sagemeter import filekinds
     from sagemeter.atomic import check_output_file
     from sagemeter.loadgen.files import load_result, write_result
     from sagemeter.loadgen.shards import merge_shards
     from sagemeter.loadgen.tables import result_tables
 
-    check_output_file(out, "OUT", force=force, inputs=shards)
+    check_output_file(out, "OUT", force=force, inputs=shards, kind=filekinds.LOAD)
     merged = merge_shards([load_result(path) for path in shards])
     console = Console()
     for table in result_tables(merged):

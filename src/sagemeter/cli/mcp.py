@@ -51,6 +51,9 @@ def mcp_command(
     if http is not None:
         check_port(http)  # before the banner, so a busy port is the only line
 
+    if results_dir is not None:
+        # as given, before resolve makes it absolute (a URL) or follows a link to nothing
+        check_output_folder(results_dir.expanduser(), "--results-dir", make=False)
     folder = results_dir.expanduser().resolve() if results_dir else default_results_dir()
     config = ServerConfig(
         allow_write=allow_write,

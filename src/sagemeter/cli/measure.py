@@ -254,7 +254,7 @@ def measure(
     """
     from sagemeter.report.terminal import print_result
     from sagemeter.results import check_result_name
-    from sagemeter.targets import parse_target
+    from sagemeter.targets import input_paths, parse_target
 
     parsed = parse_target(target)
     from sagemeter.transport.request import check_api_key
@@ -316,7 +316,8 @@ def measure(
     # A folder this command makes goes again when the command fails before writing in it (a
     # refused preflight, an unreadable reference); a folder the user had is never removed.
     with removed_if_left_empty(out_dir):
-        _check_result_file(out_dir, result_name, force, [fidelity_reference, server_log, questions])
+        given = [fidelity_reference, server_log, questions, tokenizer, *input_paths(target)]
+        _check_result_file(out_dir, result_name, force, given)
         reference = None
         if fidelity_reference is not None:
             from sagemeter.measure.workflow import fidelity_reference as read_reference
@@ -372,11 +373,16 @@ def _check_result_file(
 ) -> None:
     """The result file is a new name (or replaced only with --force) and none of the inputs."""
     from sagemeter.atomic import check_output_file, check_output_folder
+    from sagemeter.filekinds import MEASURE
+    from sagemeter.measure.workflow import engine_log_path
     from sagemeter.results import result_path
 
     check_output_folder(out_dir, "OUT_DIR")
     given = [Path(item) for item in inputs if item is not None]
-    check_output_file(result_path(out_dir, name), "the result file", force=force, inputs=given)
+    path = result_path(out_dir, name)
+    check_output_file(path, "the result file", force=force, inputs=given, kind=MEASURE)
+    # A local engine's log goes beside the result, rewritten each time (never a result, a link)
+    check_output_file(engine_log_path(out_dir, name), "the engine log", force=True, inputs=given)
 
 
 def register(app: typer.Typer) -> None:

@@ -147,7 +147,8 @@ def recommend_command(
     if plan is not None:
         if top < 2:
             raise UserError(f"--plan with --top {top}: a plan compares at least two instance types")
-        check_output_file(plan, "--plan", force=force)
+        # a Hub id, or a local folder (refused below): never the output either way
+        check_output_file(plan, "--plan", force=force, inputs=[Path(checkpoint)])
     parsed = parse_checkpoint(checkpoint)
     if plan is not None and parsed.hub is None:
         raise UserError(

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from sagemeter.atomic import open_output
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
 from sagemeter.transport.bad_json import BAD_JSON
@@ -137,11 +138,10 @@ class LaunchedServer:
 
     def start(self, timeout_s: float, on_wait: WaitFn = no_wait) -> str:
         """Start the server and return its OpenAI base URL (ending in /v1) once it is ready."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         began = time.perf_counter()
         launcher = [sys.executable, "-m", "sagemeter.engines.launcher"]
         launcher += ["--grace", str(self.grace_s)]
-        with self.log_path.open("wb") as log, self._lock:
+        with open_output(self.log_path, "the engine log") as log, self._lock:
             if self._stopped:
                 raise UserError(f"{self.what} was stopped before it started")
             log.write(f"$ {self.shown_command()}\n".encode())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import platform
@@ -32,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from sagemeter.atomic import write_json_atomic
+from sagemeter.atomic import open_output, write_json_atomic
 from sagemeter.errors import UserError
 from sagemeter.paths import cache_dir
 
@@ -168,7 +169,7 @@ def install_vllm(
             echo(f"removing the incomplete or outdated environment at {root}")
             shutil.rmtree(root)
         log_path = root.parent / "vllm-install.log"
-        with log_path.open("w") as log:
+        with io.TextIOWrapper(open_output(log_path, "the install log"), encoding="utf-8") as log:
             _build(root, torch_index, log, echo)
         install = VllmInstall(root / "bin" / "vllm", root / "bin" / "python", MANAGED_ORIGIN)
         version = _check_import(install, log_path)

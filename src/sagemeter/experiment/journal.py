@@ -224,11 +224,14 @@ def read_journal(run_dir: Path) -> Journal:
     path = run_dir / JOURNAL_FILE
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run folder")
-    if not path.exists() and not path.is_symlink():
+    from sagemeter.atomic import refuse_special
+
+    refuse_special(path, "the journal")  # a link leads elsewhere; a FIFO would block the read
+    if not path.exists():
         raise UserError(f"{run_dir}: holds no {JOURNAL_FILE}; give the folder `sagemeter run` made")
     from sagemeter.textfiles import read_json
 
-    data = read_json(path)  # capped; a FIFO or a device in its place is one line, not a hang
+    data = read_json(path)  # capped; a device in its place is one line, not a hang
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise UserError(f"{path}: not a sagemeter run journal ({SCHEMA})")
     try:

@@ -159,10 +159,12 @@ _T = TypeVar("_T")
 
 
 def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
-    """runs/DATE-NAME, or runs/DATE-HHMMSS-NAME when that folder already holds something."""
+    """runs/DATE-NAME, or runs/DATE-HHMMSS-NAME when that folder already holds something (or
+    that name is anything but a folder: a file, a FIFO, a link is never written through)."""
     now = datetime.now(UTC)
     candidate = root / f"{now:%Y-%m-%d}-{name}"
-    if candidate.exists() and any(candidate.iterdir()):
+    taken = candidate.is_symlink() or (candidate.exists() and not candidate.is_dir())
+    if taken or (candidate.is_dir() and any(candidate.iterdir())):  # a file, a FIFO, a link
         candidate = root / f"{now:%Y-%m-%d-%H%M%S}-{name}"
     return candidate
 
@@ -379,6 +381,7 @@ def resume_run(
     specs, aws = check_ready(
         plan, fresh=False, source=str(run_dir / JOURNAL_FILE), folder=journal.plan_folder
     )
+    check_run_outputs(run_dir, plan)
     remaining = {
         visit.result_name for visit in visits(plan) if not _measured(run_dir, visit.result_name)
     }
@@ -400,6 +403,22 @@ def finished_line(run_dir: Path, journal: Journal) -> str:
             "the report); nothing to resume: start a new run to measure again"
         )
     return f"{run_dir}: this run is done; nothing to resume"
+
+
+def check_run_outputs(run_dir: Path, plan: Plan) -> None:
+    """Every file a resumed run writes in its folder, checked before a step runs (a deploy
+    bills by the hour): never a link, a FIFO or a device, never a result of another kind."""
+    from sagemeter import filekinds
+    from sagemeter.atomic import check_output_file
+    from sagemeter.measure.workflow import engine_log_path
+
+    journal, compared = run_dir / JOURNAL_FILE, run_dir / COMPARE_FILE
+    check_output_file(journal, "the journal", force=True, kind=filekinds.JOURNAL)
+    check_output_file(compared, "the comparison", force=True, kind=filekinds.COMPARISON)
+    for visit in visits(plan):
+        path = result_path(run_dir, visit.result_name)
+        check_output_file(path, "the result file", force=True, kind=filekinds.MEASURE)
+        check_output_file(engine_log_path(run_dir, visit.result_name), "the engine log", force=True)
 
 
 def _wrote(names: Sequence[str | None], incomplete: Sequence[bool] = ()) -> str:

@@ -17,6 +17,7 @@ from rich.console import Console
 from sagemeter.atomic import check_output_file
 from sagemeter.compare import combine, save_comparison
 from sagemeter.engines.endpoints import check_target
+from sagemeter.filekinds import COMPARISON, MEASURE
 from sagemeter.limits import (
     MAX_BATCHES,
     MAX_LEVELS,
@@ -282,7 +283,9 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         result_name = name or parsed.default_name
         check_result_name(result_name, label="name")
         path = result_path(config.results_dir, result_name)
-        check_output_file(path, "the result file", force=False, to_replace="choose another name")
+        check_output_file(
+            path, "the result file", force=False, to_replace="choose another name", kind=MEASURE
+        )
         check_target(parsed)
         total = total_requests(settings, len(selected_questions(settings).questions))
         async with Relay(ctx) as relay:
@@ -383,7 +386,12 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         check_result_name(out_name, label="name")  # the default, made of the results' names
         out = config.results_dir / f"compare-{out_name}.json"
         check_output_file(
-            out, "the comparison file", force=force, inputs=paths, to_replace=_REPLACE_OR_RENAME
+            out,
+            "the comparison file",
+            force=force,
+            inputs=paths,
+            to_replace=_REPLACE_OR_RENAME,
+            kind=COMPARISON,
         )
         save_comparison(comparison, out)
         buffer = io.StringIO()

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from sagemeter.atomic import check_output_file
 from sagemeter.errors import UserError
+from sagemeter.filekinds import LOAD
 from sagemeter.limits import MAX_PRICE_PER_HOUR, MAX_TOKENS, MAX_WAIT_S
 from sagemeter.loadgen.result import LoadResult, OperatingPoint, Probe
 from sagemeter.mcp.config import ServerConfig
@@ -142,7 +143,9 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         text = http_target(text).base_url  # the base, as every face records it
         check_result_name(name, label="name")
         path = config.results_dir / f"load-{name}.json"
-        check_output_file(path, "the result file", force=False, to_replace="choose another name")
+        check_output_file(
+            path, "the result file", force=False, to_replace="choose another name", kind=LOAD
+        )
         settings = LoadSettings(
             target=text,
             max_tokens=max_tokens,

@@ -25,6 +25,7 @@ from sagemeter.engines.endpoints import (
 from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.filekinds import MEASURE
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.deadline import Deadline
@@ -97,6 +98,11 @@ PhaseFn = Callable[[str], None]
 
 def _no_phase(_: str) -> None:
     """Default phase callback."""
+
+
+def engine_log_path(out_dir: Path, name: str) -> Path:
+    """Where a target this measure starts (local:, vllm:, cmd:) writes its log."""
+    return out_dir / f"engine-{name}.log"
 
 
 def utc_now() -> str:
@@ -173,7 +179,8 @@ async def measure_target(
     check_target(target)
     question_set = selected_questions(settings)
     check_output_folder(out_dir, "OUT_DIR")
-    check_output_file(result_path(out_dir, name), "the result file", force=True)
+    check_output_file(result_path(out_dir, name), "the result file", force=True, kind=MEASURE)
+    check_output_file(engine_log_path(out_dir, name), "the engine log", force=True)
     started = utc_now()
     limit = Deadline(settings.max_minutes) if settings.max_minutes is not None else None
     cut: list[str] = []  # phases max_minutes kept from running (each a missing figure)
@@ -184,7 +191,7 @@ async def measure_target(
     host = HostSampler()
     host.start()
     on_phase("starting")
-    log_path = out_dir / f"engine-{name}.log"
+    log_path = engine_log_path(out_dir, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     wire = WireOptions(
         timeout_s=settings.timeout_s,

@@ -16,13 +16,12 @@ from sagemeter.atomic import write_bytes_atomic, write_text_atomic
 from sagemeter.errors import UserError
 from sagemeter.loadgen.files import load_result
 from sagemeter.loadgen.result import RESULT_KIND, LoadResult
-from sagemeter.report.document import Figure
 from sagemeter.report.html import render_html
 from sagemeter.report.load_figures import LoadRun
 from sagemeter.report.load_plots import render_load_plots
 from sagemeter.report.load_sections import build_load_document
 from sagemeter.report.markdown import render_markdown
-from sagemeter.report.writer import parse_formats
+from sagemeter.report.writer import check_report_outputs, parse_formats, shown_figures
 from sagemeter.textfiles import probe_json, read_json
 
 
@@ -95,14 +94,10 @@ def write_load_report(
     chosen = parse_formats(formats)
     runs = [LoadRun(label=file.stem, result=_read(file), path=file) for file in files]
     document = build_load_document(runs)
-    shown = [
-        block.key
-        for section in document.sections
-        for block in section.blocks
-        if isinstance(block, Figure)
-    ]
-    images = render_load_plots(runs, shown) if {"png", "html"} & set(chosen) else {}
+    shown = shown_figures(document)
     markdown_path, html_path, plots_dir = output_paths(path)
+    check_report_outputs(markdown_path, html_path, plots_dir, shown, chosen)
+    images = render_load_plots(runs, shown) if {"png", "html"} & set(chosen) else {}
     written: list[Path] = []
     links: dict[str, str] = {}
     if "png" in chosen:

@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from sagemeter.atomic import write_bytes_atomic, write_text_atomic
+from sagemeter.atomic import (
+    check_output_file,
+    refuse_special,
+    write_bytes_atomic,
+    write_text_atomic,
+)
 from sagemeter.errors import UserError
 from sagemeter.report.compare_runs import build_compare_document
 from sagemeter.report.document import Document, Figure
@@ -54,15 +59,39 @@ def run_series(run: Run, prefix: str = "", linestyle: str = "-", marker: str = "
     return series
 
 
-def _write(
-    document: Document, series: list[Series], out_dir: Path, formats: tuple[str, ...]
-) -> list[Path]:
-    shown = [
+def check_report_outputs(
+    markdown: Path, html: Path, plots: Path, keys: list[str], formats: tuple[str, ...]
+) -> None:
+    """Every file a report will write, checked before a plot is drawn (the one output rule,
+    `atomic.check_output_file`): a report is rewritten each time, but never through a link,
+    into a FIFO or onto a device, and never over a result; `plots` must be a folder."""
+    outputs = [markdown] if "md" in formats else []
+    outputs += [html] if "html" in formats else []
+    if "png" in formats:
+        if plots.is_symlink() or (plots.exists() and not plots.is_dir()):
+            refuse_special(plots, "the plots folder")
+            raise UserError(f"the plots folder {plots}: is a file, not a folder")
+        outputs += [plots / f"{key}.png" for key in keys]
+    for path in outputs:
+        check_output_file(path, "the report", force=True)
+
+
+def shown_figures(document: Document) -> list[str]:
+    """The keys of the figures a document shows, in order."""
+    return [
         block.key
         for section in document.sections
         for block in section.blocks
         if isinstance(block, Figure)
     ]
+
+
+def _write(
+    document: Document, series: list[Series], out_dir: Path, formats: tuple[str, ...]
+) -> list[Path]:
+    shown = shown_figures(document)
+    paths = (out_dir / "report.md", out_dir / "report.html", out_dir / PLOTS_DIR)
+    check_report_outputs(*paths, shown, formats)
     images = render_plots(series, shown) if {"png", "html"} & set(formats) else {}
     written: list[Path] = []
     links: dict[str, str] = {}
