@@ -333,7 +333,7 @@ def test_resume_refuses_a_journal_that_is_a_fifo(tmp_path: Path) -> None:
     os.mkfifo(run / JOURNAL_FILE)
     done = CliRunner().invoke(APP, ["run", "--resume", str(run)])
     assert _one_line(done) == (
-        f"{run / JOURNAL_FILE}: is a named pipe (FIFO), not a regular file; give a file"
+        f"the journal {run / JOURNAL_FILE}: is a FIFO, not a regular file; give a file name"
     )
 
 

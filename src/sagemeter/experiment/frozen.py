@@ -121,6 +121,7 @@ def check_results(run_dir: Path, journal: Journal) -> None:
     """Refuse a resume when a result file the run wrote was changed since, or when a result
     file is there for a visit the run did not write it for (copied in from elsewhere): the
     run would keep it as measured. A journal from before results were kept is taken as it is."""
+    from sagemeter.atomic import refuse_special
     from sagemeter.results import result_path
 
     if journal.results is None:
@@ -130,6 +131,7 @@ def check_results(run_dir: Path, journal: Journal) -> None:
             continue
         for name in step.results:
             path = result_path(run_dir, name)
+            refuse_special(path, "the result file")  # a link, FIFO or device: named as such
             if not path.is_file():
                 continue  # deleted since: measured again
             kept = journal.results.get(name)
