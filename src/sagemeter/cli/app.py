@@ -148,9 +148,11 @@ def main(argv: list[str] | None = None) -> None:
     messages, exit 2; a command may exit 3 (an incomplete measurement); an OSError left over (a
     full disk at the last write) is one line and exit 1."""
     from sagemeter.cli.interrupt import interrupted_message
+    from sagemeter.cli.terminal import keep_writing
     from sagemeter.printable import printable
 
     _redact_output()
+    keep_writing()  # a closed terminal (SIGHUP) must not stop the cleanup at its first line
     _handle_stop_signals()
     _register_optional_commands(argv)
     try:
@@ -171,7 +173,22 @@ def main(argv: list[str] | None = None) -> None:
             printable(_os_error_line(exc)), style="red", highlight=False, markup=False
         )
         sys.exit(1)
+    code = code if isinstance(code, int) else 0
     if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code before we see it
         _say_interrupted(interrupted_message())
         code = _interrupted_code()
-    sys.exit(code if isinstance(code, int) else 0)
+    elif _received and code == 0:  # `serve` and `mcp` end on a stop signal as on Ctrl-C: said
+        code = _interrupted_code()  # "stopped"; the code still tells SIGTERM and SIGHUP apart
+    sys.exit(_unless_output_lost(code))
+
+
+def _unless_output_lost(code: int) -> int:
+    """`code`, unless the command succeeded but its output on stdout never arrived (the reader
+    went away): then that is said on stderr and the exit is 1, as for any file not written."""
+    from sagemeter.cli.terminal import stdout_lost
+
+    lost = stdout_lost()
+    if code != 0 or lost is None:
+        return code
+    _say_interrupted(f"error: could not write the output: {lost} (stdout)")
+    return 1

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
+from sagemeter.cli import interrupt as activity
 from sagemeter.cli.common import console, err_console, new_progress, serve_until_ctrl_c
 from sagemeter.engines.llamacpp import MAX_SLOTS
 from sagemeter.errors import UserError
@@ -100,6 +101,7 @@ def serve(
     from sagemeter.targets import ENGINE_PREFIX, EngineTarget, LocalTarget, VllmTarget, parse_target
 
     parsed = parse_target(target) if ENGINE_PREFIX.match(target.strip()) else None
+    activity.doing(f"serving {target}")
     if isinstance(parsed, VllmTarget):
         from sagemeter.cli.engines import serve_vllm
 
