@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from sagemeter.engines.launcher import STOP
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
 
@@ -185,7 +186,10 @@ class LaunchedServer:
         if process is None:
             return
         if process.poll() is None and process.stdin:
-            process.stdin.close()
+            with contextlib.suppress(OSError):  # asked, not orphaned: the full grace period
+                process.stdin.write(STOP)
+            with contextlib.suppress(OSError):
+                process.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=timeout_s if timeout_s is not None else self.grace_s + 10)
         with contextlib.suppress(ProcessLookupError, PermissionError):
