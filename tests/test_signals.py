@@ -272,3 +272,45 @@ def test_the_mcp_server_stopped_by_a_signal_stops_its_calls(
         state = json.loads(journal.read_text())
         assert state["state"] == "stopped", state
         assert all(step["state"] != "running" for step in state["steps"])
+
+
+# A process that starts the truth server (from its main thread or another), prints its pid, waits.
+TRUTH_PARENT = """
+import os, sys, threading, time
+from sagemeter.calibrate import TruthTiming, running_truth_server
+
+def serve():
+    with running_truth_server(TruthTiming(0.01, 0.002)):
+        me = os.getpid()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and entry != str(me):
+                try:
+                    stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(stat[1]) == me:
+                    print(entry, flush=True)
+        time.sleep(60)
+if sys.argv[1] == "thread":
+    threading.Thread(target=serve, daemon=True).start()
+    time.sleep(60)
+else:
+    serve()
+"""
+
+
+@pytest.mark.parametrize("started_from", ["main", "thread"])
+def test_a_truth_server_dies_with_the_process_that_started_it(started_from: str) -> None:
+    """`running_truth_server` (selfcheck's, the benchmarks'): a killed parent leaves no server,
+    whichever thread started it (the kernel's signal follows the thread, the watch does not)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", TRUTH_PARENT, started_from], stdout=subprocess.PIPE, text=True
+    )
+    server = int(cast(IO[str], parent.stdout).readline())
+    assert alive(server)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 3
+    while alive(server):
+        assert time.monotonic() < deadline, "the truth server outlived its parent"
+        time.sleep(0.05)
