@@ -314,3 +314,34 @@ def test_a_truth_server_dies_with_the_process_that_started_it(started_from: str)
     while alive(server):
         assert time.monotonic() < deadline, "the truth server outlived its parent"
         time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_the_mcp_http_server_stops_on_a_signal_with_its_code(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    """Over HTTP uvicorn takes SIGTERM itself and shuts down; the exit code still names it."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    process = subprocess.Popen(
+        [*SAGEMETER, "mcp", "--http", str(port), "--results-dir", str(tmp_path / "results")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home")},
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        with socket.socket() as client:
+            if client.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == code, stderr
+    assert stderr.strip().splitlines()[-1] == "stopped"

@@ -70,6 +70,8 @@ def mcp_command(
     activity.doing(f"serving MCP on {where}")
     try:
         serve(config, http_port=http)
+        if http is not None:  # uvicorn took the signal itself and shut down: the same line
+            Console(stderr=True, highlight=False, markup=False).print("stopped")
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: its calls were cancelled (each
         # stops as a cancelled call does: a run deletes what it made) and its engines stopped
         Console(stderr=True, highlight=False, markup=False).print("stopped")
