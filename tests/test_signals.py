@@ -10,6 +10,7 @@ a run's journal must say "stopped", not "running" or "failed".
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pty
@@ -345,3 +346,36 @@ def test_the_mcp_http_server_stops_on_a_signal_with_its_code(
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == code, stderr
     assert stderr.strip().splitlines()[-1] == "stopped"
+
+
+class _Failing:
+    """A text stream whose writes fail with `code` (EIO: the terminal has gone)."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def write(self, text: str) -> int:
+        raise OSError(self.code, os.strerror(self.code))
+
+    def flush(self) -> None:
+        raise OSError(self.code, os.strerror(self.code))
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.EPIPE])
+def test_writes_to_a_stream_that_has_gone_are_dropped_and_remembered(code: int) -> None:
+    from sagemeter.cli.terminal import SurvivingStream
+
+    stream = SurvivingStream(cast(IO[str], _Failing(code)))
+    assert stream.write("a line\n") == len("a line\n")
+    stream.flush()
+    assert stream.gone == os.strerror(code)
+
+
+def test_a_full_disk_behind_stdout_still_raises() -> None:
+    """Only a reader that has gone is dropped; any other failure stays the command's error."""
+    from sagemeter.cli.terminal import SurvivingStream
+
+    stream = SurvivingStream(cast(IO[str], _Failing(errno.ENOSPC)))
+    with pytest.raises(OSError):
+        stream.write("x")
+    assert stream.gone is None

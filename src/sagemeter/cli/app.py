@@ -78,11 +78,13 @@ def _register_optional_commands(argv: list[str] | None = None) -> None:
 
 def _redact_output() -> None:
     """Everything this process prints passes through the one redaction (sagemeter.redaction)."""
+    from sagemeter.cli.terminal import SurvivingStream
     from sagemeter.redaction import RedactingStream
 
-    if not isinstance(sys.stdout, RedactingStream):
+    done = (RedactingStream, SurvivingStream)  # SurvivingStream wraps a RedactingStream
+    if not isinstance(sys.stdout, done):
         sys.stdout = RedactingStream(sys.stdout)
-    if not isinstance(sys.stderr, RedactingStream):
+    if not isinstance(sys.stderr, done):
         sys.stderr = RedactingStream(sys.stderr)
 
 
