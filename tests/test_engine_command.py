@@ -292,3 +292,47 @@ async def test_mcp_refuses_a_command_target_unless_the_user_allowed_commands(
             {"target": f"cmd:{TRUTH}", "name": "truth", "quick": True, "load_levels": [1]},
         )
     assert ok(answer)["complete"] is True
+
+
+# Answers /v1/models at once and ignores SIGTERM: only the group's SIGKILL ends it.
+STUBBORN = """
+import json, os, pathlib, signal, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+pathlib.Path(sys.argv[0]).with_suffix(".pid").write_text(str(os.getpid()))
+class Models(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+    def log_message(self, *args):
+        pass
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Models).serve_forever()
+"""
+
+
+def test_a_server_that_ignores_sigterm_is_gone_soon_after_sagemeter_is_killed(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    """Killed with SIGKILL, sagemeter cannot ask for a graceful stop: the launcher sees stdin
+    close without `stop` and gives the server one second, not the ten of an asked stop."""
+    command = _script(tmp_path, "stubborn", STUBBORN)
+    served = subprocess.Popen(
+        [sys.executable, "-m", "sagemeter", "serve", f"cmd:{command}", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**sagemeter_env, "COLUMNS": "200"},
+    )
+    assert served.stdout is not None
+    line = ""
+    deadline = time.monotonic() + 60
+    while "serving" not in line and time.monotonic() < deadline:
+        line = served.stdout.readline()
+    assert "serving cmd-" in line
+    server_pid = int((tmp_path / "stubborn.pid").read_text())
+    served.kill()
+    served.wait(timeout=10)
+    assert _gone(server_pid, within_s=3.0), "a server ignoring SIGTERM outlived sagemeter"

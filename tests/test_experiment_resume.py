@@ -126,10 +126,11 @@ def test_an_arm_whose_server_dies_mid_measure_ends_the_run_incomplete_not_loopin
     assert "b is incomplete" in report and "quality not compared" in report
 
     again = sagemeter("report", "run", home=home, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 3, again.stderr  # written, but an arm is incomplete
+    assert again.stderr.strip().splitlines()[-1].startswith("incomplete: b")
     kept = {path.name: path.read_bytes() for path in run.glob("measure-*.json")}
     resumed = sagemeter("run", "--resume", "run", home=home, cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.returncode == 3, resumed.stderr  # finished, still incomplete
     lines = resumed.stdout.strip().splitlines()
     assert len(lines) == 1 and "this run is finished, b incomplete" in lines[0], resumed.stdout
     assert "nothing to resume" in lines[0]

@@ -9,9 +9,11 @@ and a cap the estimate already exceeds (one line, nothing created).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -451,4 +453,38 @@ def test_a_failed_step_deletes_what_the_run_made(
     assert journal["state"] == "failed"
     assert [step["state"] for step in journal["steps"][:3]] == ["done", "failed", "pending"]
     assert not (tmp_path / "run" / "measure-bf16.json").exists()
+    nothing_left(world)
+
+
+def test_a_closed_terminal_while_measuring_deletes_the_endpoint_and_exits_129(
+    world: World, runtime: RuntimeFake, tmp_path: Path
+) -> None:
+    """An SSH session that drops: SIGHUP, and every later write to the terminal fails. The stop
+    must still delete what the run made (a failed write had ended it before the teardown)."""
+    import pty
+
+    (tmp_path / "plan.toml").write_text(plan_text(top="price_per_hour = 1.1267"))
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--out", "run", *FAST],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    journal_file = tmp_path / "run" / "journal.json"
+    deadline = time.monotonic() + 120
+    while not (runtime.requests and journal_file.exists()):
+        assert process.poll() is None and time.monotonic() < deadline
+        with contextlib.suppress(OSError):  # keep the terminal drained while it is there
+            while select.select([master], [], [], 0.02)[0] and os.read(master, 65536):
+                pass
+    os.close(master)
+    process.send_signal(signal.SIGHUP)
+    assert process.wait(timeout=120) == 129
+    journal = journal_of(tmp_path / "run")
+    assert journal["state"] == "stopped" and journal["stopped_because"] == "SIGHUP"
+    assert [d["state"] for d in journal["deployments"]] == ["deleted"]
     nothing_left(world)

@@ -52,6 +52,11 @@ class TransportError(SagemeterError):
     exit_code = 6
 
 
+EXIT_INCOMPLETE = 3
+"""Not an error but a job that did not give all it was asked for: a measurement, load, run,
+comparison or report with a figure missing (the files are written and say why). Every command
+uses this code for it; a failed job never exits 0."""
+
 KINDS: tuple[type[SagemeterError], ...] = (InputError, PlatformError, EngineError, TransportError)
 
 

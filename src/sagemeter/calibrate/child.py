@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -16,20 +15,22 @@ from pathlib import Path
 from sagemeter.calibrate.answers import WrongShares
 from sagemeter.calibrate.faults import Faults
 from sagemeter.calibrate.timing import TruthTiming
+from sagemeter.parentwatch import PARENT_ENV, child_env
+from sagemeter.parentwatch import die_with_parent as watch_parent
 
 START_TIMEOUT_S = 30.0
-PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent(parent_pid: int) -> None:
     """In the server: end when the process that started it ends, even if it was killed.
 
-    A killed test run or benchmark must not leave a server behind on the machine.
+    A killed test run or benchmark must not leave a server behind on the machine. The one
+    mechanism every child uses (`sagemeter.parentwatch`): the kernel's signal when the parent
+    was on its main thread, and a watch of the parent pid always (a parent that started the
+    server from another thread would otherwise kill it when that thread ended, or never).
     """
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent ended before the request above took effect
-        raise SystemExit(0)
+    os.environ.setdefault(PARENT_ENV, str(parent_pid))
+    watch_parent(signal.SIGTERM)
 
 
 def _wait_for_port(process: subprocess.Popen[bytes], port_file: Path) -> int:
@@ -89,7 +90,9 @@ def running_truth_server(
             command += faults.args()
         if wrong is not None:
             command += wrong.args()
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=os.environ.copy())
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, env=child_env(os.environ.copy())
+        )
         try:
             port = _wait_for_port(process, port_file)
             yield f"http://127.0.0.1:{port}"

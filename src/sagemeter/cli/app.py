@@ -79,11 +79,13 @@ def _register_optional_commands(argv: list[str] | None = None) -> None:
 
 def _redact_output() -> None:
     """Everything this process prints passes through the one redaction (sagemeter.redaction)."""
+    from sagemeter.cli.terminal import SurvivingStream
     from sagemeter.redaction import RedactingStream
 
-    if not isinstance(sys.stdout, RedactingStream):
+    done = (RedactingStream, SurvivingStream)  # SurvivingStream wraps a RedactingStream
+    if not isinstance(sys.stdout, done):
         sys.stdout = RedactingStream(sys.stdout)
-    if not isinstance(sys.stderr, RedactingStream):
+    if not isinstance(sys.stderr, done):
         sys.stderr = RedactingStream(sys.stderr)
 
 
@@ -193,9 +195,11 @@ def main(argv: list[str] | None = None) -> None:
     full disk at the last write) is one line and exit 1, and so is anything else unexpected
     (a bug): one line saying how to see its traceback (`SAGEMETER_DEBUG=1`)."""
     from sagemeter.cli.interrupt import interrupted_message
+    from sagemeter.cli.terminal import keep_writing
     from sagemeter.printable import printable
 
     _redact_output()
+    keep_writing()  # a closed terminal (SIGHUP) must not stop the cleanup at its first line
     _handle_stop_signals()
     try:
         code = _run(argv)
@@ -231,7 +235,22 @@ def main(argv: list[str] | None = None) -> None:
             printable(unexpected_line(exc)), style="red", highlight=False, markup=False
         )
         sys.exit(UNEXPECTED)
+    code = code if isinstance(code, int) else 0
     if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code before we see it
         _say_interrupted(interrupted_message())
         code = _interrupted_code()
-    sys.exit(code if isinstance(code, int) else 0)
+    elif _received and code == 0:  # `serve` and `mcp` end on a stop signal as on Ctrl-C: said
+        code = _interrupted_code()  # "stopped"; the code still tells SIGTERM and SIGHUP apart
+    sys.exit(_unless_output_lost(code))
+
+
+def _unless_output_lost(code: int) -> int:
+    """`code`, unless the command succeeded but its output on stdout never arrived (the reader
+    went away): then that is said on stderr and the exit is 1, as for any file not written."""
+    from sagemeter.cli.terminal import stdout_lost
+
+    lost = stdout_lost()
+    if code != 0 or lost is None:
+        return code
+    _say_interrupted(f"error: could not write the output: {lost} (stdout)")
+    return 1

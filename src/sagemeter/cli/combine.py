@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from sagemeter.cli.common import console
+from sagemeter.cli.common import console, err_console
+from sagemeter.errors import EXIT_INCOMPLETE
+from sagemeter.printable import printable
 
 
 def combine(
@@ -44,6 +46,14 @@ def combine(
     print_comparison(console, comparison)
     save_comparison(comparison, out)
     console.print(f"wrote {out}")
+    missing = [
+        name for name, why in zip(comparison.names, comparison.incomplete, strict=False) if why
+    ]
+    if missing or comparison.quality_not_compared:  # written, but a figure asked for is missing
+        said = [f"{', '.join(missing)} incomplete (said above)"] if missing else []
+        said += comparison.quality_not_compared
+        err_console.print(f"incomplete: {printable('; '.join(said))}", highlight=False)
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def register(app: typer.Typer) -> None:

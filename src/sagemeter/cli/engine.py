@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
+from sagemeter.cli import interrupt as activity
 from sagemeter.cli.common import console, err_console, new_progress, serve_until_ctrl_c
 from sagemeter.engines.llamacpp import MAX_SLOTS
 from sagemeter.errors import UserError
@@ -103,6 +104,7 @@ def serve(
     # Checked whatever the target (only cmd: uses it): a bad value is one line, never ignored.
     wait = None if startup_timeout is None else parse_duration(startup_timeout, "--startup-timeout")
     parsed = parse_target(target) if ENGINE_PREFIX.match(target.strip()) else None
+    activity.doing(f"serving {target}")
     if isinstance(parsed, VllmTarget):
         from sagemeter.cli.engines import serve_vllm
 

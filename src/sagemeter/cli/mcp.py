@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from sagemeter.cli import interrupt as activity
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 
 
@@ -70,8 +70,14 @@ def mcp_command(
         f"{'allowed' if allow_commands else 'refused (--allow-commands)'}, results in "
         f"{config.results_dir}"
     )
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in a terminal: engines were stopped
+    activity.doing(f"serving MCP on {where}")
+    try:
         serve(config, http_port=http)
+        if http is not None:  # uvicorn took the signal itself and shut down: the same line
+            Console(stderr=True, highlight=False, markup=False).print("stopped")
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: its calls were cancelled (each
+        # stops as a cancelled call does: a run deletes what it made) and its engines stopped
+        Console(stderr=True, highlight=False, markup=False).print("stopped")
 
 
 def register(app: typer.Typer) -> None:

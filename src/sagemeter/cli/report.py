@@ -88,3 +88,26 @@ def register(app: typer.Typer) -> None:
         console = Console()
         for path in written:
             console.print(f"wrote {path}", highlight=False)
+        _exit_if_incomplete(run_dirs, price_per_hour)
+
+
+def _exit_if_incomplete(run_dirs: list[Path], price_per_hour: float | None) -> None:
+    """Exit 3 (after the files are written) when a result the report shows is incomplete: the
+    report marks it, and a script must not take the report for a whole one."""
+    from sagemeter.cli.common import err_console
+    from sagemeter.errors import EXIT_INCOMPLETE
+    from sagemeter.printable import printable
+    from sagemeter.report.runs import load_run
+
+    missing = []
+    for folder in run_dirs:
+        run = load_run(folder, price_per_hour=price_per_hour)
+        for result, path in zip(run.results, run.paths, strict=False):
+            if result.complete is False:
+                missing.append(result.name or path.name)
+    if missing:
+        shown = printable(", ".join(missing))
+        err_console.print(
+            f"incomplete: {shown} (the report marks what is missing)", highlight=False
+        )
+        raise typer.Exit(EXIT_INCOMPLETE)

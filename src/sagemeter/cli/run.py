@@ -436,6 +436,8 @@ def _run(
         activity.doing(f"resuming the run in {resume}")
         if prepared.journal.state == "done":
             _out().print(finished_line(resume, prepared.journal))
+            if prepared.journal.incomplete:  # finished, but not whole: never exit 0 for it
+                raise typer.Exit(EXIT_INCOMPLETE)
             return
         done = sum(1 for s in prepared.journal.steps if s.state in FINISHED_STEPS)
         header = (

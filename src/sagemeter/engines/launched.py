@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from sagemeter.atomic import open_output
+from sagemeter.engines.launcher import STOP
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
 from sagemeter.transport.bad_json import BAD_JSON
@@ -192,7 +193,10 @@ class LaunchedServer:
         if process is None:
             return
         if process.poll() is None and process.stdin:
-            process.stdin.close()
+            with contextlib.suppress(OSError):  # asked, not orphaned: the full grace period
+                process.stdin.write(STOP)
+            with contextlib.suppress(OSError):
+                process.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=timeout_s if timeout_s is not None else self.grace_s + 10)
         with contextlib.suppress(ProcessLookupError, PermissionError):

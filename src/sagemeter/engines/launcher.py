@@ -6,6 +6,9 @@ Run as `python -m sagemeter.engines.launcher [--grace SECONDS] PROGRAM ARG…` i
 SIGTERM/SIGINT or until its stdin closes, which happens when sagemeter exits for any reason,
 even SIGKILL, so a server started by sagemeter never outlives it. Then it asks the server to stop
 (SIGTERM, the server's own graceful shutdown) and, after the grace period, kills the whole group.
+sagemeter asks for a stop by writing `stop` before it closes stdin; a stdin that closes without
+it means sagemeter died (SIGKILL), and nobody waits for a graceful end any more: the grace is
+then at most ORPHAN_GRACE_S, so a server that ignores SIGTERM does not outlive it by the grace.
 Standard library only: it runs before anything else is imported.
 """
 
@@ -19,6 +22,8 @@ import sys
 import threading
 
 GRACE_S = 20.0
+ORPHAN_GRACE_S = 1.0  # sagemeter died without asking: the server gets this long after SIGTERM
+STOP = b"stop\n"  # what sagemeter writes to ask for a stop (rather than dying)
 USAGE = "usage: python -m sagemeter.engines.launcher [--grace SECONDS] PROGRAM ARG…"
 
 
@@ -49,11 +54,13 @@ def main(argv: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     stop = threading.Event()
+    orphaned = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
 
     def watch_stdin() -> None:
-        sys.stdin.buffer.read()
+        if STOP not in sys.stdin.buffer.read():
+            orphaned.set()  # closed without a word: sagemeter is gone
         stop.set()
 
     try:
@@ -74,7 +81,7 @@ def main(argv: list[str]) -> int:
         stop.wait(0.5)
     child.terminate()
     with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=grace_s)
+        child.wait(timeout=min(grace_s, ORPHAN_GRACE_S) if orphaned.is_set() else grace_s)
     # Whatever the server left behind (an engine process that did not exit) shares our group.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.killpg(os.getpgrp(), signal.SIGKILL)
