@@ -287,6 +287,13 @@ def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:
 
 
 def _parse_url(raw: str) -> OpenAITarget:
+    # urlsplit drops CR, LF and tab silently (`/v1\r\nX: 1` would become the path `/v1X: 1`)
+    # and keeps spaces and other controls, which would break the request line or a header.
+    if any(char.isspace() or ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in raw):
+        raise UserError(
+            f"target {raw!r} holds a space or a control character, which cannot go in an HTTP "
+            "request; give http://HOST:PORT (with /v1 or not), e.g. http://127.0.0.1:8000"
+        )
     parts = urlsplit(raw)
     if not parts.hostname:
         raise UserError(f"target {raw!r} has no host; accepted forms: {ACCEPTED_FORMS}")

@@ -165,6 +165,9 @@ def calibrate_server_command(
     from sagemeter.calibrate.server import serve
     from sagemeter.calibrate.timing import TruthTiming, parse_duration
 
+    from sagemeter.transport.request import check_api_key
+
+    check_api_key(require_key, "--require-key")  # no request can carry a key with CR/LF
     if port_file is not None:  # a scratch file, rewritten each start; never a device or link
         check_output_file(port_file, "--port-file", force=True)
     if arrival_log is not None:  # rewritten each start, as the port file is

@@ -200,12 +200,15 @@ def check_ready(
 
 
 def _target_check(arm: Arm) -> Callable[[], None]:
-    """The arm's target parsed and checked, as one step `_collect` can run."""
+    """The arm's target parsed and checked, as one step `_collect` can run; a hosted
+    endpoint's key (OPENAI_API_KEY) is checked here too, before any arm runs."""
 
     def check() -> None:
         from sagemeter.engines.endpoints import check_target
 
-        check_target(arm.parsed_target())
+        target = arm.parsed_target()
+        check_target(target)
+        _api_key(target)
 
     return check
 
