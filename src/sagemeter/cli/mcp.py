@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from sagemeter.printable import SafeConsole
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 
 
@@ -60,7 +60,7 @@ def mcp_command(
         poll_s=poll_seconds,
     )
     where = "stdio" if http is None else f"http://127.0.0.1:{http}/mcp"
-    Console(stderr=True, highlight=False, markup=False).print(
+    SafeConsole(stderr=True, highlight=False, markup=False).print(
         f"sagemeter mcp on {where}: deploy/delete "
         f"{'allowed' if allow_write else 'refused (--allow-write)'}, logs "
         f"{'allowed' if allow_logs else 'refused (--allow-logs)'}, cmd: targets "

@@ -29,6 +29,7 @@ from typing import Any, Self
 
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
+from sagemeter.redaction import redact
 
 WaitFn = Callable[[float], None]
 POLL_S = 0.5
@@ -138,7 +139,7 @@ class LaunchedServer:
         with self.log_path.open("wb") as log, self._lock:
             if self._stopped:
                 raise UserError(f"{self.what} was stopped before it started")
-            log.write(f"$ {self.shown_command()}\n".encode())
+            log.write(f"$ {redact(self.shown_command())}\n".encode())  # a key in it is masked
             log.flush()
             self._process = subprocess.Popen(
                 [*launcher, *self.command()],
