@@ -18,7 +18,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sagemeter.errors import UserError
 from sagemeter.redaction import redact, redact_tree
@@ -200,6 +200,21 @@ def refuse_special(path: Path, label: str) -> None:
     if not stat.S_ISREG(mode):
         kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
         raise UserError(f"{label} {path}: is {kind}, not a regular file; give a file name")
+
+
+def open_log(path: Path, label: str = "the engine log") -> BinaryIO:
+    """`path` opened to write a child's log into (made empty): a symlink there is refused, not
+    followed (it could point out of the results folder, at a file the log would overwrite),
+    and so is a FIFO or a device; O_NOFOLLOW keeps a link made after the check out too."""
+    refuse_special(path, label)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{label} {path}: is a symbolic link; give a new name") from None
+        raise
+    return os.fdopen(fd, "wb")
 
 
 _KINDS = {

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from sagemeter.atomic import open_log
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
 from sagemeter.redaction import redact
@@ -136,7 +137,7 @@ class LaunchedServer:
         began = time.perf_counter()
         launcher = [sys.executable, "-m", "sagemeter.engines.launcher"]
         launcher += ["--grace", str(self.grace_s)]
-        with self.log_path.open("wb") as log, self._lock:
+        with open_log(self.log_path) as log, self._lock:
             if self._stopped:
                 raise UserError(f"{self.what} was stopped before it started")
             log.write(f"$ {redact(self.shown_command())}\n".encode())  # a key in it is masked

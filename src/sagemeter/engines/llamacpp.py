@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from sagemeter.atomic import open_log
 from sagemeter.engines.checkpoints import Checkpoint
 from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, failure_cause, start_failed
 from sagemeter.engines.startup_log import parse_llamacpp_log
@@ -116,7 +117,7 @@ class LocalEngine:
             self.checkpoint.name,
         ]
         began = time.perf_counter()
-        with self.log_path.open("wb") as log:
+        with open_log(self.log_path) as log:
             self._process = subprocess.Popen(
                 command,
                 stdin=subprocess.PIPE,

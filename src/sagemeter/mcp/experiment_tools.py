@@ -227,7 +227,7 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
             raise UserError("give exactly one of plan (TOML text), plan_file or resume")
         if max_cost_usd is not None and resume is None:
             raise UserError("max_cost_usd goes with resume; in a new run, set it in the plan")
-        runs = config.results_dir / RUNS_DIR
+        runs = names.runs_folder(config, RUNS_DIR)
         writes = "deploys SageMaker endpoints (they bill per hour)"
         if resume is not None:
             run_dir = names.run_folder(config, RUNS_DIR, resume)

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sagemeter import __version__
-from sagemeter.atomic import check_output_file, check_output_folder, describe_write_error
+from sagemeter.atomic import (
+    check_output_file,
+    check_output_folder,
+    describe_write_error,
+    refuse_special,
+)
 from sagemeter.engines.endpoints import (
     Endpoint,
     WireOptions,
@@ -163,6 +168,7 @@ async def measure_target(
     question_set = selected_questions(settings)
     check_output_folder(out_dir, "OUT_DIR")
     check_output_file(result_path(out_dir, name), "the result file", force=True)
+    refuse_special(out_dir / f"engine-{name}.log", "the engine log")  # never written through
     started = utc_now()
     limit = Deadline(settings.max_minutes) if settings.max_minutes is not None else None
     cut: list[str] = []  # phases max_minutes kept from running (each a missing figure)
