@@ -22,6 +22,7 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 from sagemeter.errors import UserError
+from sagemeter.transport.address import refuse_unsendable
 
 ACCEPTED_FORMS = (
     "http://HOST:PORT (OpenAI-compatible server), local:CHECKPOINT (embedded engine), "
@@ -287,13 +288,7 @@ def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:
 
 
 def _parse_url(raw: str) -> OpenAITarget:
-    # urlsplit drops CR, LF and tab silently (`/v1\r\nX: 1` would become the path `/v1X: 1`)
-    # and keeps spaces and other controls, which would break the request line or a header.
-    if any(char.isspace() or ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in raw):
-        raise UserError(
-            f"target {raw!r} holds a space or a control character, which cannot go in an HTTP "
-            "request; give http://HOST:PORT (with /v1 or not), e.g. http://127.0.0.1:8000"
-        )
+    refuse_unsendable(raw)
     parts = urlsplit(raw)
     if not parts.hostname:
         raise UserError(f"target {raw!r} has no host; accepted forms: {ACCEPTED_FORMS}")

@@ -79,10 +79,32 @@ _NOT_AUTHORIZED = re.compile(
 )
 
 
+CREDENTIAL_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+)
+
+
+def _check_credential_variables() -> None:
+    """Credentials in the environment that could not go in a header: one line as the session
+    is made, before any work (a profile file's are checked by `Aws.hold_credentials`)."""
+    from sagemeter.transport.request import has_control
+
+    for name in CREDENTIAL_VARIABLES:
+        if has_control(os.environ.get(name, "")):
+            raise UserError(
+                f"{name} holds a control character (CR, LF, tab or similar), which cannot go "
+                "in an HTTP header; check how it was set (the value is not shown)"
+            )
+
+
 class Aws:
     """A boto3 session and its clients, made once per (service, region) and shared by threads."""
 
     def __init__(self, session: boto3.session.Session | None = None, profile: str | None = None):
+        _check_credential_variables()
         with aws_errors("open the AWS session"):
             self.session = session or boto3.session.Session(profile_name=profile)
         self._clients: dict[tuple[str, str], Any] = {}

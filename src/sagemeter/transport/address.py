@@ -30,9 +30,24 @@ class ServerAddress:
         return self.base_path + API_PATHS[api]
 
 
+HINT = "give http://HOST:PORT (with /v1 or not), e.g. http://127.0.0.1:8000"
+
+
+def refuse_unsendable(url: str) -> None:
+    """One UserError line for a URL holding whitespace or a control character: urlsplit drops
+    CR, LF and tab silently (`/v1\\r\\nX: 1` would become the path `/v1X: 1`) and keeps
+    spaces and other controls, which would break the request line or a header."""
+    if any(char.isspace() or ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in url):
+        raise UserError(
+            f"target {url!r} holds a space or a control character, which cannot go in an HTTP "
+            f"request; {HINT}"
+        )
+
+
 def parse_address(url: str) -> ServerAddress:
     """`http(s)://HOST[:PORT][/prefix][/v1]` → ServerAddress; else a one-line UserError."""
-    hint = "give http://HOST:PORT (with /v1 or not), e.g. http://127.0.0.1:8000"
+    hint = HINT
+    refuse_unsendable(url.strip())
     try:
         parts = urlsplit(url.strip())
         port = parts.port

@@ -49,8 +49,8 @@ def check_api_key(api_key: str | None, label: str = "the API key") -> None:
     """A key holding CR, LF or another control character would end the header early (and let
     its rest inject one): one UserError line, which never shows the value."""
     if api_key and has_control(api_key):
-        raise UserError(
-            f"{label}: holds a control character (CR, LF, tab or similar), which cannot go in "
+        raise UserError(  # no colon after the label: `API_KEY: x` is a credential's shape
+            f"{label} holds a control character (CR, LF, tab or similar), which cannot go in "
             "an HTTP header; check how it was copied (the value is not shown)"
         )
 
