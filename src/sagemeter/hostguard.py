@@ -6,7 +6,7 @@ could use the embedded engine. The engine listens on a Unix socket in a private 
 request head, answers 421 when its `Host` is not a loopback name (`loopback`), and otherwise
 passes the bytes both ways untouched. A browser keeps one connection per origin, so every
 request on a connection carries the `Host` of its first; after that check the guard only
-copies bytes (measured: see README "Local servers and the Host header").
+copies bytes (its cost measured: README, "Local servers answer only their own machine's names").
 """
 
 from __future__ import annotations
