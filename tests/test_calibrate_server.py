@@ -206,7 +206,7 @@ def test_pipelined_requests_on_one_socket_are_answered_in_order(truth_url: str) 
 
     def request(tokens: int) -> bytes:
         body = json.dumps({"max_tokens": tokens, "stream": True}).encode()
-        head = f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n"
+        head = f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: {len(body)}\r\n"
         return head.encode() + b"\r\n" + body
 
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:

@@ -3,7 +3,8 @@
 Before a command does any work it checks that it will be able to write its output there
 (`check_output_file`, `check_output_folder`), so a finished measurement is never lost to a
 folder that is a file, a name too long for the filesystem, or a folder it may not write in.
-Every text written goes through `redaction.redact`: no credential reaches a file.
+Every text written goes through `redaction.redact` (a JSON payload's strings before they are
+encoded, `redact_tree`, then its text again): no credential reaches a file.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from sagemeter.errors import UserError
-from sagemeter.redaction import redact
+from sagemeter.redaction import redact, redact_tree
 
 PATH_MAX = 4096
 WRITE_FAILED = "could not write"  # the note a failed write carries to the face that shows it
@@ -78,7 +79,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
-    write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(path, json.dumps(redact_tree(payload), indent=2, ensure_ascii=False) + "\n")
 
 
 def _name_max(folder: Path) -> int:

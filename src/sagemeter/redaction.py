@@ -8,8 +8,11 @@ shapes credentials have (bearer tokens, `Authorization` and `x-api-key` values, 
 ids, Hugging Face and OpenAI-style keys). Both are replaced by `***`.
 
 A known value is masked in every form a server or a writer may give it back in: as it is,
-JSON-escaped (a key holding `"` or `\\` is `\\"` inside a JSON string, and the file is
-redacted after encoding), with non-ASCII as `\\uXXXX`, and URL-encoded.
+JSON-escaped (a key holding `"` or `\\` is `\\"` inside a JSON string), with non-ASCII as
+`\\uXXXX`, URL-encoded and HTML-escaped. Writers redact the raw values before they encode them
+(`redact_tree`, then the encoded text again as a second net), and a text cut to a length (an
+error body read up to a cap, a line shortened for the screen) is redacted before the cut, or
+with `redact(text, cut=True)`, which also masks a tail that begins a known value.
 
 A streamed reply is redacted whole: files get its joined text, and text shown as it arrives goes
 through `StreamRedaction`, which holds back what could begin a secret split across pieces.
@@ -18,6 +21,7 @@ through `StreamRedaction`, which holds back what could begin a secret split acro
 from __future__ import annotations
 
 import functools
+import html
 import json
 import os
 import re
@@ -40,11 +44,12 @@ SECRET_ENV_VARS = (
 )
 _SHAPES = (
     # `Authorization: Bearer x`, `"authorization": "x"`, `x-api-key: x` (header or JSON echo)
+    # A value runs through backslash escapes (`kq\\"ey` in JSON text is one value, not `kq\\`).
     re.compile(
         r"(?i)((?:authorization|x-api-key|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)"
-        r"(?:bearer\s+)?[^\s\"',;}]+"
+        r"(?:bearer\s+)?(?:\\.|[^\s\"',;}\\])+"
     ),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{6,}"),
+    re.compile(r"(?i)(bearer\s+)(?:\\.|[A-Za-z0-9._~+/=-]){6,}"),
     re.compile(r"()\b(?:AKIA|ASIA|AIDA|AROA)[0-9A-Z]{16}\b"),  # AWS access key ids
     re.compile(r"()\bhf_[A-Za-z0-9]{16,}\b"),  # Hugging Face user access tokens
     re.compile(r"()\bsk-[A-Za-z0-9_-]{16,}\b"),
@@ -65,6 +70,13 @@ def register_secret(value: str | None) -> None:
             _known.add(value)
 
 
+def known_secrets() -> tuple[str, ...]:
+    """The values registered so far, for a child process that must mask them too (a load
+    worker cuts a server's error to a line, and a half-cut secret is no longer recognised)."""
+    with _lock:
+        return tuple(sorted(_known))
+
+
 @functools.lru_cache(maxsize=256)
 def encoded_forms(value: str) -> frozenset[str]:
     """`value` as it is and as JSON (once, or twice: a server's JSON error body quoted inside
@@ -78,6 +90,7 @@ def encoded_forms(value: str) -> frozenset[str]:
             json.dumps(value)[1:-1],
             urllib.parse.quote(value, safe=""),
             urllib.parse.quote_plus(value, safe=""),
+            html.escape(value),
         }
     )
 
@@ -91,14 +104,38 @@ def _secret_values() -> list[str]:
     return sorted(forms, key=len, reverse=True)
 
 
-def redact(text: str) -> str:
-    """`text` with every known secret value and every credential-shaped string masked."""
-    for secret in _secret_values():
+CUT_PREFIX = 3  # a cut text's tail this long or longer that begins a known value is masked
+
+
+def redact(text: str, *, cut: bool = False) -> str:
+    """`text` with every known secret value and every credential-shaped string masked; with
+    `cut` (the text was cut to a length, so a secret may end it half), also a tail of at least
+    CUT_PREFIX characters that begins a known value."""
+    secrets = _secret_values()
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
+    if cut:
+        for secret in secrets:
+            for size in range(min(len(secret) - 1, len(text)), CUT_PREFIX - 1, -1):
+                if text.endswith(secret[:size]):
+                    text = text[:-size] + MASK
+                    break
     for shape in _SHAPES:
         text = shape.sub(lambda match: match.group(1) + MASK, text)
     return text
+
+
+def redact_tree(value: object) -> object:
+    """`value` (JSON-like) with every string, keys too, redacted as it is, before any encoding:
+    a key holding `"` is whole here, and a shape's value ends where the secret does."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_tree(key): redact_tree(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_tree(item) for item in value]
+    return value
 
 
 class StreamRedaction:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from sagemeter.calibrate import arrival, wire
 from sagemeter.calibrate.http1 import BadRequest, Request, parse_request
+from sagemeter.loopback import is_loopback_host, refusal_response
 
 READ_SIZE = 65536
 CLOSE_HEADER = b"connection: close\r\n"
@@ -180,6 +181,11 @@ class Connection:
                 self._close_when_sent()
                 return
             if request is None:
+                return
+            if not is_loopback_host(request.host):
+                self.close_after = True
+                self.write(refusal_response())
+                self._close_when_sent()
                 return
             if self.policy.mode == "on-reuse" and self.replies > 0:
                 self.policy.lost += 1

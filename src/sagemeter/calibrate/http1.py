@@ -1,8 +1,9 @@
 """Just enough HTTP/1.1 request parsing for the calibration server: one job, no dependencies.
 
 Clients under test send small JSON requests with content-length on kept-alive connections; the
-server needs the method, the path, the body, whether to close, and the `Authorization` header (to
-refuse a client that does not send its key), nothing else.
+server needs the method, the path, the body, whether to close, the `Authorization` header (to
+refuse a client that does not send its key) and the `Host` header (to refuse a browser page that
+rebound its name to 127.0.0.1, `sagemeter.loopback`), nothing else.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Request:
     body: bytes
     close: bool
     authorization: bytes = b""
+    host: bytes | None = None
 
 
 def parse_request(buffer: bytearray) -> Request | None:
@@ -40,6 +42,7 @@ def parse_request(buffer: bytearray) -> Request | None:
     length = 0
     close = parts[2] == b"HTTP/1.0"
     authorization = b""
+    host = None
     for line in lines[1:]:
         name, _, value = line.partition(b":")
         name = name.strip().lower()
@@ -57,10 +60,12 @@ def parse_request(buffer: bytearray) -> Request | None:
             close = token == b"close" or (close and token != b"keep-alive")
         elif name == b"authorization":
             authorization = value.strip()
+        elif name == b"host":
+            host = value.strip()
     start = end + 4
     if len(buffer) < start + length:
         return None
     body = bytes(buffer[start : start + length])
     del buffer[: start + length]
     path = parts[1].split(b"?", 1)[0].decode("latin-1")
-    return Request(parts[0].decode("latin-1"), path, body, close, authorization)
+    return Request(parts[0].decode("latin-1"), path, body, close, authorization, host)

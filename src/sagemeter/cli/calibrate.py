@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from sagemeter.errors import UserError
 from sagemeter.limits import MAX_CONTEXT_TOKENS
+from sagemeter.printable import SafeConsole
 
 
 def calibrate_server_command(
@@ -175,7 +175,9 @@ def calibrate_server_command(
     from sagemeter.calibrate.loops import run_precisely
     from sagemeter.calibrate.server import serve
     from sagemeter.calibrate.timing import TruthTiming, parse_duration
+    from sagemeter.transport.request import check_api_key
 
+    check_api_key(require_key, "--require-key")  # no request can carry a key with CR/LF
     # Scratch files, rewritten each start; never a device, a link, a question file or a result.
     given = [Path(item) for item in questions or () if Path(item).suffix]
     check_distinct_outputs([("--port-file", port_file), ("--arrival-log", arrival_log)])
@@ -223,7 +225,7 @@ def calibrate_server_command(
     if wrong_share is not None:
         shares = WrongShares(wrong_share, wrong_share_extra, wrong_seed)
         answers = KnownAnswers.of(shares, tuple(questions or ()))
-    console = Console(highlight=False)
+    console = SafeConsole(highlight=False)
 
     def ready(bound: int) -> None:
         if port_file is not None:

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,9 +18,10 @@ from rich.progress import (
 )
 
 from sagemeter.errors import EngineError
+from sagemeter.printable import SafeConsole
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+console = SafeConsole()
+err_console = SafeConsole(stderr=True, soft_wrap=True)
 
 
 def new_progress(unit: str = "requests", transient: bool = False) -> Progress:

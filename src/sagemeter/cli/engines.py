@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from sagemeter.errors import UserError
+from sagemeter.printable import printable
 
 if TYPE_CHECKING:
     from sagemeter.targets import EngineTarget, VllmTarget
@@ -40,7 +41,10 @@ def install_command(
 
     if engine not in INSTALLABLE:
         raise UserError(f"unknown engine {engine!r}; installable: {', '.join(INSTALLABLE)}")
-    outcome = install_vllm(force=force, torch_index=torch_index, echo=typer.echo)
+    # pip's lines are outside text: shown escaped.
+    outcome = install_vllm(
+        force=force, torch_index=torch_index, echo=lambda line: typer.echo(printable(line))
+    )
     where = outcome.install.executable
     if outcome.already:
         typer.echo(f"vllm is already installed: {where} (use --force to rebuild)")
@@ -107,18 +111,18 @@ def run_on_engine(
 ) -> None:
     """Start the server an engine target names (local:, vllm:, cmd:, a plug-in's), call `run`
     with its URL, and stop it whatever happens."""
-    from rich.console import Console
     from rich.markup import escape
 
     from sagemeter.engines.endpoints import WireOptions
     from sagemeter.engines.registry import StartRequest, engine_of
+    from sagemeter.printable import SafeConsole
     from sagemeter.targets import EngineTarget, parse_target
 
     parsed = parse_target(target_text)
     assert isinstance(parsed, EngineTarget)
     engine = engine_of(parsed)
     engine.check(parsed)
-    status = Console(stderr=True)
+    status = SafeConsole(stderr=True)
     with contextlib.ExitStack() as stack:
         with status.status(f"starting {parsed.default_name}") as shown:
             request = StartRequest(

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from sagemeter.errors import UserError
+from sagemeter.printable import printable
+from sagemeter.redaction import redact_tree
 
 if TYPE_CHECKING:
     from sagemeter.fidelity.records import FidelityRecord
@@ -145,10 +147,11 @@ def compare_command(
     comparison = compare_fidelity(
         load_record(a), load_record(b), load_record(floor) if floor else None
     )
-    for line in summary_lines(comparison):
-        typer.echo(line)
+    for line in summary_lines(comparison):  # names from record files: shown escaped
+        typer.echo(printable(line))
     if out is not None:
-        write_text_atomic(out, json.dumps(comparison.model_dump(), indent=1) + "\n")
+        payload = redact_tree(comparison.model_dump(mode="json"))
+        write_text_atomic(out, json.dumps(payload, indent=1) + "\n")
         typer.echo(f"wrote {out}")
 
 

@@ -9,6 +9,9 @@ from typing import Annotated
 
 import typer
 
+from sagemeter.printable import printable_json
+from sagemeter.redaction import redact_tree
+
 
 def register(app: typer.Typer) -> None:
     """Add the `inspect` command to the main CLI."""
@@ -43,7 +46,6 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Read checkpoint headers (never the weights): tensor groups, storage, bytes per token."""
-        from rich.console import Console
         from rich.table import Table
 
         from sagemeter.inspect.build import inspect_sources
@@ -54,16 +56,17 @@ def register(app: typer.Typer) -> None:
             ratio_lines,
             title,
         )
+        from sagemeter.printable import SafeConsole
 
         report = inspect_sources(sources, gpu=gpu, bandwidth_gb_s=bandwidth, check_grid=grid_check)
-        console = Console()
+        console = SafeConsole()
         if json_output:
             payload = (
                 report.checkpoints[0].model_dump(mode="json")
                 if len(report.checkpoints) == 1
                 else report.model_dump(mode="json")
             )
-            print(json.dumps(payload, indent=2))
+            print(printable_json(json.dumps(redact_tree(payload), indent=2)))
             return
         for facts in report.checkpoints:
             console.print(title(facts), highlight=False, markup=False)

@@ -211,7 +211,6 @@ def register(app: typer.Typer) -> None:
 
         watch = LiveRuns(err_console, progress_mode(err_console))  # a bad value: before work
         started = time.perf_counter()
-        from rich.console import Console
         from rich.markup import escape
 
         from sagemeter.loadgen.files import write_result
@@ -220,6 +219,7 @@ def register(app: typer.Typer) -> None:
         from sagemeter.loadgen.settings import LoadSettings
         from sagemeter.loadgen.sweep import run_sweep
         from sagemeter.loadgen.tables import result_tables
+        from sagemeter.printable import SafeConsole
         from sagemeter.transport.request import DEFAULT_PROMPT
 
         def checked_settings(url: str) -> LoadSettings:
@@ -396,7 +396,7 @@ def register(app: typer.Typer) -> None:
         except ServerChanged as exc:  # the one run: kept, made invalid by the change
             result = exc.result
         result = watched.finish(result)
-        console = Console()
+        console = SafeConsole()
         for table in result_tables(result):
             console.print(table)
         from sagemeter.loadgen.sessions import SessionLoadResult, turn_table
@@ -420,7 +420,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(3)  # a node's requests are missing: the figures are not the run asked
         why = failed_run(result)
         if why is not None:
-            Console(stderr=True).print(f"[yellow]incomplete:[/] {escape(why)}", highlight=False)
+            SafeConsole(stderr=True).print(f"[yellow]incomplete:[/] {escape(why)}", highlight=False)
             raise typer.Exit(3)
 
     @app.command()
@@ -445,7 +445,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure a server of known timing: where does this machine's client stop being right?"""
         started = time.perf_counter()
-        from rich.console import Console
         from rich.markup import escape
 
         from sagemeter.atomic import check_output_file, write_text_atomic
@@ -453,6 +452,7 @@ def register(app: typer.Typer) -> None:
         from sagemeter.cli.live import LiveRuns, progress_mode
         from sagemeter.loadgen.selfcheck import run_selfcheck
         from sagemeter.loadgen.tables import level_tables
+        from sagemeter.printable import SafeConsole
 
         asked = _levels(levels)
         watch = LiveRuns(err_console, progress_mode(err_console))
@@ -467,7 +467,7 @@ def register(app: typer.Typer) -> None:
             checked(workers, Workers, "--workers")
         if ray is not None:
             _check_ray(ray)
-        console = Console()
+        console = SafeConsole()
         console.print(
             "known-truth server: TTFT 50 ms, 4 ms per token, 256-token replies", highlight=False
         )
@@ -485,7 +485,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"wrote {out}", highlight=False)
         why = failed_selfcheck(check)
         if why is not None:
-            Console(stderr=True).print(f"[yellow]incomplete:[/] {escape(why)}", highlight=False)
+            SafeConsole(stderr=True).print(f"[yellow]incomplete:[/] {escape(why)}", highlight=False)
             raise typer.Exit(3)
 
 
@@ -521,17 +521,16 @@ def failed_selfcheck(check: SelfCheck) -> str | None:
 def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
     """Merge shard results, print the merged tables and write the merged file (also `combine`'s
     path when it is given shard files)."""
-    from rich.console import Console
-
     from sagemeter import filekinds
     from sagemeter.atomic import check_output_file
     from sagemeter.loadgen.files import load_result, write_result
     from sagemeter.loadgen.shards import merge_shards
     from sagemeter.loadgen.tables import result_tables
+    from sagemeter.printable import SafeConsole
 
     check_output_file(out, "OUT", force=force, inputs=shards, kind=filekinds.LOAD)
     merged = merge_shards([load_result(path) for path in shards])
-    console = Console()
+    console = SafeConsole()
     for table in result_tables(merged):
         console.print(table)
     for problem in merged.problems:

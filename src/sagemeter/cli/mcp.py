@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from sagemeter.cli import interrupt as activity
+from sagemeter.printable import SafeConsole
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 
 
@@ -63,7 +63,7 @@ def mcp_command(
         poll_s=poll_seconds,
     )
     where = "stdio" if http is None else f"http://127.0.0.1:{http}/mcp"
-    Console(stderr=True, highlight=False, markup=False).print(
+    SafeConsole(stderr=True, highlight=False, markup=False).print(
         f"sagemeter mcp on {where}: deploy/delete "
         f"{'allowed' if allow_write else 'refused (--allow-write)'}, logs "
         f"{'allowed' if allow_logs else 'refused (--allow-logs)'}, cmd: targets "
@@ -74,10 +74,10 @@ def mcp_command(
     try:
         serve(config, http_port=http)
         if http is not None:  # uvicorn took the signal itself and shut down: the same line
-            Console(stderr=True, highlight=False, markup=False).print("stopped")
+            SafeConsole(stderr=True, highlight=False, markup=False).print("stopped")
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: its calls were cancelled (each
         # stops as a cancelled call does: a run deletes what it made) and its engines stopped
-        Console(stderr=True, highlight=False, markup=False).print("stopped")
+        SafeConsole(stderr=True, highlight=False, markup=False).print("stopped")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sagemeter.errors import UserError
+from sagemeter.printable import printable_json
+from sagemeter.redaction import redact_tree
 
 if TYPE_CHECKING:
     from sagemeter.questions import Question, QuestionSet
@@ -27,9 +29,9 @@ def register(app: typer.Typer) -> None:
     @questions_app.command("list")
     def list_sets() -> None:
         """List the built-in question sets: name, items, families."""
-        from rich.console import Console
         from rich.table import Table
 
+        from sagemeter.printable import SafeConsole
         from sagemeter.questions import builtin_sets, family_counts, load_question_set
 
         table = Table(title="built-in question sets (use with --questions NAME)")
@@ -46,7 +48,7 @@ def register(app: typer.Typer) -> None:
                 str(len(counts)),
                 ", ".join(f"{family} ({count})" for family, count in counts.items()),
             )
-        Console().print(table)
+        SafeConsole().print(table)
 
     @questions_app.command("show")
     def show(
@@ -76,7 +78,8 @@ def register(app: typer.Typer) -> None:
         count = limit if limit is not None else (0 if as_json else DEFAULT_LIMIT)
         shown = questions if count == 0 else questions[:count]
         if as_json:
-            typer.echo(json.dumps(set_payload(question_set, shown), indent=2, ensure_ascii=False))
+            payload = redact_tree(set_payload(question_set, shown))
+            typer.echo(printable_json(json.dumps(payload, indent=2, ensure_ascii=False)))
         else:
             _print_table(question_set, shown, len(questions))
 
@@ -123,10 +126,9 @@ def set_payload(question_set: QuestionSet, shown: list[Question]) -> dict[str, A
 
 
 def _print_table(question_set: QuestionSet, shown: list[Question], of: int) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    from sagemeter.printable import printable
+    from sagemeter.printable import SafeConsole, printable
     from sagemeter.questions.scoring import answer_kind
 
     table = Table(
@@ -137,4 +139,4 @@ def _print_table(question_set: QuestionSet, shown: list[Question], of: int) -> N
     for question in shown:
         cells = (question.id, question.family, answer_kind(question), question.prompt)
         table.add_row(*(printable(cell) for cell in (*cells, question.answer)))
-    Console().print(table)
+    SafeConsole().print(table)

@@ -46,9 +46,8 @@ def register(app: typer.Typer) -> None:
         A `load` result file FILE.json gets FILE-report.md, FILE-report.html and FILE-plots/
         beside it; a folder of load results (no measure-*.json) gets one report over them all.
         """
-        from rich.console import Console
-
         from sagemeter.atomic import check_output_folder
+        from sagemeter.printable import SafeConsole
         from sagemeter.report.writer import write_compare_report, write_report
 
         if not compare and len(run_dirs) == 1:
@@ -60,7 +59,7 @@ def register(app: typer.Typer) -> None:
                     raise UserError("--out is for --compare; a load report goes beside its files")
                 folder = run_dirs[0] if run_dirs[0].is_dir() else run_dirs[0].parent
                 check_output_folder(folder, "RUN_DIR")
-                console = Console()
+                console = SafeConsole()
                 for path in write_load_report(run_dirs[0], files, format):
                     console.print(f"wrote {path}", highlight=False)
                 return
@@ -83,9 +82,11 @@ def register(app: typer.Typer) -> None:
                 run_dirs[0],
                 format,
                 price_per_hour=price_per_hour,
-                note=lambda line: Console().print(f"note: {line}", highlight=False, soft_wrap=True),
+                note=lambda line: SafeConsole().print(
+                    f"note: {line}", highlight=False, soft_wrap=True
+                ),
             )
-        console = Console()
+        console = SafeConsole()
         for path in written:
             console.print(f"wrote {path}", highlight=False)
         _exit_if_incomplete(run_dirs, price_per_hour)

@@ -52,7 +52,7 @@ from sagemeter.experiment import (
 )
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
-from sagemeter.printable import printable
+from sagemeter.printable import SafeConsole, printable
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.sagemaker.redact import redact
 
@@ -64,14 +64,14 @@ SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHU
 
 
 def _out() -> Console:
-    console = Console(highlight=False, soft_wrap=True)
+    console = SafeConsole(highlight=False, soft_wrap=True)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = max(console.width, 160)
     return console
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _minutes(seconds: float | None) -> str:

@@ -27,8 +27,8 @@ from rich.text import Text
 from sagemeter import sagemaker as sm
 from sagemeter.compare.costs import check_price
 from sagemeter.errors import ManyProblems, UserError, exit_code
-from sagemeter.printable import printable
-from sagemeter.redaction import StreamRedaction
+from sagemeter.printable import SafeConsole, printable
+from sagemeter.redaction import StreamRedaction, redact_tree
 from sagemeter.sagemaker.aws import explain
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.sagemaker.redact import redact
@@ -55,14 +55,14 @@ EXIT_INTERRUPTED = 130
 
 
 def _out() -> Console:
-    console = Console(highlight=False, soft_wrap=True)
+    console = SafeConsole(highlight=False, soft_wrap=True)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = max(console.width, 160)  # piped tables: wide rather than cut
     return console
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _error_line(message: str, *, lines: bool = False) -> None:
@@ -307,7 +307,7 @@ def deploy_command(
         # The image lookup is a read; without credentials the plan shows the fallback and says so.
         lookup = aws if aws.session.get_credentials() is not None else None
         plans = [plan.model_dump() for plan in sm.plan_deploy(spec, aws=lookup)]
-        out.print_json(redact(json.dumps(plans)))
+        out.print_json(json.dumps(redact_tree(plans)))
         return
     token = "set: passed to the container, never shown" if os.environ.get("HF_TOKEN") else "not set"
     regions = " then ".join(spec.regions)

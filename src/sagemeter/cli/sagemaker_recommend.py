@@ -16,6 +16,7 @@ from rich.table import Table
 from sagemeter.atomic import check_output_file
 from sagemeter.cli.sagemaker import _aws, _out, guarded
 from sagemeter.errors import UserError
+from sagemeter.printable import printable_json
 from sagemeter.sagemaker.known_decode import error_lines
 from sagemeter.sagemaker.recommend import (
     Candidate,
@@ -163,7 +164,7 @@ def recommend_command(
         aws=_aws(),
     )
     if json_output:
-        typer.echo(recommendation.model_dump_json(indent=2))
+        typer.echo(printable_json(recommendation.model_dump_json(indent=2)))
     else:
         _print(recommendation, top)
     if plan is not None:

@@ -32,6 +32,7 @@ from sagemeter.atomic import open_output
 from sagemeter.engines.launcher import STOP
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
+from sagemeter.redaction import redact
 from sagemeter.transport.bad_json import BAD_JSON
 
 WaitFn = Callable[[float], None]
@@ -145,7 +146,7 @@ class LaunchedServer:
         with open_output(self.log_path, "the engine log") as log, self._lock:
             if self._stopped:
                 raise UserError(f"{self.what} was stopped before it started")
-            log.write(f"$ {self.shown_command()}\n".encode())
+            log.write(f"$ {redact(self.shown_command())}\n".encode())  # a key in it is masked
             log.flush()
             self._process = subprocess.Popen(
                 [*launcher, *self.command()],

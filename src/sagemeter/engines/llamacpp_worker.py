@@ -5,6 +5,10 @@ start-up facts come from it), a crash cannot take the client down, and stopping 
 Run as `python -m sagemeter.engines.llamacpp_worker MODEL --port P --parallel N --ctx-per-slot C`.
 It prints one JSON line `{"listening": URL}` on stdout once the model is loaded, then serves
 until SIGTERM/SIGINT or until its stdin closes (so it never outlives a parent that died).
+
+llama.cpp answers any `Host` header, so it listens on a Unix socket in a folder only this user
+may enter, and the URL printed is `hostguard`'s: the one TCP door, which refuses a request
+naming another host (DNS rebinding from a browser page).
 """
 
 from __future__ import annotations
@@ -13,9 +17,14 @@ import argparse
 import json
 import signal
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
+from sagemeter.hostguard import HostGuard
 from sagemeter.parentwatch import die_with_parent
+
+UNIX_PORT = 8080  # llama.cpp binds a Unix socket only with a non-zero port, which it ignores
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Its stdin closing covers a parent that died, unless the pipe leaked to another process.
     die_with_parent(signal.SIGTERM)
+    private = tempfile.TemporaryDirectory(prefix="sagemeter-engine-")  # mode 0700
+    socket_path = str(Path(private.name) / "llama.sock")
+    try:  # bound before the model loads, so a busy port fails at once, as llama.cpp says it
+        guard = HostGuard(socket_path, args.port)
+    except OSError as exc:
+        print(f"couldn't bind HTTP server socket, port: {args.port}: {exc}", file=sys.stderr)
+        return 1
 
     import xllamacpp
 
@@ -36,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     params.model.path = args.model
     if args.alias:
         params.model_alias = {args.alias}
-    params.hostnames = ["127.0.0.1"]
-    params.port = args.port
+    params.hostnames = [socket_path]  # a name ending ".sock" is a Unix socket to llama.cpp
+    params.port = UNIX_PORT
     params.n_parallel = args.parallel
     params.n_ctx = args.parallel * args.ctx_per_slot
     params.cpuparams.n_threads = args.threads
@@ -57,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
-    print(json.dumps({"listening": server.listening_address}), flush=True)
+    print(json.dumps({"listening": guard.url}), flush=True)
     stop.wait()
+    guard.close()
     del server
+    private.cleanup()
     return 0
 
 

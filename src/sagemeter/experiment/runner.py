@@ -193,6 +193,7 @@ def check_ready(
     for arm in plan.arms:
         if arm.target is not None:
             _collect(problems, _target_check(arm, folder), label=f'arm "{arm.name}".target')
+    _collect(problems, partial(_check_env_key, plan))
     deployed = [arm for arm in plan.arms if arm.deployed]
     if not deployed:
         _raise_all(problems, source)
@@ -1006,6 +1007,19 @@ class _NoWatch:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _check_env_key(plan: Plan) -> None:
+    """OPENAI_API_KEY, when an arm is a hosted endpoint that will be sent it: checked once,
+    before any arm runs (a key holding CR/LF is refused, not sent)."""
+    for arm in plan.arms:
+        try:
+            target = arm.parsed_target() if arm.target is not None else None
+        except UserError:
+            continue  # said under the arm's own name
+        if isinstance(target, OpenAITarget):
+            _api_key(target)
+            return
 
 
 def _api_key(target: Target) -> str | None:

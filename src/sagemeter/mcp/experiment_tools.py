@@ -25,7 +25,6 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
-from rich.console import Console
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
@@ -58,6 +57,7 @@ from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.progress import Relay
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
+from sagemeter.printable import SafeConsole
 
 RUNS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
@@ -167,7 +167,7 @@ def _outcome_text(outcome: RunOutcome) -> str:
         from sagemeter.report.terminal import print_comparison
 
         buffer = io.StringIO()
-        print_comparison(Console(file=buffer, width=120, color_system=None), outcome.comparison)
+        print_comparison(SafeConsole(file=buffer, width=120, color_system=None), outcome.comparison)
         lines.append(buffer.getvalue().rstrip())
     if outcome.state == "done":
         lines.append(f"wrote {outcome.run_dir} (report.md, report.html, compare.json)")
@@ -235,7 +235,7 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
             raise UserError("give exactly one of plan (TOML text), plan_file or resume")
         if max_cost_usd is not None and resume is None:
             raise UserError("max_cost_usd goes with resume; in a new run, set it in the plan")
-        runs = config.results_dir / RUNS_DIR
+        runs = names.runs_folder(config, RUNS_DIR)
         writes = "deploys SageMaker endpoints (they bill per hour)"
         if resume is not None:
             run_dir = names.run_folder(config, RUNS_DIR, resume)

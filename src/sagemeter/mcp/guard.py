@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec
+from typing import ParamSpec
 
 from botocore.exceptions import BotoCoreError, ClientError
 from mcp.types import CallToolResult, TextContent
@@ -19,23 +19,12 @@ from pydantic import BaseModel
 
 from sagemeter.errors import ManyProblems, UserError
 from sagemeter.mcp.config import LOGS_FLAG, WRITE_FLAG, ServerConfig
+from sagemeter.redaction import redact, redact_tree
 from sagemeter.sagemaker.aws import explain, one_line
-from sagemeter.sagemaker.redact import redact
 
 P = ParamSpec("P")
 LOG = logging.getLogger("sagemeter.mcp")
 ERROR_LIMIT = 600
-
-
-def redact_tree(value: Any) -> Any:
-    """`value` (JSON-like) with every string passed through `redact`."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {key: redact_tree(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [redact_tree(item) for item in value]
-    return value
 
 
 def reply(text: str, model: BaseModel) -> CallToolResult:

@@ -12,7 +12,6 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
-from rich.console import Console
 
 from sagemeter.atomic import check_output_file
 from sagemeter.compare import combine, save_comparison
@@ -32,6 +31,7 @@ from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
 from sagemeter.mcp.progress import Relay
 from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
+from sagemeter.printable import SafeConsole
 from sagemeter.report.terminal import format_value, print_comparison
 from sagemeter.results import MeasureResult, check_result_name, result_path
 from sagemeter.settings import Method, measure_settings
@@ -395,6 +395,6 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         )
         save_comparison(comparison, out)
         buffer = io.StringIO()
-        print_comparison(Console(file=buffer, width=120, color_system=None), comparison)
+        print_comparison(SafeConsole(file=buffer, width=120, color_system=None), comparison)
         answer = CompareAnswer(**comparison.model_dump(), path=str(out))
         return reply(f"{buffer.getvalue().rstrip()}\nwrote {out}", answer)

@@ -125,6 +125,20 @@ def run_folder(config: ServerConfig, runs: str, name: str) -> Path:
         raise UserError(f"resume {name!r}: no such run folder under {runs}/") from None
 
 
+def runs_folder(config: ServerConfig, runs: str) -> Path:
+    """Where new runs go (`runs/` of the results folder): refused when it is a link that leads
+    out of the folder, or anything but a folder, so no run is written elsewhere."""
+    path = config.results_dir / runs
+    if path.is_symlink() or path.exists():
+        real = path.resolve()
+        if not real.is_relative_to(config.results_dir.resolve()) or not real.is_dir():
+            raise UserError(
+                f"{runs}/ in this server's results folder ({config.results_dir}) is a link out "
+                "of it or not a folder; runs are only written inside the results folder"
+            )
+    return path
+
+
 def question_set(config: ServerConfig, spec: str | None) -> str | None:
     """A built-in question set's name, or the path of a .jsonl file in the results folder."""
     if spec is None or spec in builtin_sets():

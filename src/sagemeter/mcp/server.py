@@ -12,11 +12,13 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
 from sagemeter import __version__
 from sagemeter.errors import UserError
+from sagemeter.loopback import ALLOWED_HOST_PATTERNS, ALLOWED_ORIGIN_PATTERNS
 from sagemeter.mcp.config import LOGS_FLAG, WRITE_FLAG, ServerConfig
 from sagemeter.mcp.engines import LocalEngines
 from sagemeter.mcp.experiment_tools import register_experiment_tools
@@ -124,6 +126,17 @@ def check_port(port: int) -> None:
             ) from None
 
 
+def loopback_only() -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding check, set from sagemeter's one loopback rule (`loopback`)
+    rather than left to the SDK's default: a Host or Origin not naming 127.0.0.1, localhost or
+    [::1] is refused (421, 403)."""
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(ALLOWED_HOST_PATTERNS),
+        allowed_origins=list(ALLOWED_ORIGIN_PATTERNS),
+    )
+
+
 def serve(config: ServerConfig, http_port: int | None = None) -> None:
     """Run until the client goes away: stdio, or streamable HTTP on 127.0.0.1:PORT/mcp."""
     if http_port is not None:
@@ -134,6 +147,10 @@ def serve(config: ServerConfig, http_port: int | None = None) -> None:
         if http_port is None:
             anyio.run(server.run_stdio_async)
         else:
-            anyio.run(lambda: server.run_streamable_http_async(host=LOCALHOST, port=http_port))
+            anyio.run(
+                lambda: server.run_streamable_http_async(
+                    host=LOCALHOST, port=http_port, transport_security=loopback_only()
+                )
+            )
     finally:
         engines.stop_all()

@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sagemeter import __version__
-from sagemeter.atomic import check_output_file, check_output_folder, describe_write_error
+from sagemeter.atomic import (
+    check_output_file,
+    check_output_folder,
+    describe_write_error,
+)
 from sagemeter.engines.endpoints import (
     Endpoint,
     WireOptions,

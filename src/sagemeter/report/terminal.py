@@ -9,7 +9,7 @@ from rich.table import Table
 
 from sagemeter.compare import Comparison, Row, across_methods_note
 from sagemeter.measure.endpoint_metrics import EndpointMetrics
-from sagemeter.printable import printable
+from sagemeter.printable import SafeConsole, printable
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
 
@@ -56,7 +56,7 @@ def comparison_table(comparison: Comparison, width: int | None = None) -> Table:
     with its interval on a second line, so that the table reads at 80 columns, piped or not;
     when the full keys would not fit `width`, they are said in short words."""
     table = _table(comparison, narrow=False)
-    if width is not None and Console(width=10_000).measure(table).maximum > width:
+    if width is not None and SafeConsole(width=10_000).measure(table).maximum > width:
         table = _table(comparison, narrow=True)
     return table
 

@@ -79,14 +79,37 @@ _NOT_AUTHORIZED = re.compile(
 )
 
 
+CREDENTIAL_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+)
+
+
+def _check_credential_variables() -> None:
+    """Credentials in the environment that could not go in a header: one line as the session
+    is made, before any work (a profile file's are checked by `Aws.hold_credentials`)."""
+    from sagemeter.transport.request import has_control
+
+    for name in CREDENTIAL_VARIABLES:
+        if has_control(os.environ.get(name, "")):
+            raise UserError(
+                f"{name} holds a control character (CR, LF, tab or similar), which cannot go "
+                "in an HTTP header; check how it was set (the value is not shown)"
+            )
+
+
 class Aws:
     """A boto3 session and its clients, made once per (service, region) and shared by threads."""
 
     def __init__(self, session: boto3.session.Session | None = None, profile: str | None = None):
+        _check_credential_variables()
         with aws_errors("open the AWS session"):
             self.session = session or boto3.session.Session(profile_name=profile)
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
+        self._credentials_held = False
 
     @property
     def default_region(self) -> str | None:
@@ -113,8 +136,38 @@ class Aws:
                 "or set AWS_PROFILE / AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
             )
 
+    def hold_credentials(self) -> None:
+        """The credentials this session signs with become secrets of this process (no output
+        shows them, also when they come from a profile file rather than the environment); one
+        holding a control character would break the request's headers: one line, not shown."""
+        from sagemeter.redaction import register_secret
+        from sagemeter.transport.request import has_control
+
+        if self._credentials_held:
+            return
+        with aws_errors("find AWS credentials"):
+            credentials = self.session.get_credentials()
+            frozen = credentials.get_frozen_credentials() if credentials is not None else None
+        if frozen is None:
+            self._credentials_held = True
+            return
+        for label, value in (
+            ("access key id", frozen.access_key),
+            ("secret access key", frozen.secret_key),
+            ("session token", frozen.token),
+        ):
+            register_secret(value)
+            if value and has_control(value):
+                raise UserError(
+                    f"the AWS {label} holds a control character (CR, LF, tab or similar), "
+                    "which cannot go in an HTTP header; check how it was set (the value is not "
+                    "shown)"
+                )
+        self._credentials_held = True
+
     def client(self, service: str, region: str, config: Config | None = None) -> Any:
         key = (service, region)
+        self.hold_credentials()
         with self._lock:
             if key not in self._clients:
                 with aws_errors(f"create the {service} client", region):

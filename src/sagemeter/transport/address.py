@@ -41,14 +41,24 @@ API_SUFFIXES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1")
 HINT = "give http://HOST:PORT (with /v1 or not), e.g. http://127.0.0.1:8000"
 
 
+def refuse_unsendable(url: str) -> None:
+    """One UserError line for a URL holding whitespace or a control character: urlsplit drops
+    CR, LF and tab silently (`/v1\\r\\nX: 1` would become the path `/v1X: 1`) and keeps
+    spaces and other controls, which would break the request line or a header."""
+    if any(char.isspace() or ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in url):
+        raise UserError(
+            f"target {url!r}: a URL holds no spaces or control characters (none can go in an "
+            f"HTTP request); {HINT}"
+        )
+
+
 def parse_address(url: str) -> ServerAddress:
     """`http(s)://HOST[:PORT][/prefix][/v1[/chat/completions]]` → ServerAddress; else one
     UserError line naming what is wrong. The one parser of a server's URL: targets, load, the
     transport and every MCP tool read a URL through it, so each accepts and records the same
     base (an API path pasted after /v1 is dropped; the base is what results keep)."""
     text = url.strip()
-    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in text):
-        raise UserError(f"target {url!r}: a URL holds no spaces or control characters; {HINT}")
+    refuse_unsendable(text)
     if not text.lower().startswith(("http://", "https://")):
         raise UserError(f"target {url!r} is not an http(s) URL; {HINT}")
     try:

@@ -40,12 +40,18 @@ def request_body(api: str, model: str, prompt: str, max_tokens: int) -> dict[str
     return body
 
 
+def has_control(value: str) -> bool:
+    """Whether `value` holds a character no HTTP header or request line may: C0 controls (CR
+    and LF end a header early and let the rest inject one), DEL and C1 controls."""
+    return any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in value)
+
+
 def check_api_key(api_key: str | None, label: str = "the API key") -> None:
     """A key holding CR, LF or another control character would end the header early (and let
     its rest inject one): one UserError line, which never shows the value."""
-    if api_key and any(ord(char) < 0x20 or ord(char) == 0x7F for char in api_key):
-        raise UserError(
-            f"{label}: holds a control character (CR, LF, tab or similar), which cannot go in "
+    if api_key and has_control(api_key):
+        raise UserError(  # no colon after the label: `API_KEY: x` is a credential's shape
+            f"{label} holds a control character (CR, LF, tab or similar), which cannot go in "
             "an HTTP header; check how it was copied (the value is not shown)"
         )
 

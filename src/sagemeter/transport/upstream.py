@@ -4,6 +4,10 @@ Servers and the proxies before them answer errors with JSON (`{"error": {"messag
 text, or whole HTML pages that repeat themselves. Every error sagemeter shows that quotes such a
 body goes through `one_line`: the JSON's message, or the HTML's title (else its text without
 tags), whitespace collapsed, a phrase said twice in a row said once, cut to `MAX_CHARS`.
+
+Secrets are masked first, on the body as it came (which may itself be cut at a cap), and again
+after each step that decodes it (JSON's escapes, HTML's entities): collapsing whitespace or
+cutting to a length would otherwise leave a half a redaction no longer recognises.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import html
 import json
 import re
 
+from sagemeter.redaction import redact
 from sagemeter.transport.bad_json import BAD_JSON
 
 MAX_CHARS = 160
@@ -27,9 +32,10 @@ def one_line(body: bytes | str | None, limit: int = MAX_CHARS) -> str:
     if body is None:
         return ""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    text = _json_message(text) or text
+    text = redact(text, cut=True)
+    text = redact(_json_message(text) or text)
     if "<" in text and ">" in text:
-        text = _html_text(text)
+        text = redact(_html_text(text))
     text = " ".join(text.split())[:_SCAN_CHARS]
     text = _REPEAT.sub(r"\1", text)
     if len(text) > limit:

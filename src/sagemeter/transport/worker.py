@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from sagemeter.parentwatch import die_with_parent
+from sagemeter.redaction import known_secrets, register_secret
 from sagemeter.transport.address import host_port
 from sagemeter.transport.clock import LagSampler, perf_counter_at
 from sagemeter.transport.deck import Deck
@@ -115,6 +116,9 @@ class WorkerPlan:
     # closed-loop stream the worker's next entry (every `deck_workers`-th from its own).
     deck: Deck | None = None
     deck_workers: int = 1
+    # The secrets the parent holds (its API key): a server's error echoing one is masked here,
+    # where it is first cut to a line, and not only where it is shown (redaction.py).
+    secrets: tuple[str, ...] = field(default_factory=known_secrets)
 
 
 @dataclass
@@ -445,6 +449,8 @@ def main() -> None:
             plan: WorkerPlan = receive_message(channel_in)
         except EOFError:
             return
+        for secret in plan.secrets:
+            register_secret(secret)
         run_plan(plan, channel_in, channel_out)
 
 
