@@ -140,17 +140,18 @@ def test_every_way_an_arm_ends_incomplete_finishes_the_run_marked_not_looping(
     report = (run / "report.md").read_text()
     assert all(f"{name} is incomplete" in report for name in short)
 
-    # combine and report, given the run's files again, mark the arm and go on (exit 0).
+    # combine and report, given the run's files again, mark the arm and go on: written, and
+    # exit 3 (a figure asked for is missing), as the run itself.
     paths = [str(run / f"measure-{name}.json") for name in comparison["names"]]
     combined = cli("combine", str(tmp_path / "again.json"), *paths)
-    assert combined.exit_code == 0, combined.output
+    assert combined.exit_code == 3, combined.output
     for name in short:
         assert f"{name} (incomplete)" in combined.stdout
     (run / "measure-stray.json").write_bytes((run / f"measure-{short[0]}.json").read_bytes())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         reported = cli("report", "run")
-    assert reported.exit_code == 0, reported.output
+    assert reported.exit_code == 3, reported.output
     assert "note: left out measure-stray.json: compare.json names the run's files" in (
         reported.output
     )
@@ -158,7 +159,7 @@ def test_every_way_an_arm_ends_incomplete_finishes_the_run_marked_not_looping(
 
     kept = files_of(run)
     resumed = cli("run", "--resume", "run")
-    assert resumed.exit_code == 0, resumed.output
+    assert resumed.exit_code == 3, resumed.output
     lines = resumed.stdout.strip().splitlines()
     assert (
         len(lines) == 1 and "this run is finished" in lines[0] and "nothing to resume" in lines[0]

@@ -26,6 +26,8 @@ def endpoint_region(
     """NAME@REGION as given; NAME with `region`; else NAME where it is recorded, else the AWS
     configuration's region (AWS_REGION, AWS_DEFAULT_REGION, profile), as
     `sm.resolve_endpoint_region` decides."""
+    if "://" in text or text.startswith(("local:", "vllm:", "cmd:")):  # a server, not an endpoint
+        raise UserError(f"{text!r} is not a SageMaker endpoint; write NAME@REGION")
     if "@" in text:
         target = parse_target(text)
         if not isinstance(target, SageMakerTarget):
