@@ -13,9 +13,7 @@ from __future__ import annotations
 import codecs
 import importlib
 import json
-import socket
 import struct
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from mcp.types import CallToolResult
 from sagemeter.errors import UserError
 from sagemeter.targets import OpenAITarget, parse_target
 from sagemeter.transport.address import parse_address
+from tests.wire import fixed_answer_server
 
 cli = importlib.import_module("sagemeter.cli.app")  # the module (the package names its app)
 NOTHING = "http://127.0.0.1:9"  # nothing listens: a check that came too late says "cannot reach"
@@ -170,31 +169,8 @@ ANSWERS = {
 
 
 def _serve(answer: bytes) -> Iterator[str]:
-    """A loopback server answering every connection with `answer`, then closing it."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    conn.recv(65536)
-                    conn.sendall(answer)
-                except OSError:
-                    pass
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join(timeout=2)
-    listener.close()
+    with fixed_answer_server(answer) as address:
+        yield address
 
 
 @pytest.fixture(params=list(ANSWERS))

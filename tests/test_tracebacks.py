@@ -3,8 +3,6 @@ only headers or no HTTP at all is one line naming the file (or the address)."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from typer.testing import CliRunner
 
 from sagemeter.errors import UserError
 from tests.test_outputs import APP
+from tests.wire import fixed_answer_server
 
 NOTHING = "http://127.0.0.1:9"
 LINE = '{"prompt": "What is 2+2?", "answer": "4"}\n'
@@ -63,31 +62,8 @@ ANSWERS = {
 @pytest.fixture
 def raw_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """A loopback server that answers every connection with the same bytes, then closes."""
-    answer: bytes = ANSWERS[request.param]
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    conn.recv(65536)
-                    conn.sendall(answer)
-                except OSError:
-                    pass
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join(timeout=2)
-    listener.close()
+    with fixed_answer_server(ANSWERS[request.param]) as address:
+        yield f"http://{address}"
 
 
 @pytest.mark.parametrize("raw_server", list(ANSWERS), indirect=True)

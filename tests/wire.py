@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 
 Handler = Callable[[asyncio.StreamWriter, dict[str, object]], Awaitable[None]]
 
@@ -101,3 +103,35 @@ class WireServer:
             pass
         finally:
             writer.close()
+
+
+@contextmanager
+def fixed_answer_server(answer: bytes) -> Iterator[str]:
+    """A loopback server answering every connection with the same bytes, then closing it
+    (headers only, garbage, HTML: whatever a test needs a server to send); yields HOST:PORT."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(65536)
+                    conn.sendall(answer)
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        listener.close()

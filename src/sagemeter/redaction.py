@@ -28,7 +28,8 @@ import re
 import threading
 import urllib.parse
 from collections.abc import Callable
-from typing import TextIO
+
+from sagemeter.streams import DelegatingStream
 
 MASK = "***"
 SHORTEST_SECRET = 6  # shorter values would mask ordinary words
@@ -181,29 +182,8 @@ class StreamRedaction:
         return cut
 
 
-class RedactingStream:
+class RedactingStream(DelegatingStream):
     """A text stream wrapper that redacts every write (for the terminal consoles)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
 
     def write(self, text: str) -> int:
         return self._stream.write(redact(text))
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-    @property
-    def encoding(self) -> str:
-        return str(getattr(self._stream, "encoding", "utf-8"))
-
-    def __getattr__(self, name: str) -> object:
-        # Anything else (the binary `buffer` the MCP stdio transport writes its redacted
-        # answers to, `errors`, `line_buffering`) is the wrapped stream's.
-        return getattr(self._stream, name)

@@ -14,14 +14,16 @@ import errno
 import sys
 from typing import TextIO
 
+from sagemeter.streams import DelegatingStream
+
 GONE = frozenset({errno.EIO, errno.EPIPE, errno.ENXIO, errno.EBADF})
 
 
-class SurvivingStream:
+class SurvivingStream(DelegatingStream):
     """A text stream whose writes and flushes never raise once the reader has gone."""
 
     def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
+        super().__init__(stream)
         self.gone: str | None = None  # why writes are dropped (the first failure), once they are
 
     def _lost(self, exc: OSError | ValueError) -> None:
@@ -58,17 +60,6 @@ class SurvivingStream:
             return self.gone is None and self._stream.isatty()
         except (OSError, ValueError):
             return False
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-    @property
-    def encoding(self) -> str:
-        return str(getattr(self._stream, "encoding", "utf-8"))
-
-    def __getattr__(self, name: str) -> object:
-        # Anything else (`buffer`, `errors`, `line_buffering`) is the wrapped stream's.
-        return getattr(self._stream, name)
 
 
 def keep_writing() -> None:
