@@ -39,7 +39,7 @@ def _app() -> typer.Typer:
 
 def run(*args: str) -> Result:
     """`sagemeter sagemaker ARGS…` (the SageMaker verbs are one group)."""
-    return CliRunner().invoke(_app(), ["sagemaker", *args])
+    return CliRunner(env={"COLUMNS": "200"}).invoke(_app(), ["sagemaker", *args])  # no wrapping
 
 
 def _one_error_line(result: Result, code: int = 2) -> str:
