@@ -526,3 +526,42 @@ def test_a_cmd_arms_plan_folder_gone_before_resume_is_one_line(tmp_path: Path) -
         f"error: arm \"a\".target: {plans.resolve()}: the plan's folder, where this cmd: arm's "
         "command runs, is gone; restore it, or start a new run"
     ]
+
+
+def test_an_interleaved_step_cut_after_its_first_arm_resumes_and_resumes_again(
+    tmp_path: Path,
+) -> None:
+    """The session before wrote a's file in the same second its step began (a result keeps its
+    start to the second, the step to the millisecond), then stopped before b: the resume takes
+    a as the run's own, measures b, and keeps a's digest, so a later resume is not refused."""
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    _questions(plans / "q.jsonl", "1")
+    with running_truth_server(TIMING) as url:
+        plan = two_arm_plan(url, url, 'order = "interleaved"\n', 'questions = "q.jsonl"\n')
+        (plans / "plan.toml").write_text(plan)
+        run = tmp_path / "run"
+        assert cli("run", str(plans / "plan.toml"), "--out", str(run)).exit_code == 0
+        # As a stop during b leaves it: a written (no digest yet), b not, the step stopped.
+        data = journal_of(run)
+        a_began = json.loads((run / "measure-a.json").read_text())["detail"]["environment"][
+            "started_utc"
+        ]
+        assert a_began.endswith("Z") and "." not in a_began  # kept to the second
+        data["results"], data["measured"] = {}, []
+        for step in data["steps"]:
+            if step["kind"] == "measure":
+                step.update(state="stopped", note=None, started_utc=a_began[:-1] + ".900Z")
+        (run / "journal.json").write_text(json.dumps(data, indent=2))
+        _as_stopped_before_combine(run)
+        (run / "measure-b.json").unlink()
+
+        second = cli("run", "--resume", str(run))
+        assert second.exit_code == 0, second.output
+        kept = read_journal(run)
+        assert kept.results is not None and set(kept.results) == {"a", "b"}
+        assert kept.measured[:2] == ["a", "b"]  # a was measured first, then b
+
+        _as_stopped_before_combine(run)
+        third = cli("run", "--resume", str(run))
+        assert third.exit_code == 0, third.output

@@ -104,8 +104,8 @@ def started_since(path: Path, began: str | None) -> bool:
     started = result.detail.environment.started_utc if result.detail else None
     if began is None or started is None:
         return True
-    try:
-        return parse_utc(started) >= parse_utc(began)
+    try:  # a result's start is kept to the second, a step's to the millisecond
+        return parse_utc(started) >= parse_utc(began).replace(microsecond=0)
     except ValueError:
         return True
 

@@ -613,6 +613,7 @@ class _Run:
             if not todo:
                 self._skip(record, "measured before; the result file is kept as it is")
                 return
+            self._adopt_earlier(spec.visits, todo)
             self._begin(record)
             self._done(record, *self._measure(todo))
         elif spec.kind == "delete":
@@ -673,6 +674,20 @@ class _Run:
             self._keep_digest(name)
         short = [self._note_incomplete(n, r) for n, r in zip(names, results, strict=True)]
         return _wrote(names, short), any(short)
+
+    def _adopt_earlier(self, visits: Sequence[Visit], todo: Sequence[Visit]) -> None:
+        """The step's visits a session before finished before it was cut (an interleaved step
+        stopped during its second arm): their files join the journal's digests and time order
+        before this session measures the rest, so a later resume knows them as the run's own."""
+        left = {visit.result_name for visit in todo}
+        for visit in visits:
+            name = visit.result_name
+            if name in left or not _measured(self.run_dir, name):
+                continue
+            if name not in self.journal.measured:
+                self.journal.measured.append(name)
+            if self.journal.results is not None and name not in self.journal.results:
+                self._keep_digest(name)
 
     def _keep_digest(self, name: str) -> None:
         """The journal keeps each result file's sha256 as written (resume checks it)."""
