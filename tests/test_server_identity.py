@@ -251,3 +251,38 @@ def test_vllms_fresh_permission_ids_are_no_change_but_another_context_is() -> No
     first, again = identity_of(answer("a1", 1)), identity_of(answer("b2", 2))
     assert first is not None and again is not None and first == again
     assert identity_of(answer("c3", 3, max_model_len=4096)) != first
+
+
+def test_a_busy_model_list_is_no_change_but_a_gone_server_is() -> None:
+    """A server still there that answers `/v1/models` with 503 (or times out) after a heavy
+    level is no sign of another server: that boundary is named unchecked and the watch goes
+    on; the next reading of the same list is still the same server."""
+    from tests.wire import WireServer, json_response
+
+    status = {"now": 200}
+
+    async def models(writer, body):  # type: ignore[no-untyped-def]
+        status_now = status["now"]
+        payload = {"object": "list", "data": [{"id": "m", "object": "model"}]}
+        writer.write(json_response(status_now, payload if status_now == 200 else {"error": "busy"}))
+
+    async def run(url: str) -> tuple[str | None, str | None, list[str]]:
+        watch = IdentityWatch(url)
+        await watch.open()
+        assert watch.first is not None and watch.first.model == "m"
+        status["now"] = 503  # every try, the retries' too
+        busy = await watch.check("decode", "parallel")
+        status["now"] = 200
+        again = await watch.check("parallel", "quality")
+        return busy, again, watch.checked
+
+    with WireServer({"/v1/models": models}) as server:
+        busy, again, checked = asyncio.run(run(server.url))
+    assert busy is None and again is None
+    assert checked == [
+        "decode/parallel (not read: /v1/models answered HTTP 503)",
+        "parallel/quality",
+    ]
+    assert change_reason(identity_of({"data": [{"id": "m"}]}), None, "here") == (  # type: ignore[arg-type]
+        "the server's model list could not be read again here"
+    )  # no answer at all (refused, reset): the server is gone, and that is a change

@@ -56,7 +56,10 @@ class Reading:
 
     identity: Identity | None
     counters: dict[str, float]
+    busy: str | None = None  # why a server still there gave no reading (a timeout, a 429/503)
 
+
+BUSY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})  # a server there but busy
 
 VOLATILE_KEYS = frozenset({"created", "permission"})  # new in every answer of the same server
 
@@ -163,8 +166,12 @@ class IdentityWatch:
             try:
                 # A transient failure of this one GET is sent again: it is no change of model.
                 reply = await http.call_json("GET", "/v1/models", timeout_s=10.0, retry=RETRY)
-            except TransportError:
-                return Reading(None, {})
+            except TransportError as exc:
+                if str(exc).startswith("timeout"):  # there, but busy: no sign of another server
+                    return Reading(None, {}, busy="/v1/models gave no answer within 10 s")
+                return Reading(None, {})  # refused or reset: the server is gone
+            if reply.status in BUSY_STATUSES:
+                return Reading(None, {}, busy=f"/v1/models answered HTTP {reply.status}")
             found = identity_of(reply.payload) if reply.status == 200 else None
             if found is None:
                 return Reading(None, {})
@@ -196,8 +203,13 @@ class IdentityWatch:
         reason; the first change is kept and returned, every later check returns it unread."""
         if self.changed is not None or self.first is None:
             return self.changed
-        self.checked.append(label)
         reading = await self._read()
+        if reading.identity is None and reading.busy is not None:
+            # A busy server's timeout or 429/503 is no sign of another server: this boundary
+            # is named unchecked, and the phases go on.
+            self.checked.append(f"{label} (not read: {reading.busy})")
+            return None
+        self.checked.append(label)
         self.changed = change_reason(self.first, reading.identity, between)
         if self.changed is None:
             self.changed = restart_reason(self.counters, reading.counters, between)
@@ -249,7 +261,12 @@ def sagemaker_identity(name: str, region: str) -> Callable[[], Reading]:
             config = client.describe_endpoint_config(
                 EndpointConfigName=endpoint["EndpointConfigName"]
             )
-        except (ClientError, BotoCoreError, KeyError):
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if "Throttl" in code or code in ("ServiceUnavailable", "InternalFailure"):
+                return Reading(None, {}, busy=f"DescribeEndpoint answered {code}")
+            return Reading(None, {})
+        except (BotoCoreError, KeyError):
             return Reading(None, {})
         variants = [
             {key: variant.get(key) for key in ("VariantName", "ModelName", "InstanceType")}
