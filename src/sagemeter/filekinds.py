@@ -14,6 +14,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from sagemeter.textfiles import RESULTS_CAP
+
 MEASURE = "a measure result"
 LOAD = "a load result"
 SHARD = "a load shard"
@@ -22,8 +24,6 @@ FIDELITY_RECORD = "a fidelity record"
 FIDELITY_COMPARISON = "a fidelity comparison"
 SELFCHECK = "a self-check"
 JOURNAL = "a run journal"
-
-_SNIFF_CAP = 256 << 20  # what results are read up to (textfiles.RESULTS_CAP)
 
 
 def kind_of(payload: Any) -> str | None:
@@ -55,7 +55,7 @@ def kind_of_file(path: Path) -> str | None:
     """The kind of the regular file at `path` (never read through a link, a FIFO or a device),
     or None when it is none of sagemeter's files or cannot be read."""
     try:
-        if not stat.S_ISREG(path.lstat().st_mode) or path.stat().st_size > _SNIFF_CAP:
+        if not stat.S_ISREG(path.lstat().st_mode) or path.stat().st_size > RESULTS_CAP:
             return None
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as handle:

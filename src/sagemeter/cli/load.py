@@ -537,13 +537,3 @@ def merge_shard_files(out: Path, shards: list[Path], *, force: bool) -> None:
         console.print(f"problem: {printable(problem)}", highlight=False, markup=False)
     write_result(out, merged)
     console.print(f"wrote {out}", highlight=False)
-
-
-def is_load_result(path: Path) -> bool:
-    """True for a `sagemeter load` result file (by its `kind`), False for anything else."""
-
-    from sagemeter.loadgen.result import RESULT_KIND
-    from sagemeter.textfiles import probe_json
-
-    payload = probe_json(path)
-    return isinstance(payload, dict) and payload.get("kind") == RESULT_KIND
