@@ -8,39 +8,21 @@ reference run with one result marked incomplete, as a measure whose server died 
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
 from sagemeter.errors import EXIT_INCOMPLETE
+from tests.test_outputs import APP  # every command, as `sagemeter` registers them
 
 RUN = Path(__file__).parent / "data" / "report-run"
 FILES = ("measure-smollm2-f32.json", "measure-smollm2-q4_1.json", "measure-smollm2-f32-again.json")
-
-
-def _cli() -> typer.Typer:
-    from sagemeter.cli.app import COMMAND_MODULES
-
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-    @app.callback()
-    def _group() -> None:
-        pass
-
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(app)
-    return app
-
-
-APP = _cli()
 
 
 def invoke(*args: str) -> tuple[int, str]:
