@@ -74,8 +74,10 @@ def test_a_reply_from_another_model_fails_and_the_boundary_check_names_the_chang
     assert changed == f"{SWAPPED} between the parallel and quality phases"
 
 
-def test_a_swap_during_the_parallel_phase_leaves_quality_unasked(tmp_path: Path) -> None:
-    settings = MeasureSettings(
+def small_settings() -> MeasureSettings:
+    """A measure quick enough for a boundary test: two decode pairs, one level of 2, one
+    question per family (the faces' tests use it too)."""
+    return MeasureSettings(
         short_tokens=4,
         long_tokens=16,
         decode_repeats=2,
@@ -90,6 +92,10 @@ def test_a_swap_during_the_parallel_phase_leaves_quality_unasked(tmp_path: Path)
         stall_s=1.0,
         retries=1,
     )
+
+
+def test_a_swap_during_the_parallel_phase_leaves_quality_unasked(tmp_path: Path) -> None:
+    settings = small_settings()
     decode = decode_request_count(settings.decode_repeats, settings.decode_warmup)
     # The swap comes with the first request after decode: the parallel phase's first batch.
     faults = Faults(swap_model_after=PREFLIGHT + decode)

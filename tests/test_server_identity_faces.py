@@ -27,8 +27,8 @@ from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
 from sagemeter.measure.identity import IdentityWatch, restart_reason
 from sagemeter.measure.workflow import measure_target
-from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
+from tests.test_server_identity import small_settings
 
 FAST = TruthTiming(ttft_s=0.005, itl_s=0.001)
 PREFLIGHT = 2  # a whole and a streamed reply before anything is measured
@@ -115,29 +115,11 @@ def test_a_counter_gone_back_is_a_restart_and_a_growing_one_is_not(
 # -- measure -----------------------------------------------------------------------------------
 
 
-def _settings() -> MeasureSettings:
-    return MeasureSettings(
-        short_tokens=4,
-        long_tokens=16,
-        decode_repeats=2,
-        prefill_tokens=[],
-        load_levels=[2],
-        load_max_tokens=8,
-        load_batches=1,
-        batch_reruns=0,
-        questions_per_family=1,
-        quality_max_tokens=8,
-        timeout_s=5.0,
-        stall_s=1.0,
-        retries=1,
-    )
-
-
 def test_measure_drops_the_phase_a_restart_fell_in_and_runs_none_after(tmp_path: Path) -> None:
     # The restart comes with decode's second request: its replies are two processes'.
     with running_truth_server(FAST, faults=Faults(restart_after=PREFLIGHT + 1)) as url:
         result, path = asyncio.run(
-            measure_target(parse_target(url), name="r", settings=_settings(), out_dir=tmp_path)
+            measure_target(parse_target(url), name="r", settings=small_settings(), out_dir=tmp_path)
         )
     assert result.complete is False
     first = result.incomplete_because[0]
@@ -322,7 +304,7 @@ async def test_a_sagemaker_reply_from_another_model_is_a_failure(
 def test_a_restart_between_parallel_levels_keeps_the_levels_before_it(tmp_path: Path) -> None:
     from sagemeter.measure.decode import decode_request_count
 
-    settings = _settings().model_copy(update={"load_levels": [1, 2]})
+    settings = small_settings().model_copy(update={"load_levels": [1, 2]})
     decode = decode_request_count(settings.decode_repeats, settings.decode_warmup)
     # The restart comes with the first request after 1 at once's one batch (with 2 at once's
     # first, unless 1 at once is run again: then with that, and 1 at once is the level dropped).
@@ -363,7 +345,7 @@ def test_a_sequential_look_is_not_taken_on_a_swapped_arms_answers(tmp_path: Path
     from sagemeter.measure.decode import decode_request_count
     from sagemeter.measure.workflow import selected_questions
 
-    settings = _settings().model_copy(update={"load_levels": [1], "margin_points": 10.0})
+    settings = small_settings().model_copy(update={"load_levels": [1], "margin_points": 10.0})
     count = len(selected_questions(settings).questions)
     stop = QualityStop("a", "b", count, 2, settings.margin_points)
     decode = decode_request_count(settings.decode_repeats, settings.decode_warmup)
