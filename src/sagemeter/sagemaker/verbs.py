@@ -26,7 +26,7 @@ def endpoint_region(
     """NAME@REGION as given; NAME with `region`; else NAME where it is recorded, else the AWS
     configuration's region (AWS_REGION, AWS_DEFAULT_REGION, profile), as
     `sm.resolve_endpoint_region` decides."""
-    if "://" in text or text.startswith(("local:", "vllm:", "cmd:")):  # a server, not an endpoint
+    if ":" in text.partition("@")[0]:  # a URL or an engine's PREFIX:…; no endpoint name has ':'
         raise UserError(f"{text!r} is not a SageMaker endpoint; write NAME@REGION")
     if "@" in text:
         target = parse_target(text)
