@@ -69,7 +69,29 @@ def kernel_stamps_arrival() -> bool:
     loopback pair of its own."""
     if SO_TIMESTAMPNS is None:
         return False
+    _keep_stamping_on()
     return any(_stamp_is_old() for _ in range(_PROBE_TRIES))
+
+
+_KEEPER: list[socket.socket] = []
+
+
+def _keep_stamping_on() -> None:
+    """Hold one stamping socket open for the life of the process.
+
+    Linux stamps packets on arrival only while some socket on the host asks for stamps, and it
+    turns that on and off in deferred work: when the last stamping socket closes, the next
+    one's first packet can arrive before the switch is back on and be stamped when it is read.
+    A request timed from its read would look early by however long it waited, so one socket
+    keeps the switch on from the probe until the process ends.
+    """
+    if _KEEPER:
+        return
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if _set_option(keeper):
+        _KEEPER.append(keeper)
+    else:
+        keeper.close()
 
 
 def _stamp_is_old() -> bool:
