@@ -46,18 +46,24 @@ vllm-engine: $(TEST_STAMP)
 system-packages:
 	@bash scripts/system-packages
 
+# pytest-xdist workers for the tests that tolerate a busy host: most of their time is spent
+# waiting on loopback servers and subprocesses, so three workers beat two on two cores.
+WORKERS ?= 3
+SLOW_WORKERS ?= 2
+TIER := scripts/test-tier $(BIN)/pytest
+
 # The fast tier first (its answer comes in minutes), then the slow one; both always run and
-# print their slowest tests (where the time goes, in the CI log too);
-# the target fails when either did.
+# print their slowest tests (where the time goes, in the CI log too); the target fails when
+# either did. Each tier runs its `alone` tests (timing truth) after the rest, one at a time.
 test: system-packages lint typecheck vllm-engine
-	@$(BIN)/pytest -m "not slow" --durations=10 $(PYTEST_ARGS); fast=$$?; \
-	$(BIN)/pytest -m slow --durations=25 $(PYTEST_ARGS); slow=$$?; \
+	@$(TIER) "not slow" $(WORKERS) load 10 $(PYTEST_ARGS); fast=$$?; \
+	$(TIER) "slow" $(SLOW_WORKERS) loadfile 25 $(PYTEST_ARGS); slow=$$?; \
 	echo "fast tier exit $$fast, slow tier exit $$slow"; \
 	[ $$fast -eq 0 ] && [ $$slow -eq 0 ]
 
 # The fast tier for a developer's own loop: lint, types and every test not marked `slow`.
 check: lint typecheck
-	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	@$(TIER) "not slow" $(WORKERS) load 10 $(PYTEST_ARGS)
 
 benchmarks: $(TEST_STAMP)
 	$(BIN)/python -m benchmarks.run_all $(BENCHMARKS)

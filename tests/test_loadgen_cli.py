@@ -126,6 +126,7 @@ def test_a_target_nothing_listens_on_is_one_line_and_exit_6(
     assert len(lines) == 1 and lines[0].startswith("error: cannot reach http://127.0.0.1:1"), err
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_two_shards_started_together_merge_into_one_run(
     truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path

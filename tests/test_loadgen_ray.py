@@ -38,6 +38,8 @@ from tests.ray_nodes import (
     start_loopback_cluster,
 )
 
+pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
+
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.004)
 TOKENS = 256
 

@@ -38,6 +38,8 @@ from tests.ray_nodes import (
     start_loopback_cluster,
 )
 
+pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
+
 # Debian's libfaketime (.ci/run installs it), wherever the architecture puts it.
 FAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))), None)
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.004)

@@ -19,6 +19,8 @@ from sagemeter.loadgen.schedule import poisson_schedule
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.loadgen.sweep import run_sweep
 
+pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
+
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.02)
 TOKENS = 16
 

@@ -175,6 +175,7 @@ def _measure(truth: TruthTiming, out: Path, name: str) -> tuple[MeasureResult, i
     return result, sum(done)
 
 
+@pytest.mark.alone
 @pytest.mark.slow  # two whole measurements, about 10 s
 def test_combine_compares_each_level_with_ratios_and_intervals(tmp_path: Path) -> None:
     slow, fast = _truth(200e-6), _truth(50e-6)

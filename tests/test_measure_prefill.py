@@ -37,6 +37,8 @@ from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
 from sagemeter.transport.openai import OpenAIChat
 
+pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
+
 SHORT, LONG = 256, 2048
 
 

@@ -133,6 +133,7 @@ def test_one_at_once_far_below_a_larger_levels_per_stream_rate_is_run_again() ->
     assert "a stall?" in one.measured_again[0] and not four.measured_again
 
 
+@pytest.mark.alone
 def test_a_one_time_stall_in_a_decode_reply_is_asked_again(tmp_path: Path) -> None:
     """The first long reply (request 5) pauses: it is set aside, one more is asked, and the rate
     is the truth's 100 tokens/s."""
@@ -147,6 +148,7 @@ def test_a_one_time_stall_in_a_decode_reply_is_asked_again(tmp_path: Path) -> No
     assert len([r for r in decode.records if r.max_tokens == 24]) == 3
 
 
+@pytest.mark.alone
 def test_a_stall_in_every_batch_of_4_leaves_no_figure(tmp_path: Path) -> None:
     """Every 4th request stalls 0.6 s, so every batch of 4 holds one: with 2-token replies, 4 at
     once (about 12 tokens/s against 29 at 1 at once) stays far under 1 at once after its rerun.

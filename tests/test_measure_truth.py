@@ -29,6 +29,8 @@ from sagemeter.results import MeasureResult
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
 
+pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
+
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.01)
 LOAD_TOKENS = 16
 

@@ -91,6 +91,7 @@ def test_the_concurrency_search_finds_the_slot_limit(
     assert "2 at once meets every SLO; 3 at once does not" in stdout
 
 
+@pytest.mark.alone
 @pytest.mark.slow  # a dozen probes of Poisson arrivals
 def test_the_rate_search_brackets_the_rate_within_its_precision(
     tmp_path: Path, sagemeter_env: dict[str, str]

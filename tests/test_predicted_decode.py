@@ -45,6 +45,7 @@ def runtime_fake() -> Iterator[RuntimeFake]:
         fake.close()
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_recommended_plan_run_reports_predicted_beside_measured(
     priced: World, hub: Hub, runtime: RuntimeFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -61,6 +61,7 @@ def test_files_without_the_phase_load_and_combine_as_before() -> None:
     assert "prefill_tokens_per_second" not in keys and "ttft_long_prompt_ms" not in keys
 
 
+@pytest.mark.alone
 def test_combine_gives_the_prefill_rows_with_ratios_and_intervals(with_prefill: Path) -> None:
     rows = {row.key: row for row in combine([with_prefill / OLD_A, with_prefill / OLD_B]).rows}
     rate = rows["prefill_tokens_per_second"]

@@ -28,6 +28,8 @@ from sagemeter.measure.prompt_tokenizer import BYTES, load_tokenizer
 from sagemeter.results import PrefillDetail
 from sagemeter.transport.openai import OpenAIChat
 
+pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
+
 
 def word_tokenizer(folder: Path) -> Path:
     """A Hugging Face byte-level BPE tokenizer.json whose merges spell each filler word, with

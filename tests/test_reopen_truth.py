@@ -28,7 +28,7 @@ from sagemeter.targets import parse_target
 from sagemeter.transport.client import HttpClient
 
 # Seconds of timing against the truth server each: the full suite, not the fast tier.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 TRUTH = TruthTiming(ttft_s=0.05, itl_s=0.005)
 TOKENS = 16
