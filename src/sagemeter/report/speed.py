@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sagemeter.compare import Drift
 from sagemeter.compare.costs import cost_per_million_tokens
+from sagemeter.figures import figure_named, figures, value_of
 from sagemeter.inspect.predicted import PREDICTED_TITLE, tokens_per_gb_read
 from sagemeter.report.document import (
     Block,
@@ -132,6 +133,29 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
                 scale=1000,
             )
         )
+    return rows + more_figure_rows(run, noise)
+
+
+def more_figure_rows(run: Run, noise: float | None) -> list[list[Cell]]:
+    """A row for each declared figure outside sagemeter's own tables (a plug-in's), where a
+    result has a value; its winner marked by its declared better direction."""
+    rows = []
+    for figure in figures(["more"]):
+        values = [value_of(result, figure) for result in run.contenders]
+        if all(value is None for value in values):
+            continue
+        higher = {"higher": True, "lower": False}.get(figure.better)
+        compared = figure.compared != "none"
+        row = figure_row(
+            figure.label,
+            values,
+            higher=higher,
+            noise=noise if figure.speed else None,
+            incomplete=incomplete_of(run),
+            with_ratio=compared,
+            compared=comparison_row(run, figure.key),
+        )
+        rows.append(row if compared else row + [label("")] * (len(values) - 1))
     return rows
 
 
@@ -418,8 +442,8 @@ def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
 
 
 def _figure_title(key: str) -> str:
-    if key == "decode_tokens_per_second":
-        return "Decode (tokens/s)"
+    if (declared := figure_named(key)) is not None:
+        return declared.label
     if key.startswith("load_c"):
         level = key.removeprefix("load_c").removesuffix("_tokens_per_second")
         return f"{level} at once (tokens/s)"
@@ -436,16 +460,8 @@ LONG_PROMPT_UNITS = {
 }
 
 
+# Rows of the comparison that are not declared figures (those are titled by their label).
 FIGURE_TITLES = {
-    "weights_gib": "Weights (GiB)",
-    "kv_cache_tokens": "KV cache (tokens)",
-    "load_seconds": "Weight load (s)",
-    "per_call_fixed_cost_seconds": "Per-call fixed cost (s)",
-    "engine_decode_tokens_per_second": "Engine's own decode (tokens/s)",
-    "ttft_median_ms": "Time to first token, median (ms)",
-    "prefill_tokens_per_second": "Prefill (prompt tokens/s)",
-    "ttft_long_prompt_ms": "Time to first token, long prompt (ms)",
-    "inter_token_latency_median_ms": "Inter-token latency, median (ms)",
     "quality_correct": "Correct answers",
 }
 
