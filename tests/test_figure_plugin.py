@@ -1,0 +1,190 @@
+"""A figure plug-in as its own distribution: docs/extending.md's example (examples/figure-plugin)
+is built and installed by pip, offline, into a folder of its own; with that folder on the path,
+a measurement of the truth server carries the figure at the result's top level, and `combine`,
+the terminal table and the report show it, with no other code changed.
+
+Truth: a token every 10 ms, so every reply decodes at 100 tokens per second and so does the
+slowest tenth of them. A reply's rate can only read slower than the server's pacing on a busy
+machine, never much faster; counting the token events instead of the gaps between them would
+read 24/23 of the truth (+4%), beyond the upper bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import typer
+from rich.console import Console
+from typer.testing import CliRunner
+
+from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.figures import problems, registry
+from sagemeter.measure.workflow import measure_target
+from sagemeter.report.terminal import print_result
+from sagemeter.results import load_result
+from sagemeter.settings import MeasureSettings
+from sagemeter.targets import parse_target
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "figure-plugin"
+KEY = "decode_p10_tokens_per_second"
+LABEL = "Decode, slowest tenth of replies (tokens/s)"
+TRUTH = TruthTiming(ttft_s=0.02, itl_s=0.01)
+
+
+def _app() -> typer.Typer:
+    """`combine` and `report` as the CLI registers them."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _group() -> None:
+        pass
+
+    for name in ("sagemeter.cli.combine", "sagemeter.cli.report"):
+        importlib.import_module(name).register(app)
+    return app
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder where pip installed the example distribution (built from a copy of it)."""
+    source = tmp_path_factory.mktemp("source") / "figure-plugin"
+    shutil.copytree(EXAMPLE, source)
+    site = tmp_path_factory.mktemp("site")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    flags = ["--no-deps", "--no-build-isolation", "--no-index", "--target", str(site)]
+    subprocess.run([*pip, *flags, str(source)], check=True, timeout=300)
+    assert (site / "sagemeter_slow_decode_figure-0.1.0.dist-info" / "entry_points.txt").is_file()
+    return site
+
+
+@pytest.fixture
+def installed(plugin_site: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The plug-in's folder on the path, the registry made to look again (and after)."""
+    monkeypatch.syspath_prepend(str(plugin_site))
+    registry.reset()
+    yield
+    monkeypatch.undo()
+    registry.reset()
+
+
+def _settings() -> MeasureSettings:
+    return MeasureSettings(
+        short_tokens=4,
+        long_tokens=24,
+        decode_repeats=5,
+        prefill_tokens=[],
+        load_levels=[1],
+        load_max_tokens=8,
+        load_batches=1,
+        questions_per_family=1,
+        quality_max_tokens=8,
+        timeout_s=5.0,
+    )
+
+
+@pytest.mark.slow
+def test_an_installed_figure_is_measured_and_shown_everywhere(
+    installed: None, tmp_path: Path
+) -> None:
+    assert problems() == []
+    run = tmp_path / "run"
+    with running_truth_server(TRUTH) as url:
+        for name in ("a", "b"):
+            asyncio.run(
+                measure_target(parse_target(url), name=name, settings=_settings(), out_dir=run)
+            )
+    truth = 1 / TRUTH.itl_s
+    for name in ("a", "b"):
+        written = json.loads((run / f"measure-{name}.json").read_text())
+        assert 0.8 * truth <= written[KEY] <= 1.02 * truth, written[KEY]
+        assert not any(KEY in warning for warning in written["detail"]["warnings"])
+    console = Console(record=True, width=200)
+    print_result(console, load_result(run / "measure-a.json"))
+    assert LABEL in console.export_text()  # the terminal's table of one result
+
+    app = _app()
+    out = tmp_path / "compare.json"
+    files = [str(run / "measure-a.json"), str(run / "measure-b.json")]
+    done = CliRunner().invoke(app, ["combine", str(out), *files], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
+    assert KEY in done.output  # the terminal table's row
+    row = next(r for r in json.loads(out.read_text())["rows"] if r["key"] == KEY)
+    assert row["kind"] == "speed"
+    assert 0.8 * truth <= row["values"][0] <= 1.02 * truth
+    assert row["ratios"][0] == pytest.approx(row["values"][1] / row["values"][0])
+
+    done = CliRunner().invoke(app, ["report", str(run), "--format", "md"])
+    assert done.exit_code == 0, done.output
+    report = (run / "report.md").read_text()
+    line = next(line for line in report.splitlines() if LABEL in line)
+    assert f"{row['values'][0]:.1f}" in line or f"{row['values'][0]:.0f}" in line, line
+
+
+@pytest.mark.slow
+def test_a_figure_measured_with_the_plugin_reads_without_it(
+    installed: None, plugin_site: Path, tmp_path: Path
+) -> None:
+    """The key stays in the file; without the plug-in nothing shows it and nothing breaks."""
+    with running_truth_server(TRUTH) as url:
+        asyncio.run(
+            measure_target(parse_target(url), name="a", settings=_settings(), out_dir=tmp_path)
+        )
+    assert KEY in json.loads((tmp_path / "measure-a.json").read_text())
+    shutil.copy(tmp_path / "measure-a.json", tmp_path / "measure-b.json")
+    sys.path.remove(str(plugin_site))
+    registry.reset()
+    out = tmp_path / "compare.json"
+    files = [str(tmp_path / "measure-a.json"), str(tmp_path / "measure-b.json")]
+    done = CliRunner().invoke(_app(), ["combine", str(out), *files])
+    assert done.exit_code == 0, done.output
+    assert KEY not in {row["key"] for row in json.loads(out.read_text())["rows"]}
+
+
+BROKEN = """\
+from sagemeter.figures.builtin import TTFT
+
+NOT_A_FIGURE = object()
+"""
+
+
+def test_a_figure_plugin_that_breaks_the_rules_is_left_out_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A distribution on disk whose entry points clash with a built-in figure and a top-level
+    key, name an object that is no figure, and name a module that does not import."""
+    (tmp_path / "broken_figures.py").write_text(BROKEN)
+    info = tmp_path / "broken_figures-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-figures\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[sagemeter.figures]\n"
+        "ttft_median_ms = broken_figures:TTFT\n"
+        "quality = broken_figures:TTFT\n"
+        "not_a_figure = broken_figures:NOT_A_FIGURE\n"
+        "missing = no_such_module:FIGURE\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.reset()
+    try:
+        assert problems() == [
+            "the figure plug-in 'missing' could not be loaded: ModuleNotFoundError: No module "
+            "named 'no_such_module'",
+            "the figure plug-in 'not_a_figure' (object) is not a sagemeter figure; it is left "
+            "out (see docs/extending.md)",
+            "the figure plug-in 'quality' (broken_figures:TTFT) has the name of another "
+            "top-level key of a result; it is left out",
+            "the figure plug-in 'ttft_median_ms' (broken_figures:TTFT) has the name of a "
+            "built-in figure; it is left out",
+        ]
+        assert [f.key for f in registry.figures()] == list(registry.BUILT_IN)
+    finally:
+        monkeypatch.undo()
+        registry.reset()
