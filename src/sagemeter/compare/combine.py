@@ -32,6 +32,7 @@ from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, sum
 from sagemeter.figures import figures as registered_figures
 from sagemeter.figures import problems as figure_problems
 from sagemeter.figures import value_of
+from sagemeter.figures.builtin import KV_CACHE, WEIGHTS
 from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import long_prompt_key, speed_samples
@@ -533,7 +534,7 @@ def recorded_price(
 CEILING_KEY = "predicted_decode_ceiling_tokens_per_second"
 MEASURED_OVER_CEILING_KEY = "decode_measured_over_predicted_ceiling"
 UNTIMED_KEYS = frozenset(
-    {"weights_gib", "kv_cache_tokens", PREDICTED_KEY, CEILING_KEY, MEASURED_OVER_CEILING_KEY}
+    {WEIGHTS.key, KV_CACHE.key, PREDICTED_KEY, CEILING_KEY, MEASURED_OVER_CEILING_KEY}
 )
 
 

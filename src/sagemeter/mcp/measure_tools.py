@@ -17,6 +17,7 @@ from sagemeter.atomic import check_output_file
 from sagemeter.compare import combine, save_comparison
 from sagemeter.engines.endpoints import check_target
 from sagemeter.figures import figures, stored_value
+from sagemeter.figures.builtin import WEIGHTS
 from sagemeter.filekinds import COMPARISON, MEASURE
 from sagemeter.limits import (
     MAX_BATCHES,
@@ -100,7 +101,7 @@ def measure_text(result: MeasureResult, path: Path) -> str:
         )
         parts.insert(-1, f"long prompts {long} tok/s")
     if result.weights_gib is not None:
-        parts.append(f"weights {format_value('weights_gib', result.weights_gib)} GiB")
+        parts.append(f"weights {format_value(WEIGHTS.key, result.weights_gib)} GiB")
     for figure in figures(["more"]):  # a plug-in's figures, as declared
         if (value := stored_value(result, figure)) is not None:
             parts.append(f"{figure.label} {format_value(figure.key, float(value))}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from sagemeter.compare import Drift
 from sagemeter.compare.costs import cost_per_million_tokens
 from sagemeter.figures import figure_named, figures, value_of
+from sagemeter.figures.builtin import DECODE
 from sagemeter.inspect.predicted import PREDICTED_TITLE, tokens_per_gb_read
 from sagemeter.report.document import (
     Block,
@@ -64,7 +65,7 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
             return f"spread {NA}"
         engine = decode.engine_tokens_per_second
         engine_text = f"; engine's own {spread_note(engine)}" if engine else ""
-        interval = interval_note(contenders[index], "decode_tokens_per_second")
+        interval = interval_note(contenders[index], DECODE.key)
         interval_text = f"{interval}; " if interval else ""
         return (
             f"{interval_text}least squares {num(decode.least_squares_tokens_per_second)}"
@@ -81,7 +82,7 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
             higher=True,
             noise=noise,
             incomplete=incomplete,
-            compared=comparison_row(run, "decode_tokens_per_second"),
+            compared=comparison_row(run, DECODE.key),
         ),
         *_predicted_row(contenders),
         figure_row(
@@ -380,8 +381,8 @@ def aba_section(run: Run) -> Section:
 
 def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
     first, last = run.results[0], run.results[-1]
-    before = {"decode_tokens_per_second": first.decode_tokens_per_second}
-    after = {"decode_tokens_per_second": last.decode_tokens_per_second}
+    before = {DECODE.key: first.decode_tokens_per_second}
+    after = {DECODE.key: last.decode_tokens_per_second}
     for level in levels_of([first, last]):
         before[f"load_c{level}_tokens_per_second"] = first.load_tokens_per_second.get(level)
         after[f"load_c{level}_tokens_per_second"] = last.load_tokens_per_second.get(level)

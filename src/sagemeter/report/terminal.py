@@ -9,6 +9,7 @@ from rich.table import Table
 
 from sagemeter.compare import Comparison, Row, across_methods_note
 from sagemeter.figures import figure_named, figures, format_figure, stored_value
+from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS
 from sagemeter.measure.endpoint_metrics import EndpointMetrics
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.report.figures import interval_span, ratio_text
@@ -230,10 +231,8 @@ def print_result(console: Console, result: MeasureResult) -> None:
             table.add_row(declared.label, format_value(declared.key, float(found)))
     table.add_row("quality", _quality_text(result))
     table.add_row("weights GiB", format_value("weights", result.weights_gib))
-    table.add_row(
-        "KV cache tokens", format_value("kv_cache_tokens", _opt_float(result.kv_cache_tokens))
-    )
-    table.add_row("load seconds", format_value("load_seconds", result.load_seconds))
+    table.add_row("KV cache tokens", format_value(KV_CACHE.key, _opt_float(result.kv_cache_tokens)))
+    table.add_row("load seconds", format_value(LOAD_SECONDS.key, result.load_seconds))
     if detail and detail.endpoint_metrics:
         _endpoint_rows(table, detail.endpoint_metrics)
     console.print(table)
