@@ -15,6 +15,7 @@ import asyncio
 import importlib
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from sagemeter.report.terminal import print_result
 from sagemeter.results import load_result
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
+from tests.report_parse import FIXED_RUN
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "figure-plugin"
 KEY = "decode_p10_tokens_per_second"
@@ -185,6 +187,81 @@ def test_a_figure_plugin_that_breaks_the_rules_is_left_out_with_one_line(
             "built-in figure; it is left out",
         ]
         assert [f.key for f in registry.figures()] == list(registry.BUILT_IN)
+    finally:
+        monkeypatch.undo()
+        registry.reset()
+
+
+DIFFERENCE = """\
+import statistics
+
+from sagemeter.figures import Declared
+
+
+def long_reply_ms(detail):
+    decode = detail.decode
+    return statistics.median(decode.long_times_s) * 1000 if decode and decode.long_times_s else None
+
+
+LONG_REPLY = Declared(
+    key="long_reply_median_ms",
+    label="Long reply, median (ms)",
+    unit="ms",
+    compute_with=long_reply_ms,
+    better="lower",
+    compared="difference",
+    stored=False,
+)
+"""
+
+
+def test_a_figure_compared_by_its_difference_gets_differences_not_ratios(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Declared `compared="difference"` and not stored: computed from the files' records at
+    `combine` time, B − A in the row (its ratios null), `+…` in the terminal and the report; the
+    other rows keep their shape (no `differences` key)."""
+    (tmp_path / "long_reply_figure.py").write_text(DIFFERENCE)
+    info = tmp_path / "long_reply_figure-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: long-reply-figure\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[sagemeter.figures]\nlong_reply_median_ms = long_reply_figure:LONG_REPLY\n"
+    )
+    run = tmp_path / "run"
+    shutil.copytree(FIXED_RUN, run)
+    (run / "compare.json").unlink()
+    a, b = run / "measure-smollm2-f32.json", run / "measure-smollm2-q4_1.json"
+    expected = [
+        statistics.median(load_result(path).detail.decode.long_times_s) * 1000  # type: ignore[union-attr]
+        for path in (a, b)
+    ]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.reset()
+    try:
+        out = tmp_path / "compare.json"
+        done = CliRunner().invoke(
+            _app(), ["combine", str(out), str(a), str(b)], env={"COLUMNS": "200"}
+        )
+        assert done.exit_code == 0, done.output
+        rows = json.loads(out.read_text())["rows"]
+        row = next(r for r in rows if r["key"] == "long_reply_median_ms")
+        assert row["values"] == pytest.approx(expected)
+        assert row["differences"] == pytest.approx([expected[1] - expected[0]])
+        assert row["ratios"] == [None] and row["ratio_flags"] == [None]
+        assert all("differences" not in r for r in rows if r is not row)
+        shown = f"{expected[1] - expected[0]:+.3g}"
+        assert shown.startswith("-") and shown in done.output
+
+        (run / "measure-smollm2-f32-again.json").unlink()
+        done = CliRunner().invoke(_app(), ["report", str(run), "--format", "md"])
+        assert done.exit_code == 0, done.output
+        line = next(
+            line
+            for line in (run / "report.md").read_text().splitlines()
+            if "Long reply, median (ms)" in line
+        )
+        assert line.rstrip(" |").endswith(shown), line
     finally:
         monkeypatch.undo()
         registry.reset()

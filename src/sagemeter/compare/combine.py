@@ -63,6 +63,13 @@ class Row(BaseModel):
         description="why a ratio says nothing: its interval reaches 1 or the A-A' drift band, "
         "or the two files were measured by different methods",
     )
+    # Absent unless set, so rows compared by ratio keep the shape they always had.
+    differences: list[float | None] | None = Field(
+        None,
+        description="value of file i - value of the first file, for a figure declared to be "
+        "compared by its difference (its ratios are then null); absent for every other row",
+        exclude_if=lambda value: value is None,
+    )
 
 
 class FigureDrift(BaseModel):
@@ -796,10 +803,16 @@ def figure_rows(results: list[MeasureResult], group: str) -> list[Row]:
         if not _shown(group, results, values):
             continue
         row = _row(figure.key, values, "speed" if figure.speed else "figure")
-        if figure.compared == "none":
+        if figure.compared != "ratio":
             row.ratios = [None] * len(row.ratios)
+        if figure.compared == "difference":
+            row.differences = [_difference(value, values[0]) for value in values[1:]]
         rows.append(row)
     return rows
+
+
+def _difference(value: float | None, base: float | None) -> float | None:
+    return None if value is None or base is None else value - base
 
 
 def _shown(group: str, results: list[MeasureResult], values: list[float | None]) -> bool:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from sagemeter.results.model import Detail, MeasureResult
 
 Better = Literal["higher", "lower", "none"]
-Compared = Literal["ratio", "none"]
+Compared = Literal["ratio", "difference", "none"]
 # Where the comparison and the report place a figure's row, and when the row is shown:
 # startup (always), decode (always), call (always, after the predicted-decode rows),
 # streaming (some file has a decode phase), prefill (some file ran the prefill phase),
@@ -24,7 +24,7 @@ Compared = Literal["ratio", "none"]
 Group = Literal["startup", "decode", "call", "streaming", "prefill", "more"]
 GROUPS: tuple[str, ...] = ("startup", "decode", "call", "streaming", "prefill", "more")
 BETTER: tuple[str, ...] = ("higher", "lower", "none")
-COMPARED: tuple[str, ...] = ("ratio", "none")
+COMPARED: tuple[str, ...] = ("ratio", "difference", "none")
 
 
 @runtime_checkable
@@ -41,7 +41,7 @@ class Figure(Protocol):
     label: str  # the report's and the terminal's words: "Inter-token latency, p99 (ms)"
     unit: str  # "tokens/s", "ms", "s", "GiB", "tokens"
     better: str  # Better: which way is a win (none: no winner is marked)
-    compared: str  # Compared: how combine sets each arm against the first (ratio: B/A; none)
+    compared: str  # Compared: how combine sets each arm against the first (B/A, B − A, none)
     digits: int | None  # decimals kept at the top level; None: kept as computed (an integer)
     integer: bool  # shown with thousands separators, no decimals (a count of tokens)
     speed: bool  # a speed figure: its A-A' drift judges the ratios, its row is a `speed` row

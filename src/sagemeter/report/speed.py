@@ -146,18 +146,27 @@ def more_figure_rows(run: Run, noise: float | None) -> list[list[Cell]]:
         if all(value is None for value in values):
             continue
         higher = {"higher": True, "lower": False}.get(figure.better)
-        compared = figure.compared != "none"
+        by_ratio = figure.compared == "ratio"
         row = figure_row(
             figure.label,
             values,
             higher=higher,
             noise=noise if figure.speed else None,
             incomplete=incomplete_of(run),
-            with_ratio=compared,
+            with_ratio=by_ratio,
             compared=comparison_row(run, figure.key),
         )
-        rows.append(row if compared else row + [label("")] * (len(values) - 1))
+        if not by_ratio:
+            row += [_difference_cell(v, values[0], figure.compared) for v in values[1:]]
+        rows.append(row)
     return rows
+
+
+def _difference_cell(value: float | None, base: float | None, compared: str) -> Cell:
+    """The ratio column of a figure compared by its difference (B − A), or left empty."""
+    if compared != "difference":
+        return label("")
+    return cell(NA if value is None or base is None else f"{value - base:+.3g}")
 
 
 def _predicted_row(contenders: list[MeasureResult]) -> list[list[Cell]]:

@@ -98,6 +98,9 @@ def _ratio_text(row: Row, index: int) -> str:
     """`2.22` over `[2.06-2.83]` (a second line), with `*` when the ratio cannot be told from
     no change (or its two files were measured by different methods)."""
     ratio = row.ratios[index]
+    if ratio is None and row.differences is not None and index < len(row.differences):
+        difference = row.differences[index]  # a figure compared by its difference
+        return "" if difference is None else f"{difference:+.3g}"
     if ratio is None:
         return ""
     text = ratio_text(ratio)
