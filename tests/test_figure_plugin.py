@@ -23,16 +23,20 @@ from pathlib import Path
 
 import pytest
 import typer
+from mcp import Client
 from rich.console import Console
 from typer.testing import CliRunner
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.figures import problems, registry
+from sagemeter.mcp import ServerConfig, build_server
 from sagemeter.measure.workflow import measure_target
+from sagemeter.report.figures import num
 from sagemeter.report.terminal import print_result
 from sagemeter.results import load_result
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
+from tests.mcp_helpers import ok, text_of
 from tests.report_parse import FIXED_RUN
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "figure-plugin"
@@ -127,7 +131,7 @@ def test_an_installed_figure_is_measured_and_shown_everywhere(
     assert done.exit_code == 0, done.output
     report = (run / "report.md").read_text()
     line = next(line for line in report.splitlines() if LABEL in line)
-    assert f"{row['values'][0]:.1f}" in line or f"{row['values'][0]:.0f}" in line, line
+    assert num(row["values"][0]) in line and num(row["values"][1]) in line, line
 
 
 @pytest.mark.slow
@@ -265,3 +269,19 @@ def test_a_figure_compared_by_its_difference_gets_differences_not_ratios(
     finally:
         monkeypatch.undo()
         registry.reset()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_the_mcp_measure_reply_carries_an_installed_figure(
+    installed: None, tmp_path: Path
+) -> None:
+    with running_truth_server(TRUTH) as url:
+        async with Client(build_server(ServerConfig(results_dir=tmp_path))) as client:
+            arguments = {"target": url, "quick": True, "decode_repeats": 3, "long_tokens": 24}
+            answer = await client.call_tool("measure_endpoint", arguments)
+    reply = ok(answer)
+    truth = 1 / TRUTH.itl_s
+    assert 0.8 * truth <= reply[KEY] <= 1.02 * truth, reply[KEY]
+    assert reply["decode_tokens_per_second"] == pytest.approx(truth, rel=0.15)
+    assert LABEL in text_of(answer)
