@@ -191,6 +191,14 @@ def test_a_figure_plugin_that_breaks_the_rules_is_left_out_with_one_line(
             "built-in figure; it is left out",
         ]
         assert [f.key for f in registry.figures()] == list(registry.BUILT_IN)
+        out = tmp_path / "compare.json"
+        files = [
+            str(FIXED_RUN / "measure-smollm2-f32.json"),
+            str(FIXED_RUN / "measure-smollm2-q4_1.json"),
+        ]
+        done = CliRunner().invoke(_app(), ["combine", str(out), *files], env={"COLUMNS": "400"})
+        assert done.exit_code == 0, done.output
+        assert all(line in json.loads(out.read_text())["warnings"] for line in problems())
     finally:
         monkeypatch.undo()
         registry.reset()
