@@ -7,6 +7,7 @@ the order of their rows in `combine` within each group.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sagemeter.figures.declaration import Declared
@@ -42,7 +43,7 @@ def long_prompt_ttft_ms(prefill: PrefillDetail | None) -> float | None:
     return prefill.long_ttft.median * 1000.0
 
 
-def _startup(field: str):  # type: ignore[no-untyped-def]
+def _startup(field: str) -> Callable[[Detail], float | None]:
     def compute(detail: Detail) -> float | None:
         value = getattr(detail.startup, field, None) if detail.startup is not None else None
         return None if value is None else float(value)
@@ -50,7 +51,7 @@ def _startup(field: str):  # type: ignore[no-untyped-def]
     return compute
 
 
-def _from_detail(field: str, scale: float = 1.0):  # type: ignore[no-untyped-def]
+def _from_detail(field: str, scale: float = 1.0) -> Callable[[MeasureResult], float | None]:
     """The comparison's reading: the detail's median unrounded (None without a detail)."""
 
     def read(result: MeasureResult) -> float | None:
