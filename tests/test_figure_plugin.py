@@ -3,10 +3,10 @@ is built and installed by pip, offline, into a folder of its own; with that fold
 a measurement of the truth server carries the figure at the result's top level, and `combine`,
 the terminal table and the report show it, with no other code changed.
 
-Truth: a token every 10 ms, so every reply decodes at 100 tokens per second and so does the
-slowest tenth of them. A reply's rate can only read slower than the server's pacing on a busy
-machine, never much faster; counting the token events instead of the gaps between them would
-read 24/23 of the truth (+4%), beyond the upper bound.
+Truth: 100 ms to the first token, then a token every 10 ms, so every reply decodes at 100 tokens
+per second and so does the slowest tenth of them. On a busy machine a reply reads slower, or a
+little faster when its first token came late and the rest caught up with the server's clock;
+a rate that took the first token's wait into its span would read 70, below the lower bound.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from tests.report_parse import FIXED_RUN
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "figure-plugin"
 KEY = "decode_p10_tokens_per_second"
 LABEL = "Decode, slowest tenth of replies (tokens/s)"
-TRUTH = TruthTiming(ttft_s=0.02, itl_s=0.01)
+TRUTH = TruthTiming(ttft_s=0.1, itl_s=0.01)
 
 
 def _app() -> typer.Typer:
@@ -110,7 +110,7 @@ def test_an_installed_figure_is_measured_and_shown_everywhere(
     truth = 1 / TRUTH.itl_s
     for name in ("a", "b"):
         written = json.loads((run / f"measure-{name}.json").read_text())
-        assert 0.8 * truth <= written[KEY] <= 1.02 * truth, written[KEY]
+        assert 0.8 * truth <= written[KEY] <= 1.1 * truth, written[KEY]
         assert not any(KEY in warning for warning in written["detail"]["warnings"])
     console = Console(record=True, width=200)
     print_result(console, load_result(run / "measure-a.json"))
@@ -124,7 +124,7 @@ def test_an_installed_figure_is_measured_and_shown_everywhere(
     assert KEY in done.output  # the terminal table's row
     row = next(r for r in json.loads(out.read_text())["rows"] if r["key"] == KEY)
     assert row["kind"] == "speed"
-    assert 0.8 * truth <= row["values"][0] <= 1.02 * truth
+    assert 0.8 * truth <= row["values"][0] <= 1.1 * truth
     assert row["ratios"][0] == pytest.approx(row["values"][1] / row["values"][0])
 
     done = CliRunner().invoke(app, ["report", str(run), "--format", "md"])
@@ -290,6 +290,6 @@ async def test_the_mcp_measure_reply_carries_an_installed_figure(
             answer = await client.call_tool("measure_endpoint", arguments)
     reply = ok(answer)
     truth = 1 / TRUTH.itl_s
-    assert 0.8 * truth <= reply[KEY] <= 1.02 * truth, reply[KEY]
+    assert 0.8 * truth <= reply[KEY] <= 1.1 * truth, reply[KEY]
     assert reply["decode_tokens_per_second"] == pytest.approx(truth, rel=0.15)
     assert LABEL in text_of(answer)
