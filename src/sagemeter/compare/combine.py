@@ -29,6 +29,10 @@ from sagemeter.evidence.summary import render_summary
 from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
 from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
 from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, summary_lines
+from sagemeter.figures import figures as registered_figures
+from sagemeter.figures import problems as figure_problems
+from sagemeter.figures import value_of
+from sagemeter.figures.builtin import KV_CACHE, WEIGHTS
 from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import long_prompt_key, speed_samples
@@ -58,6 +62,13 @@ class Row(BaseModel):
         default_factory=list,
         description="why a ratio says nothing: its interval reaches 1 or the A-A' drift band, "
         "or the two files were measured by different methods",
+    )
+    # Absent unless set, so rows compared by ratio keep the shape they always had.
+    differences: list[float | None] | None = Field(
+        None,
+        description="value of file i - value of the first file, for a figure declared to be "
+        "compared by its difference (its ratios are then null); absent for every other row",
+        exclude_if=lambda value: value is None,
     )
 
 
@@ -237,9 +248,11 @@ def _same_checkpoint(a: MeasureResult, b: MeasureResult) -> bool:
 
 
 def speed_figures(result: MeasureResult) -> dict[str, float | None]:
-    figures: dict[str, float | None] = {"decode_tokens_per_second": result.decode_tokens_per_second}
-    if _has_prefill(result):
-        figures["prefill_tokens_per_second"] = result.prefill_tokens_per_second
+    figures: dict[str, float | None] = {}
+    for figure in registered_figures():
+        value = value_of(result, figure)
+        if figure.speed and figure.stored and _shown(figure.group, [result], [value]):
+            figures[figure.key] = value
     for level, value in result.load_tokens_per_second.items():
         figures[f"load_c{level}_tokens_per_second"] = value
     for level, value in result.long_prompt_tokens_per_second.items():
@@ -348,28 +361,22 @@ def combine(
     if price_per_hour is None:
         price_per_hour, price_warnings = recorded_price(paths, results)
         warnings.extend(price_warnings)
+    warnings.extend(figure_problems())
     rows = [
-        _row("weights_gib", [r.weights_gib for r in results], "figure"),
-        _row("kv_cache_tokens", [_float(r.kv_cache_tokens) for r in results], "figure"),
-        _row("load_seconds", [r.load_seconds for r in results], "figure"),
-        _row("decode_tokens_per_second", [r.decode_tokens_per_second for r in results], "speed"),
+        *figure_rows(results, "startup"),
+        *figure_rows(results, "decode"),
         *_predicted_rows(results),
         *_predicted_decode_rows(results),
-        _row(
-            "per_call_fixed_cost_seconds",
-            [r.per_call_fixed_cost_seconds for r in results],
-            "figure",
-        ),
+        *figure_rows(results, "call"),
+        *figure_rows(results, "streaming"),
+        *figure_rows(results, "prefill"),
     ]
-    if any(r.detail and r.detail.decode for r in results):
-        rows.extend(_streaming_rows(results))
-    if any(_has_prefill(r) for r in results):
-        rows.extend(_prefill_rows(results))
     levels = _levels(results)
     for level in levels:
         values = [r.load_tokens_per_second.get(level) for r in results]
         rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
     rows.extend(_long_prompt_rows(results))
+    rows.extend(figure_rows(results, "more"))
     rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
     rows.extend(_endpoint_rows(results))
     if price_per_hour is not None:
@@ -534,7 +541,7 @@ def recorded_price(
 CEILING_KEY = "predicted_decode_ceiling_tokens_per_second"
 MEASURED_OVER_CEILING_KEY = "decode_measured_over_predicted_ceiling"
 UNTIMED_KEYS = frozenset(
-    {"weights_gib", "kv_cache_tokens", PREDICTED_KEY, CEILING_KEY, MEASURED_OVER_CEILING_KEY}
+    {WEIGHTS.key, KV_CACHE.key, PREDICTED_KEY, CEILING_KEY, MEASURED_OVER_CEILING_KEY}
 )
 
 
@@ -786,42 +793,42 @@ def counts_summary(
     ]
 
 
-def _streaming_rows(results: list[MeasureResult]) -> list[Row]:
-    """The view the article could not have: the engine's own rate, TTFT and ITL medians."""
+def figure_rows(results: list[MeasureResult], group: str) -> list[Row]:
+    """The rows of the declared figures of `group` (figures.registry), where the group is shown:
+    the startup, decode and call figures always; the streaming ones when a file has a decode
+    phase; the prefill ones when a file ran that phase; the others where a file has a value."""
+    rows = []
+    for figure in registered_figures([group]):
+        values = [value_of(result, figure) for result in results]
+        if not _shown(group, results, values):
+            continue
+        row = _row(figure.key, values, "speed" if figure.speed else "figure")
+        if figure.compared != "ratio":
+            row.ratios = [None] * len(row.ratios)
+        if figure.compared == "difference":
+            row.differences = [_difference(value, values[0]) for value in values[1:]]
+        rows.append(row)
+    return rows
 
-    def median_of(result: MeasureResult, field: str, scale: float = 1.0) -> float | None:
-        decode = result.detail.decode if result.detail else None
-        spread = getattr(decode, field, None) if decode else None
-        return spread.median * scale if spread is not None else None
 
-    return [
-        _row(
-            "engine_decode_tokens_per_second",
-            [median_of(r, "engine_tokens_per_second") for r in results],
-            "speed",
-        ),
-        _row("ttft_median_ms", [median_of(r, "ttft_s", 1000.0) for r in results], "figure"),
-        _row(
-            "inter_token_latency_median_ms",
-            [median_of(r, "inter_token_latency_s", 1000.0) for r in results],
-            "figure",
-        ),
-    ]
+def _difference(value: float | None, base: float | None) -> float | None:
+    return None if value is None or base is None else value - base
+
+
+def _shown(group: str, results: list[MeasureResult], values: list[float | None]) -> bool:
+    if group == "streaming":
+        return any(r.detail and r.detail.decode for r in results)
+    if group == "prefill":
+        return any(_has_prefill(r) for r in results)
+    if group == "more":
+        return any(value is not None for value in values)
+    return True
 
 
 def _has_prefill(result: MeasureResult) -> bool:
     """The file ran the prefill phase (older files and the article's have no such phase)."""
     ran = result.detail is not None and result.detail.prefill is not None
     return ran or result.prefill_tokens_per_second is not None
-
-
-def _prefill_rows(results: list[MeasureResult]) -> list[Row]:
-    """Prompt processing: the prefill rate (a speed, higher is better) and the first token's
-    wait at the long prompt (lower is better); null for a file without the phase."""
-    return [
-        _row("prefill_tokens_per_second", [r.prefill_tokens_per_second for r in results], "speed"),
-        _row("ttft_long_prompt_ms", [r.ttft_long_prompt_ms for r in results], "figure"),
-    ]
 
 
 def _long_prompt_rows(results: list[MeasureResult]) -> list[Row]:

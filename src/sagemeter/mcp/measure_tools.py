@@ -16,6 +16,8 @@ from pydantic import Field
 from sagemeter.atomic import check_output_file
 from sagemeter.compare import combine, save_comparison
 from sagemeter.engines.endpoints import check_target
+from sagemeter.figures import figures, stored_value
+from sagemeter.figures.builtin import WEIGHTS
 from sagemeter.filekinds import COMPARISON, MEASURE
 from sagemeter.limits import (
     MAX_BATCHES,
@@ -99,7 +101,10 @@ def measure_text(result: MeasureResult, path: Path) -> str:
         )
         parts.insert(-1, f"long prompts {long} tok/s")
     if result.weights_gib is not None:
-        parts.append(f"weights {format_value('weights_gib', result.weights_gib)} GiB")
+        parts.append(f"weights {format_value(WEIGHTS.key, result.weights_gib)} GiB")
+    for figure in figures(["more"]):  # a plug-in's figures, as declared
+        if (value := stored_value(result, figure)) is not None:
+            parts.append(f"{figure.label} {format_value(figure.key, float(value))}")
     warnings = result.detail.warnings if result.detail else []
     host = result.detail.host if result.detail else None
     busy = host.busy_note() if host else None
@@ -313,18 +318,10 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             name=result_name,
             target=str(parsed),
             path=str(written),
-            decode_tokens_per_second=result.decode_tokens_per_second,
-            per_call_fixed_cost_seconds=result.per_call_fixed_cost_seconds,
-            prefill_tokens_per_second=result.prefill_tokens_per_second,
-            ttft_long_prompt_ms=result.ttft_long_prompt_ms,
+            **{f.key: stored_value(result, f) for f in figures() if f.stored},
             load_tokens_per_second=result.load_tokens_per_second,
             long_prompt_tokens_per_second=result.long_prompt_tokens_per_second,
             quality=result.quality,
-            ttft_median_ms=result.ttft_median_ms,
-            inter_token_latency_median_ms=result.inter_token_latency_median_ms,
-            weights_gib=result.weights_gib,
-            kv_cache_tokens=result.kv_cache_tokens,
-            load_seconds=result.load_seconds,
             quick=settings.quick,
             complete=result.complete is not False,
             incomplete_because=result.incomplete_because,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.compare import Comparison
@@ -32,6 +32,11 @@ class InvokeAnswer(BaseModel):
 
 
 class MeasureAnswer(BaseModel):
+    """The figures are filled from the figure registry; a plug-in's figures (the entry-point
+    group `sagemeter.figures`) are keys of their own beside sagemeter's."""
+
+    model_config = ConfigDict(extra="allow")
+
     name: str
     target: str
     path: str = Field(description="the result file, for compare_results")

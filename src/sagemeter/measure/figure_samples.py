@@ -12,6 +12,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sagemeter.figures.builtin import (
+    DECODE,
+    ENGINE_DECODE,
+    INTER_TOKEN,
+    PREFILL,
+    TTFT,
+    TTFT_LONG_PROMPT,
+)
 from sagemeter.measure.bootstrap import FigureSamples, interval, samples_of
 from sagemeter.results import (
     DecodeDetail,
@@ -113,14 +121,14 @@ def speed_samples(result: MeasureResult) -> dict[str, FigureSamples]:
         return {}
     found: dict[str, FigureSamples] = {}
     if result.decode_tokens_per_second is not None and (decode := decode_samples(detail.decode)):
-        found["decode_tokens_per_second"] = decode
+        found[DECODE.key] = decode
     if detail.decode is not None:
         found.update(_streaming_samples(detail.decode))
     prefill = detail.prefill
     if result.prefill_tokens_per_second is not None and (samples := prefill_samples(prefill)):
-        found["prefill_tokens_per_second"] = samples
+        found[PREFILL.key] = samples
     if result.ttft_long_prompt_ms is not None and prefill is not None and prefill.long_ttft_s:
-        found["ttft_long_prompt_ms"] = samples_of([t * 1000.0 for t in prefill.long_ttft_s])
+        found[TTFT_LONG_PROMPT.key] = samples_of([t * 1000.0 for t in prefill.long_ttft_s])
     if detail.load is not None:
         statistic = str(detail.settings.get("load_statistic", "pooled"))
         for level in detail.load.levels:
@@ -179,9 +187,9 @@ def _streaming_samples(decode: DecodeDetail) -> dict[str, FigureSamples]:
     """Medians of the long replies' engine rate, TTFT and gaps (the comparison's streaming rows)."""
     streaming = streaming_values(complete_long_replies(decode))
     values = {
-        "engine_decode_tokens_per_second": streaming.engine_rates,
-        "ttft_median_ms": [ttft * 1000.0 for ttft in streaming.ttfts_s],
-        "inter_token_latency_median_ms": [gap * 1000.0 for gap in streaming.gaps_s],
+        ENGINE_DECODE.key: streaming.engine_rates,
+        TTFT.key: [ttft * 1000.0 for ttft in streaming.ttfts_s],
+        INTER_TOKEN.key: [gap * 1000.0 for gap in streaming.gaps_s],
     }
     return {key: samples_of(found) for key, found in values.items() if found}
 
@@ -208,7 +216,7 @@ def speed_summaries(
     summaries: dict[str, FigureSummary] = {}
     if decode is not None and decode.valid and decode.tokens_per_second is not None:
         repeats = decode.tokens_per_second_repeats
-        summaries["decode_tokens_per_second"] = FigureSummary(
+        summaries[DECODE.key] = FigureSummary(
             value=round(decode.tokens_per_second, 3),
             repeats=min(len(decode.short_times_s), len(decode.long_times_s)),
             min=_rounded(repeats.min if repeats else None),
@@ -219,7 +227,7 @@ def speed_summaries(
             ),
         )
     if prefill is not None and prefill.valid and prefill.tokens_per_second is not None:
-        summaries["prefill_tokens_per_second"] = FigureSummary(
+        summaries[PREFILL.key] = FigureSummary(
             value=round(prefill.tokens_per_second, 3),
             repeats=min(len(prefill.short_ttft_s), len(prefill.long_ttft_s)),
             ci95=_rounded_interval(prefill.tokens_per_second_ci95),

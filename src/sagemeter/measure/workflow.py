@@ -29,6 +29,9 @@ from sagemeter.engines.endpoints import (
 from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
 from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.figures import problems as figure_problems
+from sagemeter.figures import top_level_figures
+from sagemeter.figures.builtin import long_prompt_ttft_ms
 from sagemeter.filekinds import MEASURE
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
@@ -809,60 +812,49 @@ def assemble_result(
         warnings.append(failure_summary(failed, timed_out))
     if retries:
         warnings.append(f"{retries} tries were sent again after a transient failure")
-    streaming = decode.ttft_s, decode.inter_token_latency_s
+    detail = Detail(
+        settings=settings.model_dump(),
+        environment=environment,
+        startup=startup,
+        decode=decode,
+        prefill=prefill,
+        load=load,
+        long_prompt_load=long_prompt_load,
+        quality=quality,
+        fidelity=fidelity,
+        server_metrics=server_metrics,
+        endpoint_metrics=endpoint_metrics,
+        server_identity=server_identity,
+        host=host,
+        failed_requests=failed,
+        timed_out_requests=timed_out,
+        retried_requests=retried,
+        retries=retries,
+        reopened_requests=reopened,
+        warnings=warnings,
+    )
+    # Every declared figure (sagemeter's own and plug-ins') from the records, at the top level.
+    figures, figure_warnings = top_level_figures(detail)
+    detail.warnings.extend([*figure_problems(), *figure_warnings])
     result = MeasureResult(
         name=name,
         complete=not missing,
-        decode_tokens_per_second=_round(decode.tokens_per_second) if decode.valid else None,
-        per_call_fixed_cost_seconds=_round(decode.per_call_fixed_cost_s) if decode.valid else None,
         load_tokens_per_second={
             str(level.concurrency): _round(level.tokens_per_second) for level in load.levels
         },
         quality=f"{quality.correct}/{quality.answered_count}",
-        prefill_tokens_per_second=(
-            _round(prefill.tokens_per_second) if prefill and prefill.valid else None
-        ),
-        ttft_long_prompt_ms=ttft_long_prompt_ms(prefill),
         **long_prompt_figures(long_prompt_load),
-        ttft_median_ms=_round(streaming[0].median * 1000.0) if streaming[0] else None,
-        inter_token_latency_median_ms=(
-            _round(streaming[1].median * 1000.0, 4) if streaming[1] else None
-        ),
-        weights_gib=startup.weights_gib if startup else None,
-        kv_cache_tokens=startup.kv_cache_tokens if startup else None,
-        load_seconds=startup.load_seconds if startup else None,
+        **figures,
         incomplete_because=missing,
         intervals=speed_summaries(decode, load, settings.load_statistic, prefill, long_prompt_load),
-        detail=Detail(
-            settings=settings.model_dump(),
-            environment=environment,
-            startup=startup,
-            decode=decode,
-            prefill=prefill,
-            load=load,
-            long_prompt_load=long_prompt_load,
-            quality=quality,
-            fidelity=fidelity,
-            server_metrics=server_metrics,
-            endpoint_metrics=endpoint_metrics,
-            server_identity=server_identity,
-            host=host,
-            failed_requests=failed,
-            timed_out_requests=timed_out,
-            retried_requests=retried,
-            retries=retries,
-            reopened_requests=reopened,
-            warnings=warnings,
-        ),
+        detail=detail,
     )
     return fill_derived(result)
 
 
 def ttft_long_prompt_ms(prefill: PrefillDetail | None) -> float | None:
-    """The long prompts' median TTFT, when every repeat of them was counted by the server."""
-    if prefill is None or len(prefill.long_ttft_s) < prefill.repeats or not prefill.long_ttft:
-        return None
-    return _round(prefill.long_ttft.median * 1000.0)
+    """The long prompts' median TTFT as the result's top level holds it (its declaration's)."""
+    return _round(long_prompt_ttft_ms(prefill))
 
 
 def long_prompt_figures(long_load: LongPromptLoad | None) -> dict[str, dict[str, float | None]]:

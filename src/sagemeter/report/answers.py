@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from sagemeter.compare.costs import cost_per_million_tokens
+from sagemeter.figures.builtin import DECODE, TTFT
 from sagemeter.report.document import (
     Block,
     Cell,
@@ -168,7 +169,7 @@ def which_one_section(run: Run) -> Section:
     ]
     if any(v is not None for v in ttft):
         ttft_texts = [f"{num(v, scale=1000)} ms" for v in ttft]
-        add("Time to first token", ttft, ttft_texts, False, key="ttft_median_ms")
+        add("Time to first token", ttft, ttft_texts, False, key=TTFT.key)
     rows.append(_answers_row(contenders, wins))
     if run.price_per_hour and top:
         costs = [
@@ -194,7 +195,7 @@ def which_one_section(run: Run) -> Section:
     return Section(title, anchor, blocks)
 
 
-DECODE_KEY = "decode_tokens_per_second"
+DECODE_KEY = DECODE.key
 TPS_KEY = "tokens_per_second"
 
 

@@ -6,6 +6,7 @@ Renders only: every figure and interval is in the result files (measure/prefill.
 
 from __future__ import annotations
 
+from sagemeter.figures.builtin import PREFILL, TTFT_LONG_PROMPT
 from sagemeter.measure.figure_samples import long_prompt_key
 from sagemeter.report.document import Block, Callout, Cell, Figure, Paragraph, Section, Table
 from sagemeter.report.figures import NA, num, spread_note
@@ -143,9 +144,7 @@ def _rows(run: Run, details: list[PrefillDetail | None]) -> list[list[Cell]]:
             return "not measured"
         engine = detail.engine_tokens_per_second
         engine_text = f"; engine's own {spread_note(engine)}" if engine else ""
-        return (interval_note(result, "prefill_tokens_per_second") or f"interval {NA}") + (
-            engine_text
-        )
+        return (interval_note(result, PREFILL.key) or f"interval {NA}") + (engine_text)
 
     def cache_note(detail: PrefillDetail | None) -> str:
         cache = detail.prefix_cache if detail else None
@@ -168,7 +167,7 @@ def _rows(run: Run, details: list[PrefillDetail | None]) -> list[list[Cell]]:
             higher=True,
             noise=noise,
             incomplete=incomplete,
-            compared=comparison_row(run, "prefill_tokens_per_second"),
+            compared=comparison_row(run, PREFILL.key),
         ),
         figure_row(
             "Time to first token, long prompt, median (ms)",
@@ -177,7 +176,7 @@ def _rows(run: Run, details: list[PrefillDetail | None]) -> list[list[Cell]]:
             higher=False,
             noise=noise,
             incomplete=incomplete,
-            compared=comparison_row(run, "ttft_long_prompt_ms"),
+            compared=comparison_row(run, TTFT_LONG_PROMPT.key),
         ),
         figure_row(
             "Time to first token, short prompt, median (ms)",

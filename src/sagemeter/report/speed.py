@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from sagemeter.compare import Drift
 from sagemeter.compare.costs import cost_per_million_tokens
+from sagemeter.figures import figure_named, figures, value_of
+from sagemeter.figures.builtin import DECODE
 from sagemeter.inspect.predicted import PREDICTED_TITLE, tokens_per_gb_read
 from sagemeter.report.document import (
     Block,
@@ -63,7 +65,7 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
             return f"spread {NA}"
         engine = decode.engine_tokens_per_second
         engine_text = f"; engine's own {spread_note(engine)}" if engine else ""
-        interval = interval_note(contenders[index], "decode_tokens_per_second")
+        interval = interval_note(contenders[index], DECODE.key)
         interval_text = f"{interval}; " if interval else ""
         return (
             f"{interval_text}least squares {num(decode.least_squares_tokens_per_second)}"
@@ -80,7 +82,7 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
             higher=True,
             noise=noise,
             incomplete=incomplete,
-            compared=comparison_row(run, "decode_tokens_per_second"),
+            compared=comparison_row(run, DECODE.key),
         ),
         *_predicted_row(contenders),
         figure_row(
@@ -132,7 +134,39 @@ def _decode_rows(run: Run, noise: float | None) -> list[list[Cell]]:
                 scale=1000,
             )
         )
+    return rows + more_figure_rows(run, noise)
+
+
+def more_figure_rows(run: Run, noise: float | None) -> list[list[Cell]]:
+    """A row for each declared figure outside sagemeter's own tables (a plug-in's), where a
+    result has a value; its winner marked by its declared better direction."""
+    rows = []
+    for figure in figures(["more"]):
+        values = [value_of(result, figure) for result in run.contenders]
+        if all(value is None for value in values):
+            continue
+        higher = {"higher": True, "lower": False}.get(figure.better)
+        by_ratio = figure.compared == "ratio"
+        row = figure_row(
+            figure.label,
+            values,
+            higher=higher,
+            noise=noise if figure.speed else None,
+            incomplete=incomplete_of(run),
+            with_ratio=by_ratio,
+            compared=comparison_row(run, figure.key),
+        )
+        if not by_ratio:
+            row += [_difference_cell(v, values[0], figure.compared) for v in values[1:]]
+        rows.append(row)
     return rows
+
+
+def _difference_cell(value: float | None, base: float | None, compared: str) -> Cell:
+    """The ratio column of a figure compared by its difference (B − A), or left empty."""
+    if compared != "difference":
+        return label("")
+    return cell(NA if value is None or base is None else f"{value - base:+.3g}")
 
 
 def _predicted_row(contenders: list[MeasureResult]) -> list[list[Cell]]:
@@ -356,8 +390,8 @@ def aba_section(run: Run) -> Section:
 
 def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
     first, last = run.results[0], run.results[-1]
-    before = {"decode_tokens_per_second": first.decode_tokens_per_second}
-    after = {"decode_tokens_per_second": last.decode_tokens_per_second}
+    before = {DECODE.key: first.decode_tokens_per_second}
+    after = {DECODE.key: last.decode_tokens_per_second}
     for level in levels_of([first, last]):
         before[f"load_c{level}_tokens_per_second"] = first.load_tokens_per_second.get(level)
         after[f"load_c{level}_tokens_per_second"] = last.load_tokens_per_second.get(level)
@@ -418,8 +452,8 @@ def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
 
 
 def _figure_title(key: str) -> str:
-    if key == "decode_tokens_per_second":
-        return "Decode (tokens/s)"
+    if (declared := figure_named(key)) is not None:
+        return declared.label
     if key.startswith("load_c"):
         level = key.removeprefix("load_c").removesuffix("_tokens_per_second")
         return f"{level} at once (tokens/s)"
@@ -436,16 +470,8 @@ LONG_PROMPT_UNITS = {
 }
 
 
+# Rows of the comparison that are not declared figures (those are titled by their label).
 FIGURE_TITLES = {
-    "weights_gib": "Weights (GiB)",
-    "kv_cache_tokens": "KV cache (tokens)",
-    "load_seconds": "Weight load (s)",
-    "per_call_fixed_cost_seconds": "Per-call fixed cost (s)",
-    "engine_decode_tokens_per_second": "Engine's own decode (tokens/s)",
-    "ttft_median_ms": "Time to first token, median (ms)",
-    "prefill_tokens_per_second": "Prefill (prompt tokens/s)",
-    "ttft_long_prompt_ms": "Time to first token, long prompt (ms)",
-    "inter_token_latency_median_ms": "Inter-token latency, median (ms)",
     "quality_correct": "Correct answers",
 }
 

@@ -8,12 +8,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from sagemeter.compare import Comparison, Row, across_methods_note
+from sagemeter.figures import figure_named, figures, format_figure, stored_value
+from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS
 from sagemeter.measure.endpoint_metrics import EndpointMetrics
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
 
-INTEGER_KEYS = frozenset({"kv_cache_tokens", "quality_correct"})
+INTEGER_KEYS = frozenset({"quality_correct"})  # the declared figures say it themselves
 
 
 def format_value(key: str, value: float | None) -> str:
@@ -24,17 +26,13 @@ def format_value(key: str, value: float | None) -> str:
         return f"{int(value):,}"
     if key.startswith("usd_"):
         return f"{value:.2f}"
-    if abs(value) < 1:
-        return f"{value:.3g}"
-    return f"{value:.2f}".rstrip("0").rstrip(".")
+    return format_figure(figure_named(key), value)
 
 
 # Row keys in words short enough that three files and two ratio columns fit 80 columns.
 _SHORT_WORDS = (
     ("usd_per_million_tokens_c", "USD/Mtok c"),
-    ("per_call_fixed_cost_seconds", "fixed cost s"),
     ("predicted_decode_tokens_per_gb", "predicted tok/s/GB"),
-    ("inter_token_latency_median_ms", "ITL median ms"),
     ("_tokens_per_second", " tok/s"),
     ("long_prompt_c", "long c"),
     ("load_c", "c"),
@@ -46,8 +44,11 @@ def figure_label(key: str, narrow: bool) -> str:
     """The row's key as the result files spell it, or in short words on a narrow terminal."""
     if not narrow:
         return key
-    for long, short in _SHORT_WORDS:
-        key = key.replace(long, short)
+    figure = figure_named(key)
+    if figure is not None and (short := getattr(figure, "short", None)):
+        return str(short)
+    for long, short_words in _SHORT_WORDS:
+        key = key.replace(long, short_words)
     return key
 
 
@@ -97,6 +98,9 @@ def _ratio_text(row: Row, index: int) -> str:
     """`2.22` over `[2.06-2.83]` (a second line), with `*` when the ratio cannot be told from
     no change (or its two files were measured by different methods)."""
     ratio = row.ratios[index]
+    if ratio is None and row.differences is not None and index < len(row.differences):
+        difference = row.differences[index]  # a figure compared by its difference
+        return "" if difference is None else f"{difference:+.3g}"
     if ratio is None:
         return ""
     text = ratio_text(ratio)
@@ -225,12 +229,13 @@ def print_result(console: Console, result: MeasureResult) -> None:
         for key, figure in result.load_tokens_per_second.items():
             table.add_row(f"{key} at once tokens/s", format_value("load", figure))
     _long_prompt_rows(table, result)
+    for declared in figures(["more"]):  # a plug-in's figures, as declared
+        if (found := stored_value(result, declared)) is not None:
+            table.add_row(declared.label, format_value(declared.key, float(found)))
     table.add_row("quality", _quality_text(result))
     table.add_row("weights GiB", format_value("weights", result.weights_gib))
-    table.add_row(
-        "KV cache tokens", format_value("kv_cache_tokens", _opt_float(result.kv_cache_tokens))
-    )
-    table.add_row("load seconds", format_value("load_seconds", result.load_seconds))
+    table.add_row("KV cache tokens", format_value(KV_CACHE.key, _opt_float(result.kv_cache_tokens)))
+    table.add_row("load seconds", format_value(LOAD_SECONDS.key, result.load_seconds))
     if detail and detail.endpoint_metrics:
         _endpoint_rows(table, detail.endpoint_metrics)
     console.print(table)

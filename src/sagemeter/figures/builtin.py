@@ -1,0 +1,165 @@
+"""sagemeter's own figures, each declared once: its key, unit, better direction, format, label,
+how `combine` compares it, and how it is computed from the measurement's records.
+
+Registered in pyproject.toml under `sagemeter.figures` like a plug-in's; their order here is
+the order of their rows in `combine` within each group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sagemeter.figures.declaration import Declared
+
+if TYPE_CHECKING:
+    from sagemeter.results.model import Detail, MeasureResult, PrefillDetail, Spread
+
+
+def _valid_decode(detail: Detail, field: str) -> float | None:
+    decode = detail.decode
+    if decode is None or not decode.valid:
+        return None
+    value: float | None = getattr(decode, field)
+    return value
+
+
+def _decode_median(detail: Detail | None, field: str, scale: float = 1.0) -> float | None:
+    """The median of one of the decode phase's spreads (its complete long replies)."""
+    decode = detail.decode if detail is not None else None
+    found: Spread | None = getattr(decode, field, None) if decode is not None else None
+    return found.median * scale if found is not None else None
+
+
+def _prefill_rate(detail: Detail) -> float | None:
+    prefill = detail.prefill
+    return prefill.tokens_per_second if prefill is not None and prefill.valid else None
+
+
+def long_prompt_ttft_ms(prefill: PrefillDetail | None) -> float | None:
+    """The long prompts' median TTFT, when every repeat of them was counted by the server."""
+    if prefill is None or len(prefill.long_ttft_s) < prefill.repeats or not prefill.long_ttft:
+        return None
+    return prefill.long_ttft.median * 1000.0
+
+
+def _startup(field: str) -> Callable[[Detail], float | None]:
+    def compute(detail: Detail) -> float | None:
+        value = getattr(detail.startup, field, None) if detail.startup is not None else None
+        return None if value is None else float(value)
+
+    return compute
+
+
+def _from_detail(field: str, scale: float = 1.0) -> Callable[[MeasureResult], float | None]:
+    """The comparison's reading: the detail's median unrounded (None without a detail)."""
+
+    def read(result: MeasureResult) -> float | None:
+        return _decode_median(result.detail, field, scale)
+
+    return read
+
+
+WEIGHTS = Declared(
+    key="weights_gib",
+    label="Weights (GiB)",
+    unit="GiB",
+    compute_with=_startup("weights_gib"),
+    digits=None,
+    group="startup",
+)
+KV_CACHE = Declared(
+    key="kv_cache_tokens",
+    label="KV cache (tokens)",
+    unit="tokens",
+    compute_with=_startup("kv_cache_tokens"),
+    digits=None,
+    integer=True,
+    group="startup",
+)
+LOAD_SECONDS = Declared(
+    key="load_seconds",
+    label="Weight load (s)",
+    unit="s",
+    compute_with=_startup("load_seconds"),
+    digits=None,
+    group="startup",
+)
+DECODE = Declared(
+    key="decode_tokens_per_second",
+    label="Decode (tokens/s)",
+    unit="tokens/s",
+    compute_with=lambda detail: _valid_decode(detail, "tokens_per_second"),
+    better="higher",
+    speed=True,
+    group="decode",
+)
+FIXED_COST = Declared(
+    key="per_call_fixed_cost_seconds",
+    label="Per-call fixed cost (s)",
+    unit="s",
+    compute_with=lambda detail: _valid_decode(detail, "per_call_fixed_cost_s"),
+    better="lower",
+    group="call",
+    short="fixed cost s",
+)
+ENGINE_DECODE = Declared(
+    key="engine_decode_tokens_per_second",
+    label="Engine's own decode (tokens/s)",
+    unit="tokens/s",
+    compute_with=lambda detail: _decode_median(detail, "engine_tokens_per_second"),
+    better="higher",
+    speed=True,
+    group="streaming",
+    stored=False,
+)
+TTFT = Declared(
+    key="ttft_median_ms",
+    label="Time to first token, median (ms)",
+    unit="ms",
+    compute_with=lambda detail: _decode_median(detail, "ttft_s", 1000.0),
+    better="lower",
+    group="streaming",
+    read=_from_detail("ttft_s", 1000.0),
+)
+INTER_TOKEN = Declared(
+    key="inter_token_latency_median_ms",
+    label="Inter-token latency, median (ms)",
+    unit="ms",
+    compute_with=lambda detail: _decode_median(detail, "inter_token_latency_s", 1000.0),
+    better="lower",
+    digits=4,
+    group="streaming",
+    read=_from_detail("inter_token_latency_s", 1000.0),
+    short="ITL median ms",
+)
+PREFILL = Declared(
+    key="prefill_tokens_per_second",
+    label="Prefill (prompt tokens/s)",
+    unit="tokens/s",
+    compute_with=_prefill_rate,
+    better="higher",
+    speed=True,
+    group="prefill",
+)
+TTFT_LONG_PROMPT = Declared(
+    key="ttft_long_prompt_ms",
+    label="Time to first token, long prompt (ms)",
+    unit="ms",
+    compute_with=lambda detail: long_prompt_ttft_ms(detail.prefill),
+    better="lower",
+    group="prefill",
+)
+
+BUILT_IN_FIGURES = (
+    WEIGHTS,
+    KV_CACHE,
+    LOAD_SECONDS,
+    DECODE,
+    FIXED_COST,
+    ENGINE_DECODE,
+    TTFT,
+    INTER_TOKEN,
+    PREFILL,
+    TTFT_LONG_PROMPT,
+)
