@@ -111,7 +111,9 @@ class MeasureOptions(OptionsModel):
     ] = None
     levels: Annotated[
         list[int] | None,
-        Field(max_length=MAX_LEVELS, description="parallel: requests at once, e.g. 1,4,16"),
+        Field(
+            min_length=1, max_length=MAX_LEVELS, description="parallel: requests at once, e.g. 1,4,16"
+        ),
         Text(parse_levels),
         Opt("load_levels", mcp="load_levels"),
     ] = None
@@ -184,7 +186,7 @@ class MeasureOptions(OptionsModel):
             "starts to answer, in seconds",
         ),
         SECONDS,
-        Opt("startup_timeout_s", mcp="startup_timeout_s", unset="the engine's own; cmd: 600s"),
+        Opt("startup_timeout_s", mcp="startup_timeout_s", unset="the engine's own, cmd: 600s"),
     ] = None
     retries: Annotated[
         int | None,
