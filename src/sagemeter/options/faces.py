@@ -7,12 +7,13 @@ The plan's tables are the options models themselves (`sagemeter.experiment.plan`
 
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, cast, get_args, get_origin
 
 from pydantic import Field
 
@@ -87,15 +88,33 @@ def with_options(command: Command, face: Face) -> Callable[[F], F]:
         signature = inspect.signature(func, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
         added = [build(command, option) for option in command.options() if option.on(face)]
-        func.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
-        func.__annotations__ = {
+        made = _same_call(func)  # a new function: `func` stays as written (registered again)
+        made.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        made.__annotations__ = {
             **{p.name: p.annotation for p in own},
             **{p.name: p.annotation for p in added},
             "return": signature.return_annotation,
         }
-        return func
+        return cast(F, made)
 
     return decorate
+
+
+def _same_call(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A function that calls `func` (a coroutine function stays one)."""
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def waited(*args: Any, **kwargs: Any) -> Any:
+            return await func(*args, **kwargs)
+
+        return waited
+
+    @functools.wraps(func)
+    def called(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return called
 
 
 def read_options(

@@ -112,7 +112,9 @@ class MeasureOptions(OptionsModel):
     levels: Annotated[
         list[int] | None,
         Field(
-            min_length=1, max_length=MAX_LEVELS, description="parallel: requests at once, e.g. 1,4,16"
+            min_length=1,
+            max_length=MAX_LEVELS,
+            description="parallel: requests at once, e.g. 1,4,16",
         ),
         Text(parse_levels),
         Opt("load_levels", mcp="load_levels"),
