@@ -51,6 +51,8 @@ class Text:
 
     parse: Callable[[str, str], Any]
     unit: str = ""
+    # the rule a value given as JSON keeps too (a list of levels: each once, at most 32)
+    check: Callable[[Any, str], None] | None = None
 
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
@@ -58,17 +60,28 @@ class Text:
         return core_schema.no_info_before_validator_function(self.read, handler(source))
 
     def read(self, value: Any) -> Any:
-        """A string read by `parse`; a bad one a ValueError naming only the problem (pydantic
-        puts it after the key). Anything but a string passes through."""
+        """A string read by `parse`, a list checked by `check`; a bad one a ValueError naming
+        only the problem (pydantic puts it after the key). Anything else passes through."""
+        if isinstance(value, list) and self.check is not None:
+            try:
+                self.check(value, _HERE)
+            except UserError as exc:
+                raise ValueError(_unlabelled(str(exc), _HERE)) from None
         if not isinstance(value, str):
             return value
         try:
             return self.parse(value, repr(value))
         except UserError as exc:
-            text = str(exc)
-            for prefix in (f"{value!r}: ", f"{value!r} "):
-                text = text.removeprefix(prefix)
-            raise ValueError(text) from None
+            raise ValueError(_unlabelled(str(exc), repr(value))) from None
+
+
+_HERE = "\x00"  # the label of a message whose key pydantic names
+
+
+def _unlabelled(text: str, label: str) -> str:
+    for prefix in (f"{label}: ", f"{label} "):
+        text = text.removeprefix(prefix)
+    return text
 
 
 class OptionsModel(BaseModel):

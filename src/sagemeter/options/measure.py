@@ -21,6 +21,7 @@ from sagemeter.limits import (
     MAX_REPEATS,
     MAX_TOKENS,
     MAX_WAIT_S,
+    check_levels,
     parse_levels,
 )
 from sagemeter.options.base import Face, Opt, OptionsModel, Text
@@ -28,6 +29,7 @@ from sagemeter.options.command import Command, Variant
 from sagemeter.settings import (
     MeasureSettings,
     Method,
+    check_prefill_tokens,
     measure_settings,
     parse_levels_or_none,
     parse_prefill_tokens,
@@ -96,7 +98,7 @@ class MeasureOptions(OptionsModel):
             description="prefill: the short and the long prompt's length in the server's "
             "tokens, e.g. 256,4096; none leaves the phase out",
         ),
-        Text(parse_prefill_tokens),
+        Text(parse_prefill_tokens, check=check_prefill_tokens),
         Opt("prefill_tokens"),
     ] = None
     long_prompt_levels: Annotated[
@@ -106,7 +108,7 @@ class MeasureOptions(OptionsModel):
             description="long prompts under load: requests at once, each its own prompt of the "
             "prefill phase's long length, e.g. 1,4,16; none: not run (needs the prefill phase)",
         ),
-        Text(parse_levels_or_none),
+        Text(parse_levels_or_none, check=check_levels),
         Opt("long_prompt_levels"),
     ] = None
     levels: Annotated[
@@ -116,7 +118,7 @@ class MeasureOptions(OptionsModel):
             max_length=MAX_LEVELS,
             description="parallel: requests at once, e.g. 1,4,16",
         ),
-        Text(parse_levels),
+        Text(parse_levels, check=check_levels),
         Opt("load_levels", mcp="load_levels"),
     ] = None
     load_tokens: Annotated[
