@@ -276,3 +276,39 @@ def test_the_faces_give_the_same_settings_for_the_same_options() -> None:
     measure, stop = read_options(MEASURE, {**given, "speed_precision": 0.1}, "mcp")
     mcp = measure.settings(stop, face="mcp")  # type: ignore[attr-defined]
     assert cli == plan == mcp
+
+
+def test_the_mcp_tool_refuses_a_value_past_each_bound_naming_its_argument(tmp_path: Path) -> None:
+    """One past each upper bound, or two levels alike, is the tool's one-line error naming the
+    argument, and no result is written."""
+    import anyio
+
+    from tests.mcp_helpers import error_line
+
+    cases = [
+        (option.spelled("mcp"), _own_bounds(option)["maximum"] * 2)
+        for option in OPTIONS
+        if option.on("mcp") and _own_bounds(option).get("maximum")
+    ]
+    cases.append(("load_levels", [4, 4]))
+
+    async def refused() -> list[tuple[str, str]]:
+        server = build_server(ServerConfig(results_dir=tmp_path / "results"))
+        lines = []
+        async with Client(server) as client:
+            for argument, value in cases:
+                answer = await client.call_tool(
+                    "measure_endpoint", {"target": NOTHING, argument: value}
+                )
+                lines.append((argument, error_line(answer)))
+        return lines
+
+    lines = anyio.run(refused)
+    assert len(lines) == len(cases)
+    for argument, line in lines:
+        assert line.startswith(f"measure_endpoint: {argument}: "), line
+        assert "Value error" not in line, line
+    assert dict(lines)["load_levels"].endswith(
+        "4 given twice; give each level once (see the tool's input schema)"
+    )
+    assert not list((tmp_path / "results").glob("*.json"))
