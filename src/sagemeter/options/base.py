@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
 from pydantic.fields import FieldInfo
@@ -20,7 +20,6 @@ from pydantic_core import core_schema
 from sagemeter.errors import UserError
 
 Face = Literal["cli", "plan", "mcp"]
-FACES: tuple[Face, ...] = get_args(Face)
 
 
 @dataclass(frozen=True)
@@ -30,8 +29,10 @@ class Opt:
     `setting`: the settings field it sets (None: it is no setting, e.g. `ray`).
     `mcp`: the MCP tool's argument name when it differs from the field's.
     `cli`: the command line's flag when it differs from `--field-name`.
-    `not_on`: faces that leave the option out, each with the reason (said in docs and tests).
+    `not_on`: faces that leave the option out, each with the reason (said in docs and tests);
+    the command line or MCP only, as a plan's table is the model itself.
     `unset`: what leaving it out means, when that is not a default value ("the engine's own").
+    `envvar`: the environment variable the command line reads it from when the flag is not given.
     """
 
     setting: str | None = None
