@@ -108,9 +108,10 @@ targte = "http://127.0.0.1:9"
 
 SIX_LINES = [
     "colour: unknown key",
+    # the [measure] table is checked by measure's options model, bounds and all, in plan order
+    "measure.repeats: Input should be greater than 0",
     'arm "c".targte: unknown key',
     'arm[2].name: "a" is already the name of arm[1]; every arm needs its own name',
-    "measure.repeats: Input should be greater than 0",
     "arm \"a\".target: unknown checkpoint 'nope'; use one of smollm2-q4_1, smollm2-f32 or a "
     "path to a .gguf file",
     "measure.questions: question set 'missing.jsonl' is neither built in (article-40, "

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sagemeter.errors import UserError
 from sagemeter.limits import (
     MAX_BATCHES,
+    MAX_LEVELS,
     MAX_MINUTES,
     MAX_QUESTIONS,
     MAX_REPEATS,
@@ -61,6 +62,7 @@ class MeasureSettings(BaseModel):
     )
     prefill_tokens: list[int] = Field(
         default_factory=lambda: [256, 4096],
+        max_length=2,
         description="prefill: the short and the long prompt's length in the server's tokens "
         "(empty: the phase is not run; the article's method runs none)",
     )
@@ -72,10 +74,13 @@ class MeasureSettings(BaseModel):
     )
     long_prompt_levels: list[int] = Field(
         default_factory=list,
+        max_length=MAX_LEVELS,
         description="long prompts under load: requests at once, each with its own prompt of the "
         "prefill phase's long length (empty: not run; it needs the prefill phase)",
     )
-    load_levels: list[int] = Field(default_factory=lambda: [1, 4, 16], min_length=1)
+    load_levels: list[int] = Field(
+        default_factory=lambda: [1, 4, 16], min_length=1, max_length=MAX_LEVELS
+    )
     load_max_tokens: int = Field(256, gt=0, le=MAX_TOKENS, description="parallel: tokens per reply")
     load_batches: int = Field(2, gt=0, le=MAX_BATCHES, description="parallel: batches per level")
     load_prompt: str | None = Field(

@@ -13,6 +13,7 @@ from typing import Any
 
 from sagemeter.errors import UserError
 from sagemeter.experiment import Plan, default_run_dir, plan_from_data
+from sagemeter.options.measure import MEASURE, MeasureOptions
 from sagemeter.settings import demo_settings
 
 DEMO_ARMS: tuple[tuple[str, str], ...] = (
@@ -24,19 +25,28 @@ DEMO_ARMS: tuple[tuple[str, str], ...] = (
 DEMO_FLAGS = ("questions_per_family", "questions", "margin", "fidelity")
 
 
+# The settings `demo_settings` sets that a plan's [measure] table holds.
+DEMO_SETTINGS = (
+    "short_tokens",
+    "long_tokens",
+    "decode_repeats",
+    "prefill_tokens",
+    "load_levels",
+    "load_max_tokens",
+    "load_batches",
+    "quality_max_tokens",
+    "fidelity_prompts",
+)
+
+
 def demo_measure_options() -> dict[str, Any]:
-    """The demo's lengths as a plan's [measure] table (from `demo_settings`, the one source)."""
+    """The demo's lengths as a plan's [measure] table (from `demo_settings`, the one source),
+    each under its option's name (`decode_repeats` is `repeats`)."""
     settings = demo_settings()
     return {
-        "short_tokens": settings.short_tokens,
-        "long_tokens": settings.long_tokens,
-        "repeats": settings.decode_repeats,
-        "prefill_tokens": settings.prefill_tokens,
-        "levels": settings.load_levels,
-        "load_tokens": settings.load_max_tokens,
-        "batches": settings.load_batches,
-        "quality_max_tokens": settings.quality_max_tokens,
-        "fidelity": settings.fidelity_prompts,
+        option.name: getattr(settings, option.setting)
+        for option in MeasureOptions.options()
+        if option.setting in DEMO_SETTINGS
     }
 
 
@@ -56,7 +66,8 @@ def demo_plan(quick: bool, overrides: Mapping[str, Any] | None = None) -> Plan:
     except UserError as exc:  # the demo's options are flags: name the flag, not the plan key
         message = str(exc).removeprefix("demo: ")
         for key in DEMO_FLAGS:
-            message = message.replace(f"measure.{key}", "--" + key.replace("_", "-"))
+            option = MEASURE.option(key)
+            message = message.replace(option.spelled("plan"), option.spelled("cli"))
         raise UserError(message) from None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -22,13 +22,13 @@ from sagemeter.evidence.sequential import DEFAULT_BLOCK
 from sagemeter.limits import (
     MAX_CONTEXT_TOKENS,
     MAX_DEADLINE_MINUTES,
-    MAX_MINUTES,
     MAX_QUESTIONS,
     CostUsd,
     DeadlineMinutes,
     PricePerHour,
 )
 from sagemeter.measure.slo import SloOptions
+from sagemeter.options.measure import MeasureOptions, SpeedStop
 from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.sagemaker.spec import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
@@ -37,7 +37,7 @@ from sagemeter.sagemaker.spec import (
     DEFAULT_MAX_MODEL_LEN,
     DEFAULT_STARTUP_TIMEOUT_S,
 )
-from sagemeter.settings import MeasureSettings, Method, measure_settings
+from sagemeter.settings import MeasureSettings
 from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target, parse_target
 
 INTERLEAVED = "interleaved"
@@ -52,164 +52,6 @@ _VERBATIM_KEYS = frozenset({"env"})
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-def _as_command_line_reads(value: Any, parse: Callable[[str, str], Any]) -> Any:
-    """A plan value written as the command line writes it (`"1,4,16"`, `"none"`) read by the
-    command line's own parser; a bad one is a ValueError naming only the problem (pydantic puts
-    it after the key). Anything but a string passes through."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return parse(value, repr(value))
-    except UserError as exc:
-        text = str(exc)
-        for prefix in (f"{value!r}: ", f"{value!r} "):
-            text = text.removeprefix(prefix)
-        raise ValueError(text) from None
-
-
-class MeasureOptions(_Strict):
-    """`[measure]`: `sagemeter measure`'s options by their long names; unset ones keep the
-    article's values (or, with `quick = true`, the quick ones)."""
-
-    quick: bool = False
-    method: Method | None = None
-    short_tokens: int | None = None
-    long_tokens: int | None = None
-    repeats: int | None = None
-    prefill_tokens: list[int] | None = Field(
-        None, description='[256, 4096], "256,4096", or "none" / [] (the phase is not run)'
-    )
-    long_prompt_levels: list[int] | None = Field(
-        None, description='[1, 4, 16], "1,4,16", or "none" / [] (not run; needs prefill_tokens)'
-    )
-    levels: list[int] | None = None
-    load_tokens: int | None = None
-    batches: int | None = None
-    questions: str | None = None
-    quality_max_tokens: int | None = None
-    questions_per_family: int | None = None
-    margin: float | None = None
-    fidelity: int | None = None
-    timeout: float | None = Field(None, description='seconds, or a duration such as "120s"')
-    stall: float | None = Field(None, description='seconds, or a duration such as "30s"')
-    startup_timeout: float | None = Field(
-        None, description='local:, vllm:, cmd: arms: seconds, or a duration such as "10m"'
-    )
-    retries: int | None = None
-    reruns: int | None = None
-    metrics_wait: float | None = Field(
-        None,
-        description="SageMaker arms: the longest wait for the endpoint's CloudWatch metrics, "
-        'seconds or a duration such as "3m"; 0 reads what is there',
-    )
-    ray: str | None = Field(
-        None,
-        description="parallel: send the batches from a Ray cluster's nodes, as `measure --ray` "
-        "(auto, local, ray://HOST:PORT or HOST:PORT); not a setting of the result",
-    )
-
-    @field_validator("ray")
-    @classmethod
-    def _ray(cls, value: str | None) -> str | None:
-        """The address as `measure --ray` takes it; the cluster is joined by the measure step."""
-        if value is None:
-            return None
-        from sagemeter.transport.ray_pool import check_address
-
-        try:
-            return check_address(value)
-        except UserError as exc:
-            raise ValueError(str(exc).removeprefix("--ray ")) from None
-
-    @field_validator("levels", mode="before")
-    @classmethod
-    def _levels(cls, value: Any) -> Any:
-        """`[1, 4, 16]`, or `"1,4,16"` as the command line writes it."""
-        from sagemeter.limits import parse_levels
-
-        return _as_command_line_reads(value, parse_levels)
-
-    @field_validator("long_prompt_levels", mode="before")
-    @classmethod
-    def _long_prompt_levels(cls, value: Any) -> Any:
-        """`[1, 4, 16]`, or `"1,4,16"` / `"none"` as the command line writes it."""
-        from sagemeter.settings import parse_levels_or_none
-
-        return _as_command_line_reads(value, parse_levels_or_none)
-
-    @field_validator("prefill_tokens", mode="before")
-    @classmethod
-    def _prefill_tokens(cls, value: Any) -> Any:
-        """`[256, 4096]`, or `"256,4096"` / `"none"` as the command line writes it."""
-        from sagemeter.settings import parse_prefill_tokens
-
-        return _as_command_line_reads(value, parse_prefill_tokens)
-
-    @field_validator("timeout", "stall", "startup_timeout", "metrics_wait", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        """A number of seconds, or a duration such as "120s" or "500ms"."""
-        from sagemeter.calibrate.timing import duration_field
-
-        return duration_field(value)
-
-    def settings(self) -> MeasureSettings:
-        """The MeasureSettings these options make; a bad value is one line naming its key."""
-        overrides = {
-            "short_tokens": self.short_tokens,
-            "long_tokens": self.long_tokens,
-            "decode_repeats": self.repeats,
-            "prefill_tokens": self.prefill_tokens,
-            "long_prompt_levels": self.long_prompt_levels,
-            "load_levels": self.levels,
-            "load_max_tokens": self.load_tokens,
-            "load_batches": self.batches,
-            "questions": self.questions,
-            "quality_max_tokens": self.quality_max_tokens,
-            "questions_per_family": self.questions_per_family,
-            "margin_points": self.margin,
-            "fidelity_prompts": self.fidelity,
-            "timeout_s": self.timeout,
-            "stall_s": self.stall,
-            "retries": self.retries,
-            "batch_reruns": self.reruns,
-            "startup_timeout_s": self.startup_timeout,
-            "metrics_wait_s": self.metrics_wait,
-        }
-        return measure_settings(self.quick, overrides, method=self.method, label=_measure_key)
-
-
-_MEASURE_KEYS = {
-    "decode_repeats": "repeats",
-    "load_levels": "levels",
-    "load_max_tokens": "load_tokens",
-    "load_batches": "batches",
-    "margin_points": "margin",
-    "fidelity_prompts": "fidelity",
-    "timeout_s": "timeout",
-    "stall_s": "stall",
-    "batch_reruns": "reruns",
-    "startup_timeout_s": "startup_timeout",
-    "metrics_wait_s": "metrics_wait",
-}
-
-
-def _stop_key(field: str) -> str:
-    """A [stop] setting as the plan spells it (others as `_measure_key` does)."""
-    named = {
-        "speed_precision": "stop.speed",
-        "speed_max_repeats": "stop.max_repeats",
-        "speed_max_batches": "stop.max_batches",
-        "max_minutes": "stop.max_minutes",
-    }
-    return named.get(field) or _measure_key(field)
-
-
-def _measure_key(field: str) -> str:
-    """A MeasureSettings field as the plan spells it: `load_max_tokens` → `measure.load_tokens`."""
-    return f"measure.{_MEASURE_KEYS.get(field, field)}"
 
 
 class EstimateOptions(_Strict):
@@ -232,8 +74,9 @@ class EstimateOptions(_Strict):
     )
 
 
-class StopOptions(_Strict):
-    """`[stop]`: when a phase may end before its fixed count (off unless set)."""
+class StopOptions(SpeedStop):
+    """`[stop]`: when a phase may end before its fixed count (off unless set); the speed
+    target's keys are `measure`'s options (`sagemeter.options.measure.SpeedStop`)."""
 
     quality: Literal["decided"] | None = Field(
         None,
@@ -245,27 +88,6 @@ class StopOptions(_Strict):
         ge=1,
         le=MAX_QUESTIONS,
         description="questions asked to both arms between two looks",
-    )
-    speed: float | None = Field(
-        None,
-        gt=0,
-        lt=1,
-        description="decode pairs repeat past measure.repeats, and each level's batches past "
-        "measure.batches, until the figure's 95% interval's half-width is within this share of "
-        "it (0.03: 3%), up to max_repeats and max_batches",
-    )
-    max_repeats: int | None = Field(
-        None, ge=1, le=1000, description="the most decode pairs `speed` may ask (default 20)"
-    )
-    max_batches: int | None = Field(
-        None, ge=1, le=100, description="the most batches per level `speed` may ask (default 6)"
-    )
-    max_minutes: float | None = Field(
-        None,
-        gt=0,
-        le=MAX_MINUTES,
-        description="the longest one arm's measurement may take: the phase in progress is cut "
-        "there, the rest not run, each named in its result (beside the run's max_cost_usd)",
     )
 
 
@@ -411,22 +233,7 @@ class Plan(_Strict):
 
     def settings(self) -> MeasureSettings:
         """`[measure]`'s settings with `[stop]`'s speed target."""
-        settings = self.measure.settings()
-        stop = self.stop
-        if all(
-            value is None
-            for value in (stop.speed, stop.max_repeats, stop.max_batches, stop.max_minutes)
-        ):
-            return settings
-        from sagemeter.settings import settings_with
-
-        overrides = {
-            "speed_precision": self.stop.speed,
-            "speed_max_repeats": self.stop.max_repeats,
-            "speed_max_batches": self.stop.max_batches,
-            "max_minutes": self.stop.max_minutes,
-        }
-        return settings_with(settings, overrides, label=_stop_key)
+        return self.measure.settings(self.stop)
 
     def to_data(self) -> dict[str, Any]:
         """The plan as JSON data that `plan_from_data` reads back (kept in the journal)."""
@@ -632,11 +439,22 @@ def _valid_parts(data: Mapping[str, Any]) -> tuple[list[Arm], MeasureOptions | N
             arms.append(Arm.model_validate(raw))
         except ValidationError:
             continue  # its problems are among pydantic's
+    return arms, _valid_measure(data.get("measure", {}))
+
+
+def _valid_measure(table: Any) -> MeasureOptions | None:
+    """The [measure] table without its keys that are wrong (said among pydantic's problems),
+    so that what running needs of the rest (the question set) is checked in the same run."""
+    if not isinstance(table, Mapping):
+        return None
     try:
-        measure = MeasureOptions.model_validate(data.get("measure", {}))
+        return MeasureOptions.model_validate(table)
+    except ValidationError as exc:
+        wrong = {error["loc"][0] for error in exc.errors() if error["loc"]}
+    try:
+        return MeasureOptions.model_validate({k: v for k, v in table.items() if k not in wrong})
     except ValidationError:
-        measure = None
-    return arms, measure
+        return None
 
 
 def _name_problems(arms: list[Arm]) -> list[str]:

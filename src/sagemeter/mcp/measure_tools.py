@@ -6,7 +6,7 @@ measurement never replaces an existing result: its name must be new.
 
 import io
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -19,24 +19,19 @@ from sagemeter.engines.endpoints import check_target
 from sagemeter.figures import figures, stored_value
 from sagemeter.figures.builtin import WEIGHTS
 from sagemeter.filekinds import COMPARISON, MEASURE
-from sagemeter.limits import (
-    MAX_BATCHES,
-    MAX_LEVELS,
-    MAX_PRICE_PER_HOUR,
-    MAX_QUESTIONS,
-    MAX_REPEATS,
-    MAX_TOKENS,
-)
+from sagemeter.limits import MAX_PRICE_PER_HOUR
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
 from sagemeter.mcp.progress import Relay
 from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
+from sagemeter.options.faces import read_options, with_options
+from sagemeter.options.measure import MEASURE as MEASURE_OPTIONS
+from sagemeter.options.measure import MeasureOptions, SpeedStop
 from sagemeter.printable import SafeConsole
 from sagemeter.report.terminal import format_value, print_comparison
 from sagemeter.results import MeasureResult, check_result_name, result_path
-from sagemeter.settings import Method, measure_settings
 from sagemeter.targets import parse_target
 
 MEASURES = ToolAnnotations(
@@ -53,14 +48,6 @@ class Tally:
     def __init__(self) -> None:
         self.done = 0
         self.phase = "starting"
-
-
-TOOL_ARGUMENTS = {"speed_max_repeats": "max_repeats", "speed_max_batches": "max_batches"}
-
-
-def tool_argument(field: str) -> str:
-    """A settings field as measure_endpoint's argument is named (most are the same)."""
-    return TOOL_ARGUMENTS.get(field, field)
 
 
 def stopping_lines(result: MeasureResult) -> list[str]:
@@ -122,6 +109,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Measure an endpoint", annotations=MEASURES)
     @guarded
+    @with_options(MEASURE_OPTIONS, "mcp")  # its settings' arguments: measure's options model
     async def measure_endpoint(
         ctx: Context,
         target: Annotated[
@@ -137,123 +125,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         name: Annotated[
             str | None, Field(description="result name, new in the results folder")
         ] = None,
-        quick: Annotated[
-            bool, Field(description="shrink everything: seconds, for a smoke test")
-        ] = False,
-        method: Annotated[
-            Method | None,
-            Field(
-                description="sagemeter (ours, the default) or article: the source article's exact "
-                "method (one prompt, 64-token answers, no seed, median of batch rates, 12 s "
-                "pauses, its scoring rule)"
-            ),
-        ] = None,
-        short_tokens: Annotated[
-            int | None, Field(gt=0, le=MAX_TOKENS, description="decode: short reply")
-        ] = None,
-        long_tokens: Annotated[
-            int | None, Field(gt=1, le=MAX_TOKENS, description="decode: long reply")
-        ] = None,
-        decode_repeats: Annotated[
-            int | None,
-            Field(gt=0, le=MAX_REPEATS, description="decode: replies of each length"),
-        ] = None,
-        prefill_tokens: Annotated[
-            list[int] | None,
-            Field(
-                max_length=2,
-                description="prefill: the short and the long prompt's length in the server's "
-                "tokens, e.g. [256, 4096]; [] leaves the phase out (default: [256, 4096], "
-                "none when quick or with the article's method)",
-            ),
-        ] = None,
-        long_prompt_levels: Annotated[
-            list[int] | None,
-            Field(
-                max_length=MAX_LEVELS,
-                description="long prompts under load: requests at once, each its own prompt of "
-                "the prefill phase's long length, e.g. [1, 4, 16]; [] or unset: not run (needs "
-                "the prefill phase)",
-            ),
-        ] = None,
-        load_levels: Annotated[
-            list[int] | None,
-            Field(max_length=MAX_LEVELS, description="parallel: requests at once, e.g. [1, 4, 16]"),
-        ] = None,
-        load_max_tokens: Annotated[
-            int | None, Field(gt=0, le=MAX_TOKENS, description="parallel: tokens per reply")
-        ] = None,
-        load_batches: Annotated[
-            int | None, Field(gt=0, le=MAX_BATCHES, description="parallel: batches per level")
-        ] = None,
-        questions: Annotated[
-            str | None, Field(description="question set name or JSONL file (article-40)")
-        ] = None,
-        quality_max_tokens: Annotated[
-            int | None, Field(gt=0, le=MAX_TOKENS, description="quality: reply cap")
-        ] = None,
-        questions_per_family: Annotated[
-            int | None,
-            Field(gt=0, le=MAX_QUESTIONS, description="quality: only the first N of each family"),
-        ] = None,
-        margin_points: Annotated[
-            float | None,
-            Field(gt=0, le=100, description="quality verdict: the drop in points that passes (2)"),
-        ] = None,
-        timeout_s: Annotated[
-            float | None,
-            Field(gt=0, le=86400, description="the longest one request may take, seconds (120)"),
-        ] = None,
-        stall_s: Annotated[
-            float | None,
-            Field(gt=0, le=86400, description="silence mid-reply that counts as stalled (30)"),
-        ] = None,
-        retries: Annotated[
-            int | None,
-            Field(ge=0, le=20, description="tries sent again after a 429, 5xx or reset (3)"),
-        ] = None,
-        speed_precision: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                lt=1,
-                description="repeat decode pairs past decode_repeats, and each level's batches "
-                "past load_batches, until the figure's 95% interval's half-width is within this "
-                "share of it, e.g. 0.03 (default: off, the fixed counts)",
-            ),
-        ] = None,
-        max_repeats: Annotated[
-            int | None,
-            Field(gt=0, le=1000, description="decode: the most pairs speed_precision may ask (20)"),
-        ] = None,
-        max_batches: Annotated[
-            int | None,
-            Field(
-                gt=0,
-                le=100,
-                description="parallel: the most batches per level speed_precision may ask (6)",
-            ),
-        ] = None,
-        max_minutes: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                le=100_000,
-                description="the longest the measurement may take, minutes: the phase in "
-                "progress is cut there and the rest not run, each named in incomplete_because "
-                "(default: no limit)",
-            ),
-        ] = None,
-        metrics_wait_s: Annotated[
-            float | None,
-            Field(
-                ge=0,
-                le=3600,
-                description="SageMaker targets: the longest wait, once measured, for the "
-                "endpoint's CloudWatch metrics per phase, seconds (180; 0 when quick: reads "
-                "what is there)",
-            ),
-        ] = None,
+        **options: Any,
     ) -> Annotated[CallToolResult, MeasureAnswer]:
         """Measure one endpoint the article's way (decode rate, parallel load, quality) and its
         prompt processing (prefill rate, TTFT at a long prompt, the prefix cache).
@@ -262,29 +134,11 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
         the article's values (or the quick ones). Sends progress; cancelling leaves no file.
         """
         parsed = parse_target(names.target(config, target))
-        overrides = {
-            "short_tokens": short_tokens,
-            "long_tokens": long_tokens,
-            "decode_repeats": decode_repeats,
-            "prefill_tokens": prefill_tokens,
-            "long_prompt_levels": long_prompt_levels,
-            "load_levels": load_levels,
-            "load_max_tokens": load_max_tokens,
-            "load_batches": load_batches,
-            "questions": names.question_set(config, questions),
-            "quality_max_tokens": quality_max_tokens,
-            "questions_per_family": questions_per_family,
-            "margin_points": margin_points,
-            "timeout_s": timeout_s,
-            "stall_s": stall_s,
-            "retries": retries,
-            "metrics_wait_s": metrics_wait_s,
-            "speed_precision": speed_precision,
-            "speed_max_repeats": max_repeats,
-            "speed_max_batches": max_batches,
-            "max_minutes": max_minutes,
-        }
-        settings = measure_settings(quick, overrides, method=method, label=tool_argument)
+        if options.get("questions") is not None:
+            options["questions"] = names.question_set(config, options["questions"])
+        given, stop = read_options(MEASURE_OPTIONS, options, "mcp")
+        assert isinstance(given, MeasureOptions) and isinstance(stop, SpeedStop)
+        settings = given.settings(stop, face="mcp")
         result_name = name or parsed.default_name
         check_result_name(result_name, label="name")
         path = result_path(config.results_dir, result_name)

@@ -69,7 +69,8 @@ class SagemeterServer(MCPServer[Any]):
                 raise
             first = exc.__cause__.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "arguments"
-            return failure(f"{name}: {where}: {first['msg']} (see the tool's input schema)")
+            message = str(first["msg"]).removeprefix("Value error, ")  # a rule's own sentence
+            return failure(f"{name}: {where}: {message} (see the tool's input schema)")
 
 
 def build_server(

@@ -1,0 +1,143 @@
+"""What an options model is: a pydantic model whose every field is one option of a command,
+declared once with its type and bounds, its help and how each face spells it.
+
+The faces (the typer command, the plan's table, the MCP tool) are built from these fields by
+`sagemeter.options.faces`; nothing in them is copied by hand. A field's metadata `Opt` says which
+setting it sets and how the MCP tool names it; `Text` says how the command line (and a plan that
+writes it the same way) spells a value that is not a plain number, such as `1,4,16` or `120s`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
+from pydantic.fields import FieldInfo
+from pydantic_core import core_schema
+
+from sagemeter.errors import UserError
+
+Face = Literal["cli", "plan", "mcp"]
+
+
+@dataclass(frozen=True)
+class Opt:
+    """How one option reaches its faces.
+
+    `setting`: the settings field it sets (None: it is no setting, e.g. `ray`).
+    `mcp`: the MCP tool's argument name when it differs from the field's.
+    `cli`: the command line's flag when it differs from `--field-name`.
+    `not_on`: faces that leave the option out, each with the reason (said in docs and tests);
+    the command line or MCP only, as a plan's table is the model itself.
+    `unset`: what leaving it out means, when that is not a default value ("the engine's own").
+    `envvar`: the environment variable the command line reads it from when the flag is not given.
+    """
+
+    setting: str | None = None
+    mcp: str | None = None
+    cli: str | None = None
+    not_on: tuple[tuple[Face, str], ...] = ()
+    unset: str | None = None
+    envvar: str | None = None
+
+
+@dataclass(frozen=True)
+class Text:
+    """A value the command line writes as text (`1,4,16`, `none`, `120s`), read by `parse(text,
+    label)`: the CLI reads its string with it, a plan's string goes through it too (so a plan
+    may write what the command line writes), and a JSON value (MCP, a plan's list) passes as is.
+    `unit` is appended to a number shown as the command line's default (`120s`)."""
+
+    parse: Callable[[str, str], Any]
+    unit: str = ""
+    # the rule a value given as JSON keeps too (a list of levels: each once, at most 32)
+    check: Callable[[Any, str], None] | None = None
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(self.read, handler(source))
+
+    def read(self, value: Any) -> Any:
+        """A string read by `parse`, a list checked by `check`; a bad one a ValueError naming
+        only the problem (pydantic puts it after the key). Anything else passes through."""
+        if isinstance(value, list) and self.check is not None:
+            try:
+                self.check(value, _HERE)
+            except UserError as exc:
+                raise ValueError(_unlabelled(str(exc), _HERE)) from None
+        if not isinstance(value, str):
+            return value
+        try:
+            return self.parse(value, repr(value))
+        except UserError as exc:
+            raise ValueError(_unlabelled(str(exc), repr(value))) from None
+
+
+_HERE = "\x00"  # the label of a message whose key pydantic names
+
+
+def _unlabelled(text: str, label: str) -> str:
+    for prefix in (f"{label}: ", f"{label} "):
+        text = text.removeprefix(prefix)
+    return text
+
+
+class OptionsModel(BaseModel):
+    """The options of one command (or of one of its plan tables). Unset fields are None: they
+    keep the settings' default (or the quick or the method's one)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    TABLE: ClassVar[str] = ""  # the plan table that holds these options
+
+    @classmethod
+    def options(cls) -> Iterator[Option]:
+        for name, info in cls.model_fields.items():
+            yield Option(cls, name, info)
+
+    def given(self) -> dict[str, Any]:
+        """The settings this model changes: settings field → value (None keeps the default)."""
+        return {
+            option.setting: getattr(self, option.name)
+            for option in self.options()
+            if option.setting is not None and option.name not in ("quick", "method")
+        }
+
+
+@dataclass(frozen=True)
+class Option:
+    """One field of an options model, as each face spells it."""
+
+    model: type[OptionsModel]
+    name: str
+    info: FieldInfo
+
+    @property
+    def opt(self) -> Opt:
+        return next((item for item in self.info.metadata if isinstance(item, Opt)), Opt())
+
+    @property
+    def text(self) -> Text | None:
+        return next((item for item in self.info.metadata if isinstance(item, Text)), None)
+
+    @property
+    def setting(self) -> str | None:
+        return self.opt.setting
+
+    @property
+    def help(self) -> str:
+        return self.info.description or ""
+
+    def on(self, face: Face) -> bool:
+        return face not in dict(self.opt.not_on)
+
+    def spelled(self, face: Face) -> str:
+        """`--load-tokens` (cli), `measure.load_tokens` (plan), `load_max_tokens` (mcp)."""
+        if face == "cli":
+            return self.opt.cli or "--" + self.name.replace("_", "-")
+        if face == "plan":
+            return f"{self.model.TABLE}.{self.name}"
+        return self.opt.mcp or self.name

@@ -1,0 +1,123 @@
+"""A command's options models, its settings, and what every face shows of them: each option's
+spelling, its help (other options named as the face names them) and its default (the settings'
+own, and where the quick settings or a method differ, those too).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from sagemeter.errors import UserError
+from sagemeter.options.base import Face, Option, OptionsModel
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Defaults that differ when an option has a value: `quick` on, `method` article."""
+
+    option: str
+    value: Any
+    settings: Callable[[], BaseModel]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command's options: its models (a plan table each), the settings they make."""
+
+    name: str
+    models: tuple[type[OptionsModel], ...]
+    defaults: Callable[[], BaseModel]
+    # (quick, settings overrides, method, label) → the settings, validated
+    build: Callable[..., Any]
+    variants: tuple[Variant, ...] = ()
+
+    def options(self) -> Iterator[Option]:
+        for model in self.models:
+            yield from model.options()
+
+    def option(self, name: str) -> Option:
+        return next(option for option in self.options() if option.name == name)
+
+    def label(self, face: Face) -> Callable[[str], str]:
+        """A settings field (or an option's name) as `face` spells it, for messages."""
+        by_setting = {option.setting: option for option in self.options() if option.setting}
+        by_name = {option.name: option for option in self.options()}
+
+        def spelled(field: str) -> str:
+            option = by_setting.get(field) or by_name.get(field)
+            return option.spelled(face) if option is not None else field
+
+        return spelled
+
+    def help(self, option: Option, face: Face) -> str:
+        """The option's help with `{other}` names spelled for `face`, and its default."""
+        label = self.label(face)
+        text = re.sub(r"\{(\w+)\}", lambda match: label(match[1]), option.help)
+        default = self.default_text(option, face)
+        if not default:
+            return text
+        return f"{text} [{default}]" if face == "cli" else f"{text} (default: {default})"
+
+    def default_text(self, option: Option, face: Face) -> str:
+        """`16`; `256,4096; none with --quick; none with --method article`; the unset text."""
+        if option.info.default is not None:
+            return ""  # a flag's own default (quick: false), which every face shows itself
+        if option.setting is None:
+            return option.opt.unset or ""
+        base = self.default_value(option)
+        parts = [self._shown(option, base, face)]
+        for variant in self.variants:
+            value = getattr(variant.settings(), option.setting)
+            if value != base and option.name != variant.option:
+                spelled = self.option(variant.option).spelled(face)
+                when = spelled if variant.value is True else f"{spelled} {variant.value}"
+                parts.append(f"{self._shown(option, value, face)} with {when}")
+        return "; ".join(parts)
+
+    def default_value(self, option: Option) -> Any:
+        assert option.setting is not None
+        return getattr(self.defaults(), option.setting)
+
+    def _shown(self, option: Option, value: Any, face: Face) -> str:
+        if value is None:
+            return option.opt.unset or "none"
+        if isinstance(value, list):
+            if face != "cli":
+                return json.dumps(value)
+            return ",".join(map(str, value)) if value else "none"
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, float):
+            unit = option.text.unit if option.text is not None and face == "cli" else ""
+            return f"{value:g}{unit}"
+        return str(value)
+
+    def validated(
+        self, model: type[OptionsModel], values: Mapping[str, Any], face: Face
+    ) -> OptionsModel:
+        """`values` (option name → value, None: unset) as `model`; a bad one is one line naming
+        the option as `face` spells it."""
+        try:
+            return model.model_validate(
+                {name: value for name, value in values.items() if value is not None}
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = self.label(face)(str(first["loc"][0])) if first["loc"] else model.TABLE
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise UserError(f"{where}: {message}") from None
+
+    def settings(
+        self, given: Sequence[OptionsModel], face: Face, *, quick: bool, method: str | None
+    ) -> Any:
+        """The settings the given options make, each message naming its option as `face` does."""
+        overrides: dict[str, Any] = {}
+        for model in given:
+            overrides.update(model.given())
+        return self.build(quick, overrides, method=method, label=self.label(face))

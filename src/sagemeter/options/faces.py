@@ -1,0 +1,141 @@
+"""The faces built from a command's options models: the typer command's options and the MCP
+tool's arguments are added to a function's signature (it takes them as `**options`), and what
+either face passes is read back into the options models, checked by their types.
+
+The plan's tables are the options models themselves (`sagemeter.experiment.plan`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+import types
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar, Union, cast, get_args, get_origin
+
+from pydantic import Field
+
+from sagemeter.options.base import Face, Option, OptionsModel
+from sagemeter.options.command import Command
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _bare(annotation: Any) -> Any:
+    """`int | None` → int; a Literal → str (the model checks its values)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
+    if get_origin(annotation) is Literal:
+        return str
+    return annotation
+
+
+def cli_type(option: Option) -> Any:
+    """What the command line takes: text for a value it writes as text (`1,4,16`, `120s`)."""
+    return str if option.text is not None else _bare(option.info.annotation)
+
+
+def cli_parameter(command: Command, option: Option) -> inspect.Parameter:
+    import typer
+    from rich.markup import escape
+
+    kind = cli_type(option)
+    decls = [option.opt.cli] if option.opt.cli else []
+    info = typer.Option(
+        *decls,
+        help=escape(command.help(option, "cli")),  # `[article-40]` is no markup tag
+        envvar=option.opt.envvar,
+        show_default=False,
+    )
+    if kind is bool:
+        return inspect.Parameter(
+            option.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Annotated[bool, info],
+            default=bool(option.info.default),
+        )
+    return inspect.Parameter(
+        option.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=Annotated[kind | None, info],
+        default=None,
+    )
+
+
+def mcp_parameter(command: Command, option: Option) -> inspect.Parameter:
+    """The tool argument: the option's own type and bounds, its help for an assistant."""
+    described = Field(description=command.help(option, "mcp"))
+    # Annotated[type, *bounds, described], built at run time
+    annotation = operator.getitem(
+        Annotated, (option.info.annotation, *option.info.metadata, described)
+    )
+    return inspect.Parameter(
+        option.spelled("mcp"),
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=annotation,
+        default=option.info.default,
+    )
+
+
+def with_options(command: Command, face: Face) -> Callable[[F], F]:
+    """Give `func`, whose last parameter is `**options`, one parameter per option of `command`
+    shown on `face` (typer and the MCP server read a function's signature)."""
+    build = cli_parameter if face == "cli" else mcp_parameter
+
+    def decorate(func: F) -> F:
+        signature = inspect.signature(func, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        added = [build(command, option) for option in command.options() if option.on(face)]
+        made = _same_call(func)  # a new function: `func` stays as written (registered again)
+        made.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        made.__annotations__ = {
+            **{p.name: p.annotation for p in own},
+            **{p.name: p.annotation for p in added},
+            "return": signature.return_annotation,
+        }
+        return cast(F, made)
+
+    return decorate
+
+
+def _same_call(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A function that calls `func` (a coroutine function stays one)."""
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def waited(*args: Any, **kwargs: Any) -> Any:
+            return await func(*args, **kwargs)
+
+        return waited
+
+    @functools.wraps(func)
+    def called(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return called
+
+
+def read_options(
+    command: Command, values: Mapping[str, Any], face: Face
+) -> tuple[OptionsModel, ...]:
+    """What a face passed (its own spellings; None: not given) as the command's options models.
+
+    The command line's text (`1,4,16`, `2m`) is read first with the flag in its message, as the
+    command line always said it; then every value is checked by the model's types.
+    """
+    models = []
+    for model in command.models:
+        given: dict[str, Any] = {}
+        for option in model.options():
+            if not option.on(face):
+                continue
+            value = values.get(option.name if face == "cli" else option.spelled(face))
+            if face == "cli" and isinstance(value, str) and option.text is not None:
+                value = option.text.parse(value, option.spelled("cli"))
+            if isinstance(value, Path):
+                value = str(value)
+            given[option.name] = value
+        models.append(command.validated(model, given, face))
+    return tuple(models)
