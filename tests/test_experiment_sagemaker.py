@@ -183,9 +183,11 @@ def test_capacity_fallback_measures_prices_and_deletes_where_it_was_placed(
     assert {request["region"] for request in runtime.requests} == {"us-east-1"}
     journal = journal_of(run)
     assert journal["state"] == "done"
-    assert [d["region"] for d in journal["deployments"]] == ["us-east-1"] * 3
+    assert [d["record"]["region"] for d in journal["deployments"]] == ["us-east-1"] * 3
     for deployment in journal["deployments"]:
-        assert deployment["placed_instance_type"] == "ml.g6.2xlarge"
+        assert deployment["platform"] == "sagemaker"
+        assert deployment["record"]["placed_instance_type"] == "ml.g6.2xlarge"
+        assert deployment["instance_type"] == "ml.g6.2xlarge"
         assert deployment["hourly_usd"] == 1.6 and deployment["state"] == "deleted"
         assert deployment["attempts"][0].startswith("us-east-2: capacity")
     assert journal["cost_usd"] > 0
