@@ -139,7 +139,7 @@ class Screen:
         self.quiet = quiet
         self.bars: Progress | None = None
         self._tasks: dict[str, Any] = {}
-        self._cloud_seen: tuple[str, str, str | None] | None = None
+        self._cloud_seen: tuple[str, str, str | None] | str | None = None
 
     def events(self) -> RunEvents:
         return RunEvents(
@@ -193,8 +193,10 @@ class Screen:
         )
 
     def cloud(self, progress: sm.Progress | str) -> None:
-        if isinstance(progress, str):  # a plug-in platform's news, one line
-            self.note(progress)
+        if isinstance(progress, str):  # a plug-in platform's news, one line, said once
+            if progress != self._cloud_seen:
+                self._cloud_seen = progress
+                self.note(progress)
             return
         key = (progress.region, progress.phase, progress.status)
         if key == self._cloud_seen:

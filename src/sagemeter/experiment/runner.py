@@ -817,6 +817,19 @@ class _Run:
             return None
         return deployment.hourly_usd * deployment.count
 
+    def _deployed_price(self, names: Sequence[str]) -> tuple[float, str] | None:
+        """The hourly price every one of these visits' deployments was billed at (price x
+        count), when all were deployed and priced alike, with the line that says so."""
+        found = [self.journal.deployment(name) for name in names]
+        prices = {
+            d.hourly_usd * d.count for d in found if d is not None and d.hourly_usd is not None
+        }
+        if len(prices) != 1 or any(d is None or d.hourly_usd is None for d in found):
+            return None
+        (usd,) = prices
+        platforms = ", ".join(sorted({d.platform for d in found if d is not None}))
+        return usd, f"cost rows at ${usd:g} per hour, the price {platforms} billed (the journal's)"
+
     async def _cancel_on_stop(self, tasks: list[asyncio.Task[MeasureResult]]) -> None:
         while not self.stop.requested:
             await asyncio.sleep(STOP_POLL_S)
@@ -831,6 +844,12 @@ class _Run:
         known = None if self.plan.interleaved or not all(n in last for n in names) else last
         time_order = sorted(names, key=known.__getitem__) if known is not None else None
         comparison = combine(paths, price_per_hour=self.plan.price_per_hour, time_order=time_order)
+        deployed = self._deployed_price(names)
+        if comparison.price_per_hour is None and deployed is not None:
+            # No price given and none recorded in the results: the one the platform billed.
+            usd, billed = deployed
+            comparison = combine(paths, price_per_hour=usd, time_order=time_order)
+            comparison.warnings.append(billed)
         order, note = measured_order(self.plan, self.journal.measured)
         comparison = comparison.model_copy(update={"order": order, "order_note": note})
         save_comparison(comparison, self.run_dir / COMPARE_FILE)
