@@ -992,7 +992,7 @@ def _placed_note(deployment: Deployment, live: str) -> str:
     )
     before = f"; before: {'; '.join(deployment.attempts)}" if deployment.attempts else ""
     return (
-        f"{live} as {deployment.target} ({deployment.instance_type} "
+        f"{live} as {deployment.target} ({deployment.instance_type or '?'} "
         f"x{deployment.count}{price}){before}"
     )
 
@@ -1010,7 +1010,7 @@ def left_running_lines(outcome: RunOutcome) -> list[str]:
         spent = f", ${cost:,.2f} so far" if cost is not None else ""
         lines.append(
             f"{deployment.target} ({deployment.state}, "
-            f"{deployment.instance_type} x{deployment.count}, {price}{spent})"
+            f"{deployment.instance_type or '?'} x{deployment.count}, {price}{spent})"
         )
     return lines
 
