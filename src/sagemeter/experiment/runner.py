@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sagemeter import filekinds
 from sagemeter.atomic import check_output_file, check_output_folder, write_text_atomic
 from sagemeter.compare import Comparison, combine, save_comparison
+from sagemeter.compare.combine import recorded_price
 from sagemeter.engines.endpoints import check_target
 from sagemeter.errors import (
     InputError,
@@ -845,8 +846,12 @@ class _Run:
         time_order = sorted(names, key=known.__getitem__) if known is not None else None
         comparison = combine(paths, price_per_hour=self.plan.price_per_hour, time_order=time_order)
         deployed = self._deployed_price(names)
-        if comparison.price_per_hour is None and deployed is not None:
-            # No price given and none recorded in the results: the one the platform billed.
+        if (
+            comparison.price_per_hour is None
+            and deployed is not None
+            and recorded_price(paths, [load_result(path) for path in paths]) == (None, [])
+        ):
+            # No price given and no result records one: the one the platform billed.
             usd, billed = deployed
             comparison = combine(paths, price_per_hour=usd, time_order=time_order)
             comparison.warnings.append(billed)
