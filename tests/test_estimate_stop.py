@@ -46,7 +46,7 @@ def _plan(stop: str = "", *, order: str = "ABA", repeats: int = 5, batches: int 
 
 
 def _measure_minutes(text: str) -> list[float]:
-    planned = estimate(parse_plan(text), {}, None)
+    planned = estimate(parse_plan(text), {})
     return [row.minutes for row in planned.steps if row.label.startswith("measure")]
 
 
@@ -62,7 +62,7 @@ def test_a_precision_target_counts_its_maximum_of_repeats() -> None:
     assert measure_seconds(bounded.settings(), tps) > measure_seconds(
         parse_plan(_plan()).settings(), tps
     )
-    planned = estimate(bounded, {}, None)
+    planned = estimate(bounded, {})
     assert planned.stop_bounds == [
         "stop.speed 0.03: decode counted at its maximum of 12 pairs and each parallel level at 5 "
         "batches (an upper bound: it stops once precise, never below 5 pairs and 2 batches)"
@@ -80,7 +80,7 @@ def test_max_minutes_caps_each_arms_measuring() -> None:
     assert _measure_minutes(_plan("[stop]\nmax_minutes = 3\n", order="interleaved")) == [3.0]
     # A limit longer than the measuring changes nothing.
     assert _measure_minutes(_plan("[stop]\nmax_minutes = 100000\n")) == uncapped
-    planned = estimate(parse_plan(_plan("[stop]\nmax_minutes = 3\n")), {}, None)
+    planned = estimate(parse_plan(_plan("[stop]\nmax_minutes = 3\n")), {})
     assert planned.stop_bounds[0].startswith(
         "stop.max_minutes 3: each arm's measuring counted at most 3 min"
     )
@@ -89,10 +89,10 @@ def test_max_minutes_caps_each_arms_measuring() -> None:
 def test_a_sequential_quality_stop_counts_the_whole_set_and_says_what_to_expect() -> None:
     stop = '[stop]\nquality = "decided"\nblock = 50\n'
     plan = parse_plan(_plan(stop, order="interleaved"))
-    planned = estimate(plan, {}, None)
+    planned = estimate(plan, {})
     # The questions counted are the whole set, the most a run asks: the same minutes as without.
     assert [r.minutes for r in planned.steps] == [
-        r.minutes for r in estimate(parse_plan(_plan(order="interleaved")), {}, None).steps
+        r.minutes for r in estimate(parse_plan(_plan(order="interleaved")), {}).steps
     ]
     (note,) = planned.stop_bounds
     assert note.startswith(
@@ -114,7 +114,7 @@ def test_a_sequential_quality_stop_counts_the_whole_set_and_says_what_to_expect(
 def test_a_set_within_one_block_is_asked_whole() -> None:
     text = _plan('[stop]\nquality = "decided"\nblock = 50\n', order="interleaved")
     text = text.replace('questions = "bank-1000"', 'questions = "article-40"')
-    (note,) = estimate(parse_plan(text), {}, None).stop_bounds
+    (note,) = estimate(parse_plan(text), {}).stop_bounds
     assert note == (
         'stop.quality "decided": 40 questions per arm counted, the whole set (one look, at its '
         "end: all of them are asked)"
@@ -134,7 +134,7 @@ def test_run_dry_run_prints_the_bounds(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    bounds = estimate(parse_plan(_plan(stop, order="interleaved")), {}, None).stop_bounds
+    bounds = estimate(parse_plan(_plan(stop, order="interleaved")), {}).stop_bounds
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("assumptions: ")]
     assert line.endswith("; ".join(bounds)) and len(bounds) == 3
     assert "│ 3.0 min │" in done.stdout  # the interleaved step, cut at max_minutes

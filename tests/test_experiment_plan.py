@@ -15,6 +15,7 @@ import pytest
 from sagemeter.errors import UserError
 from sagemeter.experiment import combine_order, parse_plan, plan_steps
 from sagemeter.experiment.journal import Deployment, Journal
+from sagemeter.sagemaker.plan_arms import endpoint_name
 
 TWO_ARMS = """name = "pair"
 
@@ -205,7 +206,7 @@ def test_orders_make_steps_and_result_names() -> None:
         "delete a",
         "measure b",
     ]
-    assert cloud.endpoint_name(cloud.arms[0]) == "pair-a"
+    assert endpoint_name(cloud, cloud.arms[0]) == "pair-a"
 
     interleaved = parse_plan('order = "interleaved"\n' + TWO_ARMS)
     assert [step.label for step in plan_steps(interleaved)] == [
@@ -267,7 +268,8 @@ def test_the_journal_counts_each_endpoint_from_its_deploy_to_its_deletion() -> N
     spent, unpriced = journal.cost(began + timedelta(hours=5))
     assert spent == pytest.approx(1.2 * 2 * 0.5)  # the deleted one stopped counting at deletion
     assert unpriced == ["f@us-east-2"]
-    assert [d.endpoint for d in journal.live_deployments()] == ["f"]
+    assert [d.record["endpoint"] for d in journal.live_deployments()] == ["f"]
+    assert [d.platform for d in journal.deployments] == ["sagemaker", "sagemaker"]
 
 
 def test_vllm_arms_are_planned_with_their_start_and_local_arms_priced_while_measured() -> None:
@@ -281,14 +283,14 @@ def test_vllm_arms_are_planned_with_their_start_and_local_arms_priced_while_meas
     text = TWO_ARMS.replace('"local:smollm2-q4_1"', '"vllm:smollm2-f32"')
     plan = parse_plan(text)
     assert plan.arms[1].parsed_target() == VllmTarget("smollm2-f32")
-    planned = estimate(plan, {}, None)
+    planned = estimate(plan, {})
     measured = measure_seconds(plan.settings(), plan.estimate.tokens_per_second)
     minutes = {row.label: row.minutes for row in planned.steps}
     assert minutes["measure a"] == round((measured + local_start_s) / 60, 1)
     assert minutes["measure b"] == round((measured + vllm_start_s) / 60, 1)
     assert planned.usd == 0 and all(row.usd is None for row in planned.steps)  # no price given
 
-    priced = estimate(parse_plan("price_per_hour = 3.6\n" + text), {}, None)
+    priced = estimate(parse_plan("price_per_hour = 3.6\n" + text), {})
     seconds = 3 * measured + 2 * local_start_s + vllm_start_s  # a, b, a-again
     assert priced.usd == pytest.approx(3.6 * seconds / 3600, abs=0.01)
     assert [row.usd is not None for row in priced.steps] == [True, True, True, False, False]
@@ -323,7 +325,7 @@ def test_a_sagemaker_arm_is_planned_with_its_metrics_wait() -> None:
         plan = parse_plan(text + options)
         assert plan.settings().metrics_wait_s == wait_s
         measured = measure_seconds(plan.settings(), plan.estimate.tokens_per_second)
-        minutes = {row.label: row.minutes for row in estimate(plan, {}, None).steps}
+        minutes = {row.label: row.minutes for row in estimate(plan, {}).steps}
         assert minutes["measure a"] == round((measured + local_start_s) / 60, 1)
         assert minutes["measure b"] == round((measured + wait_s) / 60, 1)
 

@@ -183,9 +183,11 @@ def test_capacity_fallback_measures_prices_and_deletes_where_it_was_placed(
     assert {request["region"] for request in runtime.requests} == {"us-east-1"}
     journal = journal_of(run)
     assert journal["state"] == "done"
-    assert [d["region"] for d in journal["deployments"]] == ["us-east-1"] * 3
+    assert [d["record"]["region"] for d in journal["deployments"]] == ["us-east-1"] * 3
     for deployment in journal["deployments"]:
-        assert deployment["placed_instance_type"] == "ml.g6.2xlarge"
+        assert deployment["platform"] == "sagemaker"
+        assert deployment["record"]["placed_instance_type"] == "ml.g6.2xlarge"
+        assert deployment["instance_type"] == "ml.g6.2xlarge"
         assert deployment["hourly_usd"] == 1.6 and deployment["state"] == "deleted"
         assert deployment["attempts"][0].startswith("us-east-2: capacity")
     assert journal["cost_usd"] > 0
@@ -272,8 +274,21 @@ def test_a_cap_the_estimate_exceeds_is_one_line_and_creates_nothing(
     assert world.moto.calls == []
 
 
+def _as_written_before_platforms(run_dir: Path) -> None:
+    """The journal rewritten in the shape sagemeter wrote before platforms were plug-ins:
+    schema /1, each deployment with SageMaker's fields at its top level."""
+    journal = journal_of(run_dir)
+    journal["schema"] = "sagemeter-experiment-journal/1"
+    for deployment in journal["deployments"]:
+        assert deployment.pop("platform") == "sagemaker"
+        deployment.pop("target"), deployment.pop("instance_type")
+        deployment.update(deployment.pop("record"))
+    (run_dir / "journal.json").write_text(json.dumps(journal, indent=2))
+
+
+@pytest.mark.parametrize("old_journal", [False, True], ids=["journal", "journal-before-platforms"])
 def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
-    world: World, runtime: RuntimeFake, tmp_path: Path
+    world: World, runtime: RuntimeFake, tmp_path: Path, old_journal: bool
 ) -> None:
     world.moto.initial_status = "Creating"
     price(world, "ml.g6.xlarge", "us-east-2", "1.1267")
@@ -286,6 +301,9 @@ def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
     journal = journal_of(tmp_path / "run")
     assert journal["state"] == "running"
     assert journal["deployments"][0]["state"] == "deploying"
+    if old_journal:
+        _as_written_before_platforms(tmp_path / "run")
+        assert journal_of(tmp_path / "run")["deployments"][0]["endpoint"] == "gemma-bf16"
 
     listed = sagemeter("sagemaker", "list", "--region", "us-east-2", cwd=tmp_path)
     assert "gemma-bf16@us-east-2" in listed.stdout and "Creating" in listed.stdout
@@ -298,6 +316,10 @@ def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
     journal = journal_of(tmp_path / "run")
     assert journal["state"] == "done" and len(journal["sessions"]) == 2
     assert len(journal["deployments"]) == 3  # the one from before was used, not deployed again
+    assert journal["schema"] == "sagemeter-experiment-journal/2"
+    adopted = journal["deployments"][0]
+    assert (adopted["platform"], adopted["target"]) == ("sagemaker", "gemma-bf16@us-east-2")
+    assert adopted["record"]["region"] == "us-east-2" and adopted["state"] == "deleted"
     creates = [c for c in world.moto.calls if c[0] == "create_endpoint"]
     assert len(creates) == 3
     nothing_left(world)

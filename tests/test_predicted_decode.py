@@ -54,7 +54,7 @@ def test_a_recommended_plan_run_reports_predicted_beside_measured(
     assert run(MODEL, "-r", "us-east-2", "--top", "2", "--plan", str(plan_path)).exit_code == 0
     text = plan_path.read_text()
     plan, _ = load_plan(plan_path)
-    arms = {arm.name: arm.sagemaker for arm in plan.arms}
+    arms = {arm.name: arm.table for arm in plan.arms}
     assert list(arms) == ["g6e.xlarge", "g6e.12xlarge"]
     for sage in arms.values():
         assert sage is not None and sage.predicted_decode is not None

@@ -266,7 +266,7 @@ def test_concurrency_and_context_decide_the_fit(priced: World, hub: Hub, tmp_pat
     )
     plan, _ = load_plan(plan_path)
     assert plan.measure.levels == [1, 4, 8, 16]
-    assert [arm.sagemaker.instance_type for arm in plan.arms if arm.sagemaker] == [
+    assert [arm.table.instance_type for arm in plan.arms if arm.platform == "sagemaker"] == [
         c["instance_type"] for c in json.loads(result.stdout)["candidates"][:5] if c["rank"]
     ]
 
@@ -284,7 +284,7 @@ def test_table_states_the_known_error_and_the_plan_loads(
         assert f"predicted {row.predicted:g}, measured {row.measured:g}" in result.stdout
 
     plan, _ = load_plan(plan_path)  # the loader `sagemeter run` uses, with its run-time checks
-    arms = {arm.name: arm.sagemaker for arm in plan.arms}
+    arms = {arm.name: arm.table for arm in plan.arms}
     # By $/M: g6e.xlarge ($2.10 / 864 GB/s), g6e.12xlarge ($10.488 / 4 × 864), g6.xlarge ($1.20
     # in us-east-1, its us-east-2 quota being held, / 300).
     assert list(arms) == ["g6e.xlarge", "g6e.12xlarge", "g6.xlarge"]

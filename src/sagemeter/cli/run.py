@@ -45,7 +45,6 @@ from sagemeter.experiment import (
     freeze_paths,
     left_running_lines,
     load_plan,
-    quota_lines,
     resume_hint,
     resume_run,
     start_run,
@@ -54,6 +53,8 @@ from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
+from sagemeter.sagemaker.platform import Checked as SageMakerChecked
+from sagemeter.sagemaker.platform import quota_lines
 from sagemeter.sagemaker.redact import redact
 
 EXIT_FAILED = 1
@@ -138,7 +139,7 @@ class Screen:
         self.quiet = quiet
         self.bars: Progress | None = None
         self._tasks: dict[str, Any] = {}
-        self._cloud_seen: tuple[str, str, str | None] | None = None
+        self._cloud_seen: tuple[str, str, str | None] | str | None = None
 
     def events(self) -> RunEvents:
         return RunEvents(
@@ -191,7 +192,12 @@ class Screen:
             lambda phase: bars.update(task, description=escape(f"{name}: {phase}")),
         )
 
-    def cloud(self, progress: sm.Progress) -> None:
+    def cloud(self, progress: sm.Progress | str) -> None:
+        if isinstance(progress, str):  # a plug-in platform's news, one line, said once
+            if progress != self._cloud_seen:
+                self._cloud_seen = progress
+                self.note(progress)
+            return
         key = (progress.region, progress.phase, progress.status)
         if key == self._cloud_seen:
             return
@@ -206,7 +212,10 @@ class Screen:
         self.close()
         self.console.print(f"  {escape(printable(redact(text)))}")
 
-    def deleted(self, report: sm.DeleteReport) -> None:
+    def deleted(self, report: sm.DeleteReport | str) -> None:
+        if isinstance(report, str):  # a plug-in platform's report, one line
+            self.note(report)
+            return
         steps = ", ".join(f"{step.kind} {step.outcome}" for step in report.steps)
         self.console.print(f"  🗑️ {report.name}@{report.region}: {steps}")
 
@@ -241,13 +250,14 @@ def _print_estimate(console: Console, plan: Plan, run_dir: Path, planned: Estima
     console.print(f"assumptions: {escape(planned.assumptions)}")
 
 
-def _print_quota(console: Console, plan: Plan, specs: dict[str, sm.DeploySpec], aws: Any) -> None:
-    if not specs:
+def _print_quota(console: Console, plan: Plan, checked: object) -> None:
+    """SageMaker's quotas for the instance types the plan's `[arm.sagemaker]` arms may use."""
+    if not isinstance(checked, SageMakerChecked) or not checked.specs:
         return
-    if aws is None:
+    if checked.aws is None:
         console.print("quota: not checked (no AWS credentials)")
         return
-    for line in quota_lines(plan, specs, aws):
+    for line in quota_lines(plan, checked):
         if line.error:
             console.print(f"quota {line.instance_type}: not checked ({escape(redact(line.error))})")
             continue
@@ -284,10 +294,10 @@ def dry_run(
     from sagemeter.experiment.runner import check_cap
 
     where = str(folder) if folder is not None else None
-    specs, aws = check_ready(plan, fresh=True, need_credentials=False, folder=where)
-    planned = estimate(plan, specs, aws)
+    checked = check_ready(plan, fresh=True, need_credentials=False, folder=where)
+    planned = estimate(plan, checked)
     _print_estimate(console, plan, out or default_run_dir(plan.name), planned)
-    _print_quota(console, plan, specs, aws)
+    _print_quota(console, plan, checked.get("sagemaker"))
     console.print("nothing was created")
     check_cap(plan, planned)
 

@@ -2,7 +2,7 @@
 resumable, deleting whatever it created. `sagemeter run`, `demo` and the MCP `run_experiment`
 all go through here."""
 
-from sagemeter.experiment.estimate import Estimate, StepEstimate, estimate, quota_lines
+from sagemeter.experiment.estimate import Estimate, StepEstimate, estimate
 from sagemeter.experiment.frozen import freeze_paths
 from sagemeter.experiment.journal import (
     FINISHED_STEPS,
@@ -62,7 +62,6 @@ __all__ = [
     "parse_plan",
     "plan_from_data",
     "plan_steps",
-    "quota_lines",
     "read_journal",
     "resume_hint",
     "resume_run",

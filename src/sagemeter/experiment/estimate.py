@@ -3,22 +3,22 @@ their price, and (for `--dry-run`) the account's quota for them.
 
 Times follow the plan's `[estimate]` assumptions (tokens per second per stream, minutes to
 deploy and to delete), shown beside the figures. A deployed arm's price is the plan's
-`price_per_hour`, else the highest Price List price among the instance types and regions it may
-be placed in: the spend cap is checked against the most it may cost. An arm the run does not
-deploy costs `price_per_hour` (when given) for the time it is measured.
+`price_per_hour`, else its platform's (SageMaker's: the highest Price List price among the
+instance types and regions it may be placed in): the spend cap is checked against the most it
+may cost. An arm the run does not deploy costs `price_per_hour` (when given) for the time it is
+measured.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sagemeter import sagemaker as sm
-from sagemeter.errors import UserError
-from sagemeter.experiment.plan import Arm, Plan
+from sagemeter.engines.registry import engine_in
+from sagemeter.experiment.plan import Arm, Plan, is_sagemaker_arm
 from sagemeter.experiment.steps import StepSpec, Visit, plan_steps
 from sagemeter.experiment.stop_estimate import most_batches, most_pairs, stop_notes
 from sagemeter.measure.workflow import selected_questions, total_requests
-from sagemeter.sagemaker.pricing import try_hourly_price
+from sagemeter.platforms.registry import Price, platform_of
 from sagemeter.settings import MeasureSettings
 
 REQUEST_ALLOWANCE_S = 0.1  # time to first token and the call's own cost, per request sent alone
@@ -37,13 +37,6 @@ class StepEstimate(BaseModel):
     usd: float | None = None
 
 
-class QuotaLine(BaseModel):
-    instance_type: str
-    needs: int
-    rows: list[sm.QuotaRow] = Field(default_factory=list)
-    error: str | None = None
-
-
 class Estimate(BaseModel):
     steps: list[StepEstimate]
     minutes: float
@@ -60,7 +53,6 @@ class Estimate(BaseModel):
     stop_bounds: list[str] = Field(
         default_factory=list, description="the [stop] part of the assumptions, one per setting"
     )
-    quota: list[QuotaLine] = Field(default_factory=list)
 
 
 def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> float:
@@ -85,59 +77,35 @@ def measure_seconds(settings: MeasureSettings, tokens_per_second: float) -> floa
 
 
 def metrics_wait_seconds(arm: Arm, settings: MeasureSettings) -> float:
-    """A SageMaker arm's measure waits, at most, this long for its CloudWatch metrics (the
-    estimate counts the whole wait: the endpoint bills through it)."""
-    from sagemeter.experiment.plan import is_sagemaker_arm
-
-    return settings.metrics_wait_s if arm.deployed or is_sagemaker_arm(arm) else 0.0
+    """An arm whose platform keeps its own metrics (SageMaker's CloudWatch) is waited for, at
+    most this long, after its measure (the estimate counts the whole wait: the endpoint bills
+    through it)."""
+    if arm.platform is not None:
+        waits = platform_of(arm.platform).facts(arm).waits_for_metrics
+    else:
+        waits = is_sagemaker_arm(arm)
+    return settings.metrics_wait_s if waits else 0.0
 
 
 def start_seconds(arm: Arm) -> float:
     """The time to start the server an engine arm (local:, vllm:, cmd:, a plug-in's) is
     measured on, once per visit: its engine's own estimate."""
-    from sagemeter.engines.registry import engine_in
-
     engine = engine_in(arm.target or "")
     return engine.start_seconds if engine is not None else 0.0
 
 
-def arm_price(plan: Plan, arm: Arm, spec: sm.DeploySpec | None, aws: sm.Aws | None) -> ArmPrice:
-    """The hourly price a deployed arm is estimated at (the most it may be placed at)."""
-    if plan.price_per_hour is not None:
-        return ArmPrice(usd_per_hour=plan.price_per_hour, note="price_per_hour")
-    if spec is None or aws is None:
-        return ArmPrice(usd_per_hour=None, note="no AWS credentials to look the price up")
-    found: list[tuple[float, str, str]] = []
-    missing: list[str] = []
-    for instance_type in spec.instance_types:
-        for region in spec.regions:
-            quote, why = try_hourly_price(instance_type, region, aws=aws)
-            if quote is None:
-                missing.append(f"{instance_type} in {region}: {why}")
-            else:
-                found.append((quote.usd_per_hour, instance_type, region))
-    if not found:
-        return ArmPrice(usd_per_hour=None, note="; ".join(missing[:2]))
-    usd, instance_type, region = max(found)
-    note = f"{instance_type} in {region}, the highest it may be placed at (Price List)"
-    if missing:
-        note += f"; unknown: {'; '.join(missing[:2])}"
-    return ArmPrice(usd_per_hour=usd, note=note)
+def arm_price(plan: Plan, arm: Arm, checked: dict[str, object]) -> Price:
+    """The hourly price a deployed arm is estimated at: the plan's, else its platform's (the
+    most it may be placed at)."""
+    assert arm.platform is not None
+    return platform_of(arm.platform).price(checked[arm.platform], arm, plan.price_per_hour)
 
 
-def _creates(plan: Plan, step: StepSpec, specs: dict[str, sm.DeploySpec]) -> str:
+def _creates(plan: Plan, step: StepSpec, checked: dict[str, object]) -> str:
     if step.kind == "deploy":
         arm = step.visits[0].arm
-        spec = specs.get(arm.name)
-        if spec is None:
-            return f"endpoint {plan.endpoint_name(arm)}"
-        regions = spec.regions[0] + (
-            f", else {', '.join(spec.regions[1:])}" if len(spec.regions) > 1 else ""
-        )
-        return (
-            f"model, endpoint config and endpoint {spec.name} "
-            f"({' / '.join(spec.instance_types)} x{spec.count}) in {regions}"
-        )
+        assert arm.platform is not None
+        return platform_of(arm.platform).creates(checked[arm.platform], arm)
     if step.kind == "measure":
         return ", ".join(f"measure-{visit.result_name}.json" for visit in step.visits)
     if step.kind == "delete":
@@ -149,8 +117,7 @@ def _creates(plan: Plan, step: StepSpec, specs: dict[str, sm.DeploySpec]) -> str
 
 def estimate(
     plan: Plan,
-    specs: dict[str, sm.DeploySpec],
-    aws: sm.Aws | None,
+    checked: dict[str, object],
     *,
     remaining: set[str] | None = None,
 ) -> Estimate:
@@ -159,10 +126,10 @@ def estimate(
     settings = plan.settings()
     assume = plan.estimate
     measure_s = measure_seconds(settings, assume.tokens_per_second)
+    quotes = {arm.name: arm_price(plan, arm, checked) for arm in plan.arms if arm.deployed}
     prices = {
-        arm.name: arm_price(plan, arm, specs.get(arm.name), aws)
-        for arm in plan.arms
-        if arm.deployed
+        name: ArmPrice(usd_per_hour=quote.usd_per_hour, note=quote.note)
+        for name, quote in quotes.items()
     }
 
     def wanted(visit: Visit) -> bool:
@@ -188,9 +155,10 @@ def estimate(
         return working + sum(metrics_wait_seconds(v.arm, settings) for v in mine)
 
     def hourly(arm: Arm) -> float | None:
-        price = prices.get(arm.name)
-        count = specs[arm.name].count if arm.name in specs else 1
-        return None if price is None or price.usd_per_hour is None else price.usd_per_hour * count
+        quote = quotes.get(arm.name)
+        if quote is None or quote.usd_per_hour is None:
+            return None
+        return quote.usd_per_hour * quote.count
 
     rows: list[StepEstimate] = []
     usd = 0.0
@@ -238,7 +206,7 @@ def estimate(
             StepEstimate(
                 index=index,
                 label=step.label,
-                creates=_creates(plan, step, specs),
+                creates=_creates(plan, step, checked),
                 minutes=round(seconds / 60, 1),
                 usd=None if cost is None else round(cost, 2),
             )
@@ -259,30 +227,3 @@ def estimate(
         assumptions=assumptions,
         stop_bounds=bounds,
     )
-
-
-def quota_lines(plan: Plan, specs: dict[str, sm.DeploySpec], aws: sm.Aws) -> list[QuotaLine]:
-    """Per instance type: the quota and free instances in each region an arm may use, and how
-    many the run needs at once (one arm at a time in A-B-A order, all of them interleaved)."""
-    needs: dict[str, int] = {}
-    regions: dict[str, list[str]] = {}
-    for arm in plan.arms:
-        spec = specs.get(arm.name)
-        if spec is None:
-            continue
-        for instance_type in spec.instance_types:
-            at_once = needs.get(instance_type, 0)
-            needs[instance_type] = (
-                at_once + spec.count if plan.interleaved else max(at_once, spec.count)
-            )
-            known = regions.setdefault(instance_type, [])
-            known.extend(region for region in spec.regions if region not in known)
-    lines = []
-    for instance_type, count in needs.items():
-        line = QuotaLine(instance_type=instance_type, needs=count)
-        try:
-            line.rows = sm.quota(instance_type, regions[instance_type], aws=aws)
-        except UserError as exc:  # a read for information only: say why, never stop the plan
-            line.error = str(exc)
-        lines.append(line)
-    return lines

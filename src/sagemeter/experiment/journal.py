@@ -6,7 +6,7 @@ placed, its price, when it was created and deleted). A `kill -9` at any moment l
 whole journal: `sagemeter run --resume DIR` reads it, finds what the run created and either
 uses it or deletes it, and never measures a measured arm again. (The SageMaker resources
 themselves are also in the local record `sagemeter sagemaker list` reads, written before each
-create.)
+create.) A deployment's fields are every platform's, plus the platform's own `record`.
 """
 
 from __future__ import annotations
@@ -17,18 +17,21 @@ import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from sagemeter.atomic import write_text_atomic
+from sagemeter.atomic import refuse_special, write_text_atomic
 from sagemeter.errors import UserError
 from sagemeter.experiment.steps import StepKind
+from sagemeter.textfiles import read_json
 
 JOURNAL_FILE = "journal.json"
 PLAN_FILE = "plan.toml"
 LOCK_FILE = ".journal.lock"
-SCHEMA = "sagemeter-experiment-journal/1"
+SCHEMA = "sagemeter-experiment-journal/2"
+# Journals written before deployments were any platform's (read, never written).
+READ_SCHEMAS = (SCHEMA, "sagemeter-experiment-journal/1")
 
 # "incomplete": a measure step that ended with a result missing a figure (`complete: false`);
 # finished like "done" (never measured again), but said so.
@@ -59,15 +62,18 @@ class StepRecord(BaseModel):
 
 
 class Deployment(BaseModel):
-    """One endpoint the run created for one visit of an arm, and what it costs."""
+    """One endpoint the run created for one visit of an arm, on its platform, and what it costs.
+
+    The fields here are every platform's; `record` is the platform's own (SageMaker's: the
+    endpoint's name, the regions it may use and the one it was placed in, the instance types).
+    A journal written before platforms were plug-ins held SageMaker's fields here: it reads as
+    a SageMaker deployment (`_from_before_platforms`)."""
 
     result: str = Field(description="the visit (result name) it was deployed for")
     arm: str
-    endpoint: str
-    regions: list[str] = Field(description="the regions deploy may try, in order")
-    region: str | None = Field(None, description="where SageMaker placed it")
-    instance_types: list[str] = Field(description="asked for, in priority order")
-    placed_instance_type: str | None = None
+    platform: str = Field(description="the platform it is deployed on: the arm's table name")
+    target: str = Field(description="where it runs, as its platform names it")
+    instance_type: str | None = Field(None, description="what it runs on (asked, then placed)")
     count: int = 1
     hourly_usd: float | None = Field(None, description="per instance of the type placed")
     price_note: str | None = None
@@ -75,16 +81,32 @@ class Deployment(BaseModel):
     started_utc: str = Field(default_factory=utc_now, description="deploy began (cost from here)")
     live_utc: str | None = None
     deleted_utc: str | None = None
-    attempts: list[str] = Field(default_factory=list, description="earlier regions and why")
+    attempts: list[str] = Field(default_factory=list, description="earlier places and why")
     note: str | None = None
+    record: dict[str, Any] = Field(default_factory=dict, description="the platform's own")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_before_platforms(cls, data: Any) -> Any:
+        """A deployment as journals wrote it before platforms were plug-ins: SageMaker's."""
+        if not isinstance(data, dict) or "platform" in data or "endpoint" not in data:
+            return data
+        own = ("endpoint", "regions", "region", "instance_types", "placed_instance_type")
+        record = {key: data[key] for key in own if key in data}
+        rest = {key: value for key, value in data.items() if key not in own}
+        regions = record.get("regions") or [None]
+        types = record.get("instance_types") or [None]
+        return {
+            **rest,
+            "platform": "sagemaker",
+            "target": f"{record['endpoint']}@{record.get('region') or regions[0]}",
+            "instance_type": record.get("placed_instance_type") or types[0],
+            "record": record,
+        }
 
     @property
     def may_exist(self) -> bool:
         return self.state in ("deploying", "live", "deleting", "failed")
-
-    @property
-    def target(self) -> str:
-        return f"{self.endpoint}@{self.region or self.regions[0]}"
 
     def cost_usd(self, now: datetime | None = None) -> float | None:
         """Price × instances × hours from the start of the deploy to its deletion (or now)."""
@@ -224,18 +246,14 @@ def read_journal(run_dir: Path) -> Journal:
     path = run_dir / JOURNAL_FILE
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run folder")
-    from sagemeter.atomic import refuse_special
-
     refuse_special(path, "the journal")  # a link leads elsewhere; a FIFO would block the read
     if not path.exists():
         raise UserError(f"{run_dir}: holds no {JOURNAL_FILE}; give the folder `sagemeter run` made")
-    from sagemeter.textfiles import read_json
-
     data = read_json(path)  # capped; a device in its place is one line, not a hang
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READ_SCHEMAS:
         raise UserError(f"{path}: not a sagemeter run journal ({SCHEMA})")
     try:
-        return Journal.model_validate(data)
+        return Journal.model_validate({**data, "schema": SCHEMA})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])

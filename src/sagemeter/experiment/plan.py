@@ -15,30 +15,33 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from sagemeter.errors import ManyProblems, UserError
 from sagemeter.evidence.sequential import DEFAULT_BLOCK
 from sagemeter.limits import (
-    MAX_CONTEXT_TOKENS,
     MAX_DEADLINE_MINUTES,
     MAX_QUESTIONS,
     CostUsd,
-    DeadlineMinutes,
     PricePerHour,
 )
 from sagemeter.measure.slo import SloOptions
 from sagemeter.options.measure import MeasureOptions, SpeedStop
-from sagemeter.results.predicted_decode import PredictedDecode
-from sagemeter.sagemaker.spec import (
-    DEFAULT_DOWNLOAD_TIMEOUT_S,
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_INSTANCE_TYPE,
-    DEFAULT_MAX_MODEL_LEN,
-    DEFAULT_STARTUP_TIMEOUT_S,
-)
+from sagemeter.platforms.registry import platform_named, platform_of
 from sagemeter.settings import MeasureSettings
-from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target, parse_target
+from sagemeter.targets import SageMakerTarget, Target, parse_target
 
 INTERLEAVED = "interleaved"
 MAX_ARMS = 26  # one letter each in `order`
@@ -91,53 +94,9 @@ class StopOptions(SpeedStop):
     )
 
 
-class SageMakerArm(_Strict):
-    """`[arm.sagemaker]`: an endpoint the run deploys, measures and deletes (`deploy`'s options)."""
-
-    model: str = Field(min_length=1, description="Hugging Face model id")
-    instance_type: str = DEFAULT_INSTANCE_TYPE
-    region: str | None = Field(None, description="default: AWS_REGION, AWS_DEFAULT_REGION, profile")
-    fallback_regions: list[str] = Field(default_factory=list)
-    fallback_instance_types: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    endpoint: str | None = Field(None, description="endpoint name; default PLAN-ARM")
-    role: str | None = Field(None, description="execution role ARN; default $SAGEMETER_ROLE_ARN")
-    image: str | None = None
-    image_tag: str | None = None
-    max_model_len: int = Field(
-        DEFAULT_MAX_MODEL_LEN, ge=0, le=MAX_CONTEXT_TOKENS, description="0 leaves it to vLLM"
-    )
-    gpu_memory_utilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, ge=0, le=1)
-    count: int = Field(1, ge=1, le=100)
-    inference_ami: str | None = None
-    startup_timeout: int = DEFAULT_STARTUP_TIMEOUT_S
-    download_timeout: int = DEFAULT_DOWNLOAD_TIMEOUT_S
-    provision_timeout: int | None = None
-    deadline_minutes: DeadlineMinutes = Field(60.0, description="stop waiting for InService after")
-    predicted_decode: PredictedDecode | None = Field(
-        None,
-        description="what `sagemaker recommend --plan` predicted for instance_type; the run "
-        "copies it into the arm's result, and the report puts it beside the measured decode",
-    )
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_strings(cls, value: Any) -> Any:
-        """TOML writes 8192 as a number; the container environment holds strings."""
-        if isinstance(value, Mapping):
-            return {
-                key: str(item).lower() if isinstance(item, bool) else str(item)
-                for key, item in value.items()
-            }
-        return value
-
-    @property
-    def instance_types(self) -> list[str]:
-        return [self.instance_type, *self.fallback_instance_types]
-
-
 class Arm(_Strict):
-    """One checkpoint compared: a target that already runs, or a platform table the run owns."""
+    """One checkpoint compared: a target that already runs, or a platform table the run owns
+    (`[arm.sagemaker]`, or a plug-in platform's `[arm.NAME]`: platforms/registry.py)."""
 
     name: str
     target: str | None = Field(
@@ -145,7 +104,8 @@ class Arm(_Strict):
         description="http://HOST:PORT, NAME@REGION: used, never deleted; local:CHECKPOINT, "
         "vllm:CHECKPOINT: started for each visit and stopped after it",
     )
-    sagemaker: SageMakerArm | None = None
+    _platform: str | None = PrivateAttr(None)
+    _table: BaseModel | None = PrivateAttr(None)
 
     @field_validator("name")
     @classmethod
@@ -156,24 +116,64 @@ class Arm(_Strict):
             )
         return value
 
-    @model_validator(mode="after")
-    def _one_kind(self) -> Arm:
-        if self.target is None and self.sagemaker is None:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _platform_table(cls, data: Any, handler: ModelWrapValidatorHandler[Arm]) -> Arm:
+        """A key naming an installed platform is that platform's table, validated by it."""
+        if isinstance(data, Arm) or not isinstance(data, Mapping):
+            return handler(data)
+        tables = {key: value for key, value in data.items() if _is_platform_key(key)}
+        arm = handler({key: value for key, value in data.items() if key not in tables})
+        if len(tables) > 1:
+            raise ValueError(f"give one platform table, not {len(tables)}: {', '.join(tables)}")
+        if arm.target is None and not tables:
             raise ValueError(
                 'give target = "…" (an endpoint that runs already) or an [arm.sagemaker] table'
             )
-        if self.target is not None and self.sagemaker is not None:
-            raise ValueError("give target or an [arm.sagemaker] table, not both")
-        return self
+        if arm.target is not None and tables:
+            raise ValueError(f"give target or an [arm.{next(iter(tables))}] table, not both")
+        for key, value in tables.items():
+            try:
+                table = value if isinstance(value, BaseModel) else platform_of(key).table(value)
+            except ValidationError as exc:  # located by plan_from_data (`_table_errors`)
+                raise PydanticCustomError(
+                    "platform_table", "[arm.{key}]: {error}", {"key": key, "error": str(exc)}
+                ) from None
+            arm._platform, arm._table = key, table
+        return arm
+
+    @model_serializer(mode="wrap")
+    def _with_table(self, handler: SerializerFunctionWrapHandler, info: Any) -> Any:
+        data = handler(self)
+        if self._platform is not None and self._table is not None and isinstance(data, dict):
+            data[self._platform] = self._table.model_dump(
+                mode=info.mode, by_alias=True, exclude_defaults=info.exclude_defaults
+            )
+        return data
 
     @property
     def deployed(self) -> bool:
-        """Whether the run creates (and deletes) this arm's endpoint."""
-        return self.sagemaker is not None
+        """Whether the run creates (and deletes) this arm's endpoint, on its platform."""
+        return self._platform is not None
+
+    @property
+    def platform(self) -> str | None:
+        """The name of the platform the arm is deployed on (its table's), if any."""
+        return self._platform
+
+    @property
+    def table(self) -> Any:
+        """The arm's platform table, as its platform validated it."""
+        return self._table
 
     def parsed_target(self) -> Target:
         assert self.target is not None
         return parse_target(self.target)
+
+
+def _is_platform_key(key: object) -> bool:
+    """A key of an arm that is none of its own and names an installed platform."""
+    return isinstance(key, str) and key not in Arm.model_fields and platform_named(key) is not None
 
 
 class Plan(_Strict):
@@ -222,14 +222,6 @@ class Plan(_Strict):
 
     def arm_named(self, name: str) -> Arm:
         return next(arm for arm in self.arms if arm.name == name)
-
-    def endpoint_name(self, arm: Arm) -> str:
-        """The SageMaker endpoint an arm deploys: its own `endpoint`, else PLAN-ARM made valid."""
-        assert arm.sagemaker is not None
-        if arm.sagemaker.endpoint:
-            return arm.sagemaker.endpoint
-        raw = re.sub(r"[^A-Za-z0-9]+", "-", f"{self.name}-{arm.name}")
-        return raw.strip("-")[:63].rstrip("-")
 
     def settings(self) -> MeasureSettings:
         """`[measure]`'s settings with `[stop]`'s speed target."""
@@ -346,10 +338,14 @@ def plan_from_data(
     plan: Plan | None = None
     arms: list[Arm]
     measure: MeasureOptions | None
+    errors = _table_errors(normalised)
     try:
         plan = Plan.model_validate(normalised)
     except ValidationError as exc:
-        problems += _validation_problems(normalised, exc)
+        errors += [e for e in exc.errors() if e["type"] != "platform_table"]
+    if errors:
+        plan = None
+        problems += _validation_problems(normalised, errors)
     if plan is not None:
         problems += plan_problems(plan)
         arms, measure = list(plan.arms), plan.measure
@@ -371,12 +367,34 @@ def plan_from_data(
     return plan
 
 
-def _validation_problems(data: Mapping[str, Any], exc: ValidationError) -> list[str]:
+def _table_errors(data: Mapping[str, Any]) -> list[Any]:
+    """Each platform table's own errors, located in the plan (`arm "qat".sagemaker.model`): a
+    platform validates its table, so pydantic cannot locate them inside the arm alone."""
+    errors: list[Any] = []
+    arms = data.get("arm")
+    for index, arm in enumerate(arms if isinstance(arms, list) else []):
+        if not isinstance(arm, Mapping):
+            continue
+        for key, value in arm.items():
+            if not _is_platform_key(key):
+                continue
+            if not isinstance(value, Mapping):
+                where = ("arm", index, key)
+                errors.append({"type": "dict_type", "loc": where, "msg": "write a table"})
+                continue
+            try:
+                platform_of(key).table(value)
+            except ValidationError as exc:
+                errors += [{**e, "loc": ("arm", index, key, *e["loc"])} for e in exc.errors()]
+    return errors
+
+
+def _validation_problems(data: Mapping[str, Any], all_errors: list[Any]) -> list[str]:
     """Pydantic's errors as lines naming their keys: one per key (an unknown or missing key
     before a wrong value), in the plan's order."""
     rank = {"extra_forbidden": 0, "missing": 1}
     best: dict[str, Any] = {}
-    errors, meant = _misspelt(exc.errors())
+    errors, meant = _misspelt(all_errors)
     for error in errors:
         loc = tuple(error["loc"])
         where = _where(data, loc) or str(loc[0] if loc else "")
@@ -515,19 +533,14 @@ def _ready_problems(
 
 
 def _deploy_problems(plan: Plan) -> list[str]:
-    """Each deployed arm's region, role and container spec, as `sagemaker deploy` would build
-    them (no AWS call: what the account holds is checked when the run starts)."""
-    deployed = [arm for arm in plan.arms if arm.sagemaker is not None]
-    if not deployed:
-        return []
-    from sagemeter import sagemaker as sm
-    from sagemeter.experiment.cloud import deploy_spec
-
-    aws = sm.Aws()
+    """Each deployed arm as its platform would deploy it, checked without creating anything
+    and without asking for credentials (what an account holds is checked when the run starts)."""
     problems = []
-    for arm in deployed:
+    for name, arms in deployed_by_platform(plan).items():
         try:
-            deploy_spec(plan, arm, aws)
+            platform_of(name).check(plan, arms, fresh=False, need_credentials=False)
+        except ManyProblems as exc:
+            problems += exc.problems
         except UserError as exc:
             problems.append(str(exc))
     return problems
@@ -590,34 +603,22 @@ def check_plan(plan: Plan, source: str) -> None:
 def plan_problems(plan: Plan) -> list[str]:
     """What pydantic cannot see alone: names that collide, the order, measure settings."""
     problems = _name_problems(list(plan.arms))
-    endpoints: dict[str, str] = {}
-    for arm in plan.arms:
-        if arm.sagemaker is None:
-            continue
-        endpoint = plan.endpoint_name(arm)
-        key = f'arm "{arm.name}".sagemaker.endpoint'
-        if not SAGEMAKER_ENDPOINT_NAME.match(endpoint):
-            problems.append(
-                f"{key}: {endpoint!r} is not a valid endpoint name (1-63 letters, digits, hyphens)"
-            )
-        elif endpoint in endpoints:
-            problems.append(
-                f'{key}: {endpoint!r} is also arm "{endpoints[endpoint]}"\'s endpoint; '
-                "set `endpoint` to tell them apart"
-            )
-        endpoints[endpoint] = arm.name
+    for name, arms in deployed_by_platform(plan).items():
+        problems += platform_of(name).plan_problems(plan, arms)
     if plan.measure.ray is not None:
         for arm in plan.arms:
-            if arm.deployed or is_sagemaker_arm(arm):
+            kind = _not_openai(arm)
+            if kind is not None:
                 problems.append(
-                    f'measure.ray: arm "{arm.name}" is a SageMaker endpoint, whose '
+                    f'measure.ray: arm "{arm.name}" is {kind}, whose '
                     "batches go through boto3 on this machine; leave out ray"
                 )
     if plan.slo is not None:
         for arm in plan.arms:
-            if arm.deployed or is_sagemaker_arm(arm):
+            kind = _not_openai(arm)
+            if kind is not None:
                 problems.append(
-                    f'slo: arm "{arm.name}" is a SageMaker endpoint, which answers through the '
+                    f'slo: arm "{arm.name}" is {kind}, which answers through the '
                     "runtime API the load generator does not speak; leave out [slo] or the arm"
                 )
     order = plan.order_text
@@ -654,6 +655,24 @@ def plan_problems(plan: Plan) -> list[str]:
     return problems
 
 
+def deployed_by_platform(plan: Plan) -> dict[str, list[Arm]]:
+    """The arms the run deploys, by the name of the platform each is deployed on."""
+    found: dict[str, list[Arm]] = {}
+    for arm in plan.arms:
+        if arm.platform is not None:
+            found.setdefault(arm.platform, []).append(arm)
+    return found
+
+
+def _not_openai(arm: Arm) -> str | None:
+    """What an arm is when it does not answer OpenAI's API (Ray batches and an SLO search need
+    it): a SageMaker endpoint target, or a platform's that says so; None when it does."""
+    if arm.platform is not None:
+        facts = platform_of(arm.platform).facts(arm)
+        return None if facts.speaks_openai else facts.kind
+    return "a SageMaker endpoint" if is_sagemaker_arm(arm) else None
+
+
 def is_sagemaker_arm(arm: Arm) -> bool:
     """An arm whose target is a SageMaker endpoint (a target that does not parse is said
     elsewhere)."""
@@ -684,5 +703,6 @@ def _order_problem(order: str, arms: int) -> str | None:
     return None
 
 
-def arm_kind(arm: Arm) -> Literal["sagemaker", "target"]:
-    return "sagemaker" if arm.sagemaker is not None else "target"
+def arm_kind(arm: Arm) -> str:
+    """What an arm is: the name of the platform it is deployed on, or "target"."""
+    return arm.platform or "target"

@@ -5,20 +5,21 @@ names, the spend cap against the estimate) before it makes the run folder; `resu
 folder's journal instead, after checking that its plan.toml and input files are unchanged
 (frozen.py). `execute` then runs every step that is not done yet:
 
-- deploy: `sagemeter.sagemaker.deploy`, with the arm's fallback regions; the region and
-  instance type SageMaker placed, and their price, go into the journal and are what the arm is
-  measured, priced and deleted by. On resume, an endpoint from before is waited out (Creating),
-  then used when InService, else deleted and deployed again.
+- deploy: the arm's platform (`[arm.sagemaker]`: SageMaker; a plug-in's `[arm.NAME]`, found
+  by platforms/registry.py) deploys it, with its fallbacks; where it was placed, and its price,
+  go into the journal and are what the arm is measured, priced and deleted by. On resume, an
+  endpoint from before is adopted by its platform when it still answers, else deleted and
+  deployed again.
 - measure: `sagemeter.measure.workflow.measure_target`; a visit whose result file exists is never
   measured again. Interleaved, the arms are measured together, taking turns (turns.py). A step
   whose result is incomplete ends `incomplete` and the run goes on to combine and report: a run
   never loops on it. The journal's `measured` keeps the time order the results were written in.
-- delete: `sagemeter.sagemaker.delete` in every region the deploy left something.
+- delete: the platform deletes whatever the deploy left.
 - combine and report: `sagemeter.compare.combine` and `sagemeter.report.writer.write_report`.
 
 A stop (Ctrl-C, SIGTERM, the spend cap, a cancelled MCP call) or a failed step ends the step in
 progress, then deletes everything the run created that may still exist, waiting out an endpoint
-that is still Creating. `Abandoned` (a second Ctrl-C) skips that, and the outcome lists what
+that is still starting. `Abandoned` (a second Ctrl-C) skips that, and the outcome lists what
 still runs and what it costs.
 """
 
@@ -33,12 +34,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from sagemeter import sagemaker as sm
-from sagemeter.atomic import check_output_folder
+from sagemeter import filekinds
+from sagemeter.atomic import check_output_file, check_output_folder, write_text_atomic
 from sagemeter.compare import Comparison, combine, save_comparison
+from sagemeter.compare.combine import recorded_price
+from sagemeter.engines.endpoints import check_target
 from sagemeter.errors import (
     InputError,
     ManyProblems,
@@ -47,7 +49,6 @@ from sagemeter.errors import (
     exit_code,
     reworded,
 )
-from sagemeter.experiment.cloud import check_names_free, deploy_spec
 from sagemeter.experiment.estimate import Estimate, estimate
 from sagemeter.experiment.frozen import (
     check_all_unchanged,
@@ -68,7 +69,13 @@ from sagemeter.experiment.journal import (
     this_session,
     utc_now,
 )
-from sagemeter.experiment.plan import Arm, Plan, plan_from_data, stop_problems
+from sagemeter.experiment.plan import (
+    Arm,
+    Plan,
+    deployed_by_platform,
+    plan_from_data,
+    stop_problems,
+)
 from sagemeter.experiment.quality_stop import QualityStop
 from sagemeter.experiment.steps import (
     StepSpec,
@@ -82,21 +89,25 @@ from sagemeter.experiment.stop import Abandoned, CapWatch, StopFlag, StopKind, S
 from sagemeter.experiment.turns import TakingTurns, Turns
 from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn
-from sagemeter.measure.workflow import PhaseFn, measure_target, selected_questions, total_requests
-from sagemeter.results import MeasureResult, load_result, result_path
-from sagemeter.sagemaker.endpoint import (
-    BUSY_STATES,
-    DEFAULT_POLL_S,
-    describe_endpoint,
-    placed_instance_types,
-    wait_until,
+from sagemeter.measure.workflow import (
+    PhaseFn,
+    engine_log_path,
+    measure_target,
+    selected_questions,
+    total_requests,
 )
-from sagemeter.sagemaker.pricing import try_hourly_price
-from sagemeter.targets import CommandTarget, OpenAITarget, SageMakerTarget, Target
+from sagemeter.platforms.registry import CheckProblems, Hooks, Platform, platform_of
+from sagemeter.report.writer import write_report
+from sagemeter.results import MeasureResult, load_result, result_path
+from sagemeter.targets import CommandTarget, OpenAITarget, Target
+from sagemeter.textfiles import probe_json
 from sagemeter.transport.batch import batches_on_ray
 from sagemeter.transport.chat import ChatClient
+from sagemeter.transport.ray_pool import require_ray
+from sagemeter.transport.request import check_api_key
 
 COMPARE_FILE = "compare.json"
+DEFAULT_POLL_S = 15.0  # how often a platform's waits look again (SageMaker's describe calls)
 STOP_POLL_S = 0.1  # how often a measurement looks for a stop request
 
 
@@ -116,9 +127,11 @@ class RunEvents:
     step_finished: Callable[[StepRecord, Journal], None] = _nothing
     # Given a result's name and its request count: that measurement's progress and phase callbacks.
     measuring: Callable[[str, int], tuple[ProgressFn, PhaseFn]] = _no_bars
-    cloud: Callable[[sm.Progress], None] = _nothing
+    # A platform's news while it deploys or deletes, and a delete's report (SageMaker's:
+    # sagemeter.sagemaker's Progress and DeleteReport), for the face to print.
+    cloud: Callable[[Any], None] = _nothing
     note: Callable[[str], None] = _nothing
-    deleted: Callable[[sm.DeleteReport], None] = _nothing
+    deleted: Callable[[Any], None] = _nothing
 
 
 @dataclass
@@ -128,8 +141,8 @@ class Prepared:
     plan: Plan
     run_dir: Path
     journal: Journal
-    specs: dict[str, sm.DeploySpec] = field(default_factory=dict)
-    aws: sm.Aws | None = None
+    # What each platform's check found, by platform name (the platform's own answer).
+    checked: dict[str, object] = field(default_factory=dict)
     estimate: Estimate | None = None
 
 
@@ -176,49 +189,43 @@ def check_ready(
     need_credentials: bool = True,
     source: str = "plan",
     folder: str | None = None,
-) -> tuple[dict[str, sm.DeploySpec], sm.Aws | None]:
+) -> dict[str, object]:
     """Everything that can be known before a step runs: the question set, each target (a cmd:
-    arm's as it will run, in the plan's `folder`), and for deployed arms the credentials,
-    region, role and spec (and, for a new run, free names), and a sequential stop's looks for
-    the question set. Every problem found is reported at once (several under `source`), so a
-    plan is mended in one go."""
+    arm's as it will run, in the plan's `folder`), and for deployed arms what their platform
+    checks (SageMaker's: the credentials, region, role and spec and, for a new run, free
+    names), and a sequential stop's looks for the question set. Every problem found is
+    reported at once (several under `source`), so a plan is mended in one go. The answer: what
+    each platform's check found, by platform name."""
     problems = _Problems()
     questions = _collect(problems, lambda: selected_questions(plan.settings()))
     if questions is not None:
         problems += stop_problems(plan, len(questions.questions))
     if plan.measure.ray is not None:
-        from sagemeter.transport.ray_pool import require_ray
-
         _collect(problems, require_ray, label="measure.ray", strip="--ray ")
     for arm in plan.arms:
         if arm.target is not None:
             _collect(problems, _target_check(arm, folder), label=f'arm "{arm.name}".target')
     _collect(problems, partial(_check_env_key, plan))
-    deployed = [arm for arm in plan.arms if arm.deployed]
-    if not deployed:
-        _raise_all(problems, source)
-        return {}, None
-    aws = sm.Aws()
-    has_credentials = aws.session.get_credentials() is not None
-    if need_credentials or has_credentials:
-        _collect(problems, aws.require_credentials)
-    specs: dict[str, sm.DeploySpec] = {}
-    for arm in deployed:
-        spec = _collect(problems, partial(deploy_spec, plan, arm, aws))
-        if spec is not None:
-            specs[arm.name] = spec
-    if fresh and has_credentials and not problems:
-        _collect(problems, partial(check_names_free, specs, aws, sm.Ledger()))
+    checked: dict[str, object] = {}
+    for name, arms in deployed_by_platform(plan).items():
+        check = partial(
+            platform_of(name).check,
+            plan,
+            arms,
+            fresh=fresh and not problems,
+            need_credentials=need_credentials,
+        )
+        found = _collect(problems, check)
+        if found is not None:
+            checked[name] = found
     _raise_all(problems, source)
-    return specs, aws if has_credentials else None
+    return checked
 
 
 def _target_check(arm: Arm, folder: str | None) -> Callable[[], None]:
     """The arm's target parsed and checked, as one step `_collect` can run."""
 
     def check() -> None:
-        from sagemeter.engines.endpoints import check_target
-
         check_target(arm_target(arm, folder))
 
     return check
@@ -255,6 +262,9 @@ def _collect(
         return check()
     except ManyProblems as exc:
         problems.extend(f"{label}: {one}" if label else one for one in exc.problems)
+        failure = exc.failure if isinstance(exc, CheckProblems) else None
+        if failure is not None and problems.failure is None:
+            problems.failure = failure
     except UserError as exc:
         text = str(exc).removeprefix(strip)
         problems.append(f"{label}: {text}" if label else text)
@@ -313,8 +323,8 @@ def start_run(
     `plan_folder` (default: the current folder) is what the plan's relative paths mean: the
     caller has anchored them there (`freeze_paths`); a cmd: arm's command runs there."""
     folder = str((plan_folder or Path.cwd()).expanduser().resolve())
-    specs, aws = check_ready(plan, fresh=True, source=plan_source, folder=folder)
-    planned = estimate(plan, specs, aws)
+    checked = check_ready(plan, fresh=True, source=plan_source, folder=folder)
+    planned = estimate(plan, checked)
     check_cap(plan, planned)
     run_dir = out or default_run_dir(plan.name)
     if (run_dir / JOURNAL_FILE).exists():
@@ -329,8 +339,6 @@ def start_run(
     check_output_folder(run_dir, "--out")  # made here, and proved writable
     plan_sha256 = None
     if plan_text is not None:
-        from sagemeter.atomic import write_text_atomic
-
         write_text_atomic(run_dir / PLAN_FILE, plan_text)
         plan_sha256 = sha256_of(run_dir / PLAN_FILE)
     journal = Journal(
@@ -354,7 +362,7 @@ def start_run(
         ],
     )
     journal.save(run_dir)
-    return Prepared(plan=plan, run_dir=run_dir, journal=journal, specs=specs, aws=aws,
+    return Prepared(plan=plan, run_dir=run_dir, journal=journal, checked=checked,
                     estimate=planned)  # fmt: skip
 
 
@@ -379,18 +387,18 @@ def resume_run(
         plan = vet(plan)
     if [s.label for s in journal.steps] != [s.label for s in plan_steps(plan)]:
         raise UserError(f"{run_dir / JOURNAL_FILE}: its steps do not match its plan")
-    specs, aws = check_ready(
+    checked = check_ready(
         plan, fresh=False, source=str(run_dir / JOURNAL_FILE), folder=journal.plan_folder
     )
     check_run_outputs(run_dir, plan)
     remaining = {
         visit.result_name for visit in visits(plan) if not _measured(run_dir, visit.result_name)
     }
-    planned = estimate(plan, specs, aws, remaining=remaining)
+    planned = estimate(plan, checked, remaining=remaining)
     spent, _ = journal.cost()
     if journal.state != "done":
         check_cap(plan, planned, spent)
-    return Prepared(plan=plan, run_dir=run_dir, journal=journal, specs=specs, aws=aws,
+    return Prepared(plan=plan, run_dir=run_dir, journal=journal, checked=checked,
                     estimate=planned)  # fmt: skip
 
 
@@ -409,10 +417,6 @@ def finished_line(run_dir: Path, journal: Journal) -> str:
 def check_run_outputs(run_dir: Path, plan: Plan) -> None:
     """Every file a resumed run writes in its folder, checked before a step runs (a deploy
     bills by the hour): never a link, a FIFO or a device, never a result of another kind."""
-    from sagemeter import filekinds
-    from sagemeter.atomic import check_output_file
-    from sagemeter.measure.workflow import engine_log_path
-
     journal, compared = run_dir / JOURNAL_FILE, run_dir / COMPARE_FILE
     check_output_file(journal, "the journal", force=True, kind=filekinds.JOURNAL)
     check_output_file(compared, "the comparison", force=True, kind=filekinds.COMPARISON)
@@ -462,13 +466,11 @@ class _Run:
         self.plan = prepared.plan
         self.run_dir = prepared.run_dir
         self.journal = prepared.journal
-        self.specs = prepared.specs
-        self.aws = prepared.aws
+        self.checked = prepared.checked
         self.prices = prepared.estimate.prices if prepared.estimate else {}
         self.events = events
         self.stop = stop
         self.poll_s = poll_s
-        self.ledger = sm.Ledger()
         self.steps = plan_steps(self.plan)
         self.settings = self.plan.settings()
         self.requests = total_requests(
@@ -521,7 +523,7 @@ class _Run:
                 self.save()
                 self.events.note(f"stopping: {journal.stopped_because}")
                 self._teardown()
-                if not isinstance(exc, UserError | ClientError | BotoCoreError):
+                if not isinstance(exc, UserError):
                     bug = exc
         except Abandoned as exc:
             abandoned = True
@@ -603,7 +605,10 @@ class _Run:
                 self._skip(record, f"not needed: {visit.result_name} is measured")
                 return
             self._begin(record)
-            self._done(record, _placed_note(self._ensure_live(visit)))
+            deployment = self._ensure_live(visit)
+            assert visit.arm.platform is not None
+            live = platform_of(visit.arm.platform).facts(visit.arm).live
+            self._done(record, _placed_note(deployment, live))
         elif spec.kind == "measure":
             todo = [v for v in spec.visits if not _measured(self.run_dir, v.result_name)]
             if not todo and record.state in ("running", "stopped"):
@@ -638,8 +643,6 @@ class _Run:
                 self._skip(record, "done before")
                 return
             self._begin(record)
-            from sagemeter.report.writer import write_report
-
             written = write_report(self.run_dir)
             self._done(record, f"wrote {len(written)} files")
 
@@ -648,9 +651,9 @@ class _Run:
     def _target(self, visit: Visit) -> Target:
         if visit.arm.deployed:
             deployment = self.journal.deployment(visit.result_name)
-            if deployment is None or deployment.state != "live" or deployment.region is None:
+            if deployment is None or deployment.state != "live":
                 raise UserError(f"{visit.result_name}: its endpoint is not live")
-            return SageMakerTarget(deployment.endpoint, deployment.region, "recorded")
+            return platform_of(deployment.platform).target(deployment)
         return arm_target(visit.arm, self.journal.plan_folder)
 
     def _fidelity_reference(self, visit: Visit) -> FidelityRecord | None:
@@ -777,7 +780,9 @@ class _Run:
                     price_per_hour=self._price_of(visit),
                     quality_looks=looks.arm(name) if looks is not None else None,
                     predicted_decode=(
-                        visit.arm.sagemaker.predicted_decode if visit.arm.sagemaker else None
+                        platform_of(visit.arm.platform).facts(visit.arm).predicted_decode
+                        if visit.arm.platform is not None
+                        else None
                     ),
                 )
             finally:
@@ -813,6 +818,19 @@ class _Run:
             return None
         return deployment.hourly_usd * deployment.count
 
+    def _deployed_price(self, names: Sequence[str]) -> tuple[float, str] | None:
+        """The hourly price every one of these visits' deployments was billed at (price x
+        count), when all were deployed and priced alike, with the line that says so."""
+        found = [self.journal.deployment(name) for name in names]
+        prices = {
+            d.hourly_usd * d.count for d in found if d is not None and d.hourly_usd is not None
+        }
+        if len(prices) != 1 or any(d is None or d.hourly_usd is None for d in found):
+            return None
+        (usd,) = prices
+        platforms = ", ".join(sorted({d.platform for d in found if d is not None}))
+        return usd, f"cost rows at ${usd:g} per hour, the price {platforms} billed (the journal's)"
+
     async def _cancel_on_stop(self, tasks: list[asyncio.Task[MeasureResult]]) -> None:
         while not self.stop.requested:
             await asyncio.sleep(STOP_POLL_S)
@@ -827,174 +845,94 @@ class _Run:
         known = None if self.plan.interleaved or not all(n in last for n in names) else last
         time_order = sorted(names, key=known.__getitem__) if known is not None else None
         comparison = combine(paths, price_per_hour=self.plan.price_per_hour, time_order=time_order)
+        deployed = self._deployed_price(names)
+        if (
+            comparison.price_per_hour is None
+            and deployed is not None
+            and recorded_price(paths, [load_result(path) for path in paths]) == (None, [])
+        ):
+            # No price given and no result records one: the one the platform billed.
+            usd, billed = deployed
+            comparison = combine(paths, price_per_hour=usd, time_order=time_order)
+            comparison.warnings.append(billed)
         order, note = measured_order(self.plan, self.journal.measured)
         comparison = comparison.model_copy(update={"order": order, "order_note": note})
         save_comparison(comparison, self.run_dir / COMPARE_FILE)
         self.comparison = comparison
         return f"wrote {COMPARE_FILE} ({' → '.join(comparison.names)})"
 
-    # ------------------------------------------------------------------ the cloud
+    # ------------------------------------------------------------------ the platforms
 
-    def _deploy_progress(self, progress: sm.Progress) -> None:
+    def _progress(self, progress: Any) -> None:
         """Deploys and waits stop at their next poll once a stop is asked for."""
         self.stop.check()
         self.events.cloud(progress)
 
-    def _recorded(self, deployment: Deployment) -> list[tuple[str, sm.LedgerRecord]]:
-        """This deployment's records in the local ledger that may still exist in AWS."""
-        since = parse_utc(deployment.started_utc).replace(microsecond=0)
-        found = []
-        for region in dict.fromkeys([deployment.region, *deployment.regions]):
-            if region is None:
-                continue
-            record = self.ledger.get(region, deployment.endpoint)
-            if record is not None and record.active and parse_utc(record.created_utc) >= since:
-                found.append((region, record))
-        return found
+    def _hooks(self, *, stoppable: bool = True) -> Hooks:
+        """A deploy or adopt stops at its next poll once a stop is asked for; a delete (the
+        teardown after a stop too) goes on to the end."""
+        return Hooks(
+            save=self.save,
+            progress=self._progress if stoppable else self.events.cloud,
+            note=self.events.note,
+            deleted=self.events.deleted,
+            poll_s=self.poll_s,
+            price_per_hour=self.plan.price_per_hour,
+        )
 
-    def _aws(self) -> sm.Aws:
-        if self.aws is None:
-            self.aws = sm.Aws()
-            self.aws.require_credentials()
-        return self.aws
+    def _platform(self, name: str) -> tuple[Platform, object]:
+        """A deployment's platform, and what its check found (checked now when the run did
+        not: a journal naming a platform the plan no longer deploys on)."""
+        platform = platform_of(name)
+        if name not in self.checked:
+            arms = [arm for arm in self.plan.arms if arm.platform == name]
+            self.checked[name] = platform.check(self.plan, arms, fresh=False, need_credentials=True)
+        return platform, self.checked[name]
 
     def _ensure_live(self, visit: Visit) -> Deployment:
-        """The visit's endpoint InService: one left from before (waited out while Creating),
-        else a new deploy."""
+        """The visit's endpoint live: one left from before (adopted by its platform), else a
+        new deploy."""
         deployment = self.journal.deployment(visit.result_name)
         if deployment is not None and deployment.may_exist:
-            adopted = self._adopt(deployment)
-            if adopted:
+            platform, checked = self._platform(deployment.platform)
+            if platform.adopt(checked, deployment, self._hooks()):
+                live = platform.facts(visit.arm).live
+                deployment.state, deployment.live_utc = "live", deployment.live_utc or utc_now()
+                deployment.note = f"found {live} from before the interruption: used"
+                self.save()
+                self.events.note(f"{deployment.target} is {live} from before: measuring it")
                 return deployment
             self._delete(deployment)
         return self._deploy(visit)
 
-    def _adopt(self, deployment: Deployment) -> bool:
-        aws = self._aws()
-        for region, record in self._recorded(deployment):
-            description = describe_endpoint(aws, deployment.endpoint, region)
-            if description is None:
-                continue
-            status = description.get("EndpointStatus")
-            if status in BUSY_STATES:
-                self.events.note(
-                    f"{deployment.endpoint}@{region} is still {status} from before: waiting for "
-                    "it to finish"
-                )
-                description, _ = wait_until(
-                    aws,
-                    deployment.endpoint,
-                    region,
-                    done=lambda d: d is None or d.get("EndpointStatus") not in BUSY_STATES,
-                    phase="waiting for the deploy from before",
-                    deadline_s=self._deadline_s(deployment),
-                    poll_s=self.poll_s,
-                    on_progress=self._deploy_progress,
-                )
-            if description is None or description.get("EndpointStatus") != "InService":
-                continue
-            placed = placed_instance_types(description) or record.placed_instance_types
-            placed_type = placed[0] if placed else record.instance_types[0]
-            deployment.region, deployment.placed_instance_type = region, placed_type
-            deployment.state, deployment.live_utc = "live", deployment.live_utc or utc_now()
-            if record.hourly_usd is not None and record.priced_instance_type == placed_type:
-                deployment.hourly_usd = record.hourly_usd
-                deployment.price_note = f"{placed_type} in {region}: {record.price_note}"
-            elif self.plan.price_per_hour is None:
-                quote, why = try_hourly_price(placed_type, region, aws=aws)
-                if quote is not None:
-                    deployment.hourly_usd = quote.usd_per_hour
-                deployment.price_note = (
-                    f"{placed_type} in {region}: {quote.source if quote else why}"
-                )
-            deployment.note = "found InService from before the interruption: used"
-            self.save()
-            self.events.note(f"{deployment.target} is InService from before: measuring it")
-            return True
-        return False
-
-    def _deadline_s(self, deployment: Deployment) -> float:
-        sage = self.plan.arm_named(deployment.arm).sagemaker
-        return (sage.deadline_minutes if sage else 60.0) * 60
-
     def _deploy(self, visit: Visit) -> Deployment:
         arm = visit.arm
-        spec = self.specs[arm.name]
+        assert arm.platform is not None
+        platform, checked = self._platform(arm.platform)
+        deployment = platform.deployment(checked, arm, visit.result_name)
         estimated = self.prices.get(arm.name)
-        deployment = Deployment(
-            result=visit.result_name,
-            arm=arm.name,
-            endpoint=spec.name,
-            regions=spec.regions,
-            instance_types=spec.instance_types,
-            count=spec.count,
-            hourly_usd=estimated.usd_per_hour if estimated else None,
-            price_note=f"the estimate until placed: {estimated.note}" if estimated else None,
-        )
+        if estimated is not None:
+            deployment.hourly_usd = estimated.usd_per_hour
+            deployment.price_note = f"the estimate until placed: {estimated.note}"
         self.journal.deployments.append(deployment)
         self.save()  # before the first create call: a kill now leaves a deployment to look for
         try:
-            result = sm.deploy(
-                spec,
-                on_progress=self._deploy_progress,
-                deadline_s=self._deadline_s(deployment),
-                poll_s=self.poll_s,
-                price_per_hour=self.plan.price_per_hour,
-                aws=self._aws(),
-                ledger=self.ledger,
-            )
+            platform.deploy(checked, deployment, self._hooks())
         except UserError as exc:
-            deployment.state, deployment.note = "failed", str(exc)
+            if deployment.state != "failed":
+                deployment.state, deployment.note = "failed", str(exc)
             self.save()
             raise
-        deployment.region = result.region
-        deployment.attempts = [
-            f"{attempt.region}: {attempt.outcome}"
-            + (f" ({attempt.reason})" if attempt.reason else "")
-            for attempt in result.attempts[:-1]
-        ]
-        if not result.in_service:
-            deployment.state = "failed"
-            deployment.note = result.failure_reason or result.note or result.status
-            self.save()
-            reason = result.note if result.timed_out else result.failure_reason
-            raise UserError(
-                f"{spec.name} in {result.region}: {result.status or 'failed'}: {reason or '?'}"
-            )
-        placed = result.placed_instance_types or [spec.instance_type]
-        deployment.placed_instance_type = placed[0]
         deployment.state, deployment.live_utc = "live", utc_now()
-        if result.hourly_usd is not None:
-            deployment.hourly_usd = result.hourly_usd
-            deployment.price_note = f"{result.priced_instance_type} in {result.region}: " + (
-                result.price_note or "?"
-            )
-        else:
-            deployment.price_note = (
-                f"no price for {placed[0]} in {result.region} ({result.price_note}); counted at "
-                "the estimate"
-            )
         self.save()
         return deployment
 
     def _delete(self, deployment: Deployment) -> None:
-        """Delete what this deployment left in any region, waiting out Creating first."""
+        """Delete what this deployment left, waiting out a start first (its platform does)."""
         deployment.state = "deleting"
         self.save()
-        aws = self._aws()
-        for region, record in self._recorded(deployment):
-            busy = record.endpoint_status in BUSY_STATES
-            wait = f" (still {record.endpoint_status}: waiting until SageMaker allows it)"
-            self.events.note(f"deleting {deployment.endpoint}@{region}{wait if busy else ''}")
-            report = sm.delete(
-                deployment.endpoint,
-                region,
-                on_progress=self.events.cloud,
-                poll_s=self.poll_s,
-                aws=aws,
-                ledger=self.ledger,
-            )
-            self.events.deleted(report)
+        platform, checked = self._platform(deployment.platform)
+        platform.delete(checked, deployment, self._hooks(stoppable=False))
         deployment.state, deployment.deleted_utc = "deleted", utc_now()
         self.save()
 
@@ -1010,7 +948,7 @@ class _Run:
         for deployment in left:
             try:
                 self._delete(deployment)
-            except (UserError, ClientError, BotoCoreError) as exc:
+            except UserError as exc:
                 deployment.note = f"could not be deleted: {_one_line(exc)}"
                 self.save()
                 self.events.note(f"could not delete {deployment.target}: {_one_line(exc)}")
@@ -1040,8 +978,6 @@ def _check_env_key(plan: Plan) -> None:
 def _api_key(target: Target) -> str | None:
     """A hosted OpenAI-compatible endpoint's key, from the environment as `measure` takes it."""
     if isinstance(target, OpenAITarget):
-        from sagemeter.transport.request import check_api_key
-
         key = os.environ.get("OPENAI_API_KEY") or None
         check_api_key(key, "OPENAI_API_KEY")
         return key
@@ -1049,15 +985,11 @@ def _api_key(target: Target) -> str | None:
 
 
 def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, ClientError | BotoCoreError):
-        from sagemeter.sagemaker.aws import explain
-
-        return str(explain(exc, "complete the request"))
     text = str(exc) or type(exc).__name__
     return " ".join(text.split())
 
 
-def _placed_note(deployment: Deployment) -> str:
+def _placed_note(deployment: Deployment, live: str) -> str:
     price = (
         f", ${deployment.hourly_usd:,.4f}/h per instance"
         if deployment.hourly_usd is not None
@@ -1065,7 +997,7 @@ def _placed_note(deployment: Deployment) -> str:
     )
     before = f"; before: {'; '.join(deployment.attempts)}" if deployment.attempts else ""
     return (
-        f"InService as {deployment.target} ({deployment.placed_instance_type} "
+        f"{live} as {deployment.target} ({deployment.instance_type or '?'} "
         f"x{deployment.count}{price}){before}"
     )
 
@@ -1083,24 +1015,27 @@ def left_running_lines(outcome: RunOutcome) -> list[str]:
         spent = f", ${cost:,.2f} so far" if cost is not None else ""
         lines.append(
             f"{deployment.target} ({deployment.state}, "
-            f"{deployment.placed_instance_type or deployment.instance_types[0]} "
-            f"x{deployment.count}, {price}{spent})"
+            f"{deployment.instance_type or '?'} x{deployment.count}, {price}{spent})"
         )
     return lines
 
 
 def resume_hint(outcome: RunOutcome) -> str:
-    deletes = " or ".join(f"`sagemeter sagemaker delete {d.target}`" for d in outcome.left_running)
+    deletes = " or ".join(_delete_hint(d) for d in outcome.left_running)
     tail = f", or {deletes}" if deletes else ""
     return f"`sagemeter run --resume {outcome.run_dir}`{tail}"
 
 
+def _delete_hint(deployment: Deployment) -> str:
+    """How a person deletes a deployment a run left, as its platform says (when it loads)."""
+    try:
+        return platform_of(deployment.platform).left_running(deployment)
+    except UserError:
+        return f"deleting {deployment.target} on {deployment.platform}"
+
+
 def _saved_comparison(path: Path) -> Comparison | None:
     """The comparison a finished combine step wrote, or None when it is gone or unreadable."""
-    from pydantic import ValidationError
-
-    from sagemeter.textfiles import probe_json
-
     payload = probe_json(path)
     if payload is None:
         return None

@@ -120,7 +120,10 @@ class _Ticks:
 
             return advance, phase
 
-        def cloud(progress: sm.Progress) -> None:
+        def cloud(progress: sm.Progress | str) -> None:
+            if isinstance(progress, str):  # a plug-in platform's news, one line
+                self.post(progress)
+                return
             status = f" {progress.status}" if progress.status else ""
             self.post(
                 f"{progress.name}@{progress.region} {progress.phase}{status}, "
@@ -136,7 +139,9 @@ class _Ticks:
             cloud=cloud,
             note=self.post,
             deleted=lambda report: self.post(
-                f"{report.name}@{report.region}: "
+                report
+                if isinstance(report, str)  # a plug-in platform's report, one line
+                else f"{report.name}@{report.region}: "
                 + ", ".join(f"{step.kind} {step.outcome}" for step in report.steps)
             ),
         )
@@ -296,8 +301,8 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
         return reply(_outcome_text(outcome), answer)
 
     def _dry_run(parsed: Plan, runs: Path) -> CallToolResult:
-        specs, aws = check_ready(parsed, fresh=True, need_credentials=False)
-        planned = estimate(parsed, specs, aws)
+        checked = check_ready(parsed, fresh=True, need_credentials=False)
+        planned = estimate(parsed, checked)
         problem = None
         try:
             check_cap(parsed, planned)

@@ -1,21 +1,26 @@
-"""The SageMaker side of an experiment: each deployed arm's deploy spec, checked before anything
-starts, and the checks that its endpoint name is free.
+"""The SageMaker side of an experiment's plan: each `[arm.sagemaker]` arm's endpoint name and
+deploy spec, checked before anything starts, and the checks that its endpoint name is free.
 
 The deploy, wait, fallback, price and delete themselves are `sagemeter.sagemaker`'s,
-the same calls `sagemeter sagemaker deploy` and `sagemeter sagemaker delete` make.
+the same calls `sagemeter sagemaker deploy` and `sagemeter sagemaker delete` make
+(platform.py drives them for a run).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import ManyProblems, UserError
-from sagemeter.experiment.plan import Arm, Plan
 from sagemeter.sagemaker.endpoint import describe_endpoint
+from sagemeter.sagemaker.plan_table import SageMakerArm
 from sagemeter.sagemaker.verbs import container_env, execution_role
+
+if TYPE_CHECKING:
+    from sagemeter.experiment.plan import Arm, Plan
 
 # DeploySpec's field → the plan's key in [arm.sagemaker].
 _PLAN_KEYS = {
@@ -33,16 +38,31 @@ def arm_key(arm: Arm) -> str:
     return f'arm "{arm.name}".sagemaker'
 
 
+def table_of(arm: Arm) -> SageMakerArm:
+    """The arm's `[arm.sagemaker]` table."""
+    table = arm.table
+    assert isinstance(table, SageMakerArm), f"arm {arm.name} is not deployed on SageMaker"
+    return table
+
+
+def endpoint_name(plan: Plan, arm: Arm) -> str:
+    """The SageMaker endpoint an arm deploys: its own `endpoint`, else PLAN-ARM made valid."""
+    table = table_of(arm)
+    if table.endpoint:
+        return table.endpoint
+    raw = re.sub(r"[^A-Za-z0-9]+", "-", f"{plan.name}-{arm.name}")
+    return raw.strip("-")[:63].rstrip("-")
+
+
 def deploy_spec(plan: Plan, arm: Arm, aws: sm.Aws) -> sm.DeploySpec:
     """The DeploySpec `sagemeter sagemaker deploy` would build from this arm; a problem names
     its key."""
-    sage = arm.sagemaker
-    assert sage is not None
+    sage = table_of(arm)
     key = arm_key(arm)
     region = sm.resolve_region(sage.region, aws, label=f"{key}.region").region
     role = execution_role(sage.role, label=f"{key}.role")
     fields: dict[str, Any] = {
-        "name": plan.endpoint_name(arm),
+        "name": endpoint_name(plan, arm),
         "model_id": sage.model,
         "region": region,
         "role_arn": role,

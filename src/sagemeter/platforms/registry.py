@@ -1,0 +1,195 @@
+"""Platforms are plug-ins: where a run's endpoints are deployed and billed, by plan table name.
+
+A platform is one object (the `Platform` protocol) registered under the entry-point group
+`sagemeter.platforms`, its entry point's name being the name of the plan table that asks for it
+(`sagemaker` for `[arm.sagemaker]`). sagemeter's own is registered the same way in its
+pyproject.toml; another distribution adds one by naming an object in that group. The experiment
+runner, its journal and its estimate reach every platform only through this module.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from sagemeter.errors import ManyProblems, SagemeterError, UserError
+
+if TYPE_CHECKING:
+    from sagemeter.experiment.journal import Deployment
+    from sagemeter.experiment.plan import Arm, Plan
+    from sagemeter.results.predicted_decode import PredictedDecode
+    from sagemeter.targets import Target
+
+GROUP = "sagemeter.platforms"
+# sagemeter's own platform, also declared in its pyproject.toml: found even when the installed
+# metadata is older than the source (an editable install not yet refreshed).
+BUILT_IN = {"sagemaker": "sagemeter.sagemaker.platform:SAGEMAKER"}
+
+
+class CheckProblems(ManyProblems):
+    """Every problem a platform's `check` found, one line each; `failure`, the first that was
+    not bad input (a cloud failure), decides the exit code of the whole report."""
+
+    def __init__(self, problems: list[str], failure: SagemeterError | None = None) -> None:
+        super().__init__("plan", problems)
+        self.failure = failure
+
+
+@dataclass(frozen=True)
+class Price:
+    """What one arm is estimated to cost per hour before it is deployed."""
+
+    usd_per_hour: float | None  # per instance; None: unknown (`note` says why)
+    note: str
+    count: int = 1  # instances billed at once
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the measurement of a deployed arm needs to know of its platform."""
+
+    predicted_decode: PredictedDecode | None = None  # a prediction the result carries beside
+    waits_for_metrics: bool = False  # the measure waits for the platform's own metrics after
+    speaks_openai: bool = True  # an OpenAI-compatible /v1: Ray batches and an SLO search work
+    kind: str = "an OpenAI-compatible endpoint"  # what its endpoints are, for a problem's line
+    live: str = "live"  # the word for an endpoint that answers (SageMaker's "InService")
+
+
+@dataclass
+class Hooks:
+    """What the runner lends a platform while it deploys, adopts or deletes."""
+
+    save: Callable[[], None]  # write the journal now (before a create call, after a change)
+    # Each poll's news: one line (str), or SageMaker's Progress, which the faces know. In a
+    # deploy or adopt it raises KeyboardInterrupt once a stop is asked for: call it while
+    # waiting. In a delete it never raises (a stop's teardown deletes to the end).
+    progress: Callable[[Any], None]
+    note: Callable[[str], None]  # one line for the person watching
+    deleted: Callable[[Any], None]  # what a delete did: one line, or SageMaker's DeleteReport
+    poll_s: float  # how often a wait looks again
+    price_per_hour: float | None  # the plan's price, which overrides any looked up
+
+
+@runtime_checkable
+class Platform(Protocol):
+    """One place endpoints are deployed and billed. Failures are sagemeter errors: bad input
+    (InputError, ManyProblems) found by `check`, cloud failures (PlatformError) after."""
+
+    name: str  # the plan table's name: [arm.NAME]
+
+    def table(self, data: Mapping[str, Any]) -> BaseModel:
+        """The arm's table as written, validated (a pydantic ValidationError names its keys)."""
+        ...
+
+    def plan_problems(self, plan: Plan, arms: Sequence[Arm]) -> list[str]:
+        """What is wrong with these arms' tables that needs no account (names that collide)."""
+        ...
+
+    def check(
+        self, plan: Plan, arms: Sequence[Arm], *, fresh: bool, need_credentials: bool
+    ) -> object:
+        """Before anything runs: credentials, role, region, quotas, each arm's deploy spec and,
+        for a `fresh` run, that its names are free; every problem at once. The answer (the
+        platform's own) is handed back to the calls below."""
+        ...
+
+    def price(self, checked: object, arm: Arm, price_per_hour: float | None) -> Price:
+        """The hourly price the estimate counts for this arm (the most it may be placed at);
+        the plan's `price_per_hour`, when given, is the price (none is looked up)."""
+        ...
+
+    def creates(self, checked: object, arm: Arm) -> str:
+        """What the arm's deploy step creates, for the dry run's table."""
+        ...
+
+    def facts(self, arm: Arm) -> Facts: ...
+
+    def deployment(self, checked: object, arm: Arm, result: str) -> Deployment:
+        """The journal's record of a deploy about to begin (saved before any create call)."""
+        ...
+
+    def deploy(self, checked: object, deployment: Deployment, hooks: Hooks) -> None:
+        """Create the endpoint (with any fallbacks) and return once it answers, `deployment`
+        filled in (`target`, `instance_type`, `hourly_usd`, `record`); the runner then marks it
+        live. Call `hooks.save()` once something exists to find again. A failure raises."""
+        ...
+
+    def adopt(self, checked: object, deployment: Deployment, hooks: Hooks) -> bool:
+        """On resume: the endpoint the journal records, made live again when it still answers
+        (waited out while it starts), `deployment` filled in as by `deploy`; False when it is
+        gone or unusable (the runner deletes what may be left, then deploys again)."""
+        ...
+
+    def delete(self, checked: object, deployment: Deployment, hooks: Hooks) -> None:
+        """Delete whatever the deployment may have left, waiting out a start first."""
+        ...
+
+    def target(self, deployment: Deployment) -> Target:
+        """Where a live deployment is measured."""
+        ...
+
+    def left_running(self, deployment: Deployment) -> str:
+        """How to delete a deployment a run left, besides `--resume` (a command to type)."""
+        ...
+
+
+@functools.cache
+def _loaded() -> dict[str, Platform | str]:
+    """Every platform installed by table name, or the one line saying why one cannot load."""
+    found: dict[str, Platform | str] = {}
+    for point in entry_points(group=GROUP):
+        found[point.name] = _load(point.name, point.load)
+    for name, where in BUILT_IN.items():
+        if not isinstance(found.get(name), Platform):
+            found[name] = _load(name, functools.partial(_import_object, where))
+    return found
+
+
+def _import_object(where: str) -> object:
+    """`module:attribute`, as an entry point names an object."""
+    module, _, attribute = where.partition(":")
+    return getattr(import_module(module), attribute)
+
+
+def _load(name: str, load: Callable[[], object]) -> Platform | str:
+    try:
+        platform = load()
+    except Exception as exc:  # a plug-in's own import error, whatever it is
+        return f"the platform plug-in {name!r} could not be loaded: {type(exc).__name__}: {exc}"
+    if not isinstance(platform, Platform) or platform.name != name:
+        return (
+            f"the platform plug-in {name!r} ({type(platform).__name__}) is not a sagemeter "
+            f"platform whose name is {name!r}; see docs/extending.md"
+        )
+    return platform
+
+
+def platforms() -> dict[str, Platform]:
+    """Every platform that loads, by table name: sagemeter's own and the plug-ins'."""
+    return {name: found for name, found in _loaded().items() if isinstance(found, Platform)}
+
+
+def platform_named(name: str) -> Platform | None:
+    """The platform of the plan table `[arm.NAME]`, if one is installed; a plug-in of that name
+    that cannot load is one UserError saying why."""
+    found = _loaded().get(name)
+    if isinstance(found, str):
+        raise UserError(found)
+    return found
+
+
+def platform_of(name: str) -> Platform:
+    """The platform a deployed arm or a journal's deployment names."""
+    found = platform_named(name)
+    if found is None:
+        raise UserError(
+            f"no platform {name!r} is installed (a plan table [arm.{name}] or a journal names "
+            "it); install the distribution that provides it"
+        )
+    return found

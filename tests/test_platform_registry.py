@@ -1,0 +1,123 @@
+"""Platforms are plug-ins: the registry loads `sagemeter.platforms` entry points, refuses an
+object that does not keep the protocol, and the run's own modules reach SageMaker only
+through it (no import of `sagemeter.sagemaker` in experiment/, compare/ or report/)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from sagemeter.errors import UserError
+from sagemeter.experiment import parse_plan
+from sagemeter.experiment.journal import Deployment
+from sagemeter.platforms import registry
+from sagemeter.platforms.registry import Platform, platform_named, platform_of, platforms
+from sagemeter.sagemaker.plan_table import SageMakerArm
+
+PACKAGE = Path(registry.__file__).resolve().parents[1]
+PLATFORM_FREE = ("experiment", "compare", "report")
+
+
+def _imports_sagemaker(path: Path) -> list[str]:
+    """Each `import sagemeter.sagemaker…` / `from sagemeter.sagemaker… import` /
+    `from sagemeter import sagemaker` in a module, at any depth (inside functions too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            module = node.module or ""
+            names = [module] + [f"{module}.{alias.name}" for alias in node.names]
+        if any(n == "sagemeter.sagemaker" or n.startswith("sagemeter.sagemaker.") for n in names):
+            found.append(f"{path}:{node.lineno}")
+    return found
+
+
+def test_the_run_compare_and_report_import_no_platform() -> None:
+    modules = [path for folder in PLATFORM_FREE for path in (PACKAGE / folder).rglob("*.py")]
+    assert len(modules) > 20  # the walk found the packages
+    offenders = [hit for path in modules for hit in _imports_sagemaker(path)]
+    assert offenders == []
+
+
+def test_the_ast_walk_sees_each_form_of_import(tmp_path: Path) -> None:
+    """The check above would catch each spelling, inside a function too."""
+    forms = [
+        "import sagemeter.sagemaker.aws\n",
+        "from sagemeter import sagemaker as sm\n",
+        "def f():\n    from sagemeter.sagemaker.pricing import try_hourly_price\n",
+    ]
+    for index, text in enumerate(forms):
+        probe = tmp_path / f"probe_{index}.py"
+        probe.write_text(text)
+        assert len(_imports_sagemaker(probe)) == 1, text
+    clean = tmp_path / "clean.py"
+    clean.write_text("from sagemeter.platforms.registry import platform_of\n")
+    assert _imports_sagemaker(clean) == []
+
+
+def test_sagemaker_is_a_registered_platform_and_its_table_is_its_own() -> None:
+    sagemaker = platform_named("sagemaker")
+    assert isinstance(sagemaker, Platform) and "sagemaker" in platforms()
+    plan = parse_plan(
+        'name = "p"\n[[arm]]\nname = "a"\ntarget = "http://127.0.0.1:9"\n'
+        '[[arm]]\nname = "b"\n[arm.sagemaker]\nmodel = "org/m"\ncount = 2\n'
+    )
+    arm = plan.arms[1]
+    assert (arm.platform, arm.deployed) == ("sagemaker", True)
+    assert isinstance(arm.table, SageMakerArm) and arm.table.count == 2
+    # The plan reads back from the journal's copy with its table as written.
+    assert plan.to_data()["arm"][1]["sagemaker"] == {"model": "org/m", "count": 2}
+    assert platform_named("nowhere") is None
+    with pytest.raises(UserError, match="no platform 'nowhere' is installed"):
+        platform_of("nowhere")
+
+
+class _NotAPlatform:
+    name = "odd"
+
+
+def test_an_object_that_does_not_keep_the_protocol_is_refused_in_one_line() -> None:
+    refused = registry._load("odd", _NotAPlatform)
+    assert refused == (
+        "the platform plug-in 'odd' (_NotAPlatform) is not a sagemeter platform whose name is "
+        "'odd'; see docs/extending.md"
+    )
+    misnamed = registry._load("other", lambda: platform_of("sagemaker"))
+    assert isinstance(misnamed, str) and "whose name is 'other'" in misnamed
+
+    def broken() -> object:
+        raise ImportError("no module named thing")
+
+    assert registry._load("gone", broken) == (
+        "the platform plug-in 'gone' could not be loaded: ImportError: no module named thing"
+    )
+
+
+def test_a_deployment_written_before_platforms_reads_as_sagemakers() -> None:
+    old = {
+        "result": "a",
+        "arm": "a",
+        "endpoint": "e",
+        "regions": ["us-east-2", "us-east-1"],
+        "region": "us-east-1",
+        "instance_types": ["ml.g6.xlarge", "ml.g6.2xlarge"],
+        "placed_instance_type": "ml.g6.2xlarge",
+        "count": 2,
+        "hourly_usd": 1.5,
+        "state": "live",
+        "started_utc": "2026-12-01T10:00:00.000Z",
+    }
+    deployment = Deployment.model_validate(old)
+    assert deployment.platform == "sagemaker"
+    assert (deployment.target, deployment.instance_type) == ("e@us-east-1", "ml.g6.2xlarge")
+    assert deployment.record["regions"] == ["us-east-2", "us-east-1"]
+    unplaced = Deployment.model_validate({**old, "region": None, "placed_instance_type": None})
+    assert (unplaced.target, unplaced.instance_type) == ("e@us-east-2", "ml.g6.xlarge")
+    # Written again, it has the new shape, which reads back as itself.
+    again = Deployment.model_validate(deployment.model_dump())
+    assert again == deployment
