@@ -7,15 +7,17 @@ the same calls `sagemeter sagemaker deploy` and `sagemeter sagemaker delete` mak
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import ManyProblems, UserError
-from sagemeter.experiment.plan import Arm, Plan
 from sagemeter.sagemaker.endpoint import describe_endpoint
 from sagemeter.sagemaker.verbs import container_env, execution_role
+
+if TYPE_CHECKING:  # plan.py imports this module
+    from sagemeter.experiment.plan import Arm, Plan
 
 # DeploySpec's field → the plan's key in [arm.sagemaker].
 _PLAN_KEYS = {

@@ -17,8 +17,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sagemeter import sagemaker as sm
+from sagemeter.calibrate.timing import duration_field
+from sagemeter.engines.endpoints import check_target
 from sagemeter.errors import ManyProblems, UserError
-from sagemeter.evidence.sequential import DEFAULT_BLOCK
+from sagemeter.evidence.sequential import DEFAULT_BLOCK, planned_looks
+from sagemeter.experiment.cloud import deploy_spec
+from sagemeter.experiment.steps import visits
 from sagemeter.limits import (
     MAX_CONTEXT_TOKENS,
     MAX_DEADLINE_MINUTES,
@@ -27,8 +32,10 @@ from sagemeter.limits import (
     CostUsd,
     DeadlineMinutes,
     PricePerHour,
+    parse_levels,
 )
 from sagemeter.measure.slo import SloOptions
+from sagemeter.questions import builtin_sets, load_question_set
 from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.sagemaker.spec import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
@@ -37,8 +44,23 @@ from sagemeter.sagemaker.spec import (
     DEFAULT_MAX_MODEL_LEN,
     DEFAULT_STARTUP_TIMEOUT_S,
 )
-from sagemeter.settings import MeasureSettings, Method, measure_settings
-from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target, parse_target
+from sagemeter.settings import (
+    MeasureSettings,
+    Method,
+    measure_settings,
+    parse_levels_or_none,
+    parse_prefill_tokens,
+    settings_with,
+)
+from sagemeter.targets import (
+    SAGEMAKER_ENDPOINT_NAME,
+    CommandTarget,
+    SageMakerTarget,
+    Target,
+    parse_target,
+)
+from sagemeter.textfiles import PLAN_CAP, decode_utf8, read_capped
+from sagemeter.transport.ray_pool import check_address
 
 INTERLEAVED = "interleaved"
 MAX_ARMS = 26  # one letter each in `order`
@@ -116,7 +138,6 @@ class MeasureOptions(_Strict):
         """The address as `measure --ray` takes it; the cluster is joined by the measure step."""
         if value is None:
             return None
-        from sagemeter.transport.ray_pool import check_address
 
         try:
             return check_address(value)
@@ -127,32 +148,24 @@ class MeasureOptions(_Strict):
     @classmethod
     def _levels(cls, value: Any) -> Any:
         """`[1, 4, 16]`, or `"1,4,16"` as the command line writes it."""
-        from sagemeter.limits import parse_levels
-
         return _as_command_line_reads(value, parse_levels)
 
     @field_validator("long_prompt_levels", mode="before")
     @classmethod
     def _long_prompt_levels(cls, value: Any) -> Any:
         """`[1, 4, 16]`, or `"1,4,16"` / `"none"` as the command line writes it."""
-        from sagemeter.settings import parse_levels_or_none
-
         return _as_command_line_reads(value, parse_levels_or_none)
 
     @field_validator("prefill_tokens", mode="before")
     @classmethod
     def _prefill_tokens(cls, value: Any) -> Any:
         """`[256, 4096]`, or `"256,4096"` / `"none"` as the command line writes it."""
-        from sagemeter.settings import parse_prefill_tokens
-
         return _as_command_line_reads(value, parse_prefill_tokens)
 
     @field_validator("timeout", "stall", "startup_timeout", "metrics_wait", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         """A number of seconds, or a duration such as "120s" or "500ms"."""
-        from sagemeter.calibrate.timing import duration_field
-
         return duration_field(value)
 
     def settings(self) -> MeasureSettings:
@@ -418,7 +431,6 @@ class Plan(_Strict):
             for value in (stop.speed, stop.max_repeats, stop.max_batches, stop.max_minutes)
         ):
             return settings
-        from sagemeter.settings import settings_with
 
         overrides = {
             "speed_precision": self.stop.speed,
@@ -517,8 +529,6 @@ def anchored_target(target: str, base: Path) -> str:
 
 def anchored_questions(questions: str | None, base: Path) -> str | None:
     """The questions file anchored at `base` (a built-in set's name stays a name)."""
-    from sagemeter.questions import builtin_sets
-
     if questions is None or questions in builtin_sets():
         return questions
     return anchored(questions, base)
@@ -666,9 +676,6 @@ def _ready_problems(
 ) -> list[str]:
     """What a run would stop on at its start: each target, the question set (relative paths in
     `base`, when given)."""
-    from sagemeter.engines.endpoints import check_target
-    from sagemeter.targets import CommandTarget, parse_target
-
     problems = []
     for arm in arms:
         if arm.target is None:
@@ -682,8 +689,6 @@ def _ready_problems(
         except UserError as exc:
             problems.append(f'arm "{arm.name}".target: {exc}')
     if measure is not None and measure.questions is not None:
-        from sagemeter.questions import load_question_set
-
         questions = (
             measure.questions if base is None else anchored_questions(measure.questions, base)
         )
@@ -702,8 +707,6 @@ def _deploy_problems(plan: Plan) -> list[str]:
     deployed = [arm for arm in plan.arms if arm.sagemaker is not None]
     if not deployed:
         return []
-    from sagemeter import sagemaker as sm
-    from sagemeter.experiment.cloud import deploy_spec
 
     aws = sm.Aws()
     problems = []
@@ -718,8 +721,6 @@ def _deploy_problems(plan: Plan) -> list[str]:
 def stop_problems(plan: Plan, question_count: int) -> list[str]:
     """The sequential stop's looks for a set of `question_count` questions: at most
     `MAX_LOOKS` (the boundaries are computed for every planned look)."""
-    from sagemeter.evidence.sequential import planned_looks
-
     if plan.stop.quality != "decided":
         return []
     try:
@@ -745,8 +746,6 @@ def load_plan(path: Path, *, ready: bool = True) -> tuple[Plan, str]:
     """The plan in `path`, checked whole (with what running it needs unless `ready` is False:
     the MCP face vets the names a plan gives before any of them is read), and its text (copied
     into the run folder)."""
-    from sagemeter.textfiles import PLAN_CAP, decode_utf8, read_capped
-
     try:
         raw = read_capped(path, PLAN_CAP)
     except UserError as exc:
@@ -823,7 +822,6 @@ def plan_problems(plan: Plan) -> list[str]:
         )
     if order_problem or problems:
         return problems
-    from sagemeter.experiment.steps import visits
 
     names: dict[str, str] = {}
     for visit in visits(plan):

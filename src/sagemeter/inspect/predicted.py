@@ -8,8 +8,9 @@ import functools
 from pathlib import Path
 
 from sagemeter.errors import UserError
-from sagemeter.inspect.facts import CheckpointFacts
+from sagemeter.inspect.build import checkpoint_facts
 from sagemeter.paths import shown
+from sagemeter.results.checkpoint_facts import CheckpointFacts
 
 # Tokens per GB of weights read: the decode ceiling in tokens/s per GB/s of memory bandwidth.
 # Its ratio between two results is the predicted decode ratio.
@@ -40,6 +41,4 @@ def facts_for_environment(path: Path) -> CheckpointFacts | None:
 
 @functools.lru_cache(maxsize=8)
 def _facts_cached(path: str, size: int, mtime_ns: int) -> CheckpointFacts:
-    from sagemeter.inspect.build import checkpoint_facts
-
     return checkpoint_facts(path)

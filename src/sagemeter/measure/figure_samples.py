@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemeter.measure.bootstrap import FigureSamples, interval, samples_of
+from sagemeter.evidence.bootstrap import FigureSamples, interval, samples_of
+from sagemeter.request_record import RequestRecord
 from sagemeter.results import (
     DecodeDetail,
     FigureSummary,
@@ -23,7 +24,6 @@ from sagemeter.results import (
     MeasureResult,
     PrefillDetail,
 )
-from sagemeter.transport.record import RequestRecord
 
 
 def decode_samples(detail: DecodeDetail | None) -> FigureSamples | None:

@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sagemeter.calibrate.timing import duration_field
 from sagemeter.errors import UserError
 from sagemeter.limits import MAX_TOKENS, MAX_WAIT_S
+from sagemeter.loadgen.identity import WatchedRuns
+from sagemeter.loadgen.lengths import parse_lengths
+from sagemeter.loadgen.loadrun import run_once
+from sagemeter.loadgen.operating_point import search_operating_point
+from sagemeter.loadgen.settings import LoadSettings
+from sagemeter.measure.identity import IdentityWatch
 
 if TYPE_CHECKING:
     from sagemeter.measure.identity import IdentityWatch
@@ -64,15 +71,11 @@ class SloOptions(BaseModel):
     @field_validator("ttft", "tpot", "duration", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
-        from sagemeter.calibrate.timing import duration_field
-
         return duration_field(value)
 
     @field_validator("input_tokens", "output_tokens")
     @classmethod
     def _lengths(cls, value: str | None) -> str | None:
-        from sagemeter.loadgen.lengths import parse_lengths
-
         if value is not None:
             try:
                 parse_lengths(value, "")
@@ -120,11 +123,6 @@ def search_slo(
             slo_note="not searched: the load generator reaches plain HTTP endpoints only "
             "(this one answers through a cloud runtime API)"
         )
-    from sagemeter.loadgen.identity import WatchedRuns
-    from sagemeter.loadgen.loadrun import run_once
-    from sagemeter.loadgen.operating_point import search_operating_point
-    from sagemeter.loadgen.settings import LoadSettings
-    from sagemeter.measure.identity import IdentityWatch
 
     settings = LoadSettings(
         target=http_root,

@@ -8,10 +8,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from sagemeter.compare import Comparison, Row, across_methods_note
-from sagemeter.measure.endpoint_metrics import EndpointMetrics
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
+from sagemeter.results.endpoint_metrics import EndpointMetrics
 
 INTEGER_KEYS = frozenset({"kv_cache_tokens", "quality_correct"})
 
