@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sagemeter import __version__
 from sagemeter.atomic import (
@@ -101,9 +101,6 @@ from sagemeter.transport.address import parse_address
 from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
-
-if TYPE_CHECKING:
-    from sagemeter.measure.endpoint_metrics_recorder import EndpointMetricsRecorder
 
 PhaseFn = Callable[[str], None]
 

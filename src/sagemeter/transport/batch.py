@@ -19,7 +19,6 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sagemeter.errors import UserError
 from sagemeter.evidence.distribution import percentile
@@ -37,9 +36,6 @@ from sagemeter.transport.pool import (
 from sagemeter.transport.ray_pool import RayPool, connect
 from sagemeter.transport.retry import RetryPolicy
 from sagemeter.transport.worker import WorkerPlan
-
-if TYPE_CHECKING:
-    from sagemeter.transport.ray_pool import RayPool
 
 STREAMS_PER_WORKER = 32
 # The Ray cluster a measurement's batches run on (`measure --ray` sets it); unset: this machine.
