@@ -16,7 +16,7 @@ from sagemeter.errors import ManyProblems, UserError
 from sagemeter.sagemaker.endpoint import describe_endpoint
 from sagemeter.sagemaker.verbs import container_env, execution_role
 
-if TYPE_CHECKING:  # plan.py imports this module
+if TYPE_CHECKING:
     from sagemeter.experiment.plan import Arm, Plan
 
 # DeploySpec's field → the plan's key in [arm.sagemaker].

@@ -80,10 +80,10 @@ from sagemeter.experiment.steps import (
 )
 from sagemeter.experiment.stop import Abandoned, CapWatch, StopFlag, StopKind, Stopped
 from sagemeter.experiment.turns import TakingTurns, Turns
+from sagemeter.fidelity.records import FidelityRecord
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn, measure_target, selected_questions, total_requests
 from sagemeter.results import MeasureResult, load_result, result_path
-from sagemeter.results.fidelity_record import FidelityRecord
 from sagemeter.sagemaker.endpoint import (
     BUSY_STATES,
     DEFAULT_POLL_S,

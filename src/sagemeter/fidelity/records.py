@@ -17,6 +17,9 @@ from sagemeter.errors import UserError
 from sagemeter.results.fidelity_record import SCHEMA, FidelityRecord
 from sagemeter.textfiles import read_json
 
+# FidelityRecord is read from here too: its model lives with the result schema.
+__all__ = ["SCHEMA", "FidelityRecord", "load_record", "save_record"]
+
 
 def save_record(path: Path, record: FidelityRecord) -> None:
     """Write a record atomically: a reader sees the old file, no file, or the whole new one."""
