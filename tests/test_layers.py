@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 PACKAGE = ROOT / "src" / "sagemeter"
 FACES = ("cli", "mcp")
 MAX_LAZY_OWN_IMPORTS = 10
