@@ -32,7 +32,7 @@ from sagemeter.engines.vllm_server import START_TIMEOUT_S as VLLM_START_TIMEOUT_
 from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
 from sagemeter.engines.waiting import wait_line
 from sagemeter.fidelity.vocabulary import gguf_vocabulary
-from sagemeter.inspect.predicted import facts_for_environment
+from sagemeter.inspect.environment_facts import facts_for_environment
 from sagemeter.targets import EngineTarget, LocalTarget, VllmTarget, parse_target
 
 
