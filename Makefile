@@ -29,9 +29,11 @@ $(TEST_STAMP): $(DEMO_STAMP)
 demo: $(DEMO_STAMP)
 	$(BIN)/sagemeter demo $(DEMO_ARGS)
 
+# lint-imports checks the layers contract in pyproject.toml ([tool.importlinter]).
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy

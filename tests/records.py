@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sagemeter.transport.record import RequestRecord
+from sagemeter.request_record import RequestRecord
 
 
 def timed_record(

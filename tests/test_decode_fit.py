@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sagemeter.measure.decode import fit_decode
-from sagemeter.transport.record import RequestRecord
+from sagemeter.request_record import RequestRecord
 from tests.records import timed_record
 
 

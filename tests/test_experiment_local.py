@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
-from sagemeter.experiment.journal import parse_utc
+from sagemeter.platforms.deployment import parse_utc
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,8 @@ import pytest
 
 from sagemeter.errors import UserError
 from sagemeter.experiment import combine_order, parse_plan, plan_steps
-from sagemeter.experiment.journal import Deployment, Journal
+from sagemeter.experiment.journal import Journal
+from sagemeter.platforms.deployment import Deployment
 from sagemeter.sagemaker.plan_arms import endpoint_name
 
 TWO_ARMS = """name = "pair"

@@ -11,14 +11,13 @@ from sagemeter.errors import UserError
 from sagemeter.evidence.binomial import wilson_interval
 from sagemeter.fidelity.compare import compare_fidelity, summary_lines
 from sagemeter.fidelity.divergence import position_divergence
-from sagemeter.fidelity.records import (
+from sagemeter.fidelity.records import load_record, save_record
+from sagemeter.results.fidelity_record import (
     FidelityRecord,
     Position,
     PromptRecord,
     TopToken,
     Vocabulary,
-    load_record,
-    save_record,
 )
 
 TEXT = {1: "a", 2: "b", 3: "c", 4: "d", 5: "e", 6: "f"}

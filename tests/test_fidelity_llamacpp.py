@@ -10,7 +10,7 @@ import pytest
 from sagemeter.errors import UserError
 from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.compare import compare_fidelity, summary_lines
-from sagemeter.fidelity.records import FidelityRecord, Position
+from sagemeter.results.fidelity_record import FidelityRecord, Position
 
 PROMPTS = ["What is 12 times 7?", "Name a colour.", "Say hi."]
 TOP_K = 5

@@ -20,11 +20,11 @@ from sagemeter.engines.checkpoints import derived_f32_path, resolve_checkpoint
 from sagemeter.engines.hf_export import export_folder, record_export
 from sagemeter.errors import UserError
 from sagemeter.inspect.build import inspect_sources
-from sagemeter.inspect.facts import CheckpointFacts
-from sagemeter.inspect.predicted import facts_for_environment
+from sagemeter.inspect.environment_facts import facts_for_environment
 from sagemeter.inspect.sources import parse_source
 from sagemeter.inspect.text import facts_lines
 from sagemeter.paths import shown
+from sagemeter.results.checkpoint_facts import CheckpointFacts
 from tests.checkpoint_files import (
     to_bf16_bits,
 )

@@ -15,10 +15,10 @@ import pytest
 from sagemeter.compare import combine, save_comparison
 from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.inspect.build import inspect_sources
-from sagemeter.inspect.facts import CheckpointFacts
 from sagemeter.inspect.predicted import PREDICTED_KEY, PREDICTED_TITLE
 from sagemeter.report.writer import write_report
 from sagemeter.results import Detail, Environment, MeasureResult, load_result, save_result
+from sagemeter.results.checkpoint_facts import CheckpointFacts
 from tests.article_header import (
     BF16_CONFIG,
     QAT_CONFIG,

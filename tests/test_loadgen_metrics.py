@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from sagemeter.evidence.distribution import Distribution, distribution, percentile
 from sagemeter.loadgen.health import (
     CLOSED_GAP_SHARE_MAX,
     CONCURRENCY_SHARE_MIN,
@@ -14,11 +15,10 @@ from sagemeter.loadgen.health import (
     assess,
 )
 from sagemeter.loadgen.metrics import steady_window, summarize
-from sagemeter.loadgen.result import Distribution, LevelSummary, Window
-from sagemeter.loadgen.stats import distribution, percentile
+from sagemeter.loadgen.result import LevelSummary, Window
 from sagemeter.loadgen.sweep import knee_after, sweep_levels
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.health import LOOP_LAG_P99_LIMIT_S, WORKER_CPU_SHARE_MAX
-from sagemeter.transport.record import RequestRecord
 
 TTFT_US, ITL_US, TOKENS = 50_000, 4_000, 10
 # One request: first event at TTFT, event k at TTFT + (k-1)·ITL, end at TTFT + TOKENS·ITL.

@@ -12,8 +12,8 @@ from sagemeter.loadgen.files import load_result, write_result
 from sagemeter.loadgen.result import LoadResult, WorkerSummary
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.loadgen.shards import merge_shards
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.pool import RunOutput
-from sagemeter.transport.record import RequestRecord
 
 TOKENS = 12
 WALL_START = 1_700_000_000.0

@@ -11,8 +11,8 @@ import pytest
 
 from sagemeter.errors import UserError
 from sagemeter.experiment import parse_plan
-from sagemeter.experiment.journal import Deployment
 from sagemeter.platforms import registry
+from sagemeter.platforms.deployment import Deployment
 from sagemeter.platforms.registry import Platform, platform_named, platform_of, platforms
 from sagemeter.sagemaker.plan_table import SageMakerArm
 

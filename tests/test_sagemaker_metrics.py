@@ -20,10 +20,10 @@ import boto3
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.measure.endpoint_metrics_recorder import EndpointMetricsRecorder, PhaseWindow
 from sagemeter.measure.sent_log import Sent, SentLog
 from sagemeter.measure.workflow import measure_target
 from sagemeter.results import load_result
-from sagemeter.sagemaker.metrics import EndpointMetricsRecorder, PhaseWindow
 from sagemeter.settings import quick_settings
 from sagemeter.targets import parse_target
 from tests.sagemaker_fakes import RuntimeFake, World, plain_endpoint

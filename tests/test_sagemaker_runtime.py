@@ -14,12 +14,13 @@ import pytest
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
+from sagemeter.request_record import LiveRecord
+from sagemeter.sagemaker.invoke import open_sagemaker_client
 from sagemeter.targets import SageMakerTarget
 from sagemeter.transport.chat import ChatRequest
 from sagemeter.transport.events import take_event
-from sagemeter.transport.record import LiveRecord
 from sagemeter.transport.retry import NO_RETRIES
-from sagemeter.transport.sagemaker import SageMakerRuntimeClient, open_sagemaker_client
+from sagemeter.transport.sagemaker import SageMakerRuntimeClient
 from sagemeter.transport.sse import SseSplitter
 
 if TYPE_CHECKING:

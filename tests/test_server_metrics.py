@@ -7,10 +7,11 @@ import asyncio
 
 import pytest
 
-from sagemeter.measure.server_metrics.crosscheck import ClientCounts, client_counts, compare_phase
+from sagemeter.measure.server_metrics.crosscheck import client_counts, compare_phase
 from sagemeter.measure.server_metrics.recorder import MetricsRecorder
 from sagemeter.measure.server_metrics.scrape import parse_metrics
-from sagemeter.transport.record import RequestRecord
+from sagemeter.request_record import RequestRecord
+from sagemeter.results.server_metrics import ClientCounts
 from tests.wire import WireServer
 
 

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from sagemeter.compare import combine
-from sagemeter.measure.bootstrap import interval, ratio_interval, samples_of
+from sagemeter.evidence.bootstrap import interval, ratio_interval, samples_of
+from sagemeter.evidence.distribution import spread
 from sagemeter.measure.decode import fit_decode
 from sagemeter.measure.figure_samples import decode_samples, level_samples, speed_summaries
-from sagemeter.measure.stats import spread
+from sagemeter.request_record import RequestRecord
 from sagemeter.results import (
     Detail,
     Environment,
@@ -21,7 +22,6 @@ from sagemeter.results import (
     MeasureResult,
     save_result,
 )
-from sagemeter.transport.record import RequestRecord
 from tests.records import timed_record
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from sagemeter.request_record import LiveRecord
 from sagemeter.transport.events import take_event
-from sagemeter.transport.record import LiveRecord
 from sagemeter.transport.sse import (
     CONTENT,
     MAYBE_TOKEN,

@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagemeter.calibrate.timing import parse_duration
 from sagemeter.errors import PlatformError, UserError
-from sagemeter.experiment.journal import Deployment
 from sagemeter.experiment.plan import Arm, Plan
+from sagemeter.platforms.deployment import Deployment
 from sagemeter.platforms.registry import CheckProblems, Facts, Hooks, Platform, Price
 from sagemeter.targets import OpenAITarget, Target
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from sagemeter.errors import UserError
+from sagemeter.filekinds import kind_of_file
 from sagemeter.redaction import redact, redact_tree
 
 PATH_MAX = 4096
@@ -207,8 +208,6 @@ def check_output_file(
                 f"{label} {text}: is also one of this command's inputs; give a new file name"
             )
     if path.exists():
-        from sagemeter.filekinds import kind_of_file
-
         found = kind_of_file(path)
         if found is not None and found != kind:
             raise UserError(

@@ -9,6 +9,7 @@ infinity) is one clear line before any work instead of a run that never ends. Th
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
@@ -94,3 +95,13 @@ def parse_levels(
         ) from None
     check_levels(levels, label, most=most)
     return levels
+
+
+def check_price(value: float | None, label: str = "--price-per-hour") -> None:
+    """A price is a positive, finite number of USD (inf and nan are refused too), at most
+    `MAX_PRICE_PER_HOUR`: the check of every command's --price-per-hour."""
+    if value is not None and not (math.isfinite(value) and 0 < value <= MAX_PRICE_PER_HOUR):
+        raise UserError(
+            f"{label} {value!r}: give a positive number of USD up to {MAX_PRICE_PER_HOUR:,.0f}, "
+            "e.g. 1.1267"
+        )

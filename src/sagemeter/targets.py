@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
 
+from sagemeter.engines.registry import ENGINE_PREFIX as ENGINE_PREFIX  # the faces read it here
+from sagemeter.engines.registry import engine_named
 from sagemeter.errors import UserError
+from sagemeter.transport.address import parse_address
 
 ACCEPTED_FORMS = (
     "http://HOST:PORT (OpenAI-compatible server), local:CHECKPOINT (embedded engine), "
     "vllm:CHECKPOINT (vLLM started by sagemeter), cmd:COMMAND (a server started from a command "
     "line with {port}), NAME@REGION (SageMaker)"
 )
-ENGINE_PREFIX = re.compile(r"^([a-z][a-z0-9_-]*):(?!//)(.*)$", re.DOTALL)
 PORT_MARK = "{port}"
 MASK = "***"
 # Flags and variables whose value is a secret: a word of their name is one of these
@@ -269,8 +271,6 @@ def parse_target(text: str) -> Target:
 
 def _plugin_target(engine: str, spec: str, text: str) -> EngineTarget:
     """`ENGINE:SPEC` for an engine plug-in installed beside sagemeter (its own parser)."""
-    from sagemeter.engines.registry import engine_named
-
     plugin = engine_named(engine)
     if plugin is None:
         raise UserError(
@@ -281,7 +281,9 @@ def _plugin_target(engine: str, spec: str, text: str) -> EngineTarget:
 
 def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:
     """A bare NAME: the region this machine's record says it was placed in (a capacity fallback
-    need not be repeated), else the configured one; the one rule of `sagemeter.sagemaker.region`."""
+    need not be repeated), else the configured one; the one rule of `sagemeter.sagemaker.region`.
+    Imported here: the SageMaker package (and boto3) sits above targets and loads only for a bare
+    endpoint name."""
     from sagemeter.sagemaker.aws import Aws
     from sagemeter.sagemaker.region import known_endpoint_region
 
@@ -298,8 +300,6 @@ def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:
 def http_target(raw: str) -> OpenAITarget:
     """An http(s) URL, read by the one server-URL parser (`transport.address`), kept as its
     base with /v1."""
-    from sagemeter.transport.address import parse_address
-
     address = parse_address(raw)
     netloc = address.host_header
     if urlsplit(raw.strip()).port is not None and ":" not in netloc.rpartition("]")[2]:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sagemeter.atomic import open_output, write_text_atomic
 from sagemeter.calibrate import wire
 from sagemeter.calibrate.answers import KnownAnswers, WrongShares
 from sagemeter.calibrate.child import die_with_parent, running_truth_server
@@ -386,8 +387,6 @@ async def serve(
     gate = SlotGate(slots, loop.call_soon) if slots is not None else None
     log = None
     if arrival_log is not None:  # never through a link, into a FIFO or onto a device
-        from sagemeter.atomic import open_output
-
         stream = io.TextIOWrapper(open_output(arrival_log, "--arrival-log"), encoding="utf-8")
         log = ArrivalLog(stream)
     app = TruthApp(timing, scheduler, faults, max_model_len, gate, log, answers)
@@ -406,8 +405,6 @@ async def serve(
 
 def main(argv: list[str] | None = None) -> None:
     """The child-process entry point: seconds as plain numbers, the port written to a file."""
-    from sagemeter.atomic import write_text_atomic
-
     parser = argparse.ArgumentParser(prog="python -m sagemeter.calibrate.server")
     parser.add_argument("--ttft", type=float, required=True, help="seconds to the first token")
     parser.add_argument("--itl", type=float, required=True, help="seconds between tokens")

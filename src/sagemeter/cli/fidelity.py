@@ -15,7 +15,7 @@ from sagemeter.printable import printable
 from sagemeter.redaction import redact_tree
 
 if TYPE_CHECKING:
-    from sagemeter.fidelity.records import FidelityRecord
+    from sagemeter.results.fidelity_record import FidelityRecord
 
 fidelity_app = typer.Typer(
     name="fidelity",

@@ -14,8 +14,8 @@ from sagemeter.errors import UserError
 from sagemeter.printable import printable
 
 if TYPE_CHECKING:
-    from sagemeter.fidelity.records import FidelityRecord
     from sagemeter.results import MeasureResult, StartupFacts
+    from sagemeter.results.fidelity_record import FidelityRecord
     from sagemeter.settings import MeasureSettings
     from sagemeter.targets import Target
 

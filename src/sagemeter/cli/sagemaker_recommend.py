@@ -16,6 +16,7 @@ from rich.table import Table
 from sagemeter.atomic import check_output_file
 from sagemeter.cli.sagemaker import _aws, _out, guarded
 from sagemeter.errors import UserError
+from sagemeter.experiment.recommend_plan import write_plan
 from sagemeter.printable import printable_json
 from sagemeter.sagemaker.known_decode import error_lines
 from sagemeter.sagemaker.recommend import (
@@ -25,7 +26,6 @@ from sagemeter.sagemaker.recommend import (
     parse_checkpoint,
     recommend,
 )
-from sagemeter.sagemaker.recommend_plan import write_plan
 from sagemeter.sagemaker.spec import DEFAULT_MAX_MODEL_LEN
 
 DEFAULT_TOP = 5

@@ -25,6 +25,7 @@ from sagemeter.compare.costs import check_price, cost_per_million_tokens
 from sagemeter.compare.environments import busy_hosts, environment_differences
 from sagemeter.errors import UserError
 from sagemeter.evidence import QualityComparison, QualityVerdict, compare_quality, decide
+from sagemeter.evidence.bootstrap import interval, ratio_interval
 from sagemeter.evidence.summary import render_summary
 from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
 from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
@@ -34,7 +35,6 @@ from sagemeter.figures import problems as figure_problems
 from sagemeter.figures import value_of
 from sagemeter.figures.builtin import KV_CACHE, WEIGHTS
 from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
-from sagemeter.measure.bootstrap import interval, ratio_interval
 from sagemeter.measure.figure_samples import long_prompt_key, speed_samples
 from sagemeter.results import (
     Interval,

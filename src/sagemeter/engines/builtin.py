@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint
 from sagemeter.engines.endpoints import (
     Endpoint,
     WireOptions,
@@ -17,9 +18,22 @@ from sagemeter.engines.endpoints import (
     process_of,
     slot_context,
 )
+from sagemeter.engines.file_hashes import sha256_of
+from sagemeter.engines.llamacpp import (
+    DEFAULT_PARALLEL_SLOTS,
+    MAX_SLOTS,
+    START_TIMEOUT_S,
+    LocalEngine,
+    engine_version,
+)
 from sagemeter.engines.registry import Engine, Served, StartRequest
+from sagemeter.engines.vllm_endpoint import max_model_len_for, open_vllm_endpoint
+from sagemeter.engines.vllm_server import START_TIMEOUT_S as VLLM_START_TIMEOUT_S
+from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
 from sagemeter.engines.waiting import wait_line
-from sagemeter.targets import EngineTarget, LocalTarget, VllmTarget
+from sagemeter.fidelity.vocabulary import gguf_vocabulary
+from sagemeter.inspect.environment_facts import facts_for_environment
+from sagemeter.targets import EngineTarget, LocalTarget, VllmTarget, parse_target
 
 
 @contextlib.asynccontextmanager
@@ -32,17 +46,6 @@ async def local_endpoint(
     on_wait: Callable[[str], None],
     startup_timeout_s: float | None = None,
 ) -> AsyncIterator[Endpoint]:
-    from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint
-    from sagemeter.engines.file_hashes import sha256_of
-    from sagemeter.engines.llamacpp import (
-        DEFAULT_PARALLEL_SLOTS,
-        START_TIMEOUT_S,
-        LocalEngine,
-        engine_version,
-    )
-    from sagemeter.fidelity.vocabulary import gguf_vocabulary
-    from sagemeter.inspect.predicted import facts_for_environment
-
     checkpoint = await asyncio.to_thread(resolve_checkpoint, target.checkpoint)
     engine = LocalEngine(
         checkpoint,
@@ -93,15 +96,11 @@ class LocalEngineEntry:
     runs_commands = False
 
     def parse(self, spec: str, text: str) -> EngineTarget:
-        from sagemeter.targets import parse_target
-
         parsed = parse_target(f"local:{spec}")
         assert isinstance(parsed, LocalTarget)
         return parsed
 
     def check(self, target: EngineTarget) -> None:
-        from sagemeter.engines.checkpoints import resolve_checkpoint
-
         assert isinstance(target, LocalTarget)
         resolve_checkpoint(target.checkpoint, derive=False)
 
@@ -122,14 +121,6 @@ class LocalEngineEntry:
     @contextlib.contextmanager
     def serving(self, target: EngineTarget, request: StartRequest) -> Iterator[Served]:
         """A slot per stream (16 at least, MAX_SLOTS at most), measure's context per slot."""
-        from sagemeter.engines.checkpoints import resolve_checkpoint
-        from sagemeter.engines.llamacpp import (
-            DEFAULT_PARALLEL_SLOTS,
-            MAX_SLOTS,
-            START_TIMEOUT_S,
-            LocalEngine,
-        )
-
         assert isinstance(target, LocalTarget)
         engine = LocalEngine(
             resolve_checkpoint(target.checkpoint),
@@ -158,23 +149,17 @@ class VllmEngineEntry:
     runs_commands = False
 
     def parse(self, spec: str, text: str) -> EngineTarget:
-        from sagemeter.targets import parse_target
-
         parsed = parse_target(f"vllm:{spec}")
         assert isinstance(parsed, VllmTarget)
         return parsed
 
     def check(self, target: EngineTarget) -> None:
-        from sagemeter.engines.vllm_server import check_vllm_target
-
         assert isinstance(target, VllmTarget)
         check_vllm_target(target.checkpoint)
 
     def endpoint(
         self, target: EngineTarget, request: StartRequest
     ) -> contextlib.AbstractAsyncContextManager[Endpoint]:
-        from sagemeter.engines.vllm_endpoint import open_vllm_endpoint
-
         assert isinstance(target, VllmTarget)
         return open_vllm_endpoint(
             target,
@@ -188,9 +173,6 @@ class VllmEngineEntry:
 
     @contextlib.contextmanager
     def serving(self, target: EngineTarget, request: StartRequest) -> Iterator[Served]:
-        from sagemeter.engines.vllm_endpoint import max_model_len_for
-        from sagemeter.engines.vllm_server import START_TIMEOUT_S, prepare_server
-
         assert isinstance(target, VllmTarget)
         server = prepare_server(
             target.checkpoint,
@@ -200,7 +182,7 @@ class VllmEngineEntry:
         )
         try:  # stopped on any exit, also while it starts
             server.start(
-                request.startup_timeout_s or START_TIMEOUT_S,
+                request.startup_timeout_s or VLLM_START_TIMEOUT_S,
                 on_wait=lambda s: request.on_wait(wait_line("starting vLLM", s, server.log_path)),
             )
             yield server

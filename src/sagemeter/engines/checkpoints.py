@@ -21,7 +21,9 @@ from pydantic import BaseModel, Field
 
 from sagemeter.atomic import write_json_atomic
 from sagemeter.engines.file_hashes import sha256_of as sha256_of  # re-exported
+from sagemeter.engines.gguf_widen import widen_to_f32
 from sagemeter.errors import UserError
+from sagemeter.gguf_open import open_gguf
 from sagemeter.paths import cache_dir
 
 if TYPE_CHECKING:
@@ -89,7 +91,6 @@ def ensure_f32(source: Path, progress: WidenProgress | None = None) -> Path:
         ):
             return target
         target.unlink()  # corrupt or stale: derive again rather than measure the wrong bytes
-    from sagemeter.engines.gguf_widen import widen_to_f32
 
     part = target.with_name(f".{target.name}.{os.getpid()}.part")
     try:
@@ -164,8 +165,6 @@ def gguf_summary(path: Path) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=16)
 def _gguf_summary_cached(path: str, size: int, mtime_ns: int) -> dict[str, Any]:
-    from sagemeter.gguf_open import open_gguf
-
     reader = open_gguf(path, "checkpoint file")
     parameters = sum(int(tensor.n_elements) for tensor in reader.tensors)
     tensor_bytes = sum(int(tensor.n_bytes) for tensor in reader.tensors)

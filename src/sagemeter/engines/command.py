@@ -23,12 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sagemeter.engines.endpoints import Endpoint, WireOptions, chat_client, process_of
-from sagemeter.engines.launched import LaunchedServer, listed_models
+from sagemeter.engines.launched import LaunchedServer, listed_models, tail
 from sagemeter.engines.registry import Engine, StartRequest
 from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, VLLM_CAUSES, matched_cause
 from sagemeter.engines.startup_log import parse_startup_log
 from sagemeter.engines.waiting import wait_line
 from sagemeter.errors import UserError
+from sagemeter.paths import state_dir
 from sagemeter.results import StartupFacts
 from sagemeter.targets import PORT_MARK, CommandTarget, EngineTarget, masked_words, parse_command
 
@@ -84,7 +85,6 @@ class CommandServer(LaunchedServer):
             cause = matched_cause(log_text, causes, **words)
             if cause is not None:
                 return cause
-        from sagemeter.engines.launched import tail
 
         lines = log_text.splitlines()[1:]  # past the `$ command` line sagemeter wrote
         return tail("\n".join(lines)) if any(line.strip() for line in lines) else "it wrote nothing"
@@ -112,8 +112,6 @@ def check_command(target: EngineTarget) -> None:
 
 def default_log_path(target: CommandTarget) -> Path:
     """Where a command started outside a run folder keeps its log: the state dir's logs."""
-    from sagemeter.paths import state_dir
-
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return state_dir() / "logs" / f"{target.default_name}-{stamp}.log"
 

@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sagemeter import sagemaker as backend
+from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT
 from sagemeter.engines.registry import StartRequest, engine_of
-from sagemeter.fidelity.records import Vocabulary
 from sagemeter.results import StartupFacts
+from sagemeter.results.fidelity_record import Vocabulary
+from sagemeter.sagemaker import placed_elsewhere
+from sagemeter.sagemaker.invoke import open_sagemaker_client
 from sagemeter.targets import EngineTarget, OpenAITarget, SageMakerTarget, Target
 from sagemeter.transport.chat import ChatClient
 from sagemeter.transport.client import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
@@ -139,7 +143,6 @@ def placement_hint(target: Target) -> str:
     """For a SageMaker target this machine placed in another region, where it is; else ""."""
     if not isinstance(target, SageMakerTarget):
         return ""
-    from sagemeter.sagemaker import placed_elsewhere
 
     hint = placed_elsewhere(target.name, target.region)
     return f" ({hint})" if hint else ""
@@ -159,8 +162,6 @@ PROMPT_MARGIN_TOKENS = 128
 def slot_context(max_reply_tokens: int, max_prompt_tokens: int = 0) -> int:
     """Context per engine slot: the longest reply plus room for the longest prompt (at least
     PROMPT_ALLOWANCE_TOKENS), in 256-token steps."""
-    from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT
-
     prompt = max(PROMPT_ALLOWANCE_TOKENS, max_prompt_tokens + PROMPT_MARGIN_TOKENS)
     needed = max_reply_tokens + prompt
     return max(DEFAULT_CTX_PER_SLOT, -(-needed // 256) * 256)
@@ -181,9 +182,6 @@ def chat_client(base_url: str, wire: WireOptions, model: str | None = None) -> O
 async def _sagemaker_endpoint(
     target: SageMakerTarget, concurrency: int, wire: WireOptions
 ) -> AsyncIterator[Endpoint]:
-    from sagemeter import sagemaker as backend
-    from sagemeter.transport.sagemaker import open_sagemaker_client
-
     client = open_sagemaker_client(target, concurrency, timeout_s=wire.timeout_s, retry=wire.retry)
     try:
         yield Endpoint(

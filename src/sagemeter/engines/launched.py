@@ -34,6 +34,7 @@ from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
 from sagemeter.redaction import redact
 from sagemeter.transport.bad_json import BAD_JSON
+from sagemeter.transport.models_list import model_ids
 
 WaitFn = Callable[[float], None]
 POLL_S = 0.5
@@ -77,8 +78,6 @@ def get_json(url: str, timeout_s: float = 5.0, api_key: str | None = None) -> An
 
 def listed_models(root_url: str, api_key: str | None = None) -> list[str]:
     """The model ids a server lists at /v1/models (empty while it cannot answer)."""
-    from sagemeter.transport.models_list import model_ids
-
     return model_ids(get_json(root_url + "/v1/models", api_key=api_key))
 
 

@@ -27,6 +27,7 @@ from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, failure_cause, sta
 from sagemeter.engines.startup_log import parse_llamacpp_log
 from sagemeter.errors import EngineError, UserError
 from sagemeter.parentwatch import child_env
+from sagemeter.paths import state_dir
 from sagemeter.results import StartupFacts
 
 DEFAULT_PARALLEL_SLOTS = 16
@@ -45,8 +46,6 @@ def _no_wait(_: float) -> None:
 
 def default_log_path(name: str) -> Path:
     """Where an engine's log goes when no run folder holds it: the state dir's `logs/`."""
-    from sagemeter.paths import state_dir
-
     stamp = time.strftime("%Y%m%dT%H%M%S")
     folder = state_dir() / "logs"
     folder.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ pyproject.toml; another distribution adds one by naming an object in that group.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ BUILT_IN = {
     "vllm": "sagemeter.engines.builtin:VLLM",
     "cmd": "sagemeter.engines.command:COMMAND",
 }
+
+# ENGINE:SPEC, the prefix naming an engine (not a URL's scheme://).
+ENGINE_PREFIX = re.compile(r"^([a-z][a-z0-9_-]*):(?!//)(.*)$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -140,8 +144,6 @@ def engine_named(name: str) -> Engine | None:
 def engine_in(text: str) -> Engine | None:
     """The engine a target string names by its prefix (`cmd:…` → cmd), if one is installed;
     None for other forms (URLs, SageMaker names)."""
-    from sagemeter.targets import ENGINE_PREFIX
-
     prefix = ENGINE_PREFIX.match(text.strip())
     return engine_named(prefix.group(1)) if prefix else None
 

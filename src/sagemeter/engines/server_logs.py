@@ -16,6 +16,7 @@ from sagemeter.engines.startup_log import parse_startup_log
 from sagemeter.errors import UserError
 from sagemeter.results import StartupFacts
 from sagemeter.targets import OpenAITarget, Target
+from sagemeter.textfiles import read_log
 
 DOCKER_TIMEOUT_S = 60.0
 
@@ -44,8 +45,6 @@ def read_server_log(server_log: Path | None, docker: str | None) -> StartupFacts
 
 def _read_file(path: Path) -> str:
     """The log's text; a FIFO, a device, a UTF-16 file or more than 64 MiB is one line."""
-    from sagemeter.textfiles import read_log
-
     return read_log(path, what="--server-log")
 
 

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Self
 
-from sagemeter.engines.hf_export import ServedModel
+from sagemeter.engines.hf_export import ServedModel, check_vllm_checkpoint, served_model
 from sagemeter.engines.launched import (
     LaunchedServer,
     WaitFn,
@@ -31,9 +31,9 @@ from sagemeter.engines.launched import (
 )
 from sagemeter.engines.startup_causes import VLLM_CAUSES, matched_cause
 from sagemeter.engines.startup_log import parse_vllm_log
-from sagemeter.engines.vllm_install import MANAGED_ORIGIN, VllmInstall
+from sagemeter.engines.vllm_install import MANAGED_ORIGIN, VllmInstall, require_vllm
 from sagemeter.errors import UserError
-from sagemeter.paths import cache_dir
+from sagemeter.paths import cache_dir, state_dir
 from sagemeter.results import StartupFacts
 
 __all__ = ["VllmServer", "free_port", "prepare_server"]
@@ -149,9 +149,6 @@ def extra_vllm_args() -> list[str]:
 def check_vllm_target(spec: str) -> None:
     """Fail before any work when `vllm:SPEC` cannot run: no vLLM, a checkpoint it can't take, or
     extra flags sagemeter cannot pass."""
-    from sagemeter.engines.hf_export import check_vllm_checkpoint
-    from sagemeter.engines.vllm_install import require_vllm
-
     extra_vllm_args()
     check_vllm_checkpoint(spec)
     require_vllm()
@@ -160,8 +157,6 @@ def check_vllm_target(spec: str) -> None:
 def default_log_path(name: str) -> Path:
     """Where a vLLM started outside a run folder keeps its log: the state dir's logs folder."""
     from datetime import UTC, datetime
-
-    from sagemeter.paths import state_dir
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return state_dir() / "logs" / f"vllm-{name}-{stamp}.log"
@@ -175,9 +170,6 @@ def prepare_server(
     max_model_len: int = DEFAULT_MAX_MODEL_LEN,
 ) -> VllmServer:
     """A server for `vllm:SPEC`, not yet started: vLLM found, the checkpoint exported (once)."""
-    from sagemeter.engines.hf_export import served_model
-    from sagemeter.engines.vllm_install import require_vllm
-
     install = require_vllm()
     model = served_model(spec, install)
     return VllmServer(

@@ -11,8 +11,7 @@ from pydantic import BaseModel, Field
 
 from sagemeter.evidence.binomial import DEFAULT_LEVEL, mcnemar_exact_p, wilson_interval
 from sagemeter.evidence.paired import PairedDifference, paired_difference
-from sagemeter.evidence.pairing import Answers, Pairs, pair_items
-from sagemeter.results import QualityItem
+from sagemeter.evidence.pairing import Answers, Pairs, QualityItem, pair_items
 
 
 class Accuracy(BaseModel):

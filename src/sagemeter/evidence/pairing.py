@@ -10,9 +10,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sagemeter.errors import UserError
-from sagemeter.results import QualityDetail, QualityItem
+
+
+class QualityItem(Protocol):
+    """One question's answer as the statistics read it (a result file's quality item has these):
+    a protocol, so the statistics stay below the result schema and import none of it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def correct(self) -> bool: ...
+    @property
+    def reply(self) -> str | None: ...
+    @property
+    def extracted(self) -> str | None: ...
+    @property
+    def answered(self) -> bool: ...
+
+
+class QualityDetail(Protocol):
+    """A run's whole quality detail: its items."""
+
+    @property
+    def items(self) -> Sequence[QualityItem]: ...
+
 
 Answers = Sequence[QualityItem] | QualityDetail
 """What every function here accepts for one run: its items, or the whole quality detail."""
@@ -20,7 +46,7 @@ Answers = Sequence[QualityItem] | QualityDetail
 
 def items_of(answers: Answers) -> list[QualityItem]:
     """The items of a run, whichever form it was given in."""
-    return list(answers.items) if isinstance(answers, QualityDetail) else list(answers)
+    return list(answers) if isinstance(answers, Sequence) else list(answers.items)
 
 
 def _by_id(items: list[QualityItem], side: str) -> dict[str, QualityItem]:

@@ -8,7 +8,6 @@ from sagemeter.experiment.journal import (
     FINISHED_STEPS,
     JOURNAL_FILE,
     PLAN_FILE,
-    Deployment,
     Journal,
     StepRecord,
     read_journal,
@@ -29,6 +28,7 @@ from sagemeter.experiment.runner import (
 )
 from sagemeter.experiment.steps import StepSpec, Visit, combine_order, plan_steps, visits
 from sagemeter.experiment.stop import Abandoned, StopFlag, Stopped
+from sagemeter.platforms.deployment import Deployment
 
 __all__ = [
     "FINISHED_STEPS",

@@ -13,6 +13,7 @@ from typing import Any
 
 from sagemeter.errors import UserError
 from sagemeter.experiment import Plan, default_run_dir, plan_from_data
+from sagemeter.experiment.plan_toml import plan_toml
 from sagemeter.options.measure import MEASURE, MeasureOptions
 from sagemeter.settings import demo_settings
 
@@ -74,8 +75,6 @@ def demo_plan(quick: bool, overrides: Mapping[str, Any] | None = None) -> Plan:
 def demo_plan_text(plan: Plan) -> str:
     """The demo's plan as a TOML file for its run folder (`plan.toml`), so the demo can be run
     again, or changed, with `sagemeter run plan.toml`."""
-    from sagemeter.experiment.plan_toml import plan_toml
-
     return plan_toml(
         plan.to_data(),
         "The demo's plan, as `sagemeter demo` ran it. Run it again (or edit it first) with\n"

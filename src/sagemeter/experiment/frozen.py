@@ -14,14 +14,18 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from sagemeter.atomic import refuse_special
 from sagemeter.errors import UserError
-from sagemeter.experiment.journal import PLAN_FILE, FrozenInput, Journal, StepRecord, parse_utc
+from sagemeter.experiment.journal import PLAN_FILE, FrozenInput, Journal, StepRecord
 from sagemeter.experiment.plan import (
     NAMED_CHECKPOINTS,
     Plan,
     anchored_questions,
     anchored_target,
 )
+from sagemeter.platforms.deployment import parse_utc
+from sagemeter.questions import builtin_sets
+from sagemeter.results import load_result, result_path
 
 QUESTIONS_KEY = "measure.questions"
 
@@ -48,8 +52,6 @@ def sha256_of(path: Path) -> str:
 def input_files(plan: Plan) -> list[FrozenInput]:
     """The plan's input files read whole by the run, each with its sha256 now: the questions
     file and each `local:` arm's own .gguf file (a vLLM folder is identified by its results)."""
-    from sagemeter.questions import builtin_sets
-
     named: list[tuple[str, str]] = []
     questions = plan.measure.questions
     if questions is not None and questions not in builtin_sets():
@@ -95,8 +97,6 @@ def check_unchanged(run_dir: Path, journal: Journal) -> None:
 
 def started_since(path: Path, began: str | None) -> bool:
     """Whether the result in `path` began measuring at or after `began` (unknown: assume so)."""
-    from sagemeter.results import load_result
-
     try:
         result = load_result(path)
     except UserError:
@@ -121,9 +121,6 @@ def check_results(run_dir: Path, journal: Journal) -> None:
     """Refuse a resume when a result file the run wrote was changed since, or when a result
     file is there for a visit the run did not write it for (copied in from elsewhere): the
     run would keep it as measured. A journal from before results were kept is taken as it is."""
-    from sagemeter.atomic import refuse_special
-    from sagemeter.results import result_path
-
     if journal.results is None:
         return
     for step in journal.steps:

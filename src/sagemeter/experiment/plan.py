@@ -29,8 +29,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from sagemeter.engines.endpoints import check_target
 from sagemeter.errors import ManyProblems, UserError
-from sagemeter.evidence.sequential import DEFAULT_BLOCK
+from sagemeter.evidence.sequential import DEFAULT_BLOCK, planned_looks
+from sagemeter.experiment.steps import visits
 from sagemeter.limits import (
     MAX_DEADLINE_MINUTES,
     MAX_QUESTIONS,
@@ -40,8 +42,17 @@ from sagemeter.limits import (
 from sagemeter.measure.slo import SloOptions
 from sagemeter.options.measure import MeasureOptions, SpeedStop
 from sagemeter.platforms.registry import platform_named, platform_of
-from sagemeter.settings import MeasureSettings
-from sagemeter.targets import SageMakerTarget, Target, parse_target
+from sagemeter.questions import builtin_sets, load_question_set
+from sagemeter.settings import (
+    MeasureSettings,
+)
+from sagemeter.targets import (
+    CommandTarget,
+    SageMakerTarget,
+    Target,
+    parse_target,
+)
+from sagemeter.textfiles import PLAN_CAP, decode_utf8, read_capped
 
 INTERLEAVED = "interleaved"
 MAX_ARMS = 26  # one letter each in `order`
@@ -316,8 +327,6 @@ def anchored_target(target: str, base: Path) -> str:
 
 def anchored_questions(questions: str | None, base: Path) -> str | None:
     """The questions file anchored at `base` (a built-in set's name stays a name)."""
-    from sagemeter.questions import builtin_sets
-
     if questions is None or questions in builtin_sets():
         return questions
     return anchored(questions, base)
@@ -502,9 +511,6 @@ def _ready_problems(
 ) -> list[str]:
     """What a run would stop on at its start: each target, the question set (relative paths in
     `base`, when given)."""
-    from sagemeter.engines.endpoints import check_target
-    from sagemeter.targets import CommandTarget, parse_target
-
     problems = []
     for arm in arms:
         if arm.target is None:
@@ -518,8 +524,6 @@ def _ready_problems(
         except UserError as exc:
             problems.append(f'arm "{arm.name}".target: {exc}')
     if measure is not None and measure.questions is not None:
-        from sagemeter.questions import load_question_set
-
         questions = (
             measure.questions if base is None else anchored_questions(measure.questions, base)
         )
@@ -549,8 +553,6 @@ def _deploy_problems(plan: Plan) -> list[str]:
 def stop_problems(plan: Plan, question_count: int) -> list[str]:
     """The sequential stop's looks for a set of `question_count` questions: at most
     `MAX_LOOKS` (the boundaries are computed for every planned look)."""
-    from sagemeter.evidence.sequential import planned_looks
-
     if plan.stop.quality != "decided":
         return []
     try:
@@ -576,8 +578,6 @@ def load_plan(path: Path, *, ready: bool = True) -> tuple[Plan, str]:
     """The plan in `path`, checked whole (with what running it needs unless `ready` is False:
     the MCP face vets the names a plan gives before any of them is read), and its text (copied
     into the run folder)."""
-    from sagemeter.textfiles import PLAN_CAP, decode_utf8, read_capped
-
     try:
         raw = read_capped(path, PLAN_CAP)
     except UserError as exc:
@@ -642,7 +642,6 @@ def plan_problems(plan: Plan) -> list[str]:
         )
     if order_problem or problems:
         return problems
-    from sagemeter.experiment.steps import visits
 
     names: dict[str, str] = {}
     for visit in visits(plan):

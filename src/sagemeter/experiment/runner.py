@@ -59,15 +59,12 @@ from sagemeter.experiment.frozen import (
 from sagemeter.experiment.journal import (
     JOURNAL_FILE,
     PLAN_FILE,
-    Deployment,
     Journal,
     RunState,
     StepRecord,
-    parse_utc,
     read_journal,
     run_lock,
     this_session,
-    utc_now,
 )
 from sagemeter.experiment.plan import (
     Arm,
@@ -96,6 +93,7 @@ from sagemeter.measure.workflow import (
     selected_questions,
     total_requests,
 )
+from sagemeter.platforms.deployment import Deployment, parse_utc, utc_now
 from sagemeter.platforms.registry import CheckProblems, Hooks, Platform, platform_of
 from sagemeter.report.writer import write_report
 from sagemeter.results import MeasureResult, load_result, result_path

@@ -9,9 +9,11 @@ measuring step that alternates their requests, then all deletes. Then combine an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from sagemeter.experiment.plan import Arm, Plan
+if TYPE_CHECKING:  # plan.py imports this module
+    from sagemeter.experiment.plan import Arm, Plan
+
 
 StepKind = Literal["deploy", "measure", "delete", "combine", "report"]
 

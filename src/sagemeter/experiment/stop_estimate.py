@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from sagemeter.evidence.sequential_simulation import simulate
 from sagemeter.experiment.plan import Plan
 from sagemeter.settings import MeasureSettings
 
@@ -33,8 +34,6 @@ class ExpectedQuestions(BaseModel):
 def expected_questions(max_items: int, block: int, margin_points: float) -> ExpectedQuestions:
     """The mean questions the sequential rule asks at no true drop and at the margin (seeded:
     the same plan gives the same figures)."""
-    from sagemeter.evidence.sequential_simulation import simulate
-
     means = [
         simulate(drop, margin_points, max_items=max_items, block=block,
                  sequences=SIMULATED_SEQUENCES, gain_rate=FLIP_RATE).mean_items

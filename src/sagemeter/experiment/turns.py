@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.chat import BatchRun, ChatClient, ChatRequest
-from sagemeter.transport.record import RequestRecord
 
 
 class Turns:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sagemeter.errors import UserError
-from sagemeter.fidelity.records import Engine, Position, TopToken
+from sagemeter.results.fidelity_record import Engine, Position, TopToken
 from sagemeter.transport.client import HttpClient, JsonReply, TransportError
 from sagemeter.transport.upstream import one_line
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from sagemeter.errors import UserError
 from sagemeter.fidelity.adapter import FidelityEngine
 from sagemeter.fidelity.detect import check_engine, detect_engine, engine_for, server_root
-from sagemeter.fidelity.records import Engine, FidelityRecord, Position, PromptRecord
+from sagemeter.results.fidelity_record import Engine, FidelityRecord, Position, PromptRecord
 from sagemeter.transport.client import HttpClient
 from sagemeter.transport.retry import NO_RETRIES, RetryPolicy
 

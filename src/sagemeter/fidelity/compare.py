@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from sagemeter.errors import UserError
 from sagemeter.evidence.binomial import wilson_interval
 from sagemeter.fidelity.divergence import PositionDivergence, position_divergence
-from sagemeter.fidelity.records import FidelityRecord, PromptRecord, Vocabulary
+from sagemeter.results.fidelity_record import FidelityRecord, PromptRecord, Vocabulary
 
 
 class Share(BaseModel):

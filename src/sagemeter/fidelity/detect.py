@@ -12,9 +12,11 @@ from typing import cast, get_args
 from sagemeter.errors import UserError
 from sagemeter.fidelity.adapter import FidelityEngine
 from sagemeter.fidelity.llamacpp import LlamaCppEngine
-from sagemeter.fidelity.records import Engine
 from sagemeter.fidelity.vllm import VllmEngine
+from sagemeter.results.fidelity_record import Engine
+from sagemeter.transport.address import parse_address
 from sagemeter.transport.client import HttpClient, TransportError
+from sagemeter.transport.models_list import first_model
 
 ENGINES: tuple[str, ...] = get_args(Engine)
 OWNERS: dict[str, Engine] = {"vllm": "vllm", "llamacpp": "llamacpp"}
@@ -23,8 +25,6 @@ UNSUPPORTED_OWNERS = {"sglang": "SGLang", "library": "Ollama"}
 
 def server_root(base_url: str) -> str:
     """`http://host:port[/prefix]` from a URL given with or without its trailing /v1."""
-    from sagemeter.transport.address import parse_address
-
     return parse_address(base_url).base_url
 
 
@@ -43,7 +43,6 @@ async def detect_engine(http: HttpClient) -> Engine:
         reply = await http.call_json("GET", "/v1/models")
     except TransportError as exc:
         raise UserError(f"{base_url}: cannot reach the server ({exc})") from None
-    from sagemeter.transport.models_list import first_model
 
     first = first_model(reply.payload) if reply.status == 200 else None
     owner = None if first is None else first.get("owned_by")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sagemeter.fidelity.records import TopToken
+from sagemeter.results.fidelity_record import TopToken
 
 TAIL_FLOOR = 1e-12  # keeps log(p_tail / q_tail) finite when B's top-k hold (nearly) all its mass
 

@@ -25,7 +25,7 @@ from sagemeter.fidelity.adapter import (
     request_json,
     shape_error,
 )
-from sagemeter.fidelity.records import Position, TopToken
+from sagemeter.results.fidelity_record import Position, TopToken
 from sagemeter.transport.client import HttpClient
 
 # Greedy and unpenalised, stated explicitly: a server's defaults (repeat penalty, DRY) would

@@ -9,90 +9,16 @@ triples to keep the file small.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from sagemeter.atomic import write_text_atomic
 from sagemeter.errors import UserError
+from sagemeter.results.fidelity_record import SCHEMA, FidelityRecord
+from sagemeter.textfiles import read_json
 
-SCHEMA = "sagemeter.fidelity/1"
-Engine = Literal["llamacpp", "vllm"]
-
-
-class TopToken(NamedTuple):
-    """One candidate next token and its log-probability over the full vocabulary."""
-
-    id: int
-    text: str
-    logprob: float
-
-
-class Position(BaseModel):
-    """One step of the answer: the token taken there, and the distribution that preceded it."""
-
-    token_id: int
-    token_text: str
-    top: list[TopToken] = Field(description="top-k candidates, most likely first")
-
-
-class PromptRecord(BaseModel):
-    """One prompt: the token ids the answer was conditioned on, and one Position per answer token.
-
-    `template_agrees` is False when this endpoint's own chat template tokenized the prompt
-    differently from the reference (the reference's tokens were used regardless).
-    """
-
-    prompt: str
-    prompt_token_ids: list[int]
-    template_agrees: bool = True
-    finish: str = Field(description="why the answer ended: eos or length (the reference's)")
-    positions: list[Position]
-
-    @property
-    def answer_token_ids(self) -> list[int]:
-        return [position.token_id for position in self.positions]
-
-    @property
-    def answer_text(self) -> str:
-        return "".join(position.token_text for position in self.positions)
-
-
-class Vocabulary(BaseModel):
-    """The tokenizer's own id → token map as a fingerprint (see fidelity/vocabulary.py)."""
-
-    size: int
-    sha256: str = Field(description="SHA-256 of the id-ordered token list, as JSON")
-    source: str = Field(description="where the token list was read")
-
-
-class FidelityRecord(BaseModel):
-    """Everything one endpoint said, token by token, on one prompt set."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    schema_: str = Field(SCHEMA, alias="schema")
-    engine: Engine
-    engine_version: str | None = None
-    model: str
-    base_url: str
-    top_k: int
-    max_tokens: int
-    system_prompt: str | None = None
-    chat_template_sha256: str | None = Field(
-        None, description="SHA-256 of the server's chat template text, where the server shows it"
-    )
-    forced: bool = Field(description="True when the answers are a reference's, not this model's")
-    reference_model: str | None = None
-    started_utc: str
-    ended_utc: str
-    prompts: list[PromptRecord]
-    retries: int = Field(
-        0, description="calls sent again after a transient failure (HTTP 429/5xx, lost connection)"
-    )
-    vocabulary: Vocabulary | None = Field(
-        None, description="the checkpoint's own vocabulary, where sagemeter could read it"
-    )
+# FidelityRecord is read from here too: its model lives with the result schema.
+__all__ = ["SCHEMA", "FidelityRecord", "load_record", "save_record"]
 
 
 def save_record(path: Path, record: FidelityRecord) -> None:
@@ -102,8 +28,6 @@ def save_record(path: Path, record: FidelityRecord) -> None:
 
 def load_record(path: Path) -> FidelityRecord:
     """Read a record, or raise UserError naming the file and what is wrong with it."""
-    from sagemeter.textfiles import read_json
-
     payload = read_json(path)
     if not isinstance(payload, dict) or payload.get("schema") != SCHEMA:
         raise UserError(f"{path}: not a fidelity record (expected schema {SCHEMA!r})")

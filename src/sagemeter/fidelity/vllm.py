@@ -21,8 +21,9 @@ from sagemeter.fidelity.adapter import (
     request_json,
     shape_error,
 )
-from sagemeter.fidelity.records import Position, TopToken
+from sagemeter.results.fidelity_record import Position, TopToken
 from sagemeter.transport.client import HttpClient, TransportError
+from sagemeter.transport.models_list import first_model
 
 # Greedy and unpenalised, stated explicitly: vLLM applies the model's generation_config.json
 # defaults (often a repetition penalty) to any field a request leaves out.
@@ -44,7 +45,6 @@ class VllmEngine:
     async def model(self) -> str:
         if self._model is None:
             listing = await request_json(self.http, "GET", "/v1/models")
-            from sagemeter.transport.models_list import first_model
 
             first = first_model(listing)
             if first is None:

@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 
 from sagemeter.errors import UserError
-from sagemeter.fidelity.records import Vocabulary
+from sagemeter.gguf_open import open_gguf
+from sagemeter.results.fidelity_record import Vocabulary
 from sagemeter.textfiles import TOKENIZER_CAP, read_json
 
 
@@ -35,8 +36,6 @@ def gguf_vocabulary(path: Path) -> Vocabulary:
 
 @functools.lru_cache(maxsize=8)
 def _gguf_cached(path: str, size: int, mtime_ns: int) -> Vocabulary:
-    from sagemeter.gguf_open import open_gguf
-
     field = open_gguf(path).get_field("tokenizer.ggml.tokens")
     if field is None:
         raise UserError(

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from sagemeter.figures.declaration import Declared
 
 if TYPE_CHECKING:
-    from sagemeter.results.model import Detail, MeasureResult, PrefillDetail, Spread
+    from sagemeter.evidence.distribution import Spread
+    from sagemeter.results.model import Detail, MeasureResult, PrefillDetail
 
 
 def _valid_decode(detail: Detail, field: str) -> float | None:

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from sagemeter.errors import UserError
 from sagemeter.inspect.decode import decode_bytes, decode_ceiling, predicted_ratio
-from sagemeter.inspect.facts import CheckpointFacts, InspectReport, PredictedRatio, TensorGroup
 from sagemeter.inspect.gpus import Bandwidth, bandwidth_for
 from sagemeter.inspect.grid import grid_check
 from sagemeter.inspect.roles import BODY, ROLE_ORDER, role_of
 from sagemeter.inspect.sources import Source, open_source, parse_source
 from sagemeter.inspect.storage import describe_storage, quant_scheme
 from sagemeter.inspect.table import TensorRecord, TensorTable
+from sagemeter.results.checkpoint_facts import (
+    CheckpointFacts,
+    InspectReport,
+    PredictedRatio,
+    TensorGroup,
+)
 
 
 def facts_of(table: TensorTable, bandwidth: Bandwidth | None, check_grid: bool) -> CheckpointFacts:
@@ -70,8 +76,6 @@ def inspect_sources(
 ) -> InspectReport:
     """Facts of every source, and each later one's predicted decode ratio against the first."""
     if not texts:
-        from sagemeter.errors import UserError
-
         raise UserError("give at least one source to inspect")
     bandwidth = bandwidth_for(gpu, bandwidth_gb_s)
     sources: list[Source] = [parse_source(text) for text in texts]

@@ -9,7 +9,6 @@ decode runs below the ceiling, and a ratio of two ceilings is an upper estimate 
 
 from __future__ import annotations
 
-from sagemeter.inspect.facts import DecodeBytes, DecodeCeiling
 from sagemeter.inspect.gpus import Bandwidth
 from sagemeter.inspect.roles import (
     BODY,
@@ -21,6 +20,7 @@ from sagemeter.inspect.roles import (
     parts_of,
 )
 from sagemeter.inspect.table import TensorRecord
+from sagemeter.results.checkpoint_facts import DecodeBytes, DecodeCeiling
 
 
 def decode_bytes(tensors: list[TensorRecord], roles: list[str], gguf: bool) -> DecodeBytes:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sagemeter.gguf_open import open_gguf
 from sagemeter.inspect.table import LocalFiles, TensorRecord, TensorTable
 
 
 def read_gguf(source: str, path: Path) -> TensorTable:
     """Every tensor of a GGUF file with its quant type; shapes put the row count first."""
-    from sagemeter.gguf_open import open_gguf
-
     reader = open_gguf(path)
     from gguf import LlamaFileType
 

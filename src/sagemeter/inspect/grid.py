@@ -12,8 +12,8 @@ import random
 
 import numpy as np
 
-from sagemeter.inspect.facts import GridCheck
 from sagemeter.inspect.table import RangeReader, TensorRecord
+from sagemeter.results.checkpoint_facts import GridCheck
 
 BLOCK = 32
 LEVELS = 16

@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagemeter.engines.checkpoints import CHECKPOINT_NAMES
+from sagemeter.engines.checkpoints import CHECKPOINT_NAMES, resolve_checkpoint
+from sagemeter.engines.hf_export import current_export, planned_model
 from sagemeter.errors import UserError
+from sagemeter.inspect.gguf_file import read_gguf
 from sagemeter.inspect.hub import REPO_ID, HubSource, parse_hub_source, read_hub
 from sagemeter.inspect.safetensors_files import read_safetensors, shard_names
 from sagemeter.inspect.table import TensorTable
@@ -70,8 +72,6 @@ def parse_source(text: str) -> Source:
 
 
 def _local_checkpoint(name: str, text: str) -> LocalSource:
-    from sagemeter.engines.checkpoints import resolve_checkpoint
-
     if not name:
         raise UserError(f"{text!r} names no checkpoint")
     checkpoint = resolve_checkpoint(name, derive=False)
@@ -91,8 +91,6 @@ def _vllm_export(name: str, text: str) -> LocalSource:
     the export's. A GGUF of the user's may be stored otherwise: it is refused until its export
     exists rather than shown as what vLLM reads.
     """
-    from sagemeter.engines.hf_export import current_export, planned_model
-
     model = planned_model(name)
     source = model.source
     if source is None:  # a folder that happens to end in .gguf
@@ -143,8 +141,6 @@ def open_source(source: Source) -> TensorTable:
     if isinstance(where, HubSource):
         return read_hub(source.text, where)
     if where.format == "gguf":
-        from sagemeter.inspect.gguf_file import read_gguf
-
         table = read_gguf(source.text, where.paths[0])
     else:
         table = read_safetensors(source.text, list(where.paths), where.folder)

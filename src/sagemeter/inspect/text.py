@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sagemeter.inspect.facts import CheckpointFacts, InspectReport
+from sagemeter.results.checkpoint_facts import CheckpointFacts, InspectReport
 
 GROUP_COLUMNS = ("part of the checkpoint", "{unit}", "share", "tensors", "dtypes", "storage")
 

@@ -13,6 +13,7 @@ import time
 from datetime import UTC, datetime
 
 from sagemeter import __version__
+from sagemeter.evidence.distribution import distribution
 from sagemeter.loadgen.health import Evidence, assess
 from sagemeter.loadgen.metrics import summarize
 from sagemeter.loadgen.result import (
@@ -24,9 +25,8 @@ from sagemeter.loadgen.result import (
     WorkerFigures,
 )
 from sagemeter.loadgen.settings import LoadSettings
-from sagemeter.loadgen.stats import distribution
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.pool import RunOutput
-from sagemeter.transport.record import RequestRecord
 
 
 def utc_text(wall: float) -> str:

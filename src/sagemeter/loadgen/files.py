@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from sagemeter.atomic import write_text_atomic
 from sagemeter.errors import UserError
 from sagemeter.loadgen.result import RESULT_KIND, LoadResult
+from sagemeter.textfiles import read_json
 
 
 def write_result(path: Path, result: LoadResult) -> None:
@@ -18,8 +19,6 @@ def write_result(path: Path, result: LoadResult) -> None:
 
 def load_result(path: Path) -> LoadResult:
     """A `sagemeter load` result file, or a UserError naming the file and what is wrong."""
-    from sagemeter.textfiles import read_json
-
     payload = read_json(path)  # capped, a FIFO refused, NaN and Infinity refused
     try:
         result = LoadResult.model_validate(payload)

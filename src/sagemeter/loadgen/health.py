@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sagemeter.loadgen.result import Distribution, Window
+from sagemeter.evidence.distribution import Distribution
+from sagemeter.loadgen.result import Window
 from sagemeter.transport.health import client_limits
 from sagemeter.transport.health import pct as _pct
 

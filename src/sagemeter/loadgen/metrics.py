@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sagemeter.loadgen.result import Distribution, Goodput, TokenCheck, Window
-from sagemeter.loadgen.stats import distribution
-from sagemeter.transport.record import RequestRecord
+from sagemeter.evidence.distribution import Distribution, distribution
+from sagemeter.loadgen.result import Goodput, TokenCheck, Window
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
 
 US = 1e-6

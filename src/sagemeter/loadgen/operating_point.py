@@ -20,15 +20,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sagemeter.evidence.distribution import Distribution
 from sagemeter.loadgen.identity import ServerChanged
-from sagemeter.loadgen.result import (
-    Distribution,
-    LoadResult,
-    OperatingPoint,
-    Probe,
-    RawRecord,
-    SloSearch,
-)
+from sagemeter.loadgen.result import LoadResult, OperatingPoint, Probe, RawRecord, SloSearch
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.transport.health import client_limits
 from sagemeter.transport.slo_stop import SloStop, misses

@@ -16,7 +16,7 @@ from pathlib import Path
 from sagemeter.atomic import write_text_atomic
 from sagemeter.loadgen.build import record_from_raw
 from sagemeter.loadgen.result import LoadResult
-from sagemeter.transport.record import RequestRecord
+from sagemeter.request_record import RequestRecord
 
 COLUMNS = (
     "concurrency",

@@ -13,23 +13,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sagemeter.evidence.distribution import Distribution
 from sagemeter.loadgen.settings import LoadSettings
-from sagemeter.measure.identity_record import ServerIdentity
+from sagemeter.results.server_identity import ServerIdentity
 from sagemeter.transport.pool import WorkerSummary
 
 RESULT_KIND = "sagemeter.load/1"
-
-
-class Distribution(BaseModel):
-    """A distribution in seconds (or tokens/s): count, median, p90, p99, min, max, mean."""
-
-    n: int
-    median: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-    min: float | None = None
-    max: float | None = None
-    mean: float | None = None
 
 
 class Window(BaseModel):

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.loadgen.loadrun import RunWatch, run_once
+from sagemeter.loadgen.ray_run import run_on_ray
 from sagemeter.loadgen.result import LoadResult
 from sagemeter.loadgen.settings import LoadSettings
 
@@ -116,7 +117,6 @@ def check_level(
 def _run_level(settings: LoadSettings, ray: str | None, watch: RunWatch | None) -> LoadResult:
     if ray is None:
         return run_once(settings, time.perf_counter(), watch=watch)
-    from sagemeter.loadgen.ray_run import run_on_ray
 
     return run_on_ray(settings, time.perf_counter(), ray, watch=watch)
 

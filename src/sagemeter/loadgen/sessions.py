@@ -27,16 +27,17 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from sagemeter.calibrate.timing import parse_duration
 from sagemeter.errors import UserError
+from sagemeter.evidence.distribution import Distribution, distribution
 from sagemeter.loadgen.build import build_result
-from sagemeter.loadgen.result import Distribution, LoadResult
+from sagemeter.loadgen.result import LoadResult
 from sagemeter.loadgen.settings import LoadSettings, available_cores
-from sagemeter.loadgen.stats import distribution
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.address import parse_address
 from sagemeter.transport.client import HttpClient
 from sagemeter.transport.clock import LagSampler
 from sagemeter.transport.pool import RunOutput, WorkerSummary
-from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.request import discover_model, request_body, request_bytes
 from sagemeter.transport.worker import new_loop
 
@@ -62,8 +63,6 @@ class ThinkTime:
 
 def parse_think_time(text: str) -> ThinkTime:
     """`fixed:2s` or `uniform:1s,3s` (any duration `--duration` takes), else one UserError."""
-    from sagemeter.calibrate.timing import parse_duration
-
     match = _THINK.match(text.strip())
     hint = "give fixed:2s or uniform:1s,3s"
     if match is None:

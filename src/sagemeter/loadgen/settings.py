@@ -9,7 +9,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_WAIT_S, Seconds, Seed, Tokens, Workers, checked
+from sagemeter.limits import MAX_WAIT_S, Seconds, Seed, Tokens, Workers, check_price, checked
+from sagemeter.loadgen.lengths import parse_lengths
+from sagemeter.loadgen.trace import read_trace_cached
+from sagemeter.measure.prompt_tokenizer import check_tokenizer_path, tokenizer_at
 from sagemeter.transport.pool import available_cores
 from sagemeter.transport.request import DEFAULT_PROMPT
 
@@ -115,8 +118,6 @@ class LoadSettings(BaseModel):
         return self
 
     def _check_workload(self) -> None:
-        from sagemeter.loadgen.lengths import parse_lengths
-
         for flag, spec in (
             ("--input-tokens", self.input_tokens),
             ("--output-tokens", self.output_tokens),
@@ -161,17 +162,12 @@ class LoadSettings(BaseModel):
                 )
         from pathlib import Path
 
-        from sagemeter.loadgen.trace import read_trace_cached
-
         read_trace_cached(Path(self.trace))
 
     def _check_tokenizer(self) -> None:
         """A local GGUF or tokenizer folder, read now (one line when it is not one), and only
         where prompts are sized; a Hub name is refused: sagemeter never downloads one."""
         from pathlib import Path
-
-        from sagemeter.loadgen.workload import tokenizer_at
-        from sagemeter.measure.prompt_tokenizer import check_tokenizer_path
 
         assert self.tokenizer is not None
         if self.trace is None and self.input_tokens is None:
@@ -189,7 +185,6 @@ class LoadSettings(BaseModel):
                 f"--slo-percentile {self.slo_percentile:g}: give 50, 90 or 99 (the percentiles "
                 "a load result carries)"
             )
-        from sagemeter.compare.costs import check_price
 
         check_price(self.price_per_hour)  # every command's price, one rule
         if self.search is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from sagemeter.loadgen.result import Distribution, LoadResult, Probe
+from sagemeter.evidence.distribution import Distribution
+from sagemeter.loadgen.result import LoadResult, Probe
 from sagemeter.loadgen.selfcheck import LevelCheck
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemeter.errors import UserError
+from sagemeter.textfiles import TRACE_CAP, decode_utf8, read_capped
 
 BLOCK_TOKENS = 512  # Mooncake's block: one hash id stands for this many prompt tokens
 MAX_INPUT_TOKENS = 10_000_000
@@ -78,8 +79,6 @@ def _request(line: str, entry: Any) -> TraceRequest:
 
 def read_trace(path: Path) -> Trace:
     """The trace at `path`, sorted by time, or a UserError saying what is wrong and where."""
-    from sagemeter.textfiles import TRACE_CAP, decode_utf8, read_capped
-
     data = read_capped(path, TRACE_CAP, "--trace")
     text = decode_utf8(path, data, "--trace")
     requests: list[TraceRequest] = []

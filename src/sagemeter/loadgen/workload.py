@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from sagemeter.errors import UserError
+from sagemeter.evidence.distribution import Distribution, distribution
 from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.loadgen.prompt_text import (
     PROBE_WORDS,
@@ -36,16 +37,15 @@ from sagemeter.loadgen.prompt_text import (
     own_prompt,
     words,
 )
-from sagemeter.loadgen.result import Distribution, LengthSizing, Workload
+from sagemeter.loadgen.result import LengthSizing, Workload
 from sagemeter.loadgen.schedule import gamma_schedule, trace_schedule
 from sagemeter.loadgen.settings import LoadSettings
-from sagemeter.loadgen.stats import distribution
 from sagemeter.loadgen.trace import BLOCK_TOKENS, read_trace_cached
-from sagemeter.measure.prompt_tokenizer import PromptTokenizer, load_tokenizer
+from sagemeter.measure.prompt_tokenizer import tokenizer_at
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.address import ServerAddress
 from sagemeter.transport.client import HttpClient
 from sagemeter.transport.deck import RUN_WORDS, Deck, nonce_text
-from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.request import request_body, request_bytes
 
 DECK_CLOSED = 1024  # drawn shapes a closed loop cycles through
@@ -90,18 +90,6 @@ class Prepared:
 _SIZINGS: dict[tuple[str, str, str], tuple[Sizing, list[tuple[int, int]]]] = {}
 Sized = tuple[Sizing, list[tuple[int, int]]]
 T = TypeVar("T")
-
-
-_TOKENIZERS: dict[Path, PromptTokenizer] = {}
-
-
-def tokenizer_at(path: str) -> PromptTokenizer:
-    """The tokenizer at `path` (checked: LoadSettings), read once per process (a GGUF's
-    vocabulary takes seconds, and an engine target or a search checks and runs in one)."""
-    key = Path(path).resolve()
-    if key not in _TOKENIZERS:
-        _TOKENIZERS[key] = load_tokenizer(key)
-    return _TOKENIZERS[key]
 
 
 def _blocking(coroutine: Coroutine[object, object, T]) -> T:

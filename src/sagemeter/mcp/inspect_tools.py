@@ -12,11 +12,11 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from sagemeter.inspect.build import inspect_sources
-from sagemeter.inspect.facts import InspectReport
 from sagemeter.inspect.text import report_text
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
+from sagemeter.results.checkpoint_facts import InspectReport
 
 INSPECTS = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from sagemeter.evidence.bootstrap import interval
+from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
-from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
 from sagemeter.measure.precision import precision_stop, relative_half_width
-from sagemeter.measure.stats import CpuClock, client_share, median, spread
+from sagemeter.measure.stats import CpuClock, client_share, median
+from sagemeter.request_record import RequestRecord
 from sagemeter.results import ClientShare, DecodeDetail
 from sagemeter.transport.chat import ChatClient, ChatRequest
 from sagemeter.transport.health import WORKER_CPU_SHARE_MAX, pct
-from sagemeter.transport.record import RequestRecord
 
 DECODE_PROMPT = "Write a long story about a lighthouse keeper and the sea."
 

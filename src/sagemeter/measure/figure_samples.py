@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sagemeter.evidence.bootstrap import FigureSamples, interval, samples_of
 from sagemeter.figures.builtin import (
     DECODE,
     ENGINE_DECODE,
@@ -20,7 +21,7 @@ from sagemeter.figures.builtin import (
     TTFT,
     TTFT_LONG_PROMPT,
 )
-from sagemeter.measure.bootstrap import FigureSamples, interval, samples_of
+from sagemeter.request_record import RequestRecord
 from sagemeter.results import (
     DecodeDetail,
     FigureSummary,
@@ -31,7 +32,6 @@ from sagemeter.results import (
     MeasureResult,
     PrefillDetail,
 )
-from sagemeter.transport.record import RequestRecord
 
 
 def decode_samples(detail: DecodeDetail | None) -> FigureSamples | None:

@@ -25,9 +25,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sagemeter.errors import UserError
-from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
+from sagemeter.results.server_identity import ServerIdentity
+from sagemeter.sagemaker.aws import CONTROL_CONFIG
 from sagemeter.transport.client import HttpClient, TransportError
+from sagemeter.transport.models_list import first_model
 from sagemeter.transport.retry import RetryPolicy
 
 RETRY = RetryPolicy(retries=2, base_s=0.25, max_s=2.0)
@@ -80,7 +82,6 @@ def identity_of(payload: Any) -> Identity | None:
         return None
     steady = [_steady(entry) for entry in models]
     digest = hashlib.sha256(json.dumps(steady, sort_keys=True).encode()).hexdigest()
-    from sagemeter.transport.models_list import first_model
 
     first = first_model(payload)
     return Identity(model=None if first is None else str(first["id"]), models_sha256=digest)
@@ -250,8 +251,6 @@ def sagemaker_identity(name: str, region: str) -> Callable[[], Reading]:
     def read() -> Reading:
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
-
-        from sagemeter.sagemaker.aws import CONTROL_CONFIG
 
         try:
             client = boto3.session.Session().client(

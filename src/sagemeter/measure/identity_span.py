@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.measure.quality import QualityLooks
 from sagemeter.results.model import (
     DecodeDetail,
@@ -21,6 +20,7 @@ from sagemeter.results.model import (
     QualityItem,
     SequentialStop,
 )
+from sagemeter.results.server_identity import ServerIdentity
 
 # The check a phase of levels awaits after each (the level's concurrency): the change, or None.
 AfterLevel = Callable[[int], Awaitable[str | None]]

@@ -18,14 +18,14 @@ import asyncio
 import functools
 from collections.abc import Callable, Sequence
 
+from sagemeter.evidence.bootstrap import interval
+from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, level_doubt_from_above, too_slow
-from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import level_figure, level_samples
 from sagemeter.measure.identity_span import AfterLevel, dropped_level, spanned_reason
 from sagemeter.measure.precision import precision_stop, relative_half_width
-from sagemeter.measure.stats import spread
 from sagemeter.results import ClientShare, LoadBatch, LoadDetail, LoadLevel
 from sagemeter.transport.chat import BatchRun, ChatClient, ChatRequest
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.identity_span import AfterLevel
@@ -23,7 +24,7 @@ from sagemeter.measure.prefill import (
     Nonces,
     prompt_text,
 )
-from sagemeter.measure.stats import median, spread
+from sagemeter.measure.stats import median
 from sagemeter.results import LoadLevel, LongPromptLoad, PrefillDetail
 from sagemeter.transport.chat import ChatClient, ChatRequest
 

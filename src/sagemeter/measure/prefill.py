@@ -29,16 +29,17 @@ from pathlib import Path
 import numpy as np
 
 from sagemeter.errors import UserError
+from sagemeter.evidence.bootstrap import interval
+from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
-from sagemeter.measure.bootstrap import interval
 from sagemeter.measure.figure_samples import prefill_samples
 from sagemeter.measure.prompt_tokenizer import PromptTokenizer, load_tokenizer
 from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
-from sagemeter.measure.stats import CpuClock, client_share, median, spread
+from sagemeter.measure.stats import CpuClock, client_share, median
+from sagemeter.request_record import RequestRecord
 from sagemeter.results import PrefillDetail, PrefixCacheCheck
 from sagemeter.transport.chat import ChatClient, ChatRequest
-from sagemeter.transport.record import RequestRecord
 
 # Common short words: most tokenizers make each one token (with its leading space).
 FILLER_TEXT = (

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemeter.errors import UserError
+from sagemeter.gguf_open import open_gguf
 from sagemeter.textfiles import TOKENIZER_CAP, read_json
 
 # GPT-2's pre-tokenizer, with Python's `re` classes for \p{L} (letters) and \p{N} (digits).
@@ -127,8 +128,6 @@ def load_tokenizer(path: Path) -> PromptTokenizer:
 
 
 def _from_gguf(path: Path) -> PromptTokenizer:
-    from sagemeter.gguf_open import open_gguf
-
     reader = open_gguf(path, "--tokenizer")
     fields = {
         key: reader.get_field(f"tokenizer.ggml.{key}")
@@ -185,3 +184,15 @@ def _from_hf(folder: Path) -> PromptTokenizer:
         digits=digits,
         source=f"tokenizer.json of {folder.name}",
     )
+
+
+_TOKENIZERS: dict[Path, PromptTokenizer] = {}
+
+
+def tokenizer_at(path: str) -> PromptTokenizer:
+    """The tokenizer at `path` (checked: LoadSettings), read once per process (a GGUF's
+    vocabulary takes seconds, and an engine target or a search checks and runs in one)."""
+    key = Path(path).resolve()
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = load_tokenizer(key)
+    return _TOKENIZERS[key]

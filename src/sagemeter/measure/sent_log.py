@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.chat import BatchRun, ChatClient, ChatRequest
-from sagemeter.transport.record import RequestRecord
 
 
 @dataclass(frozen=True)

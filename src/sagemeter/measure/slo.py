@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sagemeter.calibrate.timing import duration_field
 from sagemeter.errors import UserError
 from sagemeter.limits import MAX_TOKENS, MAX_WAIT_S
-
-if TYPE_CHECKING:
-    from sagemeter.measure.identity import IdentityWatch
+from sagemeter.loadgen.lengths import parse_lengths
+from sagemeter.measure.identity import IdentityWatch
 
 DEFAULT_CEILING = 64
 
@@ -64,15 +64,11 @@ class SloOptions(BaseModel):
     @field_validator("ttft", "tpot", "duration", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
-        from sagemeter.calibrate.timing import duration_field
-
         return duration_field(value)
 
     @field_validator("input_tokens", "output_tokens")
     @classmethod
     def _lengths(cls, value: str | None) -> str | None:
-        from sagemeter.loadgen.lengths import parse_lengths
-
         if value is not None:
             try:
                 parse_lengths(value, "")
@@ -120,13 +116,11 @@ def search_slo(
             slo_note="not searched: the load generator reaches plain HTTP endpoints only "
             "(this one answers through a cloud runtime API)"
         )
-    from sagemeter.loadgen.identity import WatchedRuns
-    from sagemeter.loadgen.loadrun import run_once
-    from sagemeter.loadgen.operating_point import search_operating_point
-    from sagemeter.loadgen.settings import LoadSettings
-    from sagemeter.measure.identity import IdentityWatch
+    # The load generator (its workers, schedules, result models) loads only for an SLO search:
+    # `sagemeter --help` and every measurement without --slo-ttft/--slo-tpot start without it.
+    from sagemeter.loadgen import identity, loadrun, operating_point, settings
 
-    settings = LoadSettings(
+    load_settings = settings.LoadSettings(
         target=http_root,
         max_tokens=options.max_tokens,
         concurrency=options.concurrency,
@@ -142,11 +136,11 @@ def search_slo(
         burstiness=options.burstiness,
     ).checked()
     started = time.perf_counter()
-    runs = WatchedRuns(watch or IdentityWatch(None))  # None: not watched here
-    result = search_operating_point(
-        settings,
+    runs = identity.WatchedRuns(watch or IdentityWatch(None))  # None: not watched here
+    result = operating_point.search_operating_point(
+        load_settings,
         lambda level, stop: runs.run(
-            lambda probe: run_once(probe, time.perf_counter(), api_key, None, stop), level
+            lambda probe: loadrun.run_once(probe, time.perf_counter(), api_key, None, stop), level
         ),
         lambda: time.perf_counter() - started,
         on_probe=(lambda _probe: between_probes()) if between_probes is not None else None,

@@ -1,4 +1,5 @@
-"""Small summaries every measurement shares: spreads and medians, never a lone number."""
+"""Small summaries every measurement shares: medians and the client's own CPU share (spreads are
+sagemeter.evidence.distribution's)."""
 
 from __future__ import annotations
 
@@ -7,25 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sagemeter.measure.bootstrap import interval, samples_of
-from sagemeter.results import ClientShare, Spread
-
-
-def spread(values: Sequence[float]) -> Spread | None:
-    """min / median / max / p90 / p99 of `values` and a bootstrap interval of the median (the
-    values taken as independent), or None when there are none."""
-    if not values:
-        return None
-    array = np.asarray(values, dtype=float)
-    return Spread(
-        n=int(array.size),
-        min=float(array.min()),
-        median=float(np.median(array)),
-        max=float(array.max()),
-        p90=float(np.percentile(array, 90)),
-        p99=float(np.percentile(array, 99)),
-        median_ci95=interval(samples_of(values)),
-    )
+from sagemeter.results import ClientShare
 
 
 def median(values: Sequence[float]) -> float:

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sagemeter import __version__
 from sagemeter.atomic import (
@@ -28,7 +28,9 @@ from sagemeter.engines.endpoints import (
 )
 from sagemeter.engines.vllm_probe import vllm_chat_template_sha256
 from sagemeter.errors import UserError
-from sagemeter.fidelity.records import FidelityRecord
+from sagemeter.fidelity.collect import collect_fidelity
+from sagemeter.fidelity.detect import server_root
+from sagemeter.fidelity.records import load_record
 from sagemeter.figures import problems as figure_problems
 from sagemeter.figures import top_level_figures
 from sagemeter.figures.builtin import long_prompt_ttft_ms
@@ -37,11 +39,10 @@ from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
-from sagemeter.measure.endpoint_metrics import EndpointMetrics, wait_text
+from sagemeter.measure.endpoint_metrics_recorder import EndpointMetricsRecorder
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch, sagemaker_identity
-from sagemeter.measure.identity_record import ServerIdentity
 from sagemeter.measure.identity_span import (
     AfterLevel,
     WatchedLooks,
@@ -63,7 +64,6 @@ from sagemeter.measure.long_prompt import (
 from sagemeter.measure.prefill import measure_prefill, prefill_request_count
 from sagemeter.measure.quality import QualityLooks, measure_quality
 from sagemeter.measure.sent_log import LoggingClient, SentLog
-from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
 from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.server_metrics.recorder import (
     MetricsRecorder,
@@ -71,7 +71,9 @@ from sagemeter.measure.server_metrics.recorder import (
     use_engine_rate_from_metrics,
 )
 from sagemeter.measure.slo import SloFigures, SloOptions, search_slo
+from sagemeter.paths import state_dir
 from sagemeter.questions import QuestionSet, load_question_set
+from sagemeter.request_record import RequestRecord
 from sagemeter.results import (
     DecodeDetail,
     Detail,
@@ -84,21 +86,24 @@ from sagemeter.results import (
     QualityDetail,
     QualityItem,
     StartupFacts,
+    load_result,
     result_path,
     save_result,
 )
 from sagemeter.results.derived import fill_derived
+from sagemeter.results.endpoint_metrics import EndpointMetrics, wait_text
+from sagemeter.results.fidelity_record import SCHEMA, FidelityRecord
 from sagemeter.results.model import HostLoad
 from sagemeter.results.predicted_decode import PredictedDecode
+from sagemeter.results.server_identity import ServerIdentity
+from sagemeter.results.server_metrics import ServerMetrics
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import SageMakerTarget, Target
+from sagemeter.textfiles import probe_json
+from sagemeter.transport.address import parse_address
 from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
-from sagemeter.transport.record import RequestRecord
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
-
-if TYPE_CHECKING:
-    from sagemeter.sagemaker.metrics import EndpointMetricsRecorder
 
 PhaseFn = Callable[[str], None]
 
@@ -484,7 +489,6 @@ def _endpoint_metrics(target: Target, settings: MeasureSettings) -> EndpointMetr
     """A SageMaker target's CloudWatch recorder (other targets have `/metrics` instead)."""
     if not isinstance(target, SageMakerTarget):
         return None
-    from sagemeter.sagemaker.metrics import EndpointMetricsRecorder
 
     return EndpointMetricsRecorder(target.name, target.region, settings.metrics_wait_s, SentLog())
 
@@ -664,7 +668,6 @@ def save_or_rescue(result: MeasureResult, path: Path) -> Path:
         return path
     except OSError as exc:
         reason = describe_write_error(exc)
-    from sagemeter.paths import state_dir
 
     rescue = state_dir() / "unsaved" / f"{path.stem}-{utc_now().replace(':', '')}.json"
     try:
@@ -686,8 +689,6 @@ async def _fidelity(
 ) -> tuple[FidelityRecord | None, list[str]]:
     """This run's own record (the first N questions) or one forced along `reference`, its calls
     sent again as every other request of the measurement is (`wire.retry`)."""
-    from sagemeter.fidelity.collect import collect_fidelity
-
     if endpoint.http_root is None:
         return None, [f"fidelity: not measured, a {endpoint.backend} target shows no logprobs"]
     prompts = [question.prompt for question in question_set.questions][: settings.fidelity_prompts]
@@ -720,15 +721,12 @@ def _server_here(endpoint: Endpoint) -> bool:
         return True
     if endpoint.http_root is None:
         return False
-    from sagemeter.transport.address import parse_address
 
     return parse_address(endpoint.http_root).host.strip("[]") in LOOPBACK
 
 
 def _server_root(endpoint: Endpoint) -> str | None:
     """`http://host:port` of the server's own API, where it has one (not SageMaker)."""
-    from sagemeter.fidelity.detect import server_root
-
     return server_root(endpoint.http_root) if endpoint.http_root else None
 
 
@@ -1017,10 +1015,6 @@ def _round(value: float | None, digits: int = 3) -> float | None:
 
 def fidelity_reference(path: Path) -> FidelityRecord:
     """A's record to force along: a result file's `detail.fidelity`, or a fidelity record file."""
-    from sagemeter.fidelity.records import SCHEMA, load_record
-    from sagemeter.results import load_result
-    from sagemeter.textfiles import probe_json
-
     payload = probe_json(path)
     if isinstance(payload, dict) and payload.get("schema") == SCHEMA:
         return load_record(path)

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from sagemeter.errors import ManyProblems, SagemeterError, UserError
+from sagemeter.platforms.deployment import Deployment
 
 if TYPE_CHECKING:
-    from sagemeter.experiment.journal import Deployment
     from sagemeter.experiment.plan import Arm, Plan
     from sagemeter.results.predicted_decode import PredictedDecode
     from sagemeter.targets import Target

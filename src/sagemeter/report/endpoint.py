@@ -7,7 +7,6 @@ article's sections.
 
 from __future__ import annotations
 
-from sagemeter.measure.endpoint_metrics import EndpointMetrics, EndpointPhase
 from sagemeter.report.document import (
     Block,
     Bullets,
@@ -21,6 +20,7 @@ from sagemeter.report.document import (
 from sagemeter.report.figures import NA, num
 from sagemeter.report.rows import name_of
 from sagemeter.report.runs import Run
+from sagemeter.results.endpoint_metrics import EndpointMetrics, EndpointPhase
 
 TITLE, ANCHOR = "SageMaker endpoint metrics (CloudWatch)", "endpoint-metrics"
 HEADER = [

@@ -11,9 +11,10 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sagemeter.evidence.distribution import Distribution
 from sagemeter.loadgen.build import record_from_raw
-from sagemeter.loadgen.result import Distribution, LoadResult
-from sagemeter.transport.record import RequestRecord
+from sagemeter.loadgen.result import LoadResult
+from sagemeter.request_record import RequestRecord
 
 US = 1e-6
 METRICS = ("ttft", "tpot", "itl", "e2e")

@@ -3,8 +3,10 @@ point, as plain blocks (rendered to markdown and HTML by the measure report's re
 
 from __future__ import annotations
 
+from sagemeter.evidence.distribution import percentile
 from sagemeter.loadgen.operating_point import at_percentile
 from sagemeter.loadgen.result import LoadResult
+from sagemeter.loadgen.sessions import SessionLoadResult
 from sagemeter.report.document import (
     Block,
     Bullets,
@@ -28,7 +30,6 @@ from sagemeter.report.load_figures import (
     throughput_points,
     timeline,
 )
-from sagemeter.transport.health import percentile
 
 NA = "n/a"
 
@@ -307,8 +308,6 @@ def _operating_point_section(runs: list[LoadRun]) -> Section | None:
 
 
 def _turns_section(runs: list[LoadRun]) -> Section | None:
-    from sagemeter.loadgen.sessions import SessionLoadResult
-
     header = [
         "run",
         "turn",

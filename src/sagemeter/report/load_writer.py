@@ -16,6 +16,7 @@ from sagemeter.atomic import write_bytes_atomic, write_text_atomic
 from sagemeter.errors import UserError
 from sagemeter.loadgen.files import load_result
 from sagemeter.loadgen.result import RESULT_KIND, LoadResult
+from sagemeter.loadgen.sessions import SessionLoadResult
 from sagemeter.report.html import render_html
 from sagemeter.report.load_figures import LoadRun
 from sagemeter.report.load_plots import render_load_plots
@@ -64,7 +65,6 @@ def _read(path: Path) -> LoadResult:
     payload = read_json(path)
     if not isinstance(payload, dict) or payload.get("sessions") is None:
         return result
-    from sagemeter.loadgen.sessions import SessionLoadResult
 
     try:
         return SessionLoadResult.model_validate(payload)

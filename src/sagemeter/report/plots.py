@@ -17,8 +17,8 @@ import numpy as np
 from sagemeter.compare.costs import cost_per_million_tokens
 from sagemeter.errors import UserError
 from sagemeter.report.figures import quality_shares
+from sagemeter.request_record import RequestRecord
 from sagemeter.results import DecodeDetail, MeasureResult, PrefillDetail
-from sagemeter.transport.record import RequestRecord
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

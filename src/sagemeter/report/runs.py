@@ -17,7 +17,11 @@ from pathlib import Path
 from sagemeter.compare import Comparison, combine
 from sagemeter.compare.costs import check_price
 from sagemeter.errors import UserError
+from sagemeter.experiment.journal import read_journal
+from sagemeter.experiment.plan import plan_from_data
+from sagemeter.experiment.steps import combine_order
 from sagemeter.results import MeasureResult, load_result
+from sagemeter.textfiles import read_json
 
 COMPARE_FILE = "compare.json"
 JOURNAL_FILE = "journal.json"  # experiment.journal's; not imported, so a report stays light
@@ -99,9 +103,6 @@ def _journal_files(folder: Path) -> tuple[list[str], list[str] | None] | None:
     measured them in (when it knows all of them); None when the folder holds no journal."""
     if not (folder / JOURNAL_FILE).is_file():
         return None
-    from sagemeter.experiment.journal import read_journal
-    from sagemeter.experiment.plan import plan_from_data
-    from sagemeter.experiment.steps import combine_order
 
     journal = read_journal(folder)
     plan = plan_from_data(journal.plan, str(folder / JOURNAL_FILE))
@@ -149,7 +150,6 @@ def _read_compare_file(
     the run measured them in (when its journal knew it), from compare.json."""
     if not path.exists() and not path.is_symlink():
         return [], None, None, None, None
-    from sagemeter.textfiles import read_json
 
     payload = read_json(path)  # capped; a FIFO, NaN or Infinity is one line
     if not isinstance(payload, dict):

@@ -10,10 +10,10 @@ from rich.table import Table
 from sagemeter.compare import Comparison, Row, across_methods_note
 from sagemeter.figures import figure_named, figures, format_figure, stored_value
 from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS
-from sagemeter.measure.endpoint_metrics import EndpointMetrics
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
+from sagemeter.results.endpoint_metrics import EndpointMetrics
 
 INTEGER_KEYS = frozenset({"quality_correct"})  # the declared figures say it themselves
 

@@ -6,6 +6,8 @@ raw (every timing, every answer, the environment) lives in the versioned `detail
 `article` reads the source article's own result files.
 """
 
+from sagemeter.evidence.bootstrap import Interval
+from sagemeter.evidence.distribution import Spread
 from sagemeter.results.files import (
     RESULT_NAME,
     check_result_name,
@@ -20,7 +22,6 @@ from sagemeter.results.model import (
     Detail,
     Environment,
     FigureSummary,
-    Interval,
     LoadBatch,
     LoadDetail,
     LoadLevel,
@@ -33,7 +34,6 @@ from sagemeter.results.model import (
     QualityItem,
     SequentialStop,
     Share,
-    Spread,
     StartupFacts,
 )
 

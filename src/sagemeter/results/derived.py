@@ -8,7 +8,7 @@ report and the terminal only render: every spread and interval they show is in t
 from __future__ import annotations
 
 from sagemeter.evidence.binomial import wilson_interval
-from sagemeter.measure.stats import spread
+from sagemeter.evidence.distribution import spread
 from sagemeter.results.model import MeasureResult, Share
 
 

@@ -13,7 +13,10 @@ from pydantic import ValidationError
 
 from sagemeter.atomic import write_text_atomic
 from sagemeter.errors import UserError
+from sagemeter.results.article import is_article_shape, read_article_result
+from sagemeter.results.derived import fill_derived
 from sagemeter.results.model import MeasureResult
+from sagemeter.textfiles import read_json
 
 RESULT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
 
@@ -37,8 +40,6 @@ def result_path(out_dir: Path, name: str) -> Path:
 def save_result(result: MeasureResult, path: Path) -> None:
     """Write atomically: a reader sees the old file, no file, or the whole new one. The result's
     summaries (`results.derived`) are filled first, so every file written carries them."""
-    from sagemeter.results.derived import fill_derived
-
     text = fill_derived(result).model_dump_json(indent=2)
     write_text_atomic(path, text + "\n")
 
@@ -49,13 +50,9 @@ def load_result(path: Path) -> MeasureResult:
     Reads sagemeter's own files, the article's minimal ones, and the article's own full result
     shape (`sagemeter.results.article`).
     """
-    from sagemeter.textfiles import read_json
-
     payload = read_json(path)
     if not isinstance(payload, dict):
         raise UserError(f"{path}: expected a JSON object with measurement keys")
-    from sagemeter.results.article import is_article_shape, read_article_result
-    from sagemeter.results.derived import fill_derived
 
     if is_article_shape(payload):
         return fill_derived(read_article_result(path, payload))

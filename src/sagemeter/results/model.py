@@ -10,43 +10,22 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sagemeter.fidelity.records import FidelityRecord
-from sagemeter.inspect.facts import CheckpointFacts
-from sagemeter.measure.endpoint_metrics import EndpointMetrics
-from sagemeter.measure.identity_record import ServerIdentity
-from sagemeter.measure.server_metrics.crosscheck import ServerMetrics
+from sagemeter.evidence.bootstrap import Interval
+from sagemeter.evidence.distribution import Spread
 from sagemeter.questions import Question
 from sagemeter.questions.scoring import ScoringRule, score
+from sagemeter.request_record import RequestRecord
+from sagemeter.results.checkpoint_facts import CheckpointFacts
+from sagemeter.results.endpoint_metrics import EndpointMetrics
+from sagemeter.results.fidelity_record import FidelityRecord
 from sagemeter.results.predicted_decode import PredictedDecode
+from sagemeter.results.server_identity import ServerIdentity
+from sagemeter.results.server_metrics import ServerMetrics
 from sagemeter.results.v1 import upgrade_records
-from sagemeter.transport.record import RequestRecord
 
 # 2: records are the transport's (µs on the measurement's timeline, retries kept); batches say
 # whether they count; quality items can be unanswered. Files of version 1 are read as well.
 SCHEMA_VERSION = 2
-
-
-class Interval(BaseModel):
-    """A 95% interval; a bound of None means the data cannot bound it (a rate near infinity)."""
-
-    low: float | None
-    high: float | None
-    level: float = 0.95
-    method: str = Field("percentile bootstrap", description="how the interval was computed")
-    resamples: int | None = None
-
-
-class Spread(BaseModel):
-    """A distribution summarised: count, min, median, max, the tail percentiles, and a bootstrap
-    95% interval of the median (None below two values)."""
-
-    n: int
-    min: float
-    median: float
-    max: float
-    p90: float
-    p99: float
-    median_ci95: Interval | None = None
 
 
 class Share(BaseModel):

@@ -33,7 +33,9 @@ from botocore.exceptions import (
 
 from sagemeter import __version__
 from sagemeter.errors import PlatformError, UserError
+from sagemeter.redaction import register_secret
 from sagemeter.sagemaker.redact import redact
+from sagemeter.transport.request import has_control
 from sagemeter.transport.upstream import MAX_CHARS
 from sagemeter.transport.upstream import one_line as upstream_one_line
 
@@ -90,8 +92,6 @@ CREDENTIAL_VARIABLES = (
 def _check_credential_variables() -> None:
     """Credentials in the environment that could not go in a header: one line as the session
     is made, before any work (a profile file's are checked by `Aws.hold_credentials`)."""
-    from sagemeter.transport.request import has_control
-
     for name in CREDENTIAL_VARIABLES:
         if has_control(os.environ.get(name, "")):
             raise UserError(
@@ -140,9 +140,6 @@ class Aws:
         """The credentials this session signs with become secrets of this process (no output
         shows them, also when they come from a profile file rather than the environment); one
         holding a control character would break the request's headers: one line, not shown."""
-        from sagemeter.redaction import register_secret
-        from sagemeter.transport.request import has_control
-
         if self._credentials_held:
             return
         with aws_errors("find AWS credentials"):

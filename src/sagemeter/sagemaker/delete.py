@@ -22,6 +22,7 @@ from sagemeter.sagemaker.endpoint import (
     describe_endpoint,
     wait_until,
 )
+from sagemeter.sagemaker.inventory import list_endpoints
 from sagemeter.sagemaker.ledger import Ledger, LedgerRecord, ResourceKind
 from sagemeter.sagemaker.region import placed_elsewhere
 from sagemeter.sagemaker.spec import is_ours
@@ -348,8 +349,6 @@ def delete_all_mine(
 
     A failure on one endpoint is recorded in its report and the others still go.
     """
-    from sagemeter.sagemaker.inventory import list_endpoints
-
     aws = aws or Aws()
     ledger = ledger or Ledger()
     targets: list[tuple[str, str]] = []

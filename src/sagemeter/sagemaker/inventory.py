@@ -27,7 +27,7 @@ from sagemeter.sagemaker.endpoint import (
     placed_instance_types,
 )
 from sagemeter.sagemaker.ledger import Ledger, LedgerRecord
-from sagemeter.sagemaker.pricing import PriceQuote, try_hourly_price
+from sagemeter.sagemaker.pricing import PriceQuote, hourly_price, manual_quote, try_hourly_price
 from sagemeter.sagemaker.quota import default_quota_regions
 from sagemeter.sagemaker.region import placed_elsewhere
 from sagemeter.sagemaker.spec import is_ours
@@ -362,8 +362,6 @@ def endpoint_price(
     name: str, region: str, *, price_per_hour: float | None = None, aws: Aws | None = None
 ) -> PriceQuote | None:
     """The hourly price of one instance of the type placed behind endpoint `name`, best effort."""
-    from sagemeter.sagemaker.pricing import hourly_price, manual_quote
-
     ledger = Ledger()
     record = ledger.get(region, name) or next(
         (r for r in reversed(ledger.history()) if r.name == name and r.region == region), None

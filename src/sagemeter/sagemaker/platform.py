@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import ManyProblems, PlatformError, SagemeterError, UserError, exit_code
+from sagemeter.platforms.deployment import Deployment, parse_utc
 from sagemeter.platforms.registry import CheckProblems, Facts, Hooks, Platform, Price
 from sagemeter.sagemaker.aws import explain
 from sagemeter.sagemaker.endpoint import (
@@ -40,7 +41,6 @@ from sagemeter.sagemaker.pricing import try_hourly_price
 from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target
 
 if TYPE_CHECKING:
-    from sagemeter.experiment.journal import Deployment
     from sagemeter.experiment.plan import Arm, Plan
 
 _T = TypeVar("_T")
@@ -198,8 +198,6 @@ class SageMakerPlatform:
         )
 
     def deployment(self, checked: object, arm: Arm, result: str) -> Deployment:
-        from sagemeter.experiment.journal import Deployment
-
         assert isinstance(checked, Checked)
         spec = checked.specs[arm.name]
         record = SageMakerRecord(
@@ -350,8 +348,6 @@ def _recorded(
     checked: Checked, deployment: Deployment, record: SageMakerRecord
 ) -> list[tuple[str, sm.LedgerRecord]]:
     """This deployment's records in the local ledger that may still exist in AWS."""
-    from sagemeter.experiment.journal import parse_utc
-
     since = parse_utc(deployment.started_utc).replace(microsecond=0)
     found = []
     for region in dict.fromkeys([record.region, *record.regions]):

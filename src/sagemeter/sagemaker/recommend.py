@@ -21,8 +21,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from sagemeter.errors import UserError
+from sagemeter.inspect.build import facts_of
 from sagemeter.inspect.hub import REPO_ID, HubSource
 from sagemeter.inspect.kv_cache import KvCache, kv_cache_of
+from sagemeter.inspect.sources import open_source, parse_source
 from sagemeter.limits import MAX_CONCURRENCY
 from sagemeter.sagemaker.aws import Aws
 from sagemeter.sagemaker.instances import GPU_INSTANCE_TYPES, InstanceType
@@ -113,8 +115,6 @@ class Checkpoint:
 
 def parse_checkpoint(text: str) -> Checkpoint:
     """The CHECKPOINT argument, checked before anything is read (exit 2 on a bad one)."""
-    from sagemeter.inspect.sources import parse_source
-
     raw = text.strip()
     if not raw:
         raise UserError(f"an empty CHECKPOINT; give {ACCEPTED}")
@@ -271,9 +271,6 @@ def recommend(
     aws: Aws | None = None,
 ) -> Recommendation:
     """Every GPU instance type for `checkpoint`, ranked by predicted $/M tokens (see module)."""
-    from sagemeter.inspect.build import facts_of
-    from sagemeter.inspect.sources import open_source, parse_source
-
     aws = aws or Aws()
     aws.require_credentials()
     regions = list(dict.fromkeys(regions or default_quota_regions(aws)))

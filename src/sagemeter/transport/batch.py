@@ -19,12 +19,13 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sagemeter.errors import UserError
+from sagemeter.evidence.distribution import percentile
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.address import ServerAddress
 from sagemeter.transport.chat import BatchRun
-from sagemeter.transport.health import client_limits, percentile
+from sagemeter.transport.health import client_limits
 from sagemeter.transport.pool import (
     RunOutput,
     WorkerFailure,
@@ -32,12 +33,9 @@ from sagemeter.transport.pool import (
     available_cores,
     split_count,
 )
-from sagemeter.transport.record import RequestRecord
+from sagemeter.transport.ray_pool import RayPool, connect
 from sagemeter.transport.retry import RetryPolicy
 from sagemeter.transport.worker import WorkerPlan
-
-if TYPE_CHECKING:
-    from sagemeter.transport.ray_pool import RayPool
 
 STREAMS_PER_WORKER = 32
 # The Ray cluster a measurement's batches run on (`measure --ray` sets it); unset: this machine.
@@ -56,7 +54,6 @@ def batches_on_ray(address: str | None) -> Iterator[None]:
     if address is None:
         yield
         return
-    from sagemeter.transport.ray_pool import connect
 
     connect(address)
     previous = os.environ.get(RAY_ENV)
@@ -167,8 +164,6 @@ class BatchSender:
         self, address: str, wire: BatchWire, payloads: list[bytes], origin_wall: float
     ) -> BatchRun:
         """The same batch, its workers spread over the cluster's nodes."""
-        from sagemeter.transport.ray_pool import RayPool
-
         try:
             if self._ray is None:
                 self._ray = await asyncio.to_thread(RayPool, address)

@@ -1,8 +1,8 @@
 """What a measurement asks of any wire, and what every wire gives back.
 
-Measurements build `ChatRequest`s and read `RequestRecord`s (transport/record.py); they never
-learn which server or backend answered. `ChatClient` is the interface both wires implement: the
-OpenAI-compatible HTTP engine (`openai.py`) and the SageMaker runtime (`sagemaker.py`).
+Measurements build `ChatRequest`s and read `RequestRecord`s (`sagemeter.request_record`); they
+never learn which server or backend answered. `ChatClient` is the interface both wires implement:
+the OpenAI-compatible HTTP engine (`openai.py`) and the SageMaker runtime (`sagemaker.py`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from sagemeter.request_record import LiveRecord, RequestRecord
 from sagemeter.transport.bad_json import BAD_JSON
 from sagemeter.transport.json_values import number
-from sagemeter.transport.record import LiveRecord, RequestRecord
 
 
 class ChatRequest(BaseModel):

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sagemeter.request_record import LiveRecord, RequestRecord
 from sagemeter.transport.address import ServerAddress, host_port, parse_address
 from sagemeter.transport.bad_json import BAD_JSON
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
-from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
 from sagemeter.transport.request import http_request
 from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries

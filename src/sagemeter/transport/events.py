@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
+from sagemeter.request_record import LiveRecord
 from sagemeter.transport.bad_json import BAD_JSON
-from sagemeter.transport.record import LiveRecord
 from sagemeter.transport.sse import (
     CONTENT,
     MAYBE_TOKEN,

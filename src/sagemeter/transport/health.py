@@ -7,7 +7,6 @@ generator adds its own rules (achieved concurrency, send lag) on top of these.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 # The client's event loop woke up this late (p99) for its 10 ms lag sampler: every timestamp
@@ -17,16 +16,6 @@ LOOP_LAG_P99_LIMIT_S = 0.010
 WORKER_CPU_SHARE_MAX = 0.90
 # All client processes together used this share of the cores they could run on.
 CLIENT_CPU_SHARE_MAX = 0.90
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The q-th percentile (0–100) of ascending `ordered`, linear between closest ranks."""
-    if not ordered:
-        raise ValueError("percentile of nothing")
-    rank = (len(ordered) - 1) * q / 100.0
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def pct(share: float) -> str:

@@ -26,8 +26,8 @@ from typing import cast
 
 import httptools
 
+from sagemeter.request_record import LiveRecord
 from sagemeter.transport.events import stream_outcome, take_event
-from sagemeter.transport.record import LiveRecord
 from sagemeter.transport.sse import NOT_A_TOKEN, SseSplitter
 from sagemeter.transport.upstream import status_line
 

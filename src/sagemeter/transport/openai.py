@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.batch import BatchSender, BatchWire
 from sagemeter.transport.chat import BatchRun, ChatRequest, Unreachable, chat_body, read_plain_reply
 from sagemeter.transport.client import (
@@ -20,7 +21,7 @@ from sagemeter.transport.client import (
 )
 from sagemeter.transport.events import check_reply_model
 from sagemeter.transport.json_values import whole
-from sagemeter.transport.record import RequestRecord
+from sagemeter.transport.models_list import first_model
 from sagemeter.transport.retry import RetryPolicy
 
 CHAT_PATH = "/v1/chat/completions"
@@ -86,7 +87,6 @@ class OpenAIChat:
             reply = await self.http.call_json("GET", "/v1/models")
         except TransportError:
             return
-        from sagemeter.transport.models_list import first_model
 
         first = first_model(reply.payload) if reply.status == 200 else None
         if first is not None:

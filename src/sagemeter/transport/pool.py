@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from sagemeter.parentwatch import child_env
-from sagemeter.transport.record import RequestRecord
+from sagemeter.request_record import RequestRecord
 from sagemeter.transport.worker import (
     FAILED,
     READY,

@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
+from sagemeter.request_record import LiveRecord
 from sagemeter.transport.http1 import Connection, connect_failure
-from sagemeter.transport.record import LiveRecord
 
 
 async def send_reopening(

@@ -18,6 +18,8 @@ from sagemeter.errors import TransportError, UserError
 from sagemeter.redaction import register_secret
 from sagemeter.transport.address import ServerAddress
 from sagemeter.transport.bad_json import BAD_JSON
+from sagemeter.transport.http1 import connect_failure
+from sagemeter.transport.models_list import first_model
 
 DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."
 DISCOVERY_TIMEOUT_S = 10.0
@@ -117,8 +119,6 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
             f"GET {url} answered HTTP {exc.code}; name the model with --model"
         ) from None
     except (urllib.error.URLError, OSError) as exc:
-        from sagemeter.transport.http1 import connect_failure
-
         reason = getattr(exc, "reason", exc)
         why = connect_failure(reason, address.tls) if isinstance(reason, OSError) else str(reason)
         raise TransportError(f"cannot reach {address.base_url}: {why}") from None
@@ -134,8 +134,6 @@ def discover_model(address: ServerAddress, api_key: str | None) -> str:
 
 def first_model_id(listing: Any, url: str) -> str:
     """The first `data[].id` of a /v1/models answer, or a UserError saying what was wrong."""
-    from sagemeter.transport.models_list import first_model
-
     first = first_model(listing)
     if first is None:
         raise UserError(f"GET {url} lists no model; name the model with --model")

@@ -14,7 +14,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from sagemeter.transport.record import LiveRecord
+from sagemeter.request_record import LiveRecord
 
 DEFAULT_RETRIES = 3
 

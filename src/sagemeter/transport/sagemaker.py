@@ -32,8 +32,7 @@ from botocore.exceptions import (
 )
 
 from sagemeter import __version__
-from sagemeter.errors import UserError
-from sagemeter.targets import SageMakerTarget
+from sagemeter.request_record import LiveRecord, RequestRecord
 from sagemeter.transport.chat import (
     BatchRun,
     ChatRequest,
@@ -45,7 +44,6 @@ from sagemeter.transport.events import TextCallback, check_reply_model, stream_o
 from sagemeter.transport.health import CLIENT_CPU_SHARE_MAX, pct
 from sagemeter.transport.http1 import TRANSIENT_STATUSES
 from sagemeter.transport.pool import available_cores
-from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.retry import RetryPolicy, send_with_retries
 from sagemeter.transport.sse import SseSplitter
 from sagemeter.transport.upstream import one_line
@@ -297,39 +295,3 @@ class SageMakerRuntimeClient:
         finally:
             stream.close()
         record.error = stream_outcome(record)
-
-
-def open_sagemaker_client(
-    target: SageMakerTarget,
-    concurrency: int,
-    *,
-    model: str | None = None,
-    timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-    retry: RetryPolicy | None = None,
-) -> SageMakerRuntimeClient:
-    """A client for `NAME@REGION`; fails with one line when no AWS credentials can be found.
-
-    Without `model`, the first request looks up the name vLLM serves (from the local record or
-    the endpoint's model) so the body names it, as the AWS vLLM container expects.
-    """
-    from sagemeter.sagemaker.describe import deployment_info
-
-    session = boto3.session.Session()
-    if session.get_credentials() is None:
-        raise UserError(
-            f"target {target}: no AWS credentials found: run `aws configure` (or `aws sso "
-            "login`), or set AWS_PROFILE / AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-        )
-    return SageMakerRuntimeClient(
-        target.name,
-        target.region,
-        concurrency=concurrency,
-        model=model,
-        read_timeout_s=timeout_s,
-        retry=retry,
-        session=session,
-        info_lookup=lambda: {
-            "region_source": target.region_source,  # which rule chose the region
-            **deployment_info(target.name, target.region, session=session),
-        },
-    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sagemeter.transport.record import RequestRecord
+from sagemeter.request_record import RequestRecord
 
 
 def answered(records: Iterable[RequestRecord]) -> list[RequestRecord]:

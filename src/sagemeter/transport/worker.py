@@ -27,13 +27,13 @@ from typing import IO, Any
 
 from sagemeter.parentwatch import die_with_parent
 from sagemeter.redaction import known_secrets, register_secret
+from sagemeter.request_record import LiveRecord, RequestRecord
 from sagemeter.transport.address import host_port
 from sagemeter.transport.clock import LagSampler, perf_counter_at
 from sagemeter.transport.deck import Deck
 from sagemeter.transport.done_count import DoneSlot
 from sagemeter.transport.events import check_reply_model, first_reply_model
 from sagemeter.transport.http1 import Connection, connect_failure, open_connection
-from sagemeter.transport.record import LiveRecord, RequestRecord
 from sagemeter.transport.reopen import send_reopening
 from sagemeter.transport.retry import NO_RETRIES, RetryPolicy, send_with_retries
 from sagemeter.transport.slo_stop import SloStop, misses

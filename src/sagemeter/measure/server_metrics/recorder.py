@@ -10,17 +10,13 @@ import asyncio
 from collections.abc import Sequence
 
 from sagemeter.errors import UserError
-from sagemeter.measure.server_metrics.crosscheck import (
-    NAMES,
-    ServerMetrics,
-    client_counts,
-    compare_phase,
-)
+from sagemeter.evidence.distribution import spread
+from sagemeter.measure.server_metrics.crosscheck import NAMES, client_counts, compare_phase
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
-from sagemeter.measure.stats import spread
+from sagemeter.request_record import RequestRecord
 from sagemeter.results import DecodeDetail, PrefillDetail, StartupFacts
+from sagemeter.results.server_metrics import ServerMetrics
 from sagemeter.transport.client import HttpClient
-from sagemeter.transport.record import RequestRecord
 
 SETTLE_PAUSE_S = 0.2
 SETTLE_READS = 15  # at most 3 s for the counters to stop moving

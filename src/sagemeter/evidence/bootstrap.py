@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from sagemeter.results import Interval
+from pydantic import BaseModel, Field
 
 RESAMPLES = 4000
 LEVEL = 0.95
@@ -55,6 +54,16 @@ class FigureSamples:
             ]
             parts.append(self.statistic(draws))
         return np.concatenate(parts)
+
+
+class Interval(BaseModel):
+    """A 95% interval; a bound of None means the data cannot bound it (a rate near infinity)."""
+
+    low: float | None
+    high: float | None
+    level: float = 0.95
+    method: str = Field("percentile bootstrap", description="how the interval was computed")
+    resamples: int | None = None
 
 
 def samples_of(values: Sequence[float], statistic: Statistic | None = None) -> FigureSamples:

@@ -20,16 +20,15 @@ from sagemeter.errors import UserError
 from sagemeter.measure.endpoint_metrics import (
     METRICS,
     MINUTE,
-    EndpointMetrics,
     MinuteData,
     arrived,
     judge_phase,
     sent_by_minute,
     used_minutes,
-    wait_text,
     window_minutes,
 )
 from sagemeter.measure.sent_log import SentLog
+from sagemeter.results.endpoint_metrics import EndpointMetrics, wait_text
 from sagemeter.sagemaker.aws import Aws, aws_errors
 from sagemeter.sagemaker.spec import VARIANT_NAME
 

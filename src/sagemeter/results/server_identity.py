@@ -1,5 +1,5 @@
-"""What a result keeps of the server's identity (measure/identity.py reads it): a module of its
-own, light enough for `load`'s result to import."""
+"""What a result keeps of the server's identity (measure/identity.py reads it), with the result
+schema."""
 
 from __future__ import annotations
 
