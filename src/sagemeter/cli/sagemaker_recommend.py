@@ -16,7 +16,7 @@ from rich.table import Table
 from sagemeter.atomic import check_output_file
 from sagemeter.cli.sagemaker import _aws, _out, guarded
 from sagemeter.errors import UserError
-from sagemeter.experiment.recommend_plan import write_plan
+from sagemeter.cli.recommend_plan import write_plan
 from sagemeter.printable import printable_json
 from sagemeter.sagemaker.known_decode import error_lines
 from sagemeter.sagemaker.recommend import (
