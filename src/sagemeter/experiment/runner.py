@@ -95,7 +95,6 @@ from sagemeter.measure.workflow import (
 )
 from sagemeter.platforms.deployment import Deployment, parse_utc, utc_now
 from sagemeter.platforms.registry import CheckProblems, Hooks, Platform, platform_of
-from sagemeter.report.writer import write_report
 from sagemeter.results import MeasureResult, load_result, result_path
 from sagemeter.targets import CommandTarget, OpenAITarget, Target
 from sagemeter.textfiles import probe_json
@@ -641,6 +640,10 @@ class _Run:
                 self._skip(record, "done before")
                 return
             self._begin(record)
+            # Here, not at the top: report.runs reads journals through this package, so a
+            # report module imported first (`sagemeter report`) would find itself half-made.
+            from sagemeter.report.writer import write_report
+
             written = write_report(self.run_dir)
             self._done(record, f"wrote {len(written)} files")
 
