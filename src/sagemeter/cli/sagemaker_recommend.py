@@ -14,9 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from sagemeter.atomic import check_output_file
+from sagemeter.cli.recommend_plan import write_plan
 from sagemeter.cli.sagemaker import _aws, _out, guarded
 from sagemeter.errors import UserError
-from sagemeter.cli.recommend_plan import write_plan
 from sagemeter.printable import printable_json
 from sagemeter.sagemaker.known_decode import error_lines
 from sagemeter.sagemaker.recommend import (

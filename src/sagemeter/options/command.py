@@ -110,6 +110,10 @@ class Command:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = self.label(face)(str(first["loc"][0])) if first["loc"] else model.TABLE
+            if first["type"] == "literal_error":  # one of a few words: name them all
+                expected = str(first.get("ctx", {}).get("expected", ""))
+                choices = expected.replace("'", "").replace(" or ", ", ")
+                raise UserError(f"{where} {first['input']!r}: give one of {choices}") from None
             message = str(first["msg"]).removeprefix("Value error, ")
             raise UserError(f"{where}: {message}") from None
 
