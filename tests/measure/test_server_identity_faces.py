@@ -28,7 +28,7 @@ from sagemeter.calibrate.faults import Faults
 from sagemeter.measure.identity import IdentityWatch, restart_reason
 from sagemeter.measure.workflow import measure_target
 from sagemeter.targets import parse_target
-from tests.test_server_identity import small_settings
+from tests.measure.test_server_identity import small_settings
 
 FAST = TruthTiming(ttft_s=0.005, itl_s=0.001)
 PREFLIGHT = 2  # a whole and a streamed reply before anything is measured
@@ -225,7 +225,7 @@ def test_a_plan_arm_whose_server_is_swapped_ends_incomplete_with_the_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sagemeter.cli.run import register
-    from tests.test_experiment_local import SHORT
+    from tests.experiment.test_experiment_local import SHORT
 
     app = typer.Typer()
 

@@ -22,9 +22,9 @@ from sagemeter.report.predicted_decode import predicted_section
 from sagemeter.report.runs import Run
 from sagemeter.results.files import load_result
 from sagemeter.results.predicted_decode import PredictedDecode, beside
-from tests import test_sagemaker_recommend as recommend_tests
+from tests.sagemaker import test_sagemaker_recommend as recommend_tests
+from tests.sagemaker.test_sagemaker_recommend import MODEL, _app, ceiling, run
 from tests.sagemaker_fakes import RuntimeFake
-from tests.test_sagemaker_recommend import MODEL, _app, ceiling, run
 
 if TYPE_CHECKING:
     from tests.hub_fake import Hub
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 # The recommend tests' loopback Hub with its two checkpoints, and the priced fakes.
 checkpoint, qat_checkpoint = recommend_tests.checkpoint, recommend_tests.qat_checkpoint
 hub, priced = recommend_tests.hub, recommend_tests.priced
-FIXED_RUN = Path(__file__).parent / "data" / "report-run"
+FIXED_RUN = Path(__file__).parents[1] / "data" / "report-run"
 ITL_S = 0.004  # the truth server's pace: 250 tokens/s of decode
 
 

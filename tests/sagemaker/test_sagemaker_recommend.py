@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 MODEL = "test/llama-shaped-8b"
 QAT = "google/gemma-4-E2B-it-qat-w4a16-ct"
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 # A Llama-3-8B-shaped checkpoint: 32 layers of 4096, 8 KV heads of 128, a 128,256-token vocabulary.
 LAYERS, HIDDEN, MLP, VOCAB, HEADS, KV_HEADS = 32, 4096, 14336, 128_256, 32, 8
 CONFIG = {

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "platform-plugin"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "platform-plugin"
 pytestmark = pytest.mark.slow  # pip builds a distribution; each run starts servers
 
 PLAN = """name = "loop"

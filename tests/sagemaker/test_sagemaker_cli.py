@@ -486,5 +486,5 @@ def test_role_create_refuses_a_role_it_did_not_make(world: World) -> None:
 
 
 def _doc_json_blocks() -> list[object]:
-    text = (Path(__file__).parent.parent / "docs" / "sagemaker.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "sagemaker.md").read_text()
     return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.S)]

@@ -36,7 +36,7 @@ from sagemeter.cli import report as report_cli
 from sagemeter.cli import run as run_cli
 from sagemeter.experiment import freeze_paths, load_plan, read_journal
 from sagemeter.experiment.frozen import sha256_of
-from tests.test_experiment_resume import TIMING, two_arm_plan
+from tests.experiment.test_experiment_resume import TIMING, two_arm_plan
 
 
 @pytest.fixture(autouse=True)

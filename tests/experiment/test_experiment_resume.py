@@ -49,7 +49,7 @@ from sagemeter.results import (
     QualityItem,
     save_result,
 )
-from tests.test_experiment_local import SHORT, journal_of, sagemeter
+from tests.experiment.test_experiment_local import SHORT, journal_of, sagemeter
 
 TIMING = TruthTiming(ttft_s=0.01, itl_s=0.002)
 # The SHORT plan's measure sends 8 generation requests before its quality phase (decode, the

@@ -153,7 +153,7 @@ def test_a_stall_in_every_batch_of_4_leaves_no_figure(tmp_path: Path) -> None:
     """Every 4th request stalls 0.6 s, so every batch of 4 holds one: with 2-token replies, 4 at
     once (about 12 tokens/s against 29 at 1 at once) stays far under 1 at once after its rerun.
     The figure is null with its reason and the result incomplete, which `sagemeter measure` turns
-    into exit 3 (tests/test_measure_truth.py). The decode phase's stalled short replies
+    into exit 3 (tests/measure/test_measure_truth.py). The decode phase's stalled short replies
     (requests 4 and 8) are asked again and its rate stands."""
     settings = _settings(1).model_copy(update={"load_max_tokens": 2, "batch_reruns": 0})
     with running_truth_server(TRUTH, faults=Faults(stall_every=4, stall_s=0.6)) as url:

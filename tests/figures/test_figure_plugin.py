@@ -39,7 +39,7 @@ from sagemeter.targets import parse_target
 from tests.mcp_helpers import ok, text_of
 from tests.report_parse import FIXED_RUN
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "figure-plugin"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "figure-plugin"
 KEY = "decode_p10_tokens_per_second"
 LABEL = "Decode, slowest tenth of replies (tokens/s)"
 TRUTH = TruthTiming(ttft_s=0.1, itl_s=0.01)

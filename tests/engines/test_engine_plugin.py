@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "engine-plugin"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "engine-plugin"
 pytestmark = pytest.mark.slow
 
 

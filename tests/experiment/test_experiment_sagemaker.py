@@ -446,7 +446,7 @@ def test_interleaved_sagemaker_arms_are_live_together_and_all_deleted(
 
 def test_the_documented_plan_dry_runs(world: World, tmp_path: Path) -> None:
     """docs/experiments.md's plan, as written there, checks out and plans its 11 steps."""
-    docs = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
+    docs = Path(__file__).resolve().parents[2] / "docs" / "experiments.md"
     text = docs.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "plan.toml").write_text(text)
     price(world, "ml.g6.xlarge", "us-east-2", "1.1267")

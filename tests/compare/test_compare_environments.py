@@ -10,7 +10,7 @@ from typing import Any
 from sagemeter.compare import combine
 from tests.conftest import reference_file
 
-FIXED_RUN = Path(__file__).parent / "data" / "report-run"
+FIXED_RUN = Path(__file__).parents[1] / "data" / "report-run"
 LOCAL = ("measure-smollm2-f32.json", "measure-smollm2-q4_1.json", "measure-smollm2-f32-again.json")
 ARTICLE = (
     "run/measure-gemma-4-e2b.json",

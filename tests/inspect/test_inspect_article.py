@@ -30,7 +30,7 @@ from tests.article_header import (
 from tests.conftest import reference_file
 from tests.report_parse import md_sections, md_tables, rows_by_label
 
-DEMO_RUN = Path(__file__).resolve().parents[1] / "docs" / "demo-run"
+DEMO_RUN = Path(__file__).resolve().parents[2] / "docs" / "demo-run"
 # What the article's author computed from the two real headers (its T4 article): GB per token.
 REAL_HEADERS_GB_PER_TOKEN = {"bf16": 4.597, "qat": 1.862}
 

@@ -314,7 +314,7 @@ def test_combine_and_the_report_show_the_endpoint_figures_per_phase(
     put_minute("metered", "v", base, 4)
     put_minute("metered", "v", base + timedelta(minutes=3), 5, utilisation=False)
     metrics = asyncio.run(_recorder(log, 0.0, windows).read())
-    source = Path(__file__).parent / "data" / "report-run"
+    source = Path(__file__).parents[1] / "data" / "report-run"
     paths = []
     for name in ("smollm2-f32", "smollm2-q4_1"):
         result = load_result(source / f"measure-{name}.json")
