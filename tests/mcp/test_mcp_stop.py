@@ -43,6 +43,7 @@ def _result(results: Path, name: str) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.alone  # counts a load level's batches: a starved client would have one refused
 async def test_measure_endpoint_repeats_to_a_precision_up_to_its_maximum(
     tmp_path: Path, truth_url: str
 ) -> None:

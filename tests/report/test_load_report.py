@@ -18,6 +18,10 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from tests.report_parse import md_images, md_sections, md_tables, parse_html, png_size
 
+# Its runs are real `sagemeter load` runs that must be valid: a client starved by other tests'
+# workers is (rightly) refused, so these run with the CPU to themselves.
+pytestmark = pytest.mark.alone
+
 TIMING = TruthTiming(ttft_s=0.05, itl_s=0.005)
 TOKENS = 16
 STREAMS = 4
