@@ -5,6 +5,7 @@ through it (no import of `sagemeter.sagemaker` in experiment/, compare/ or repor
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from sagemeter.experiment import parse_plan
 from sagemeter.platforms import registry
 from sagemeter.platforms.deployment import Deployment
 from sagemeter.platforms.registry import Platform, platform_named, platform_of, platforms
+from sagemeter.plugins import load_one
 from sagemeter.sagemaker.plan_table import SageMakerArm
 
 PACKAGE = Path(registry.__file__).resolve().parents[1]
@@ -81,19 +83,23 @@ class _NotAPlatform:
     name = "odd"
 
 
+def _load(name: str, load: Callable[[], object]) -> object:
+    return load_one(name, load, "platform", registry._keeps_protocol)
+
+
 def test_an_object_that_does_not_keep_the_protocol_is_refused_in_one_line() -> None:
-    refused = registry._load("odd", _NotAPlatform)
+    refused = _load("odd", _NotAPlatform)
     assert refused == (
         "the platform plug-in 'odd' (_NotAPlatform) is not a sagemeter platform whose name is "
         "'odd'; see docs/extending.md"
     )
-    misnamed = registry._load("other", lambda: platform_of("sagemaker"))
+    misnamed = _load("other", lambda: platform_of("sagemaker"))
     assert isinstance(misnamed, str) and "whose name is 'other'" in misnamed
 
     def broken() -> object:
         raise ImportError("no module named thing")
 
-    assert registry._load("gone", broken) == (
+    assert _load("gone", broken) == (
         "the platform plug-in 'gone' could not be loaded: ImportError: no module named thing"
     )
 

@@ -14,12 +14,11 @@ import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
-from importlib import import_module
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 
 from sagemeter.errors import UserError
+from sagemeter.plugins import load_group
 
 if TYPE_CHECKING:
     from sagemeter.engines.endpoints import Endpoint, WireOptions
@@ -99,32 +98,11 @@ class Engine(Protocol):
 def _loaded() -> dict[str, Engine | str]:
     """Every engine installed by target prefix, or the one line saying why one cannot load (a
     broken plug-in is its own prefix's problem, never every engine's)."""
-    found: dict[str, Engine | str] = {}
-    for point in entry_points(group=GROUP):
-        found[point.name] = _load(point.name, point.load)
-    for name, where in BUILT_IN.items():
-        if not isinstance(found.get(name), Engine):
-            found[name] = _load(name, functools.partial(_import_object, where))
-    return found
+    return load_group(GROUP, BUILT_IN, "engine", _keeps_protocol)
 
 
-def _import_object(where: str) -> object:
-    """`module:attribute`, as an entry point names an object."""
-    module, _, attribute = where.partition(":")
-    return getattr(import_module(module), attribute)
-
-
-def _load(name: str, load: Callable[[], object]) -> Engine | str:
-    try:
-        engine = load()
-    except Exception as exc:  # a plug-in's own import error, whatever it is
-        return f"the engine plug-in {name!r} could not be loaded: {type(exc).__name__}: {exc}"
-    if not isinstance(engine, Engine) or engine.name != name:
-        return (
-            f"the engine plug-in {name!r} ({type(engine).__name__}) is not a sagemeter engine "
-            f"whose name is {name!r}; see docs/extending.md"
-        )
-    return engine
+def _keeps_protocol(found: object) -> TypeGuard[Engine]:
+    return isinstance(found, Engine)
 
 
 def engines() -> dict[str, Engine]:

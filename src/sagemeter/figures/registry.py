@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable
-from importlib import import_module
 from importlib.metadata import entry_points
 
 from sagemeter.figures.declaration import Figure, problem_with
+from sagemeter.plugins import import_object
 from sagemeter.results.model import Detail, MeasureResult
 
 GROUP = "sagemeter.figures"
@@ -37,19 +37,13 @@ BUILT_IN = {
 }
 
 
-def _import_object(where: str) -> object:
-    """`module:attribute`, as an entry point names an object."""
-    module, _, attribute = where.partition(":")
-    return getattr(import_module(module), attribute)
-
-
 @functools.cache
 def _loaded() -> tuple[tuple[Figure, ...], tuple[str, ...]]:
     """Every figure that loads (built-ins first, then plug-ins by name) and one line per plug-in
     left out."""
     found: list[Figure] = []
     for name, where in BUILT_IN.items():
-        figure = _import_object(where)
+        figure = import_object(where)
         assert isinstance(figure, Figure) and figure.key == name, where
         found.append(figure)
     problems: list[str] = []

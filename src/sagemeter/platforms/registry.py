@@ -12,14 +12,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import import_module
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
 
 from pydantic import BaseModel
 
 from sagemeter.errors import ManyProblems, SagemeterError, UserError
 from sagemeter.platforms.deployment import Deployment
+from sagemeter.plugins import load_group
 
 if TYPE_CHECKING:
     from sagemeter.experiment.plan import Arm, Plan
@@ -142,32 +141,11 @@ class Platform(Protocol):
 @functools.cache
 def _loaded() -> dict[str, Platform | str]:
     """Every platform installed by table name, or the one line saying why one cannot load."""
-    found: dict[str, Platform | str] = {}
-    for point in entry_points(group=GROUP):
-        found[point.name] = _load(point.name, point.load)
-    for name, where in BUILT_IN.items():
-        if not isinstance(found.get(name), Platform):
-            found[name] = _load(name, functools.partial(_import_object, where))
-    return found
+    return load_group(GROUP, BUILT_IN, "platform", _keeps_protocol)
 
 
-def _import_object(where: str) -> object:
-    """`module:attribute`, as an entry point names an object."""
-    module, _, attribute = where.partition(":")
-    return getattr(import_module(module), attribute)
-
-
-def _load(name: str, load: Callable[[], object]) -> Platform | str:
-    try:
-        platform = load()
-    except Exception as exc:  # a plug-in's own import error, whatever it is
-        return f"the platform plug-in {name!r} could not be loaded: {type(exc).__name__}: {exc}"
-    if not isinstance(platform, Platform) or platform.name != name:
-        return (
-            f"the platform plug-in {name!r} ({type(platform).__name__}) is not a sagemeter "
-            f"platform whose name is {name!r}; see docs/extending.md"
-        )
-    return platform
+def _keeps_protocol(found: object) -> TypeGuard[Platform]:
+    return isinstance(found, Platform)
 
 
 def platforms() -> dict[str, Platform]:
