@@ -79,15 +79,22 @@ def mcp_parameter(command: Command, option: Option) -> inspect.Parameter:
     )
 
 
-def with_options(command: Command, face: Face) -> Callable[[F], F]:
+def with_options(
+    command: Command, face: Face, only: tuple[str, ...] | None = None
+) -> Callable[[F], F]:
     """Give `func`, whose last parameter is `**options`, one parameter per option of `command`
-    shown on `face` (typer and the MCP server read a function's signature)."""
+    shown on `face` (typer and the MCP server read a function's signature); `only`: just these
+    options, by name (the demo's few of measure's)."""
     build = cli_parameter if face == "cli" else mcp_parameter
 
     def decorate(func: F) -> F:
         signature = inspect.signature(func, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        added = [build(command, option) for option in command.options() if option.on(face)]
+        added = [
+            build(command, option)
+            for option in command.options()
+            if option.on(face) and (only is None or option.name in only)
+        ]
         made = _same_call(func)  # a new function: `func` stays as written (registered again)
         made.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
         made.__annotations__ = {
