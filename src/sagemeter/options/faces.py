@@ -67,16 +67,37 @@ def cli_parameter(command: Command, option: Option) -> inspect.Parameter:
 def mcp_parameter(command: Command, option: Option) -> inspect.Parameter:
     """The tool argument: the option's own type and bounds, its help for an assistant."""
     described = Field(description=command.help(option, "mcp"))
+    factor = option.scale("mcp")  # its bounds and default in the tool's unit (ms for seconds)
+    bounds = [_scaled(item, factor) for item in option.info.metadata]
     # Annotated[type, *bounds, described], built at run time
-    annotation = operator.getitem(
-        Annotated, (option.info.annotation, *option.info.metadata, described)
-    )
+    annotation = operator.getitem(Annotated, (option.info.annotation, *bounds, described))
+    default = option.info.default
     return inspect.Parameter(
         option.spelled("mcp"),
         inspect.Parameter.KEYWORD_ONLY,
         annotation=annotation,
-        default=option.info.default,
+        default=default * factor if isinstance(default, int | float) and factor != 1 else default,
     )
+
+
+def _scaled(item: Any, factor: float) -> Any:
+    """A bound (gt, ge, lt, le) times `factor`; anything else as it is."""
+    import annotated_types
+
+    if factor == 1:
+        return item
+    for kind in (annotated_types.Gt, annotated_types.Ge, annotated_types.Lt, annotated_types.Le):
+        if isinstance(item, kind):
+            return kind(getattr(item, kind.__name__.lower()) * factor)
+    return item
+
+
+def read_scaled(option: Option, value: Any, face: Face) -> Any:
+    """A value `face` gave (in its unit) in the model's unit: 500 (ms) → 0.5 (seconds)."""
+    factor = option.scale(face)
+    if factor == 1 or not isinstance(value, int | float) or isinstance(value, bool):
+        return value
+    return value / factor
 
 
 def with_options(
