@@ -82,13 +82,23 @@ def mcp_parameter(command: Command, option: Option) -> inspect.Parameter:
 
 def _scaled(item: Any, factor: float) -> Any:
     """A bound (gt, ge, lt, le) times `factor`; anything else as it is."""
-    import annotated_types
+    from annotated_types import Ge, Gt, Le, Lt
 
+    bound: Any
     if factor == 1:
         return item
-    for kind in (annotated_types.Gt, annotated_types.Ge, annotated_types.Lt, annotated_types.Le):
-        if isinstance(item, kind):
-            return kind(getattr(item, kind.__name__.lower()) * factor)
+    if isinstance(item, Gt):
+        bound = item.gt
+        return Gt(bound * factor)
+    if isinstance(item, Ge):
+        bound = item.ge
+        return Ge(bound * factor)
+    if isinstance(item, Lt):
+        bound = item.lt
+        return Lt(bound * factor)
+    if isinstance(item, Le):
+        bound = item.le
+        return Le(bound * factor)
     return item
 
 
