@@ -172,3 +172,11 @@ def test_the_mcp_tool_refuses_burstiness_past_its_bound(tmp_path: Path) -> None:
     line = anyio.run(refused)
     assert line.startswith("find_operating_point: burstiness: "), line
     assert not list((tmp_path / "results").glob("*"))
+
+
+def test_every_option_sets_a_load_setting() -> None:
+    from sagemeter.loadgen.settings import LoadSettings
+
+    settings = set(LoadSettings.model_fields)
+    assert {option.setting for option in OPTIONS} <= settings
+    assert len({option.setting for option in OPTIONS}) == len(OPTIONS)
