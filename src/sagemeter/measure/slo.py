@@ -22,6 +22,7 @@ from sagemeter.measure.identity import IdentityWatch
 if TYPE_CHECKING:  # the options are declared above this layer (sagemeter.options.slo)
     from sagemeter.options.slo import SloOptions
 
+
 class SloFigures(BaseModel):
     """What the search adds to an arm's result (top-level keys), and the search itself."""
 

@@ -64,9 +64,9 @@ class SloOptions(OptionsModel):
         description="prompt lengths drawn per request (the server's tokens): fixed:N, "
         'uniform:A,B, normal:MEAN,SD or lognormal:MEAN,SD, e.g. "lognormal:800,400"',
     )
-    output_tokens: Annotated[
-        str | None, Opt("output_tokens", unset="max_tokens each")
-    ] = Field(None, description='reply lengths drawn per request, the same forms, e.g. "uniform:32,256"')
+    output_tokens: Annotated[str | None, Opt("output_tokens", unset="max_tokens each")] = Field(
+        None, description='reply lengths drawn per request, the same forms, e.g. "uniform:32,256"'
+    )
     burstiness: Annotated[float, Opt("burstiness")] = Field(
         1.0,
         gt=0,
@@ -132,5 +132,3 @@ def _no_build(*_: Any, **__: Any) -> Any:
 
 # The faces' view of the options: each one's help as a face spells it, with its default.
 SLO = Command("slo", models=(SloOptions,), defaults=_load_defaults, build=_no_build)
-
-
