@@ -451,7 +451,8 @@ def test_a_plans_slo_search_sends_the_drawn_lengths() -> None:
     server saw had a 30-token prompt."""
     import httpx
 
-    from sagemeter.measure.slo import SloOptions, search_slo
+    from sagemeter.measure.slo import search_slo
+    from sagemeter.options.slo import SloOptions
 
     options = SloOptions(
         ttft=0.035,

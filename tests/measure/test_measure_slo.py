@@ -6,8 +6,9 @@ plan, in test_experiment_slo.py; these check what a result and a report make of 
 
 from __future__ import annotations
 
-from sagemeter.measure.slo import SloFigures, SloOptions, search_slo
+from sagemeter.measure.slo import SloFigures, search_slo
 from sagemeter.measure.workflow import with_slo
+from sagemeter.options.slo import SloOptions
 from sagemeter.report.plots import Series, slo_plot
 from sagemeter.results import MeasureResult
 

@@ -312,3 +312,51 @@ def test_the_mcp_tool_refuses_a_value_past_each_bound_naming_its_argument(tmp_pa
         "4 given twice; give each level once (see the tool's input schema)"
     )
     assert not list((tmp_path / "results").glob("*.json"))
+
+
+def test_the_demo_flags_are_measures_options_with_the_demos_defaults() -> None:
+    """`sagemeter demo`'s --questions, --questions-per-family, --margin and --fidelity are made
+    from measure's model: the same flags and types, the demo's defaults in their help; a flag
+    added to the demo by hand, or one dropped from it, fails here."""
+    from sagemeter.cli import run
+    from sagemeter.experiment.demo import DEMO, DEMO_FLAGS
+    from sagemeter.settings import demo_settings
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _group() -> None:
+        pass
+
+    run.register(app)
+    group: Any = typer.main.get_command(app)
+    params = {str(param.name): param for param in group.commands["demo"].params}
+    assert set(params) - {"help"} == {*DEMO_FLAGS, "out", "quick"}
+    for name in DEMO_FLAGS:
+        option = MEASURE.option(name)
+        param = params[name]
+        assert param.opts == [option.spelled("cli")], name
+        assert param.default is None, name
+        shown = DEMO.default_text(option, "cli")
+        assert f"[{shown}]" in str(param.help), (name, param.help)
+    assert demo_settings().fidelity_prompts == 8
+    assert DEMO.default_text(MEASURE.option("fidelity"), "cli").startswith("8")
+    assert DEMO.default_text(MEASURE.option("questions_per_family"), "cli").startswith("all")
+
+
+def test_the_demo_refuses_a_bad_value_naming_its_flag(tmp_path: Path) -> None:
+    """A value past measure's bound is one line naming the demo's flag, before any work."""
+    from sagemeter.cli import run
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _group() -> None:
+        pass
+
+    run.register(app)
+    for flag, value in (("--margin", "1000"), ("--questions-per-family", "0")):
+        done = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "d"), flag, value])
+        assert isinstance(done.exception, UserError), done.output
+        assert str(done.exception).startswith(flag), done.exception
+        assert not (tmp_path / "d").exists()

@@ -537,28 +537,26 @@ def demo_face(
 def demo(
     out: Annotated[Path | None, typer.Option(help="run folder [runs/DATE-demo]")] = None,
     quick: Annotated[bool, typer.Option(help="shrink everything, for smoke tests")] = False,
-    questions: Annotated[
-        str | None,
-        typer.Option(help="question set name or JSONL file [article-40]; see `questions list`"),
-    ] = None,
-    questions_per_family: Annotated[
-        int | None, typer.Option(help="only the first N questions of each family [all]")
-    ] = None,
-    margin: Annotated[
-        float | None, typer.Option(help="quality verdict: the drop in points that passes [2]")
-    ] = None,
-    fidelity: Annotated[
-        int | None,
-        typer.Option(help="token-level fidelity on the first N questions, B and A' forced along A"),
-    ] = None,
+    **options: Any,
 ) -> None:
     """A-B-A on the embedded engine: 32-bit, 4-bit, 32-bit again; then the comparison."""
     from sagemeter.cli.run import demo_face  # the built-in plan, run as `sagemeter run` runs one
 
-    demo_face(out, quick, questions, questions_per_family, margin, fidelity)
+    demo_face(
+        out,
+        quick,
+        options.get("questions"),
+        options.get("questions_per_family"),
+        options.get("margin"),
+        options.get("fidelity"),
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Add `run` and `demo` to the main app."""
-    app.command()(demo)
+    from sagemeter.experiment.demo import DEMO, DEMO_FLAGS
+    from sagemeter.options.faces import with_options
+
+    # --questions, --questions-per-family, --margin, --fidelity: measure's, the demo's defaults
+    app.command()(with_options(DEMO, "cli", only=DEMO_FLAGS)(demo))
     app.command("run", help=(run_command.__doc__ or "").strip())(run_command)

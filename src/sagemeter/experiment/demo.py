@@ -14,8 +14,9 @@ from typing import Any
 from sagemeter.errors import UserError
 from sagemeter.experiment import Plan, default_run_dir, plan_from_data
 from sagemeter.experiment.plan_toml import plan_toml
+from sagemeter.options.command import Command, Variant
 from sagemeter.options.measure import MEASURE, MeasureOptions
-from sagemeter.settings import demo_settings
+from sagemeter.settings import demo_settings, quick_settings
 
 DEMO_ARMS: tuple[tuple[str, str], ...] = (
     ("smollm2-f32", "local:smollm2-f32"),
@@ -24,6 +25,16 @@ DEMO_ARMS: tuple[tuple[str, str], ...] = (
 
 # The [measure] keys the demo's command-line options set.
 DEMO_FLAGS = ("questions_per_family", "questions", "margin", "fidelity")
+
+# `sagemeter demo`'s flags: measure's options of those names (their type, bounds and help),
+# shown with the demo's defaults (`demo_settings`, or the quick ones with --quick).
+DEMO = Command(
+    "demo",
+    models=(MeasureOptions,),
+    defaults=demo_settings,
+    build=MEASURE.build,
+    variants=(Variant("quick", True, quick_settings),),
+)
 
 
 # The settings `demo_settings` sets that a plan's [measure] table holds.

@@ -39,8 +39,8 @@ from sagemeter.limits import (
     CostUsd,
     PricePerHour,
 )
-from sagemeter.measure.slo import SloOptions
 from sagemeter.options.measure import MeasureOptions, SpeedStop
+from sagemeter.options.slo import SloOptions
 from sagemeter.platforms.registry import platform_named, platform_of
 from sagemeter.questions import builtin_sets, load_question_set
 from sagemeter.settings import (

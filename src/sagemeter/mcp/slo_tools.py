@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -19,11 +19,13 @@ from pydantic import BaseModel, Field
 from sagemeter.atomic import check_output_file
 from sagemeter.errors import UserError
 from sagemeter.filekinds import LOAD
-from sagemeter.limits import MAX_PRICE_PER_HOUR, MAX_TOKENS, MAX_WAIT_S
+from sagemeter.limits import MAX_PRICE_PER_HOUR
 from sagemeter.loadgen.result import LoadResult, OperatingPoint, Probe
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.progress import Relay, in_worker
+from sagemeter.options.faces import read_scaled, with_options
+from sagemeter.options.slo import SLO, SloOptions, load_fields
 from sagemeter.results import check_result_name
 
 SEARCHES = ToolAnnotations(
@@ -60,6 +62,7 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Find the operating point at a latency target", annotations=SEARCHES)
     @guarded
+    @with_options(SLO, "mcp")  # the search's arguments: the SLO options model (a plan's [slo])
     async def find_operating_point(
         ctx: Context,
         target: Annotated[
@@ -70,47 +73,6 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
             ),
         ],
         name: Annotated[str, Field(description="result name: load-NAME.json, new")],
-        slo_ttft_ms: Annotated[
-            float | None,
-            Field(gt=0, le=MAX_WAIT_S * 1000, allow_inf_nan=False, description="TTFT target, ms"),
-        ] = None,
-        slo_tpot_ms: Annotated[
-            float | None,
-            Field(gt=0, le=MAX_WAIT_S * 1000, allow_inf_nan=False, description="TPOT target, ms"),
-        ] = None,
-        percentile: Annotated[
-            Literal[50, 90, 99], Field(description="the percentile every target holds at")
-        ] = 99,
-        search: Annotated[
-            Literal["concurrency", "rate"],
-            Field(description="raise streams at once, or Poisson requests/s (from start_rate)"),
-        ] = "concurrency",
-        max_concurrency: Annotated[
-            int, Field(ge=1, le=4096, description="the highest streams at once searched")
-        ] = 64,
-        start_rate: Annotated[
-            float | None,
-            Field(
-                gt=0, le=1e6, allow_inf_nan=False, description="search=rate: the first rate tried"
-            ),
-        ] = None,
-        max_tokens: Annotated[
-            int, Field(ge=1, le=MAX_TOKENS, description="tokens asked per reply")
-        ] = 256,
-        input_tokens: Annotated[
-            str | None,
-            Field(
-                description="prompt lengths drawn per request: fixed:N, uniform:A,B, "
-                "normal:MEAN,SD or lognormal:MEAN,SD (the server's tokens)"
-            ),
-        ] = None,
-        output_tokens: Annotated[
-            str | None,
-            Field(description="reply lengths drawn per request, the same forms [max_tokens]"),
-        ] = None,
-        min_probe_s: Annotated[
-            float, Field(gt=0, le=3600, description="the shortest probe, seconds")
-        ] = 10.0,
         price_per_hour: Annotated[
             float | None,
             Field(
@@ -120,6 +82,7 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
                 description="USD per hour: $/M tokens at the point",
             ),
         ] = None,
+        **options: Any,
     ) -> Annotated[CallToolResult, OperatingPointAnswer]:
         """The most load the endpoint takes with every latency target met at the percentile
         (doubling, then bisection; a probe that already misses stops early), its output
@@ -146,20 +109,14 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         check_output_file(
             path, "the result file", force=False, to_replace="choose another name", kind=LOAD
         )
+        given = {  # each argument in the model's unit (ms → seconds)
+            option.name: read_scaled(option, options.get(option.spelled("mcp")), "mcp")
+            for option in SloOptions.options()
+        }
         settings = LoadSettings(
-            target=text,
-            max_tokens=max_tokens,
-            concurrency=max_concurrency,
-            rate=start_rate if search == "rate" else None,
-            duration_s=min_probe_s,
-            slo_ttft_s=None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
-            slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
-            search=search,
-            slo_percentile=float(percentile),
-            price_per_hour=price_per_hour,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
+            target=text, price_per_hour=price_per_hour, **load_fields(given)
         ).checked()
+        percentile = settings.slo_percentile
         async with Relay(ctx) as relay:
 
             def work(check: Callable[[], None]) -> LoadResult:

@@ -13,80 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field
 
-from sagemeter.calibrate.timing import duration_field
-from sagemeter.errors import UserError
-from sagemeter.limits import MAX_TOKENS, MAX_WAIT_S
-from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.measure.identity import IdentityWatch
 
-DEFAULT_CEILING = 64
-
-
-class SloOptions(BaseModel):
-    """`[slo]`: the latency target every arm is searched against."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    ttft: float | None = Field(
-        None, gt=0, le=MAX_WAIT_S, description='TTFT SLO: seconds, or e.g. "500ms"'
-    )
-    tpot: float | None = Field(
-        None, gt=0, le=MAX_WAIT_S, description='TPOT SLO: seconds, or e.g. "50ms"'
-    )
-    percentile: float = Field(99.0, description="50, 90 or 99")
-    max_tokens: int = Field(
-        256, ge=1, le=MAX_TOKENS, description="tokens asked per reply in the probes"
-    )
-    search: Literal["concurrency", "rate"] = "concurrency"
-    concurrency: int = Field(
-        DEFAULT_CEILING, ge=1, le=4096, description="the highest streams at once searched"
-    )
-    rate: float | None = Field(
-        None, gt=0, le=1e6, description="search = rate: the first rate tried"
-    )
-    duration: float = Field(
-        10.0, gt=0, le=MAX_WAIT_S, description="the shortest probe: seconds or e.g. 5s"
-    )
-    input_tokens: str | None = Field(
-        None, description='prompt lengths drawn per request, e.g. "lognormal:800,400"'
-    )
-    output_tokens: str | None = Field(
-        None, description='reply lengths drawn per request, e.g. "uniform:32,256"'
-    )
-    burstiness: float = Field(
-        1.0, gt=0, le=1000, description="search = rate: gamma shape of the gaps"
-    )
-
-    @field_validator("ttft", "tpot", "duration", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        return duration_field(value)
-
-    @field_validator("input_tokens", "output_tokens")
-    @classmethod
-    def _lengths(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_lengths(value, "")
-            except UserError as exc:
-                raise ValueError(str(exc).strip()) from None
-        return value
-
-    @model_validator(mode="after")
-    def _complete(self) -> SloOptions:
-        if self.ttft is None and self.tpot is None:
-            raise ValueError("give ttft, tpot or both (the latency target searched against)")
-        if self.percentile not in (50.0, 90.0, 99.0):
-            raise ValueError(f"percentile {self.percentile:g}: give 50, 90 or 99")
-        if self.search == "rate" and self.rate is None:
-            raise ValueError("search = rate starts at `rate`: give the first rate to try")
-        if self.burstiness != 1.0 and self.search != "rate":
-            raise ValueError("burstiness shapes the arrivals of search = rate")
-        return self
+if TYPE_CHECKING:  # the options are declared above this layer (sagemeter.options.slo)
+    from sagemeter.options.slo import SloOptions
 
 
 class SloFigures(BaseModel):
@@ -121,19 +55,7 @@ def search_slo(
     from sagemeter.loadgen import identity, loadrun, operating_point, settings
 
     load_settings = settings.LoadSettings(
-        target=http_root,
-        max_tokens=options.max_tokens,
-        concurrency=options.concurrency,
-        rate=options.rate if options.search == "rate" else None,
-        duration_s=options.duration,
-        slo_ttft_s=options.ttft,
-        slo_tpot_s=options.tpot,
-        search=options.search,
-        slo_percentile=options.percentile,
-        price_per_hour=price_per_hour,
-        input_tokens=options.input_tokens,
-        output_tokens=options.output_tokens,
-        burstiness=options.burstiness,
+        target=http_root, price_per_hour=price_per_hour, **options.load_fields()
     ).checked()
     started = time.perf_counter()
     runs = identity.WatchedRuns(watch or IdentityWatch(None))  # None: not watched here

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagemeter import __version__
 from sagemeter.atomic import (
@@ -70,7 +70,7 @@ from sagemeter.measure.server_metrics.recorder import (
     use_engine_prompt_rate_from_metrics,
     use_engine_rate_from_metrics,
 )
-from sagemeter.measure.slo import SloFigures, SloOptions, search_slo
+from sagemeter.measure.slo import SloFigures, search_slo
 from sagemeter.paths import state_dir
 from sagemeter.questions import QuestionSet, load_question_set
 from sagemeter.request_record import RequestRecord
@@ -104,6 +104,9 @@ from sagemeter.transport.address import parse_address
 from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
+
+if TYPE_CHECKING:  # declared in the options layer, above this one
+    from sagemeter.options.slo import SloOptions
 
 PhaseFn = Callable[[str], None]
 

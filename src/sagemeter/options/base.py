@@ -33,6 +33,8 @@ class Opt:
     the command line or MCP only, as a plan's table is the model itself.
     `unset`: what leaving it out means, when that is not a default value ("the engine's own").
     `envvar`: the environment variable the command line reads it from when the flag is not given.
+    `unit`: the unit its help names as `{unit}` (`seconds`); `mcp_unit` and `mcp_scale`: the MCP
+    argument's, when it takes the value in another one (`ms`, 1000: milliseconds for seconds).
     """
 
     setting: str | None = None
@@ -41,6 +43,9 @@ class Opt:
     not_on: tuple[tuple[Face, str], ...] = ()
     unset: str | None = None
     envvar: str | None = None
+    unit: str = ""
+    mcp_unit: str | None = None
+    mcp_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,16 @@ class Option:
     @property
     def help(self) -> str:
         return self.info.description or ""
+
+    def unit(self, face: Face) -> str:
+        """The unit `face` takes the value in (MCP's own where it has one)."""
+        if face == "mcp" and self.opt.mcp_unit is not None:
+            return self.opt.mcp_unit
+        return self.opt.unit
+
+    def scale(self, face: Face) -> float:
+        """What a value in the model's unit is multiplied by on `face` (1000: seconds as ms)."""
+        return self.opt.mcp_scale if face == "mcp" else 1.0
 
     def on(self, face: Face) -> bool:
         return face not in dict(self.opt.not_on)

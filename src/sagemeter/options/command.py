@@ -58,7 +58,8 @@ class Command:
     def help(self, option: Option, face: Face) -> str:
         """The option's help with `{other}` names spelled for `face`, and its default."""
         label = self.label(face)
-        text = re.sub(r"\{(\w+)\}", lambda match: label(match[1]), option.help)
+        text = option.help.replace("{unit}", option.unit(face))
+        text = re.sub(r"\{(\w+)\}", lambda match: label(match[1]), text)
         default = self.default_text(option, face)
         if not default:
             return text

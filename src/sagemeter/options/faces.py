@@ -67,27 +67,65 @@ def cli_parameter(command: Command, option: Option) -> inspect.Parameter:
 def mcp_parameter(command: Command, option: Option) -> inspect.Parameter:
     """The tool argument: the option's own type and bounds, its help for an assistant."""
     described = Field(description=command.help(option, "mcp"))
+    factor = option.scale("mcp")  # its bounds and default in the tool's unit (ms for seconds)
+    bounds = [_scaled(item, factor) for item in option.info.metadata]
     # Annotated[type, *bounds, described], built at run time
-    annotation = operator.getitem(
-        Annotated, (option.info.annotation, *option.info.metadata, described)
-    )
+    annotation = operator.getitem(Annotated, (option.info.annotation, *bounds, described))
+    default = option.info.default
     return inspect.Parameter(
         option.spelled("mcp"),
         inspect.Parameter.KEYWORD_ONLY,
         annotation=annotation,
-        default=option.info.default,
+        default=default * factor if isinstance(default, int | float) and factor != 1 else default,
     )
 
 
-def with_options(command: Command, face: Face) -> Callable[[F], F]:
+def _scaled(item: Any, factor: float) -> Any:
+    """A bound (gt, ge, lt, le) times `factor`; anything else as it is."""
+    from annotated_types import Ge, Gt, Le, Lt
+
+    bound: Any
+    if factor == 1:
+        return item
+    if isinstance(item, Gt):
+        bound = item.gt
+        return Gt(bound * factor)
+    if isinstance(item, Ge):
+        bound = item.ge
+        return Ge(bound * factor)
+    if isinstance(item, Lt):
+        bound = item.lt
+        return Lt(bound * factor)
+    if isinstance(item, Le):
+        bound = item.le
+        return Le(bound * factor)
+    return item
+
+
+def read_scaled(option: Option, value: Any, face: Face) -> Any:
+    """A value `face` gave (in its unit) in the model's unit: 500 (ms) → 0.5 (seconds)."""
+    factor = option.scale(face)
+    if factor == 1 or not isinstance(value, int | float) or isinstance(value, bool):
+        return value
+    return value / factor
+
+
+def with_options(
+    command: Command, face: Face, only: tuple[str, ...] | None = None
+) -> Callable[[F], F]:
     """Give `func`, whose last parameter is `**options`, one parameter per option of `command`
-    shown on `face` (typer and the MCP server read a function's signature)."""
+    shown on `face` (typer and the MCP server read a function's signature); `only`: just these
+    options, by name (the demo's few of measure's)."""
     build = cli_parameter if face == "cli" else mcp_parameter
 
     def decorate(func: F) -> F:
         signature = inspect.signature(func, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        added = [build(command, option) for option in command.options() if option.on(face)]
+        added = [
+            build(command, option)
+            for option in command.options()
+            if option.on(face) and (only is None or option.name in only)
+        ]
         made = _same_call(func)  # a new function: `func` stays as written (registered again)
         made.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
         made.__annotations__ = {

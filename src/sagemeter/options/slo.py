@@ -1,0 +1,134 @@
+"""The SLO search's options, declared once: a plan's `[slo]` table is `SloOptions` itself, the MCP
+tool `find_operating_point`'s arguments are made from its fields (their MCP names, milliseconds
+for the latency targets), and `sagemeter load`'s flags are checked against it (`Opt.cli`, in
+tests/options/test_slo_options.py). `Opt.setting` is the load generator's setting
+(`sagemeter.loadgen.settings.LoadSettings`) each option sets; the search itself is
+`sagemeter.measure.slo`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from sagemeter.calibrate.timing import duration_field
+from sagemeter.errors import UserError
+from sagemeter.limits import MAX_TOKENS, MAX_WAIT_S
+from sagemeter.loadgen.lengths import parse_lengths
+from sagemeter.options.base import Opt, OptionsModel
+from sagemeter.options.command import Command
+
+DEFAULT_CEILING = 64
+# A latency target: seconds in a plan (or "500ms"), milliseconds over MCP.
+TARGET: dict[str, Any] = {"unit": 'seconds, or e.g. "500ms"', "mcp_unit": "ms", "mcp_scale": 1000}
+SECONDS: dict[str, Any] = {"unit": 'seconds, or e.g. "5s"', "mcp_unit": "seconds"}
+
+
+class SloOptions(OptionsModel):
+    """`[slo]`: the latency target every arm is searched against (and the probes' workload)."""
+
+    TABLE: ClassVar[str] = "slo"
+
+    ttft: Annotated[
+        float | None,
+        Opt("slo_ttft_s", cli="--slo-ttft", mcp="slo_ttft_ms", **TARGET, unset="no TTFT target"),
+    ] = Field(None, gt=0, le=MAX_WAIT_S, description="TTFT SLO: {unit}")
+    tpot: Annotated[
+        float | None,
+        Opt("slo_tpot_s", cli="--slo-tpot", mcp="slo_tpot_ms", **TARGET, unset="no TPOT target"),
+    ] = Field(None, gt=0, le=MAX_WAIT_S, description="TPOT SLO: {unit}")
+    percentile: Annotated[float, Opt("slo_percentile", cli="--slo-percentile")] = Field(
+        99.0, description="the percentile every target holds at: 50, 90 or 99"
+    )
+    max_tokens: Annotated[int, Opt("max_tokens")] = Field(
+        256, ge=1, le=MAX_TOKENS, description="tokens asked per reply in the probes"
+    )
+    search: Annotated[Literal["concurrency", "rate"], Opt("search")] = Field(
+        "concurrency",
+        description="raise streams at once (up to {concurrency}), or Poisson requests per "
+        "second (from {rate})",
+    )
+    concurrency: Annotated[int, Opt("concurrency", mcp="max_concurrency")] = Field(
+        DEFAULT_CEILING, ge=1, le=4096, description="the highest streams at once searched"
+    )
+    rate: Annotated[float | None, Opt("rate", mcp="start_rate", unset="none")] = Field(
+        None, gt=0, le=1e6, description="{search} = rate: the first rate tried"
+    )
+    duration: Annotated[float, Opt("duration_s", mcp="min_probe_s", **SECONDS)] = Field(
+        10.0, gt=0, le=MAX_WAIT_S, description="the shortest probe: {unit}"
+    )
+    input_tokens: Annotated[str | None, Opt("input_tokens", unset="the one prompt")] = Field(
+        None,
+        description="prompt lengths drawn per request (the server's tokens): fixed:N, "
+        'uniform:A,B, normal:MEAN,SD or lognormal:MEAN,SD, e.g. "lognormal:800,400"',
+    )
+    output_tokens: Annotated[str | None, Opt("output_tokens", unset="max_tokens each")] = Field(
+        None, description='reply lengths drawn per request, the same forms, e.g. "uniform:32,256"'
+    )
+    burstiness: Annotated[float, Opt("burstiness")] = Field(
+        1.0,
+        gt=0,
+        le=1000,
+        description="{search} = rate: gamma shape of the gaps between arrivals; 1 is Poisson, "
+        "<1 burstier",
+    )
+
+    @field_validator("ttft", "tpot", "duration", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return duration_field(value)
+
+    @field_validator("input_tokens", "output_tokens")
+    @classmethod
+    def _lengths(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_lengths(value, "")
+            except UserError as exc:
+                raise ValueError(str(exc).strip()) from None
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> SloOptions:
+        if self.ttft is None and self.tpot is None:
+            raise ValueError("give ttft, tpot or both (the latency target searched against)")
+        if self.percentile not in (50.0, 90.0, 99.0):
+            raise ValueError(f"percentile {self.percentile:g}: give 50, 90 or 99")
+        if self.search == "rate" and self.rate is None:
+            raise ValueError("search = rate starts at `rate`: give the first rate to try")
+        if self.burstiness != 1.0 and self.search != "rate":
+            raise ValueError("burstiness shapes the arrivals of search = rate")
+        return self
+
+    def load_fields(self) -> dict[str, Any]:
+        """These options as the load generator's settings (`load_fields`)."""
+        return load_fields(self.model_dump())
+
+
+def load_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Options by name (the model's units) as the load generator's settings, each under its
+    `Opt.setting`; the first rate only for search = rate."""
+    fields = {
+        option.setting: values[option.name]
+        for option in SloOptions.options()
+        if option.setting is not None and option.name in values
+    }
+    if fields.get("search") != "rate":
+        fields["rate"] = None
+    return fields
+
+
+def _load_defaults() -> BaseModel:
+    from sagemeter.loadgen.settings import LoadSettings
+
+    return LoadSettings(target="http://127.0.0.1:1")
+
+
+def _no_build(*_: Any, **__: Any) -> Any:
+    raise NotImplementedError("the SLO options make LoadSettings with load_fields")
+
+
+# The faces' view of the options: each one's help as a face spells it, with its default.
+SLO = Command("slo", models=(SloOptions,), defaults=_load_defaults, build=_no_build)
