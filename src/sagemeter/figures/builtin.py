@@ -151,16 +151,3 @@ TTFT_LONG_PROMPT = Declared(
     better="lower",
     group="prefill",
 )
-
-BUILT_IN_FIGURES = (
-    WEIGHTS,
-    KV_CACHE,
-    LOAD_SECONDS,
-    DECODE,
-    FIXED_COST,
-    ENGINE_DECODE,
-    TTFT,
-    INTER_TOKEN,
-    PREFILL,
-    TTFT_LONG_PROMPT,
-)

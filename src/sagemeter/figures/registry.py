@@ -92,10 +92,6 @@ def figure_named(key: str) -> Figure | None:
     return next((f for f in _loaded()[0] if f.key == key), None)
 
 
-def is_built_in(figure: Figure) -> bool:
-    return figure.key in BUILT_IN
-
-
 def stored_value(result: MeasureResult, figure: Figure) -> float | int | None:
     """The figure as the result's top level holds it (a declared field or a plug-in's key)."""
     if figure.key in MeasureResult.model_fields:
