@@ -55,19 +55,20 @@ system-packages:
 WORKERS ?= 3
 SLOW_WORKERS ?= 1
 TIER := scripts/test-tier $(BIN)/pytest
+FAST_TIER := $(TIER) "not slow" $(WORKERS) load 10
 
 # The fast tier first (its answer comes in minutes), then the slow one; both always run and
 # print their slowest tests (where the time goes, in the CI log too); the target fails when
 # either did. Each tier runs its `alone` tests (timing truth) after the rest, one at a time.
 test: system-packages lint typecheck vllm-engine
-	@$(TIER) "not slow" $(WORKERS) load 10 $(PYTEST_ARGS); fast=$$?; \
+	@$(FAST_TIER) $(PYTEST_ARGS); fast=$$?; \
 	$(TIER) "slow" $(SLOW_WORKERS) loadfile 25 $(PYTEST_ARGS); slow=$$?; \
 	echo "fast tier exit $$fast, slow tier exit $$slow"; \
 	[ $$fast -eq 0 ] && [ $$slow -eq 0 ]
 
 # The fast tier for a developer's own loop: lint, types and every test not marked `slow`.
 check: lint typecheck
-	@$(TIER) "not slow" $(WORKERS) load 10 $(PYTEST_ARGS)
+	@$(FAST_TIER) $(PYTEST_ARGS)
 
 benchmarks: $(TEST_STAMP)
 	$(BIN)/python -m benchmarks.run_all $(BENCHMARKS)
