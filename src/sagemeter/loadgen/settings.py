@@ -9,7 +9,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_WAIT_S, Seconds, Seed, Tokens, Workers, check_price, checked
+from sagemeter.limits import (
+    MAX_RATE,
+    MAX_STREAMS,
+    MAX_WAIT_S,
+    Seconds,
+    Seed,
+    Tokens,
+    Workers,
+    check_price,
+    checked,
+)
 from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.loadgen.trace import read_trace_cached
 from sagemeter.measure.prompt_tokenizer import check_tokenizer_path, tokenizer_at
@@ -18,10 +28,9 @@ from sagemeter.transport.request import DEFAULT_PROMPT
 
 __all__ = ["MAX_CONCURRENCY", "LoadSettings", "available_cores"]
 
-MAX_CONCURRENCY = 4096  # streams at once from one machine (sharded runs: each shard's part)
+MAX_CONCURRENCY = MAX_STREAMS  # streams at once from one machine (sharded runs: each shard's part)
 # The percentiles an SLO search can hold to: those every result's distributions carry.
 SLO_PERCENTILES = (50.0, 90.0, 99.0)
-MAX_RATE = 1_000_000.0  # requests per second asked of one run
 
 
 class LoadSettings(BaseModel):

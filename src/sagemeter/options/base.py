@@ -9,11 +9,12 @@ writes it the same way) spells a value that is not a plain number, such as `1,4,
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.fields import FieldInfo
 from pydantic_core import core_schema
 
@@ -28,13 +29,17 @@ class Opt:
 
     `setting`: the settings field it sets (None: it is no setting, e.g. `ray`).
     `mcp`: the MCP tool's argument name when it differs from the field's.
-    `cli`: the command line's flag when it differs from `--field-name`.
+    `cli`: the command line's flag when it differs from `--field-name`; `short`: its one-letter
+    alias (`-c`).
     `not_on`: faces that leave the option out, each with the reason (said in docs and tests);
     the command line or MCP only, as a plan's table is the model itself.
     `unset`: what leaving it out means, when that is not a default value ("the engine's own").
     `envvar`: the environment variable the command line reads it from when the flag is not given.
     `unit`: the unit its help names as `{unit}` (`seconds`); `mcp_unit` and `mcp_scale`: the MCP
     argument's, when it takes the value in another one (`ms`, 1000: milliseconds for seconds).
+    `refuse`: what a value out of its bounds (or not one of its words) is told, after the option
+    and the value (`--concurrency 0: give 1 to 4096 streams at once`), when the bound's own
+    words would say less.
     """
 
     setting: str | None = None
@@ -46,6 +51,8 @@ class Opt:
     unit: str = ""
     mcp_unit: str | None = None
     mcp_scale: float = 1.0
+    short: str | None = None
+    refuse: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,18 @@ class OptionsModel(BaseModel):
             for option in self.options()
             if option.setting is not None and option.name not in ("quick", "method")
         }
+
+
+def taken(model: type[OptionsModel], name: str, help: str | None = None, **opt: Any) -> Any:
+    """`model`'s option `name` as a field of another model: its type, bounds, text and setting
+    declared once, there; `help` when the other command gives it its own words, `opt` changes
+    to its `Opt` (`unset=None`). Assigned as the field's default (`= taken(...)`)."""
+    info = model.model_fields[name]
+    metadata = [replace(item, **opt) if isinstance(item, Opt) else item for item in info.metadata]
+    described = Field(info.default, description=help or info.description)
+    # Annotated[its type, *its bounds and metadata], built at run time
+    annotation: Any = operator.getitem(Annotated, (info.annotation, *metadata))
+    return FieldInfo.from_annotated_attribute(annotation, described)
 
 
 @dataclass(frozen=True)

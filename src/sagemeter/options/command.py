@@ -16,6 +16,19 @@ from pydantic import BaseModel, ValidationError
 from sagemeter.errors import UserError
 from sagemeter.options.base import Face, Option, OptionsModel
 
+# The errors of a value past a bound, not finite, or not one of an option's words: what
+# `Opt.refuse` answers.
+OUT_OF_BOUNDS = frozenset(
+    {
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "finite_number",
+        "literal_error",
+    }
+)
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -28,14 +41,22 @@ class Variant:
 
 @dataclass(frozen=True)
 class Command:
-    """One command's options: its models (a plan table each), the settings they make."""
+    """One command's options: its models (a plan table each), the settings they make.
+
+    `defaults`: the settings whose values an unset option keeps (None: each option's own
+    default is the command's). `flag_defaults`: the command line shows an option's own default
+    as typer does (`[default: 16]`) and starts from it. `quote_values`: a refusal names the value
+    after the option (`--max-tokens 0: …`), as the command always said it.
+    """
 
     name: str
     models: tuple[type[OptionsModel], ...]
-    defaults: Callable[[], BaseModel]
+    defaults: Callable[[], BaseModel] | None = None
     # (quick, settings overrides, method, label) → the settings, validated
-    build: Callable[..., Any]
+    build: Callable[..., Any] | None = None
     variants: tuple[Variant, ...] = ()
+    flag_defaults: bool = False
+    quote_values: bool = False
 
     def options(self) -> Iterator[Option]:
         for model in self.models:
@@ -59,33 +80,32 @@ class Command:
         """The option's help with `{other}` names spelled for `face`, and its default."""
         label = self.label(face)
         text = option.help.replace("{unit}", option.unit(face))
-        text = re.sub(r"\{(\w+)\}", lambda match: label(match[1]), text)
         default = self.default_text(option, face)
-        if not default:
-            return text
-        return f"{text} [{default}]" if face == "cli" else f"{text} (default: {default})"
+        if default:
+            text = f"{text} [{default}]" if face == "cli" else f"{text} (default: {default})"
+        return re.sub(r"\{(\w+)\}", lambda match: label(match[1]), text)
 
     def default_text(self, option: Option, face: Face) -> str:
         """`16`; `256,4096; none with --quick; none with --method article`; the unset text."""
         if option.info.default is not None:
             return ""  # a flag's own default (quick: false), which every face shows itself
-        if option.setting is None:
+        if option.setting is None or self.defaults is None:
             return option.opt.unset or ""
         base = self.default_value(option)
-        parts = [self._shown(option, base, face)]
+        parts = [self.shown(option, base, face)]
         for variant in self.variants:
             value = getattr(variant.settings(), option.setting)
             if value != base and option.name != variant.option:
                 spelled = self.option(variant.option).spelled(face)
                 when = spelled if variant.value is True else f"{spelled} {variant.value}"
-                parts.append(f"{self._shown(option, value, face)} with {when}")
+                parts.append(f"{self.shown(option, value, face)} with {when}")
         return "; ".join(parts)
 
     def default_value(self, option: Option) -> Any:
-        assert option.setting is not None
+        assert option.setting is not None and self.defaults is not None
         return getattr(self.defaults(), option.setting)
 
-    def _shown(self, option: Option, value: Any, face: Face) -> str:
+    def shown(self, option: Option, value: Any, face: Face) -> str:
         if value is None:
             return option.opt.unset or "none"
         if isinstance(value, list):
@@ -110,12 +130,18 @@ class Command:
             )
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = self.label(face)(str(first["loc"][0])) if first["loc"] else model.TABLE
+            name = str(first["loc"][0]) if first["loc"] else ""
+            where = self.label(face)(name) if name else model.TABLE
+            refuse = next((o.opt.refuse for o in model.options() if o.name == name), None)
+            if refuse is not None and first["type"] in OUT_OF_BOUNDS:
+                raise UserError(f"{where} {first['input']!r}: {refuse}") from None
             if first["type"] == "literal_error":  # one of a few words: name them all
                 expected = str(first.get("ctx", {}).get("expected", ""))
                 choices = expected.replace("'", "").replace(" or ", ", ")
                 raise UserError(f"{where} {first['input']!r}: give one of {choices}") from None
             message = str(first["msg"]).removeprefix("Value error, ")
+            if self.quote_values and name:
+                raise UserError(f"{where} {first['input']!r}: {message}") from None
             raise UserError(f"{where}: {message}") from None
 
     def settings(
@@ -125,4 +151,5 @@ class Command:
         overrides: dict[str, Any] = {}
         for model in given:
             overrides.update(model.given())
+        assert self.build is not None, f"{self.name}'s options make no settings object"
         return self.build(quick, overrides, method=method, label=self.label(face))

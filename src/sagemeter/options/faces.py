@@ -43,11 +43,14 @@ def cli_parameter(command: Command, option: Option) -> inspect.Parameter:
 
     kind = cli_type(option)
     decls = [option.opt.cli] if option.opt.cli else []
+    if option.opt.short is not None:
+        decls = [option.spelled("cli"), option.opt.short]
+    default = cli_default(command, option)
     info = typer.Option(
         *decls,
         help=escape(command.help(option, "cli")),  # `[article-40]` is no markup tag
         envvar=option.opt.envvar,
-        show_default=False,
+        show_default=command.flag_defaults and default is not None,
     )
     if kind is bool:
         return inspect.Parameter(
@@ -60,8 +63,20 @@ def cli_parameter(command: Command, option: Option) -> inspect.Parameter:
         option.name,
         inspect.Parameter.KEYWORD_ONLY,
         annotation=Annotated[kind | None, info],
-        default=None,
+        default=default,
     )
+
+
+def cli_default(command: Command, option: Option) -> Any:
+    """What the command line starts from: nothing (the settings' default is kept), or, for a
+    command whose flags show their own defaults, the option's, as the command line writes it
+    (`300s`)."""
+    default = option.info.default
+    if not command.flag_defaults or default is None:
+        return None
+    if option.text is not None:
+        return command.shown(option, default, "cli")
+    return default
 
 
 def mcp_parameter(command: Command, option: Option) -> inspect.Parameter:

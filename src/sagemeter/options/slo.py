@@ -1,7 +1,7 @@
 """The SLO search's options, declared once: a plan's `[slo]` table is `SloOptions` itself, the MCP
 tool `find_operating_point`'s arguments are made from its fields (their MCP names, milliseconds
-for the latency targets), and `sagemeter load`'s flags are checked against it (`Opt.cli`, in
-tests/options/test_slo_options.py). `Opt.setting` is the load generator's setting
+for the latency targets), and `sagemeter load`'s SLO flags are its fields `ttft`, `tpot` and
+`percentile` (`sagemeter.options.load` takes them). `Opt.setting` is the load generator's setting
 (`sagemeter.loadgen.settings.LoadSettings`) each option sets; the search itself is
 `sagemeter.measure.slo`.
 """
@@ -13,17 +13,25 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from sagemeter.calibrate.timing import duration_field
+from sagemeter.calibrate.timing import parse_duration
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_TOKENS, MAX_WAIT_S
+from sagemeter.limits import MAX_RATE, MAX_STREAMS, MAX_TOKENS, MAX_WAIT_S
 from sagemeter.loadgen.lengths import parse_lengths
-from sagemeter.options.base import Opt, OptionsModel
+from sagemeter.options.base import Opt, OptionsModel, Text
 from sagemeter.options.command import Command
 
 DEFAULT_CEILING = 64
 # A latency target: seconds in a plan (or "500ms"), milliseconds over MCP.
-TARGET: dict[str, Any] = {"unit": 'seconds, or e.g. "500ms"', "mcp_unit": "ms", "mcp_scale": 1000}
+TARGET: dict[str, Any] = {
+    "unit": 'seconds, or e.g. "500ms"',
+    "mcp_unit": "ms",
+    "mcp_scale": 1000,
+    "refuse": "give a positive duration, e.g. 200ms",
+}
 SECONDS: dict[str, Any] = {"unit": 'seconds, or e.g. "5s"', "mcp_unit": "seconds"}
+PICK = "give 50, 90 or 99 (the percentiles a load result carries)"
+# A duration a plan or the command line may write as text: 500ms, 10s, 3m.
+SECONDS_TEXT = Text(parse_duration, unit="s")
 
 
 class SloOptions(OptionsModel):
@@ -33,14 +41,16 @@ class SloOptions(OptionsModel):
 
     ttft: Annotated[
         float | None,
+        SECONDS_TEXT,
         Opt("slo_ttft_s", cli="--slo-ttft", mcp="slo_ttft_ms", **TARGET, unset="no TTFT target"),
     ] = Field(None, gt=0, le=MAX_WAIT_S, description="TTFT SLO: {unit}")
     tpot: Annotated[
         float | None,
+        SECONDS_TEXT,
         Opt("slo_tpot_s", cli="--slo-tpot", mcp="slo_tpot_ms", **TARGET, unset="no TPOT target"),
     ] = Field(None, gt=0, le=MAX_WAIT_S, description="TPOT SLO: {unit}")
-    percentile: Annotated[float, Opt("slo_percentile", cli="--slo-percentile")] = Field(
-        99.0, description="the percentile every target holds at: 50, 90 or 99"
+    percentile: Annotated[float, Opt("slo_percentile", cli="--slo-percentile", refuse=PICK)] = (
+        Field(99.0, description="the percentile every SLO holds at: 50, 90 or 99")
     )
     max_tokens: Annotated[int, Opt("max_tokens")] = Field(
         256, ge=1, le=MAX_TOKENS, description="tokens asked per reply in the probes"
@@ -51,13 +61,13 @@ class SloOptions(OptionsModel):
         "second (from {rate})",
     )
     concurrency: Annotated[int, Opt("concurrency", mcp="max_concurrency")] = Field(
-        DEFAULT_CEILING, ge=1, le=4096, description="the highest streams at once searched"
+        DEFAULT_CEILING, ge=1, le=MAX_STREAMS, description="the highest streams at once searched"
     )
     rate: Annotated[float | None, Opt("rate", mcp="start_rate", unset="none")] = Field(
-        None, gt=0, le=1e6, description="{search} = rate: the first rate tried"
+        None, gt=0, le=MAX_RATE, description="{search} = rate: the first rate tried"
     )
-    duration: Annotated[float, Opt("duration_s", mcp="min_probe_s", **SECONDS)] = Field(
-        10.0, gt=0, le=MAX_WAIT_S, description="the shortest probe: {unit}"
+    duration: Annotated[float, SECONDS_TEXT, Opt("duration_s", mcp="min_probe_s", **SECONDS)] = (
+        Field(10.0, gt=0, le=MAX_WAIT_S, description="the shortest probe: {unit}")
     )
     input_tokens: Annotated[str | None, Opt("input_tokens", unset="the one prompt")] = Field(
         None,
@@ -74,11 +84,6 @@ class SloOptions(OptionsModel):
         description="{search} = rate: gamma shape of the gaps between arrivals; 1 is Poisson, "
         "<1 burstier",
     )
-
-    @field_validator("ttft", "tpot", "duration", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        return duration_field(value)
 
     @field_validator("input_tokens", "output_tokens")
     @classmethod
