@@ -11,6 +11,7 @@ from mcp import Client
 
 from sagemeter.errors import UserError
 from sagemeter.mcp import ServerConfig, build_server
+from sagemeter.options.measure import MEASURE
 from sagemeter.settings import (
     ARTICLE_STORY,
     METHOD_SETTINGS,
@@ -63,7 +64,7 @@ def test_quick_keeps_its_lengths_under_the_article_method() -> None:
 
 def test_an_unknown_method_is_one_clear_error() -> None:
     with pytest.raises(UserError, match=r"--method 'bogus': give one of sagemeter, article"):
-        measure_settings(False, {}, method="bogus")
+        measure_settings(False, {}, method="bogus", label=MEASURE.label("cli"))
 
 
 async def test_the_mcp_measure_tool_takes_the_method_and_refuses_an_unknown_one(

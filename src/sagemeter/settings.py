@@ -278,33 +278,13 @@ def demo_settings() -> MeasureSettings:
     )
 
 
-# How both faces take settings: the CLI and the MCP server differ only in how a parameter is
-# spelled (`--long-tokens` against `long_tokens`), so messages take a `label` that turns a
-# settings field into the face's spelling.
+# How every face takes settings: they differ only in how a setting is spelled (`--long-tokens`
+# on the command line, `measure.long_tokens` in a plan, `long_tokens` over MCP), so messages
+# take a `label` that turns a settings field into the face's spelling. Each spelling is the
+# options model's (`sagemeter.options.measure.MEASURE.label(face)`); without one, a message
+# names the settings field itself.
 
 Label = Callable[[str], str]
-
-
-CLI_NAMES = {
-    "load_levels": "--levels",
-    "decode_repeats": "--repeats",
-    "load_batches": "--batches",
-    "load_max_tokens": "--load-tokens",
-    "fidelity_prompts": "--fidelity",
-    "margin_points": "--margin",
-    "timeout_s": "--timeout",
-    "stall_s": "--stall",
-    "startup_timeout_s": "--startup-timeout",
-    "metrics_wait_s": "--metrics-wait",
-    "batch_reruns": "--reruns",
-    "speed_max_repeats": "--max-repeats",
-    "speed_max_batches": "--max-batches",
-}
-
-
-def cli_flag(field: str) -> str:
-    """A settings field as the CLI spells it: `long_tokens` → `--long-tokens`."""
-    return CLI_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
 def measure_settings(
@@ -312,7 +292,7 @@ def measure_settings(
     overrides: Mapping[str, Any],
     *,
     method: str | None = None,
-    label: Label = cli_flag,
+    label: Label = str,
 ) -> MeasureSettings:
     """The default settings (or the quick ones), measured by `method` (ours when None), with the
     given fields changed, validated.
@@ -329,7 +309,7 @@ def measure_settings(
 
 
 def settings_with(
-    base: MeasureSettings, overrides: Mapping[str, Any], *, label: Label = cli_flag
+    base: MeasureSettings, overrides: Mapping[str, Any], *, label: Label = str
 ) -> MeasureSettings:
     """`base` with the given fields changed (None keeps the base value), validated."""
     changes = {key: value for key, value in overrides.items() if value is not None}

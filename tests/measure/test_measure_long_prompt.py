@@ -26,6 +26,7 @@ from sagemeter.experiment.plan import MeasureOptions
 from sagemeter.measure.long_prompt import measure_long_prompt_load
 from sagemeter.measure.prefill import measure_prefill
 from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
+from sagemeter.options.measure import MEASURE
 from sagemeter.report.writer import write_compare_report, write_report
 from sagemeter.results import LongPromptLoad, MeasureResult, PrefillDetail, load_result
 from sagemeter.settings import MeasureSettings, measure_settings
@@ -130,10 +131,11 @@ def test_the_options_need_the_prefill_phase_and_whole_levels() -> None:
     asked = measure_settings(False, {"long_prompt_levels": [1, 4, 16]})
     assert asked.long_prompt_levels == [1, 4, 16] and asked.max_concurrency == 16
     assert MeasureSettings().long_prompt_levels == []  # not run unless asked
+    cli = MEASURE.label("cli")
     with pytest.raises(UserError, match="give --prefill-tokens too"):
-        measure_settings(True, {"long_prompt_levels": [1, 4]})
+        measure_settings(True, {"long_prompt_levels": [1, 4]}, label=cli)
     with pytest.raises(UserError, match="--long-prompt-levels: 2 given twice"):
-        measure_settings(False, {"long_prompt_levels": [2, 2]})
+        measure_settings(False, {"long_prompt_levels": [2, 2]}, label=cli)
     plan = MeasureOptions.model_validate({"long_prompt_levels": "1,4", "prefill_tokens": "64,512"})
     assert plan.settings().long_prompt_levels == [1, 4]
     with pytest.raises(UserError, match=r"measure\.long_prompt_levels sends"):

@@ -23,7 +23,7 @@ from sagemeter.experiment.plan import Plan, parse_plan
 from sagemeter.mcp.server import ServerConfig, build_server
 from sagemeter.options.base import Option
 from sagemeter.options.measure import MEASURE
-from sagemeter.settings import MeasureSettings, cli_flag
+from sagemeter.settings import MeasureSettings, measure_settings
 
 OPTIONS = list(MEASURE.options())
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems")
@@ -107,7 +107,21 @@ def test_every_option_is_a_setting_with_the_settings_bounds() -> None:
             continue
         assert option.setting in settings, option.name
         assert _own_bounds(option) == _bounds(settings[option.setting]), option.name
-        assert cli_flag(option.setting) == option.spelled("cli"), option.name
+
+
+def test_the_settings_messages_name_each_setting_by_its_options_flag() -> None:
+    """The settings name no flag of their own: a message names a setting the way the face that
+    gave it spells it, from the option's declaration (`--levels` for `load_levels`)."""
+    cli = MEASURE.label("cli")
+    with pytest.raises(UserError, match=r"^--levels: 4 given twice"):
+        measure_settings(False, {"load_levels": [4, 4]}, label=cli)
+    with pytest.raises(UserError, match=r"^--max-repeats 2 is below --repeats 5"):
+        measure_settings(False, {"speed_precision": 0.1, "speed_max_repeats": 2}, label=cli)
+    with pytest.raises(UserError, match=r"^measure\.levels: 4 given twice"):
+        measure_settings(False, {"load_levels": [4, 4]}, label=MEASURE.label("plan"))
+    # no face: the settings field itself
+    with pytest.raises(UserError, match=r"^load_levels: 4 given twice"):
+        measure_settings(False, {"load_levels": [4, 4]})
 
 
 def test_the_command_line_has_exactly_the_options_with_their_defaults() -> None:

@@ -19,12 +19,12 @@ from pydantic import BaseModel, Field
 from sagemeter.atomic import check_output_file
 from sagemeter.errors import UserError
 from sagemeter.filekinds import LOAD
-from sagemeter.limits import MAX_PRICE_PER_HOUR
 from sagemeter.loadgen.result import LoadResult, OperatingPoint, Probe
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.progress import Relay, in_worker
 from sagemeter.options.faces import read_scaled, with_options
+from sagemeter.options.load import LOAD as LOAD_OPTIONS
 from sagemeter.options.slo import SLO, SloOptions, load_fields
 from sagemeter.results import check_result_name
 
@@ -63,6 +63,8 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
     @server.tool(title="Find the operating point at a latency target", annotations=SEARCHES)
     @guarded
     @with_options(SLO, "mcp")  # the search's arguments: the SLO options model (a plan's [slo])
+    # its price: `sagemeter load --price-per-hour`'s declaration (the load options model)
+    @with_options(LOAD_OPTIONS, "mcp", only=("price_per_hour",))
     async def find_operating_point(
         ctx: Context,
         target: Annotated[
@@ -73,15 +75,6 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
             ),
         ],
         name: Annotated[str, Field(description="result name: load-NAME.json, new")],
-        price_per_hour: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                le=MAX_PRICE_PER_HOUR,
-                allow_inf_nan=False,
-                description="USD per hour: $/M tokens at the point",
-            ),
-        ] = None,
         **options: Any,
     ) -> Annotated[CallToolResult, OperatingPointAnswer]:
         """The most load the endpoint takes with every latency target met at the percentile
@@ -113,9 +106,8 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
             option.name: read_scaled(option, options.get(option.spelled("mcp")), "mcp")
             for option in SloOptions.options()
         }
-        settings = LoadSettings(
-            target=text, price_per_hour=price_per_hour, **load_fields(given)
-        ).checked()
+        price = options.get("price_per_hour")
+        settings = LoadSettings(target=text, price_per_hour=price, **load_fields(given)).checked()
         percentile = settings.slo_percentile
         async with Relay(ctx) as relay:
 
