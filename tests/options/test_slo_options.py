@@ -1,7 +1,8 @@
 """The SLO search's options are declared once (`sagemeter.options.slo.SloOptions`): a plan's
 `[slo]` table is the model, the MCP tool `find_operating_point`'s arguments are made from it
-(its names, milliseconds for the latency targets) and `sagemeter load`'s flags are checked
-against it. A field added to one face only, or a bound changed in one place, fails here."""
+(its names, milliseconds for the latency targets); `sagemeter load`'s SLO flags are its fields
+(tests/options/test_load_options.py). A field added to one face only, or a bound changed in one
+place, fails here."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-import click
-import typer
 from mcp.client import Client
 from pydantic import TypeAdapter
 
@@ -26,34 +25,6 @@ BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", 
 NOTHING = "http://127.0.0.1:9"  # never reached: every refusal comes before a request
 # The tool's own inputs beside the search's options (a plan takes the price from its arms).
 MCP_ONLY = {"target", "name", "price_per_hour"}
-# `sagemeter load`'s flags that are no option of the search: the plain load's own.
-LOAD_ONLY = {
-    "target",
-    "workers",
-    "out",
-    "force",
-    "csv",
-    "seed",
-    "trace",
-    "trace_speed",
-    "tokenizer",
-    "sweep",
-    "price_per_hour",
-    "sessions",
-    "turns",
-    "think_time",
-    "shard",
-    "start_at",
-    "api",
-    "model",
-    "prompt",
-    "timeout",
-    "startup_timeout",
-    "raw",
-    "uvloop",
-    "ray",
-    "api_key",
-}
 
 
 def _mcp_properties() -> dict[str, Any]:
@@ -65,20 +36,6 @@ def _mcp_properties() -> dict[str, Any]:
         return properties
 
     return anyio.run(listed)
-
-
-def _load_params() -> dict[str, click.Parameter]:
-    from sagemeter.cli import load
-
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-    @app.callback()
-    def _group() -> None:
-        pass
-
-    load.register(app)
-    group: Any = typer.main.get_command(app)
-    return {str(param.name): param for param in group.commands["load"].params}
 
 
 def _bounds(schema: dict[str, Any]) -> dict[str, Any]:
@@ -121,22 +78,6 @@ def test_the_plan_table_is_the_model() -> None:
     for option in OPTIONS:
         assert _bounds(properties[option.name]) == _own_bounds(option), option.name
         assert option.spelled("plan") == f"slo.{option.name}"
-
-
-def test_the_load_command_has_a_flag_for_every_option() -> None:
-    """Each option is one of `load`'s flags (as `Opt.cli` spells it), and `load` has no flag that
-    is neither an option of the search nor one of the plain load's own."""
-    params = _load_params()
-    by_flag = {flag: name for name, param in params.items() for flag in param.opts}
-    shown = {by_flag[option.spelled("cli")] for option in OPTIONS}
-    assert len(shown) == len(OPTIONS)
-    assert set(params) - {"help"} == shown | LOAD_ONLY
-    # the defaults the command line shares with the plan and MCP (its --concurrency is the
-    # plain load's streams, 16; its --duration a text, 10s)
-    for name in ("percentile", "max_tokens", "burstiness", "search"):
-        option = next(option for option in OPTIONS if option.name == name)
-        param = params[by_flag[option.spelled("cli")]]
-        assert param.default in (option.info.default, None), name
 
 
 def test_a_plan_and_mcp_give_the_same_search() -> None:
