@@ -38,7 +38,8 @@ def _check_ray(address: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add `load` and `selfcheck` to the main CLI (`combine` merges shard files)."""
+    """Add `load` (its options made from its options model, `sagemeter.options.load`) and
+    `selfcheck` to the main CLI (`combine` merges shard files)."""
 
     def load(
         target: Annotated[
