@@ -32,7 +32,7 @@ from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.detect import server_root
 from sagemeter.fidelity.records import load_record
 from sagemeter.figures import problems as figure_problems
-from sagemeter.figures import top_level_figures
+from sagemeter.figures import top_level_figures, top_level_levels
 from sagemeter.figures.builtin import long_prompt_ttft_ms
 from sagemeter.filekinds import MEASURE
 from sagemeter.measure import ProgressFn, no_progress
@@ -836,7 +836,8 @@ def assemble_result(
     )
     # Every declared figure (sagemeter's own and plug-ins') from the records, at the top level.
     figures, figure_warnings = top_level_figures(detail)
-    detail.warnings.extend([*figure_problems(), *figure_warnings])
+    levels, level_warnings = top_level_levels(detail)  # plug-ins' level families
+    detail.warnings.extend([*figure_problems(), *figure_warnings, *level_warnings])
     result = MeasureResult(
         name=name,
         complete=not missing,
@@ -846,6 +847,7 @@ def assemble_result(
         quality=f"{quality.correct}/{quality.answered_count}",
         **long_prompt_figures(long_prompt_load),
         **figures,
+        **levels,
         incomplete_because=missing,
         intervals=speed_summaries(decode, load, settings.load_statistic, prefill, long_prompt_load),
         detail=detail,
