@@ -141,6 +141,11 @@ def level_figures(groups: Iterable[str] | None = None) -> list[LevelFamily]:
     return [f for f in _loaded().families if wanted is None or f.group in wanted]
 
 
+def plugin_level_figures() -> list[LevelFamily]:
+    """The level families of other distributions (sagemeter's own have their own tables)."""
+    return [f for f in _loaded().families if f.name not in BUILT_IN_LEVELS]
+
+
 def level_figure_named(name: str) -> LevelFamily | None:
     return next((f for f in _loaded().families if f.name == name), None)
 
