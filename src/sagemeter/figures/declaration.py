@@ -249,6 +249,10 @@ def family_problem(family: LevelFamily, name: str) -> str | None:
         return f"the figure plug-in {name!r}: compared must be one of {', '.join(COMPARED)}"
     if family.group not in LEVEL_GROUPS:
         return f"the figure plug-in {name!r}: group must be one of {', '.join(LEVEL_GROUPS)}"
-    if (family.group == "cost") != (getattr(family, "priced_from", None) is not None):
-        return f"the figure plug-in {name!r}: a cost family (group cost) needs priced_from"
+    priced = getattr(family, "priced_from", None) is not None
+    if (family.group == "cost") != priced or family.stored == priced:
+        return (
+            f"the figure plug-in {name!r}: a cost family (group cost, priced_from) is not "
+            "stored, and every other family is"
+        )
     return None
