@@ -121,7 +121,7 @@ class LevelFamily(Protocol):
 
     @property
     def level_unit(self) -> str:
-        """Its words: "requests at once"."""
+        """A level in words: "requests at once"."""
         ...
 
     @property
@@ -131,12 +131,12 @@ class LevelFamily(Protocol):
 
     @property
     def better(self) -> str:
-        """Better."""
+        """Better: which way is a win ("higher", "lower"; "none": no winner is marked)."""
         ...
 
     @property
     def compared(self) -> str:
-        """Compared."""
+        """Compared: how combine sets each file against the first (B/A, B − A, none)."""
         ...
 
     @property
@@ -151,7 +151,7 @@ class LevelFamily(Protocol):
 
     @property
     def group(self) -> str:
-        """LevelGroup: where its rows go."""
+        """LevelGroup: where its rows go (load, long_prompt, cost)."""
         ...
 
     @property
