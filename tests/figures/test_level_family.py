@@ -54,6 +54,15 @@ TTFT_MAX = LevelFigure(
     group="load",
     compute_with=slowest_first_token,
 )
+BROKEN = LevelFigure(
+    name="load_broken_ms",
+    key_template="load_c{level}_broken_ms",
+    label_template="{level} at once, broken (ms)",
+    level_name="concurrency",
+    level_unit="requests at once",
+    unit="ms",
+    compute_with=lambda detail: {"1": 1 / 0},
+)
 NO_LEVEL = LevelFigure(
     name="no_level",
     key_template="no_level_ms",
@@ -88,6 +97,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ttft-levels\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
         f"[sagemeter.figures]\n{FAMILY} = ttft_levels:TTFT_MAX\nno_level = ttft_levels:NO_LEVEL\n"
+        "load_broken_ms = ttft_levels:BROKEN\n"
     )
     monkeypatch.syspath_prepend(str(site))
     registry.reset()
@@ -115,7 +125,7 @@ def test_a_plugin_family_is_computed_compared_and_shown_per_level(
         "left out (see docs/extending.md)"
     ]
     names = [family.name for family in level_figures()]
-    assert names == [*registry.BUILT_IN_LEVELS, FAMILY]
+    assert names == [*registry.BUILT_IN_LEVELS, "load_broken_ms", FAMILY]
     run = tmp_path / "run"
     run.mkdir()
     expected = []
@@ -129,7 +139,11 @@ def test_a_plugin_family_is_computed_compared_and_shown_per_level(
         }
         assert set(truth) == {"1", "4"}
         computed, warnings = registry.top_level_levels(result.detail)
-        assert computed == {FAMILY: truth} and warnings == []
+        # A computation that raises is no figure: one warning, no key.
+        assert computed == {FAMILY: truth}
+        assert warnings == [
+            "figure load_broken_ms: not computed (ZeroDivisionError: division by zero)"
+        ]
         payload = json.loads((FIXED_RUN / name).read_text())
         (run / name).write_text(json.dumps({**payload, **computed}))
         expected.append(truth)

@@ -839,11 +839,16 @@ def _has_prefill(result: MeasureResult) -> bool:
 def level_rows(
     results: list[MeasureResult], group: str, price_per_hour: float | None = None
 ) -> list[Row]:
-    """The rows of the level families of `group` (figures.registry): for each level some file
-    holds (in order), one row per family (in declaration order), null for a file without that
-    level. A cost family is priced from its throughput family at the comparison's price."""
-    families = level_figures([group])
-    measured = [_measured_family(family) for family in families]
+    """The rows of the level families of `group` (figures.registry) that some file holds: for
+    each level some file holds (in order), one row per family (in declaration order), null for
+    a file without that level. A cost family is priced from its throughput family at the
+    comparison's price."""
+    families, measured = [], []
+    for family in level_figures([group]):
+        source = _measured_family(family)
+        if any(stored_levels(result, source) for result in results):
+            families.append(family)
+            measured.append(source)
     rows = []
     for level in _levels(results, measured):
         for family, source in zip(families, measured, strict=True):

@@ -1,7 +1,9 @@
 """Figures are plug-ins: every figure a result carries, sagemeter's own and other
 distributions', found under the entry-point group `sagemeter.figures` (the entry point's name is
-the figure's key). The result's top level, `combine`'s rows, the report's tables, the terminal's
-and the MCP replies read the figures from here, so a figure is declared in one place.
+the figure's key, or a level family's name). The result's top level, `combine`'s rows, the
+report's tables, the terminal's and the MCP replies read the figures and the level families
+from here, so a figure is declared in one place. Each plug-in is loaded by the shared loader
+(`sagemeter.plugins.load_one`).
 
 A plug-in that cannot load, does not keep the `Figure` protocol, or takes the name of a built-in
 figure or of another top-level key is left out with one line saying why (`problems`), which
