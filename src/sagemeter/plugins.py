@@ -48,14 +48,18 @@ def load_one(
     load: Callable[[], object],
     kind: str,
     keeps_protocol: Callable[[object], TypeGuard[T]],
+    problem: Callable[[object], str | None] | None = None,
 ) -> T | str:
     """The object `load` gives, if it keeps `kind`'s protocol and is named `name`; else the one
-    line saying why not."""
+    line saying why not (`problem`'s, when the kind says it in its own words)."""
     try:
         plugin = load()
     except Exception as exc:  # a plug-in's own import error, whatever it is
         return f"the {kind} plug-in {name!r} could not be loaded: {type(exc).__name__}: {exc}"
-    if not keeps_protocol(plugin) or getattr(plugin, "name", None) != name:
+    if problem is not None and (why := problem(plugin)) is not None:
+        return why
+    named = problem is not None or getattr(plugin, "name", None) == name
+    if not keeps_protocol(plugin) or not named:
         return (
             f"the {kind} plug-in {name!r} ({type(plugin).__name__}) is not a sagemeter {kind} "
             f"whose name is {name!r}; see docs/extending.md"

@@ -30,12 +30,21 @@ from sagemeter.evidence.summary import render_summary
 from sagemeter.evidence.unpaired import CountsVerdict, decide_from_counts
 from sagemeter.evidence.verdict import DEFAULT_MARGIN_POINTS
 from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, summary_lines
+from sagemeter.figures import (
+    Declared,
+    LevelFamily,
+    level_figure_named,
+    level_figure_of,
+    level_figures,
+    level_key,
+    stored_levels,
+    value_of,
+)
 from sagemeter.figures import figures as registered_figures
 from sagemeter.figures import problems as figure_problems
-from sagemeter.figures import value_of
-from sagemeter.figures.builtin import KV_CACHE, WEIGHTS
+from sagemeter.figures.builtin import KV_CACHE, SLO_FIGURES, WEIGHTS
 from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
-from sagemeter.measure.figure_samples import long_prompt_key, speed_samples
+from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.results import (
     Interval,
     MeasureResult,
@@ -219,10 +228,12 @@ def _row(key: str, values: list[float | None], kind: str) -> Row:
     return Row(key=key, values=values, ratios=[_ratio(v, base) for v in values[1:]], kind=kind)
 
 
-def _levels(results: list[MeasureResult]) -> list[str]:
+def _levels(results: list[MeasureResult], families: list[LevelFamily]) -> list[str]:
+    """Every level some file holds a figure of `families` at, in order."""
     levels: set[str] = set()
     for result in results:
-        levels.update(result.load_tokens_per_second)
+        for family in families:
+            levels.update(stored_levels(result, family))
     return sorted(levels, key=int)
 
 
@@ -253,10 +264,10 @@ def speed_figures(result: MeasureResult) -> dict[str, float | None]:
         value = value_of(result, figure)
         if figure.speed and figure.stored and _shown(figure.group, [result], [value]):
             figures[figure.key] = value
-    for level, value in result.load_tokens_per_second.items():
-        figures[f"load_c{level}_tokens_per_second"] = value
-    for level, value in result.long_prompt_tokens_per_second.items():
-        figures[long_prompt_key(level, "tokens_per_second")] = value
+    for family in level_figures():
+        if family.speed and family.stored:
+            for level, value in stored_levels(result, family).items():
+                figures[level_key(family, level)] = value
     return figures
 
 
@@ -371,23 +382,13 @@ def combine(
         *figure_rows(results, "streaming"),
         *figure_rows(results, "prefill"),
     ]
-    levels = _levels(results)
-    for level in levels:
-        values = [r.load_tokens_per_second.get(level) for r in results]
-        rows.append(_row(f"load_c{level}_tokens_per_second", values, "speed"))
-    rows.extend(_long_prompt_rows(results))
+    rows.extend(level_rows(results, "load"))
+    rows.extend(level_rows(results, "long_prompt"))
     rows.extend(figure_rows(results, "more"))
     rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
     rows.extend(_endpoint_rows(results))
     if price_per_hour is not None:
-        for level in levels:
-            values = [
-                cost_per_million_tokens(price_per_hour, tps)
-                if (tps := r.load_tokens_per_second.get(level))
-                else None
-                for r in results
-            ]
-            rows.append(_row(f"usd_per_million_tokens_c{level}", values, "cost"))
+        rows.extend(level_rows(results, "cost", price_per_hour))
     rows.extend(_slo_rows(results, price_per_hour))
     drift, drift_note = None, None
     if len(results) >= 3 and _same_checkpoint(results[0], results[-1]):
@@ -590,8 +591,8 @@ def _add_intervals(
     bands = {figure.key: abs(figure.change) for figure in figures if figure.change is not None}
     by_key = {row.key: row for row in rows}
     for row in rows:
-        if row.key.startswith(COST_PREFIX):
-            _cost_intervals(row, by_key.get(f"load_c{row.key.removeprefix(COST_PREFIX)}_{TPS}"))
+        if (priced := _priced_from(row.key)) is not None:
+            _cost_intervals(row, by_key.get(priced))
         else:
             row.intervals = [interval(found.get(row.key)) for found in samples]
             base = samples[0].get(row.key)
@@ -616,8 +617,12 @@ def _method_flag(ratio: float | None, first: str | None, other: str | None) -> s
     return f"measured by different methods ({first} vs {other})"
 
 
-COST_PREFIX = "usd_per_million_tokens_c"
-TPS = "tokens_per_second"
+def _priced_from(key: str) -> str | None:
+    """The throughput row a level's cost row is priced from (its intervals are that row's)."""
+    found = level_figure_of(key)
+    priced = getattr(found[0], "priced_from", None) if found is not None else None
+    throughput = level_figure_named(priced) if priced is not None else None
+    return level_key(throughput, found[1]) if found is not None and throughput else None
 
 
 def _cost_intervals(cost: Row, throughput: Row | None) -> None:
@@ -831,32 +836,48 @@ def _has_prefill(result: MeasureResult) -> bool:
     return ran or result.prefill_tokens_per_second is not None
 
 
-def _long_prompt_rows(results: list[MeasureResult]) -> list[Row]:
-    """Long prompts under load, per level: throughput (a speed) and the first token's p50 and
-    p90 wait (lower is better); null for a file without that level. None when no file ran it."""
-    levels: set[str] = set()
-    for result in results:
-        levels.update(result.long_prompt_tokens_per_second)
+def level_rows(
+    results: list[MeasureResult], group: str, price_per_hour: float | None = None
+) -> list[Row]:
+    """The rows of the level families of `group` (figures.registry) that some file holds: for
+    each level some file holds (in order), one row per family (in declaration order), null for
+    a file without that level. A cost family is priced from its throughput family at the
+    comparison's price."""
+    families, measured = [], []
+    for family in level_figures([group]):
+        source = _measured_family(family)
+        if any(stored_levels(result, source) for result in results):
+            families.append(family)
+            measured.append(source)
     rows = []
-    for level in sorted(levels, key=int):
-        rows += [
-            _row(
-                long_prompt_key(level, "tokens_per_second"),
-                [r.long_prompt_tokens_per_second.get(level) for r in results],
-                "speed",
-            ),
-            _row(
-                long_prompt_key(level, "ttft_p50_ms"),
-                [r.long_prompt_ttft_p50_ms.get(level) for r in results],
-                "figure",
-            ),
-            _row(
-                long_prompt_key(level, "ttft_p90_ms"),
-                [r.long_prompt_ttft_p90_ms.get(level) for r in results],
-                "figure",
-            ),
-        ]
+    for level in _levels(results, measured):
+        for family, source in zip(families, measured, strict=True):
+            values = [stored_levels(result, source).get(level) for result in results]
+            if source is not family:
+                values = [_cost(price_per_hour, tps) for tps in values]
+            row = _row(level_key(family, level), values, _kind(family))
+            if family.compared != "ratio":
+                row.ratios = [None] * len(row.ratios)
+            if family.compared == "difference":
+                row.differences = [_difference(value, values[0]) for value in values[1:]]
+            rows.append(row)
     return rows
+
+
+def _measured_family(family: LevelFamily) -> LevelFamily:
+    """The family whose values the results hold: a cost family's throughput family."""
+    priced = getattr(family, "priced_from", None)
+    return (level_figure_named(priced) or family) if priced is not None else family
+
+
+def _kind(figure: object) -> str:
+    if getattr(figure, "priced_from", None) is not None:
+        return "cost"
+    return "speed" if getattr(figure, "speed", False) else "figure"
+
+
+def _cost(price_per_hour: float | None, tps: float | None) -> float | None:
+    return cost_per_million_tokens(price_per_hour, tps) if price_per_hour and tps else None
 
 
 ENDPOINT_FIGURES = (
@@ -894,20 +915,32 @@ def _slo_rows(results: list[MeasureResult], price_per_hour: float | None) -> lis
     (as every cost row is), else the one each file recorded."""
     if not any(r.slo_search is not None for r in results):
         return []
-    rows = [
-        _row("slo_concurrency", [_float(r.slo_concurrency) for r in results], "figure"),
-        _row("slo_rate", [r.slo_rate for r in results], "figure"),
-        _row("slo_tokens_per_second", [r.slo_tokens_per_second for r in results], "speed"),
-    ]
-    rows = [row for row in rows if any(value is not None for value in row.values)]
-    costs = [
-        cost_per_million_tokens(price_per_hour, tps)
-        if price_per_hour is not None and (tps := r.slo_tokens_per_second)
-        else r.usd_per_million_tokens_at_slo
-        for r in results
-    ]
-    rows.append(_row("usd_per_million_tokens_at_slo", costs, "cost"))
+    rows = []
+    by_key = {figure.key: figure for figure in SLO_FIGURES}
+    for figure in SLO_FIGURES:
+        values = [figure.read(result) if figure.read else None for result in results]
+        if figure.priced_from is not None:  # the cost row: always shown
+            throughput = by_key[figure.priced_from]
+            costs = slo_costs(results, price_per_hour, figure, throughput)
+            rows.append(_row(figure.key, costs, "cost"))
+        elif any(value is not None for value in values):
+            rows.append(_row(figure.key, values, _kind(figure)))
     return rows
+
+
+def slo_costs(
+    results: list[MeasureResult], price_per_hour: float | None, cost: Declared, throughput: Declared
+) -> list[float | None]:
+    """The cost at the SLO: from the comparison's price when it has one (as every cost row
+    is), else the one each file recorded."""
+    costs: list[float | None] = []
+    for result in results:
+        tps = throughput.read(result) if throughput.read else None
+        if price_per_hour is not None and tps:
+            costs.append(cost_per_million_tokens(price_per_hour, tps))
+        else:
+            costs.append(cost.read(result) if cost.read else None)
+    return costs
 
 
 def _float(value: int | None) -> float | None:

@@ -151,3 +151,56 @@ TTFT_LONG_PROMPT = Declared(
     better="lower",
     group="prefill",
 )
+
+
+def _float(value: int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+# The cost at your SLO (a plan's [slo] table): written at the result's top level by the
+# operating-point search (measure/slo.py), not computed from the records, so not registered
+# with the figures the records give; `combine` and the report read their rows from here.
+SLO_CONCURRENCY = Declared(
+    key="slo_concurrency",
+    label="Requests at once at the SLO",
+    unit="requests",
+    compute_with=lambda detail: None,
+    better="higher",
+    digits=None,
+    group="slo",
+    stored=False,
+    read=lambda result: _float(result.slo_concurrency),
+)
+SLO_RATE = Declared(
+    key="slo_rate",
+    label="Requests/s at the SLO",
+    unit="requests/s",
+    compute_with=lambda detail: None,
+    better="higher",
+    group="slo",
+    stored=False,
+    read=lambda result: result.slo_rate,
+)
+SLO_THROUGHPUT = Declared(
+    key="slo_tokens_per_second",
+    label="Output tokens/s at the SLO",
+    unit="tokens/s",
+    compute_with=lambda detail: None,
+    better="higher",
+    speed=True,
+    group="slo",
+    stored=False,
+    read=lambda result: result.slo_tokens_per_second,
+)
+SLO_COST = Declared(
+    key="usd_per_million_tokens_at_slo",
+    label="$ per M output tokens at the SLO",
+    unit="USD/M tokens",
+    compute_with=lambda detail: None,
+    better="lower",
+    group="slo",
+    stored=False,
+    read=lambda result: result.usd_per_million_tokens_at_slo,
+    priced_from=SLO_THROUGHPUT.key,
+)
+SLO_FIGURES = (SLO_CONCURRENCY, SLO_RATE, SLO_THROUGHPUT, SLO_COST)

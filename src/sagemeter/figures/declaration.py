@@ -8,7 +8,7 @@ the report's tables, the terminal's and the MCP replies read them from the regis
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -73,9 +73,152 @@ class Declared:
     read: Callable[[MeasureResult], float | None] | None = None
     # The terminal's words for the key when the comparison table is narrow.
     short: str | None = None
+    # A cost: the price per hour over the named figure's tokens/s (x 3600 / 10^6), at the
+    # comparison's price when it has one (the SLO's cost), else as the result recorded it.
+    priced_from: str | None = None
 
     def compute(self, detail: Detail) -> float | None:
         return self.compute_with(detail)
+
+
+# Where the comparison and the report place a level family's rows, each level's rows together
+# in declaration order: load (after the prefill figures), long_prompt (after the load rows),
+# cost (after the endpoint rows, only with a price; needs `priced_from`).
+LevelGroup = Literal["load", "long_prompt", "cost"]
+LEVEL_GROUPS: tuple[str, ...] = ("load", "long_prompt", "cost")
+LevelValues = Mapping[str, float | None]
+
+
+@runtime_checkable
+class LevelFamily(Protocol):
+    """A family of figures, one per level of a phase (requests at once, a prompt length): the
+    throughput at each concurrency, the first token's wait at each long-prompt level.
+
+    The result holds a family at its top level under `name`, as `{level: value}` (a level
+    without an honest figure is null); each level is a row of its own in `combine`, keyed
+    `key_template` with the level in place of `{level}`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The result's top-level key holding {level: value}."""
+        ...
+
+    @property
+    def key_template(self) -> str:
+        """Each level's row: "load_c{level}_tokens_per_second"."""
+        ...
+
+    @property
+    def label_template(self) -> str:
+        """The report's words for a level's row: "{level} at once (tokens/s)"."""
+        ...
+
+    @property
+    def level_name(self) -> str:
+        """What a level is: "concurrency"."""
+        ...
+
+    @property
+    def level_unit(self) -> str:
+        """A level in words: "requests at once"."""
+        ...
+
+    @property
+    def unit(self) -> str:
+        """The figures' unit: "tokens/s"."""
+        ...
+
+    @property
+    def better(self) -> str:
+        """Better: which way is a win ("higher", "lower"; "none": no winner is marked)."""
+        ...
+
+    @property
+    def compared(self) -> str:
+        """Compared: how combine sets each file against the first (B/A, B − A, none)."""
+        ...
+
+    @property
+    def digits(self) -> int | None:
+        """Decimals kept at the top level."""
+        ...
+
+    @property
+    def speed(self) -> bool:
+        """Speed figures: their A-A' drift judges the ratios, their rows are `speed`."""
+        ...
+
+    @property
+    def group(self) -> str:
+        """LevelGroup: where its rows go (load, long_prompt, cost)."""
+        ...
+
+    @property
+    def stored(self) -> bool:
+        """Held at the result's top level (a cost is priced when compared)."""
+        ...
+
+    def compute(self, detail: Detail) -> LevelValues | None:
+        """Each level's figure from the measurement's records (None: the phase did not run)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LevelFigure:
+    """A level family's declaration (sagemeter's own, or a plug-in's).
+
+    sagemeter's own families are written by the phase that measures them (`compute_with`
+    None); a plug-in's are computed here from the records and rounded to `digits`.
+    """
+
+    name: str
+    key_template: str
+    label_template: str
+    level_name: str
+    level_unit: str
+    unit: str
+    better: str = "none"
+    compared: str = "ratio"
+    digits: int | None = 3
+    speed: bool = False
+    group: str = "load"
+    stored: bool = True
+    compute_with: Callable[[Detail], LevelValues | None] | None = None
+    # The terminal's words for a level's row when the comparison table is narrow.
+    short_template: str | None = None
+    # A cost family: the price per hour over the named family's tokens/s at the same level.
+    priced_from: str | None = None
+
+    def compute(self, detail: Detail) -> LevelValues | None:
+        return None if self.compute_with is None else self.compute_with(detail)
+
+
+def level_key(family: LevelFamily, level: int | str) -> str:
+    """The comparison row of `family` at `level`: `load_c16_tokens_per_second`."""
+    return family.key_template.replace("{level}", str(level))
+
+
+def level_of_key(family: LevelFamily, key: str) -> str | None:
+    """The level whose row `key` is, when it is one of `family`'s rows; else None."""
+    before, _, after = family.key_template.partition("{level}")
+    if len(key) <= len(before) + len(after) or not key.startswith(before):
+        return None
+    if not key.endswith(after):
+        return None
+    level = key[len(before) : len(key) - len(after)]
+    return level if level.isdigit() else None
+
+
+def level_label(family: LevelFamily, level: int | str) -> str:
+    """The report's words for `family`'s row at `level`."""
+    return family.label_template.replace("{level}", str(level))
+
+
+def level_short(family: LevelFamily, level: int | str) -> str | None:
+    """The terminal's short words for the row, when the family declares them."""
+    template = getattr(family, "short_template", None)
+    return None if template is None else str(template).replace("{level}", str(level))
 
 
 def problem_with(figure: object, name: str) -> str | None:
@@ -90,4 +233,26 @@ def problem_with(figure: object, name: str) -> str | None:
         return f"the figure plug-in {name!r}: compared must be one of {', '.join(COMPARED)}"
     if figure.group not in GROUPS:
         return f"the figure plug-in {name!r}: group must be one of {', '.join(GROUPS)}"
+    return None
+
+
+def family_problem(family: LevelFamily, name: str) -> str | None:
+    """Why the level family `family` cannot be registered as `name`, in one line; None when it
+    can."""
+    if family.name != name:
+        return f"the figure plug-in {name!r} declares the family {family.name!r}, not {name!r}"
+    if family.key_template.count("{level}") != 1 or "{level}" not in family.label_template:
+        return f"the figure plug-in {name!r}: its key and label templates need one {{level}}"
+    if family.better not in BETTER:
+        return f"the figure plug-in {name!r}: better must be one of {', '.join(BETTER)}"
+    if family.compared not in COMPARED:
+        return f"the figure plug-in {name!r}: compared must be one of {', '.join(COMPARED)}"
+    if family.group not in LEVEL_GROUPS:
+        return f"the figure plug-in {name!r}: group must be one of {', '.join(LEVEL_GROUPS)}"
+    priced = getattr(family, "priced_from", None) is not None
+    if (family.group == "cost") != priced or family.stored == priced:
+        return (
+            f"the figure plug-in {name!r}: a cost family (group cost, priced_from) is not "
+            "stored, and every other family is"
+        )
     return None

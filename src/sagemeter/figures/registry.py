@@ -1,7 +1,9 @@
 """Figures are plug-ins: every figure a result carries, sagemeter's own and other
 distributions', found under the entry-point group `sagemeter.figures` (the entry point's name is
-the figure's key). The result's top level, `combine`'s rows, the report's tables, the terminal's
-and the MCP replies read the figures from here, so a figure is declared in one place.
+the figure's key, or a level family's name). The result's top level, `combine`'s rows, the
+report's tables, the terminal's and the MCP replies read the figures and the level families
+from here, so a figure is declared in one place. Each plug-in is loaded by the shared loader
+(`sagemeter.plugins.load_one`).
 
 A plug-in that cannot load, does not keep the `Figure` protocol, or takes the name of a built-in
 figure or of another top-level key is left out with one line saying why (`problems`), which
@@ -12,11 +14,18 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
+from typing import NamedTuple, TypeGuard
 
-from sagemeter.figures.declaration import Figure, problem_with
-from sagemeter.plugins import import_object
+from sagemeter.figures.declaration import (
+    Figure,
+    LevelFamily,
+    family_problem,
+    level_of_key,
+    problem_with,
+)
+from sagemeter.plugins import import_object, load_one
 from sagemeter.results.model import Detail, MeasureResult
 
 GROUP = "sagemeter.figures"
@@ -37,59 +46,137 @@ BUILT_IN = {
 }
 
 
+# sagemeter's own level families (figures keyed by a level), in the order of each level's rows.
+BUILT_IN_LEVELS = {
+    "load_tokens_per_second": "sagemeter.figures.builtin_levels:LOAD",
+    "long_prompt_tokens_per_second": "sagemeter.figures.builtin_levels:LONG_PROMPT",
+    "long_prompt_ttft_p50_ms": "sagemeter.figures.builtin_levels:LONG_PROMPT_TTFT_P50",
+    "long_prompt_ttft_p90_ms": "sagemeter.figures.builtin_levels:LONG_PROMPT_TTFT_P90",
+    "usd_per_million_tokens": "sagemeter.figures.builtin_levels:LOAD_COST",
+}
+
+
+class Loaded(NamedTuple):
+    figures: tuple[Figure, ...]
+    families: tuple[LevelFamily, ...]
+    problems: tuple[str, ...]
+
+
+def _keeps_protocol(plugin: object) -> TypeGuard[Figure | LevelFamily]:
+    return isinstance(plugin, Figure | LevelFamily)
+
+
+def _problem(name: str) -> Callable[[object], str | None]:
+    """The one line saying why the object named `name` is neither a figure nor a family."""
+
+    def why(plugin: object) -> str | None:
+        found = (
+            family_problem(plugin, name)
+            if isinstance(plugin, LevelFamily)
+            else problem_with(plugin, name)
+        )
+        return None if found is None else f"{found}; it is left out (see docs/extending.md)"
+
+    return why
+
+
 @functools.cache
-def _loaded() -> tuple[tuple[Figure, ...], tuple[str, ...]]:
-    """Every figure that loads (built-ins first, then plug-ins by name) and one line per plug-in
-    left out."""
+def _loaded() -> Loaded:
+    """Every figure and level family that loads (built-ins first, then plug-ins by name) and
+    one line per plug-in left out."""
     found: list[Figure] = []
+    families: list[LevelFamily] = []
     for name, where in BUILT_IN.items():
         figure = import_object(where)
         assert isinstance(figure, Figure) and figure.key == name, where
         found.append(figure)
+    for name, where in BUILT_IN_LEVELS.items():
+        family = import_object(where)
+        assert isinstance(family, LevelFamily) and family.name == name, where
+        families.append(family)
     problems: list[str] = []
     taken = set(MeasureResult.model_fields)
+    own = BUILT_IN | BUILT_IN_LEVELS
     for point in sorted(entry_points(group=GROUP), key=lambda p: (p.name, p.value)):
-        if point.name in BUILT_IN:
-            if point.value != BUILT_IN[point.name]:
+        if point.name in own:
+            if point.value != own[point.name]:
                 problems.append(
                     f"the figure plug-in {point.name!r} ({point.value}) has the name of a "
                     "built-in figure; it is left out"
                 )
             continue
-        if point.name in taken or any(f.key == point.name for f in found):
+        named = {f.key for f in found} | {f.name for f in families}
+        if point.name in taken or point.name in named:
             problems.append(
                 f"the figure plug-in {point.name!r} ({point.value}) has the name of another "
                 "top-level key of a result; it is left out"
             )
             continue
-        try:
-            figure = point.load()
-        except Exception as exc:  # a plug-in's own import error, whatever it is
-            problems.append(
-                f"the figure plug-in {point.name!r} could not be loaded: "
-                f"{type(exc).__name__}: {exc}"
-            )
-            continue
-        if (why := problem_with(figure, point.name)) is not None:
-            problems.append(f"{why}; it is left out (see docs/extending.md)")
-            continue
-        found.append(figure)
-    return tuple(found), tuple(problems)
+        plugin = load_one(point.name, point.load, "figure", _keeps_protocol, _problem(point.name))
+        if isinstance(plugin, str):
+            problems.append(plugin)
+        elif isinstance(plugin, LevelFamily):
+            families.append(plugin)
+        else:
+            found.append(plugin)
+    return Loaded(tuple(found), tuple(families), tuple(problems))
 
 
 def figures(groups: Iterable[str] | None = None) -> list[Figure]:
     """Every figure installed, in row order; only those of `groups` when given."""
     wanted = None if groups is None else set(groups)
-    return [f for f in _loaded()[0] if wanted is None or f.group in wanted]
+    return [f for f in _loaded().figures if wanted is None or f.group in wanted]
 
 
 def problems() -> list[str]:
     """One line for each figure plug-in left out, and why."""
-    return list(_loaded()[1])
+    return list(_loaded().problems)
 
 
 def figure_named(key: str) -> Figure | None:
-    return next((f for f in _loaded()[0] if f.key == key), None)
+    return next((f for f in _loaded().figures if f.key == key), None)
+
+
+def level_figures(groups: Iterable[str] | None = None) -> list[LevelFamily]:
+    """Every level family installed, in row order; only those of `groups` when given."""
+    wanted = None if groups is None else set(groups)
+    return [f for f in _loaded().families if wanted is None or f.group in wanted]
+
+
+def plugin_level_figures() -> list[LevelFamily]:
+    """The level families of other distributions (sagemeter's own have their own tables)."""
+    return [f for f in _loaded().families if f.name not in BUILT_IN_LEVELS]
+
+
+def level_figure_named(name: str) -> LevelFamily | None:
+    return next((f for f in _loaded().families if f.name == name), None)
+
+
+def level_figure_of(key: str) -> tuple[LevelFamily, str] | None:
+    """The family and level whose row `key` is (`load_c16_tokens_per_second`: the load
+    family at 16), or None when `key` is no level's row."""
+    for family in _loaded().families:
+        if (level := level_of_key(family, key)) is not None:
+            return family, level
+    return None
+
+
+def stored_levels(result: MeasureResult, family: LevelFamily) -> dict[str, float | None]:
+    """The family's `{level: value}` as the result's top level holds it (a declared field or a
+    plug-in's key); a value that is not a finite number reads as null."""
+    if family.name in MeasureResult.model_fields:
+        held = getattr(result, family.name)
+    else:
+        held = (result.model_extra or {}).get(family.name)
+    if not isinstance(held, dict):
+        return {}
+    return {str(level): _finite(value) for level, value in held.items()}
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def stored_value(result: MeasureResult, figure: Figure) -> float | int | None:
@@ -132,6 +219,37 @@ def top_level_figures(detail: Detail) -> tuple[dict[str, float | int | None], li
             values[figure.key] = round(value, figure.digits)
         else:
             values[figure.key] = value
+    return values, warnings
+
+
+def top_level_levels(detail: Detail) -> tuple[dict[str, dict[str, float | None]], list[str]]:
+    """Every plug-in level family computed from the records, rounded as declared, for the
+    result's top level (sagemeter's own are written by the phases that measure them); and a
+    warning for each that could not be computed."""
+    values: dict[str, dict[str, float | None]] = {}
+    warnings: list[str] = []
+    for family in level_figures():
+        if not family.stored or family.name in MeasureResult.model_fields:
+            continue
+        try:
+            found = family.compute(detail)
+        except Exception as exc:  # a plug-in's own computation error, whatever it is
+            warnings.append(f"figure {family.name}: not computed ({type(exc).__name__}: {exc})")
+            continue
+        if found is None:
+            continue
+        if not isinstance(found, Mapping):
+            warnings.append(f"figure {family.name}: not computed (its computation gave {found!r})")
+            continue
+        levels: dict[str, float | None] = {}
+        for level, value in found.items():
+            number = _finite(value)
+            if value is not None and number is None:
+                warnings.append(f"figure {family.name} at {level}: not computed (gave {value!r})")
+            digits = family.digits
+            rounded = number if number is None or digits is None else round(number, digits)
+            levels[str(level)] = rounded
+        values[family.name] = levels
     return values, warnings
 
 

@@ -16,7 +16,15 @@ from pydantic import Field
 from sagemeter.atomic import check_output_file
 from sagemeter.compare import combine, save_comparison
 from sagemeter.engines.endpoints import check_target
-from sagemeter.figures import figures, stored_value
+from sagemeter.figures import (
+    LevelFamily,
+    figures,
+    level_figures,
+    level_label,
+    plugin_level_figures,
+    stored_levels,
+    stored_value,
+)
 from sagemeter.figures.builtin import WEIGHTS
 from sagemeter.filekinds import COMPARISON, MEASURE
 from sagemeter.limits import MAX_PRICE_PER_HOUR
@@ -92,6 +100,9 @@ def measure_text(result: MeasureResult, path: Path) -> str:
     for figure in figures(["more"]):  # a plug-in's figures, as declared
         if (value := stored_value(result, figure)) is not None:
             parts.append(f"{figure.label} {format_value(figure.key, float(value))}")
+    for family in plugin_level_figures():  # a plug-in's level families, as declared
+        for level, found in stored_levels(result, family).items():
+            parts.append(f"{level_label(family, level)} {format_value(family.name, found)}")
     warnings = result.detail.warnings if result.detail else []
     host = result.detail.host if result.detail else None
     busy = host.busy_note() if host else None
@@ -102,6 +113,14 @@ def measure_text(result: MeasureResult, path: Path) -> str:
     if result.complete is False:
         notes = f"\nINCOMPLETE: {'; '.join(result.incomplete_because)}" + notes
     return f"{result.name}: " + ", ".join(parts) + f"\nwrote {path}" + notes
+
+
+def _shown(family: LevelFamily) -> bool:
+    """A level family the reply carries: a stored one its model declares, or a plug-in's (a
+    key of its own); sagemeter's others stay in the result file."""
+    name = family.name
+    declared = name in MeasureAnswer.model_fields or name not in MeasureResult.model_fields
+    return family.stored and declared
 
 
 def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
@@ -173,8 +192,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
             target=str(parsed),
             path=str(written),
             **{f.key: stored_value(result, f) for f in figures() if f.stored},
-            load_tokens_per_second=result.load_tokens_per_second,
-            long_prompt_tokens_per_second=result.long_prompt_tokens_per_second,
+            **{f.name: stored_levels(result, f) for f in level_figures() if _shown(f)},
             quality=result.quality,
             quick=settings.quick,
             complete=result.complete is not False,

@@ -21,6 +21,8 @@ from sagemeter.figures.builtin import (
     TTFT,
     TTFT_LONG_PROMPT,
 )
+from sagemeter.figures.builtin_levels import LOAD, LONG_PROMPT, LONG_PROMPT_TTFT_P50
+from sagemeter.figures.declaration import level_key
 from sagemeter.request_record import RequestRecord
 from sagemeter.results import (
     DecodeDetail,
@@ -134,16 +136,11 @@ def speed_samples(result: MeasureResult) -> dict[str, FigureSamples]:
         for level in detail.load.levels:
             samples = level_samples(level, statistic)
             if level.tokens_per_second is not None and samples:
-                found[f"load_c{level.concurrency}_tokens_per_second"] = samples
+                found[level_key(LOAD, level.concurrency)] = samples
     if detail.long_prompt_load is not None:
         statistic = str(detail.settings.get("load_statistic", "pooled"))
         found.update(long_prompt_samples(detail.long_prompt_load, statistic))
     return found
-
-
-def long_prompt_key(concurrency: int | str, figure: str) -> str:
-    """The comparison row of one long-prompt level's figure: `long_prompt_c4_tokens_per_second`."""
-    return f"long_prompt_c{concurrency}_{figure}"
 
 
 def long_prompt_samples(long_load: LongPromptLoad, statistic: str) -> dict[str, FigureSamples]:
@@ -153,9 +150,9 @@ def long_prompt_samples(long_load: LongPromptLoad, statistic: str) -> dict[str, 
         if level.tokens_per_second is None:
             continue
         if samples := level_samples(level, statistic):
-            found[long_prompt_key(level.concurrency, "tokens_per_second")] = samples
+            found[level_key(LONG_PROMPT, level.concurrency)] = samples
         if ttfts := level.counted_ttft_s:
-            found[long_prompt_key(level.concurrency, "ttft_p50_ms")] = samples_of(
+            found[level_key(LONG_PROMPT_TTFT_P50, level.concurrency)] = samples_of(
                 [t * 1000.0 for t in ttfts]
             )
     return found
@@ -233,10 +230,9 @@ def speed_summaries(
             ci95=_rounded_interval(prefill.tokens_per_second_ci95),
         )
     levels = [
-        (f"load_c{lv.concurrency}_tokens_per_second", lv)
-        for lv in (load.levels if load is not None else [])
+        (level_key(LOAD, lv.concurrency), lv) for lv in (load.levels if load is not None else [])
     ] + [
-        (long_prompt_key(lv.concurrency, "tokens_per_second"), lv)
+        (level_key(LONG_PROMPT, lv.concurrency), lv)
         for lv in (long_load.levels if long_load is not None else [])
     ]
     for key, level in levels:

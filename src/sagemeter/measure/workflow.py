@@ -32,8 +32,14 @@ from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.detect import server_root
 from sagemeter.fidelity.records import load_record
 from sagemeter.figures import problems as figure_problems
-from sagemeter.figures import top_level_figures
+from sagemeter.figures import top_level_figures, top_level_levels
 from sagemeter.figures.builtin import long_prompt_ttft_ms
+from sagemeter.figures.builtin_levels import (
+    LOAD,
+    LONG_PROMPT,
+    LONG_PROMPT_TTFT_P50,
+    LONG_PROMPT_TTFT_P90,
+)
 from sagemeter.filekinds import MEASURE
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
@@ -836,16 +842,16 @@ def assemble_result(
     )
     # Every declared figure (sagemeter's own and plug-ins') from the records, at the top level.
     figures, figure_warnings = top_level_figures(detail)
-    detail.warnings.extend([*figure_problems(), *figure_warnings])
+    levels, level_warnings = top_level_levels(detail)  # plug-ins' level families
+    detail.warnings.extend([*figure_problems(), *figure_warnings, *level_warnings])
     result = MeasureResult(
         name=name,
         complete=not missing,
-        load_tokens_per_second={
-            str(level.concurrency): _round(level.tokens_per_second) for level in load.levels
-        },
+        **{LOAD.name: {str(lv.concurrency): _round(lv.tokens_per_second) for lv in load.levels}},
         quality=f"{quality.correct}/{quality.answered_count}",
         **long_prompt_figures(long_prompt_load),
         **figures,
+        **levels,
         incomplete_because=missing,
         intervals=speed_summaries(decode, load, settings.load_statistic, prefill, long_prompt_load),
         detail=detail,
@@ -865,13 +871,13 @@ def long_prompt_figures(long_load: LongPromptLoad | None) -> dict[str, dict[str,
         return {}
     levels = long_load.levels
     return {
-        "long_prompt_tokens_per_second": {
+        LONG_PROMPT.name: {
             str(level.concurrency): _round(level.tokens_per_second) for level in levels
         },
-        "long_prompt_ttft_p50_ms": {
+        LONG_PROMPT_TTFT_P50.name: {
             str(level.concurrency): level_ttft_ms(level, "median") for level in levels
         },
-        "long_prompt_ttft_p90_ms": {
+        LONG_PROMPT_TTFT_P90.name: {
             str(level.concurrency): level_ttft_ms(level, "p90") for level in levels
         },
     }

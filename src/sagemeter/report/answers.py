@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 from sagemeter.compare.costs import cost_per_million_tokens
+from sagemeter.figures import level_key
 from sagemeter.figures.builtin import DECODE, TTFT
+from sagemeter.figures.builtin_levels import LOAD
 from sagemeter.report.document import (
     Block,
     Cell,
@@ -158,7 +160,7 @@ def which_one_section(run: Run) -> Section:
     if top:
         at_top = [r.load_tokens_per_second.get(top) for r in contenders]
         at_top_texts = [f"{num(v)} tokens/s" for v in at_top]
-        add(f"{top} requests at once", at_top, at_top_texts, True, key=f"load_c{top}_{TPS_KEY}")
+        add(f"{top} requests at once", at_top, at_top_texts, True, key=level_key(LOAD, top))
     weights = [r.weights_gib for r in contenders]
     add("Memory for weights", weights, [f"{num(v)} GiB" for v in weights], False, timed=False)
     ttft = [
@@ -196,7 +198,6 @@ def which_one_section(run: Run) -> Section:
 
 
 DECODE_KEY = DECODE.key
-TPS_KEY = "tokens_per_second"
 
 
 def _ratio_flag_of(run: Run, key: str | None) -> str | None:

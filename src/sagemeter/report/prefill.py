@@ -6,8 +6,9 @@ Renders only: every figure and interval is in the result files (measure/prefill.
 
 from __future__ import annotations
 
+from sagemeter.figures import level_key
 from sagemeter.figures.builtin import PREFILL, TTFT_LONG_PROMPT
-from sagemeter.measure.figure_samples import long_prompt_key
+from sagemeter.figures.builtin_levels import LONG_PROMPT, LONG_PROMPT_TTFT_P50, LONG_PROMPT_TTFT_P90
 from sagemeter.report.document import Block, Callout, Cell, Figure, Paragraph, Section, Table
 from sagemeter.report.figures import NA, num, spread_note
 from sagemeter.report.rows import (
@@ -97,7 +98,7 @@ def long_prompt_blocks(run: Run) -> list[Block]:
     noise, incomplete = noise_of(run), incomplete_of(run)
     rows: list[list[Cell]] = []
     for level in levels:
-        key = long_prompt_key(level, "tokens_per_second")
+        key = level_key(LONG_PROMPT, level)
         details = [_long_level(r, level) for r in contenders]
         rows += [
             figure_row(
@@ -119,7 +120,7 @@ def long_prompt_blocks(run: Run) -> list[Block]:
                 higher=False,
                 noise=noise,
                 incomplete=incomplete,
-                compared=comparison_row(run, long_prompt_key(level, "ttft_p50_ms")),
+                compared=comparison_row(run, level_key(LONG_PROMPT_TTFT_P50, level)),
             ),
             figure_row(
                 f"{level} at once, long prompts: TTFT p90 (ms)",
@@ -127,7 +128,7 @@ def long_prompt_blocks(run: Run) -> list[Block]:
                 higher=False,
                 noise=noise,
                 incomplete=incomplete,
-                compared=comparison_row(run, long_prompt_key(level, "ttft_p90_ms")),
+                compared=comparison_row(run, level_key(LONG_PROMPT_TTFT_P90, level)),
             ),
         ]
     header = ["", *(name_of(r) for r in contenders), *ratio_header(contenders)]

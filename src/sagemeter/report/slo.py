@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from sagemeter.compare.costs import cost_per_million_tokens
+from sagemeter.figures import Declared
+from sagemeter.figures.builtin import SLO_CONCURRENCY, SLO_COST, SLO_RATE, SLO_THROUGHPUT
 from sagemeter.report.document import (
     Block,
     Cell,
@@ -56,26 +58,23 @@ def slo_section(run: Run) -> Section | None:
     by_rate = search.get("search") == "rate"
     compared = {row.key: row for row in run.comparison.rows} if run.comparison else {}
     load_values = [r.slo_rate if by_rate else r.slo_concurrency for r in contenders]
-    figures: list[tuple[str, str, list[float | None]]] = [
-        (
-            "Requests/s at the SLO" if by_rate else "Requests at once at the SLO",
-            "slo_rate" if by_rate else "slo_concurrency",
-            [None if v is None else float(v) for v in load_values],
-        ),
+    at = SLO_RATE if by_rate else SLO_CONCURRENCY
+    figures: list[tuple[str, Declared, list[float | None]]] = [
+        (at.label, at, [None if v is None else float(v) for v in load_values]),
         (
             "Output tokens/s there",
-            "slo_tokens_per_second",
+            SLO_THROUGHPUT,
             [r.slo_tokens_per_second for r in contenders],
         ),
         (
             "$ per M output tokens there",
-            "usd_per_million_tokens_at_slo",
+            SLO_COST,
             [_cost(r, run.price_per_hour) for r in contenders],
         ),
     ]
     rows: list[list[Cell]] = []
-    for title, key, values in figures:
-        money = key.startswith("usd")
+    for title, figure, values in figures:
+        key, money = figure.key, figure.priced_from is not None
         shown = [
             cell(NA if v is None else ("$" if money else "") + num(v, money=money)) for v in values
         ]

@@ -7,8 +7,18 @@ from __future__ import annotations
 
 from sagemeter.compare import Drift
 from sagemeter.compare.costs import cost_per_million_tokens
-from sagemeter.figures import figure_named, figures, value_of
+from sagemeter.figures import (
+    figure_named,
+    figures,
+    level_figure_of,
+    level_key,
+    level_label,
+    plugin_level_figures,
+    stored_levels,
+    value_of,
+)
 from sagemeter.figures.builtin import DECODE
+from sagemeter.figures.builtin_levels import LOAD
 from sagemeter.inspect.predicted import PREDICTED_TITLE, tokens_per_gb_read
 from sagemeter.report.document import (
     Block,
@@ -159,6 +169,30 @@ def more_figure_rows(run: Run, noise: float | None) -> list[list[Cell]]:
         if not by_ratio:
             row += [_difference_cell(v, values[0], figure.compared) for v in values[1:]]
         rows.append(row)
+    return rows + plugin_level_rows(run, noise)
+
+
+def plugin_level_rows(run: Run, noise: float | None) -> list[list[Cell]]:
+    """A row for each level of each plug-in's level family (sagemeter's own have tables of
+    their own), where a result holds it; its winner marked by its declared better direction."""
+    rows = []
+    for family in plugin_level_figures():
+        held = [stored_levels(result, family) for result in run.contenders]
+        for level in sorted({level for found in held for level in found}, key=int):
+            values = [found.get(level) for found in held]
+            by_ratio = family.compared == "ratio"
+            row = figure_row(
+                level_label(family, level),
+                values,
+                higher={"higher": True, "lower": False}.get(family.better),
+                noise=noise if family.speed else None,
+                incomplete=incomplete_of(run),
+                with_ratio=by_ratio,
+                compared=comparison_row(run, level_key(family, level)),
+            )
+            if not by_ratio:
+                row += [_difference_cell(v, values[0], family.compared) for v in values[1:]]
+            rows.append(row)
     return rows
 
 
@@ -252,7 +286,7 @@ def _decode_verdict(contenders: list[MeasureResult]) -> list[Block]:
 
 
 def _level_note(result: MeasureResult, level: str) -> str:
-    interval = interval_note(result, f"load_c{level}_tokens_per_second")
+    interval = interval_note(result, level_key(LOAD, level))
     return f"{interval}; {batches_note(result, level)}" if interval else batches_note(result, level)
 
 
@@ -295,7 +329,7 @@ def parallel_section(run: Run) -> Section:
             higher=True,
             noise=noise,
             incomplete=incomplete,
-            compared=comparison_row(run, f"load_c{level}_tokens_per_second"),
+            compared=comparison_row(run, level_key(LOAD, level)),
         )
         for level in levels
     ]
@@ -393,8 +427,8 @@ def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
     before = {DECODE.key: first.decode_tokens_per_second}
     after = {DECODE.key: last.decode_tokens_per_second}
     for level in levels_of([first, last]):
-        before[f"load_c{level}_tokens_per_second"] = first.load_tokens_per_second.get(level)
-        after[f"load_c{level}_tokens_per_second"] = last.load_tokens_per_second.get(level)
+        before[level_key(LOAD, level)] = first.load_tokens_per_second.get(level)
+        after[level_key(LOAD, level)] = last.load_tokens_per_second.get(level)
     changes = [
         (key, before.get(key), after.get(key), c) for key, c in drift.relative_change.items()
     ]
@@ -454,20 +488,9 @@ def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
 def _figure_title(key: str) -> str:
     if (declared := figure_named(key)) is not None:
         return declared.label
-    if key.startswith("load_c"):
-        level = key.removeprefix("load_c").removesuffix("_tokens_per_second")
-        return f"{level} at once (tokens/s)"
-    if key.startswith("long_prompt_c"):
-        level, _, figure = key.removeprefix("long_prompt_c").partition("_")
-        return f"{level} at once, long prompts ({LONG_PROMPT_UNITS.get(figure, figure)})"
+    if (found := level_figure_of(key)) is not None and found[0].stored:
+        return level_label(*found)  # a cost is priced, not held: its key says it
     return FIGURE_TITLES.get(key, key)
-
-
-LONG_PROMPT_UNITS = {
-    "tokens_per_second": "tokens/s",
-    "ttft_p50_ms": "TTFT p50, ms",
-    "ttft_p90_ms": "TTFT p90, ms",
-}
 
 
 # Rows of the comparison that are not declared figures (those are titled by their label).

@@ -8,8 +8,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from sagemeter.compare import Comparison, Row, across_methods_note
-from sagemeter.figures import figure_named, figures, format_figure, stored_value
-from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS
+from sagemeter.figures import (
+    figure_named,
+    figures,
+    format_figure,
+    level_figure_of,
+    level_label,
+    plugin_level_figures,
+    stored_levels,
+    stored_value,
+)
+from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS, SLO_FIGURES
+from sagemeter.figures.declaration import level_short
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
@@ -24,18 +34,24 @@ def format_value(key: str, value: float | None) -> str:
         return "-"
     if key in INTEGER_KEYS:
         return f"{int(value):,}"
-    if key.startswith("usd_"):
+    if _is_cost(key):
         return f"{value:.2f}"
     return format_figure(figure_named(key), value)
 
 
-# Row keys in words short enough that three files and two ratio columns fit 80 columns.
+def _is_cost(key: str) -> bool:
+    """A cost row (dollars to the cent): a priced level family's or the SLO's."""
+    found = level_figure_of(key)
+    if found is not None:
+        return getattr(found[0], "priced_from", None) is not None
+    return any(figure.key == key and figure.priced_from for figure in SLO_FIGURES)
+
+
+# Row keys in words short enough that three files and two ratio columns fit 80 columns (a
+# declared figure or level family says its own).
 _SHORT_WORDS = (
-    ("usd_per_million_tokens_c", "USD/Mtok c"),
     ("predicted_decode_tokens_per_gb", "predicted tok/s/GB"),
     ("_tokens_per_second", " tok/s"),
-    ("long_prompt_c", "long c"),
-    ("load_c", "c"),
     ("_", " "),
 )
 
@@ -47,6 +63,9 @@ def figure_label(key: str, narrow: bool) -> str:
     figure = figure_named(key)
     if figure is not None and (short := getattr(figure, "short", None)):
         return str(short)
+    found = level_figure_of(key)
+    if found is not None and (short := level_short(*found)):
+        return short
     for long, short_words in _SHORT_WORDS:
         key = key.replace(long, short_words)
     return key
@@ -232,6 +251,9 @@ def print_result(console: Console, result: MeasureResult) -> None:
     for declared in figures(["more"]):  # a plug-in's figures, as declared
         if (found := stored_value(result, declared)) is not None:
             table.add_row(declared.label, format_value(declared.key, float(found)))
+    for family in plugin_level_figures():  # a plug-in's level families, as declared
+        for at, found_at in stored_levels(result, family).items():
+            table.add_row(level_label(family, at), format_value(family.name, found_at))
     table.add_row("quality", _quality_text(result))
     table.add_row("weights GiB", format_value("weights", result.weights_gib))
     table.add_row("KV cache tokens", format_value(KV_CACHE.key, _opt_float(result.kv_cache_tokens)))
