@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,12 +15,8 @@ from sagemeter.printable import printable
 def combine(
     out: Annotated[Path, typer.Argument(help="where to write the comparison JSON")],
     files: Annotated[list[Path], typer.Argument(help="two or more measure-*.json files, A first")],
-    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
-    margin: Annotated[
-        float | None,
-        typer.Option(help="quality verdict margin in points [the one A declared, else 2]"),
-    ] = None,
     force: Annotated[bool, typer.Option(help="replace OUT if it already exists")] = False,
+    **options: Any,
 ) -> None:
     """Print the article's comparison table for two or more result files and write it as JSON.
 
@@ -29,7 +25,11 @@ def combine(
     from sagemeter import filekinds
     from sagemeter.atomic import check_output_file
     from sagemeter.cli.load import merge_shard_files
+    from sagemeter.options.combine import COMBINE, CombineOptions
+    from sagemeter.options.faces import read_options
 
+    (given,) = read_options(COMBINE, options, "cli")  # checked before any file is read
+    assert isinstance(given, CombineOptions)
     # What OUT will hold decides what it may replace (with --force): a comparison only a
     # comparison, a merge only a merge; a measurement or a shard never (OUT left out).
     shards = bool(files) and filekinds.kind_of_file(files[0]) in (filekinds.SHARD, filekinds.LOAD)
@@ -42,7 +42,7 @@ def combine(
     from sagemeter.compare import save_comparison
     from sagemeter.report.terminal import print_comparison
 
-    comparison = build(list(files), price_per_hour=price_per_hour, margin_points=margin)
+    comparison = build(list(files), price_per_hour=given.price_per_hour, margin_points=given.margin)
     print_comparison(console, comparison)
     save_comparison(comparison, out)
     console.print(f"wrote {out}")
@@ -57,5 +57,8 @@ def combine(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `combine` to the main app."""
-    app.command()(combine)
+    """Add `combine` to the main app, its options made from combine's options model."""
+    from sagemeter.options.combine import COMBINE
+    from sagemeter.options.faces import with_options
+
+    app.command()(with_options(COMBINE, "cli")(combine))

@@ -382,19 +382,11 @@ def resume_advice(outcome: RunOutcome) -> str:
 def run_command(
     plan: Annotated[Path | None, typer.Argument(help="the plan file (TOML)")] = None,
     out: Annotated[Path | None, typer.Option(help="run folder (default: runs/DATE-NAME)")] = None,
-    dry_run_only: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run", help="show the steps, what each creates, time, cost, quota; create nothing"
-        ),
-    ] = False,
     resume: Annotated[
         Path | None, typer.Option(help="continue the run in this folder from its journal")
     ] = None,
-    max_cost_usd: Annotated[
-        float | None, typer.Option(help="with --resume: a new spend cap for the whole run")
-    ] = None,
     poll_seconds: Annotated[float, typer.Option(hidden=True)] = DEFAULT_POLL_S,
+    **options: Any,
 ) -> None:
     """Run a whole comparison from a plan: deploy, measure, delete each arm in order (A-B-A by
     default), then combine and report; resumable, and nothing is left billing.
@@ -403,8 +395,12 @@ def run_command(
     spend cap stopped it, 2 for a bad plan, 130 (Ctrl-C) or 143 (SIGTERM) when interrupted.
     """
     from sagemeter.cli.sagemaker import guarded
+    from sagemeter.options.faces import read_options
+    from sagemeter.options.run import RUN, RunOptions
 
-    guarded(_run)(plan, out, dry_run_only, resume, max_cost_usd, poll_seconds)
+    (given,) = read_options(RUN, options, "cli")
+    assert isinstance(given, RunOptions)
+    guarded(_run)(plan, out, given.dry_run, resume, given.max_cost_usd, poll_seconds)
 
 
 def _run(
@@ -559,4 +555,8 @@ def register(app: typer.Typer) -> None:
 
     # --questions, --questions-per-family, --margin, --fidelity: measure's, the demo's defaults
     app.command()(with_options(DEMO, "cli", only=DEMO_FLAGS)(demo))
-    app.command("run", help=(run_command.__doc__ or "").strip())(run_command)
+    from sagemeter.options.run import RUN
+
+    # --dry-run, --max-cost-usd: run's options model, which run_experiment's arguments share
+    command = with_options(RUN, "cli")(run_command)
+    app.command("run", help=(run_command.__doc__ or "").strip())(command)

@@ -107,13 +107,18 @@ def find_gpu(name: str) -> GpuBandwidth:
     )
 
 
+def check_bandwidth(bandwidth_gb_s: float, label: str = "--bandwidth") -> None:
+    """A memory bandwidth is a positive, finite number of GB/s."""
+    if not (bandwidth_gb_s > 0 and math.isfinite(bandwidth_gb_s)):
+        raise UserError(f"{label} {bandwidth_gb_s:g}: give a positive number of GB/s")
+
+
 def bandwidth_for(gpu: str | None, bandwidth_gb_s: float | None) -> Bandwidth | None:
     """The bandwidth to use, checked before any header is read; None when neither is given."""
     if gpu is not None and bandwidth_gb_s is not None:
         raise UserError("give --gpu or --bandwidth, not both")
     if bandwidth_gb_s is not None:
-        if not (bandwidth_gb_s > 0 and math.isfinite(bandwidth_gb_s)):
-            raise UserError(f"--bandwidth {bandwidth_gb_s:g}: give a positive number of GB/s")
+        check_bandwidth(bandwidth_gb_s)
         return Bandwidth(bandwidth_gb_s, None, "given with --bandwidth")
     if gpu is None:
         return None

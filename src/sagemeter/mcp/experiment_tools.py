@@ -50,13 +50,14 @@ from sagemeter.experiment import (
     start_run,
 )
 from sagemeter.experiment.runner import check_cap
-from sagemeter.limits import MAX_COST_USD
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.progress import Relay
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
+from sagemeter.options.faces import read_options, with_options
+from sagemeter.options.run import RUN, RunOptions
 from sagemeter.printable import SafeConsole
 
 RUNS = ToolAnnotations(
@@ -197,6 +198,7 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Run an experiment (A-B-A, resumable)", annotations=RUNS)
     @guarded
+    @with_options(RUN, "mcp")  # dry_run, max_cost_usd: run's options model
     async def run_experiment(
         ctx: Context[Any, Any],
         plan: Annotated[
@@ -220,22 +222,14 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
             str | None,
             Field(description="continue an interrupted run: its folder's name under runs/"),
         ] = None,
-        dry_run: Annotated[
-            bool, Field(description="only the steps, what each creates, time and cost")
-        ] = False,
-        max_cost_usd: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                le=MAX_COST_USD,
-                allow_inf_nan=False,
-                description="with resume: a new spend cap for the run",
-            ),
-        ] = None,
+        **options: Any,
     ) -> Annotated[CallToolResult, ExperimentAnswer]:
         """Run a whole comparison: for each arm in order, deploy (SageMaker arms), measure,
         delete; then compare and write the report. A journal makes it resumable, and a stop,
         failure or the spend cap deletes everything the run created."""
+        (given,) = read_options(RUN, options, "mcp")
+        assert isinstance(given, RunOptions)
+        dry_run, max_cost_usd = given.dry_run, given.max_cost_usd
         if sum(1 for value in (plan, plan_file, resume) if value) != 1:
             raise UserError("give exactly one of plan (TOML text), plan_file or resume")
         if max_cost_usd is not None and resume is None:

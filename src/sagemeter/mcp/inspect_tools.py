@@ -4,7 +4,7 @@ Read-only: it reads headers (local files, or a Hub model by range requests), nev
 and writes nothing.
 """
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio.to_thread
 from mcp.server import MCPServer
@@ -16,6 +16,8 @@ from sagemeter.inspect.text import report_text
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
+from sagemeter.options.faces import read_options, with_options
+from sagemeter.options.inspect import INSPECT, InspectOptions
 from sagemeter.results.checkpoint_facts import InspectReport
 
 INSPECTS = ToolAnnotations(
@@ -28,6 +30,7 @@ def register_inspect_tools(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Inspect a checkpoint", annotations=INSPECTS)
     @guarded
+    @with_options(INSPECT, "mcp")  # gpu, bandwidth_gb_s, grid_check: inspect's options model
     async def inspect_checkpoint(
         sources: Annotated[
             list[str],
@@ -39,26 +42,7 @@ def register_inspect_tools(server: MCPServer, config: ServerConfig) -> None:
                 "is the reference of the ratios",
             ),
         ],
-        gpu: Annotated[
-            str | None,
-            Field(
-                description="a GPU (L4, T4, A10G, L40S, A100, H100, H200, MI300X) or a "
-                "SageMaker instance type, for the decode ceiling"
-            ),
-        ] = None,
-        bandwidth_gb_s: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                le=1e6,
-                allow_inf_nan=False,
-                description="a memory bandwidth in GB/s, instead of gpu",
-            ),
-        ] = None,
-        grid_check: Annotated[
-            bool,
-            Field(description="check whether 16/32-bit body weights sit on a 4-bit grid (QAT)"),
-        ] = False,
+        **options: Any,
     ) -> Annotated[CallToolResult, InspectReport]:
         """What each checkpoint stores, grouped by role (per-layer embedding, vocabulary
         embedding, transformer body, audio and vision towers), the bytes a decoded token reads,
@@ -66,11 +50,13 @@ def register_inspect_tools(server: MCPServer, config: ServerConfig) -> None:
         the first. Reads headers only (Hub models by range requests); deploys nothing.
         """
 
+        (given,) = read_options(INSPECT, options, "mcp")
+        assert isinstance(given, InspectOptions)
         allowed = [names.checkpoint_source(config, source) for source in sources]
 
         def run() -> InspectReport:
             return inspect_sources(
-                allowed, gpu=gpu, bandwidth_gb_s=bandwidth_gb_s, check_grid=grid_check
+                allowed, gpu=given.gpu, bandwidth_gb_s=given.bandwidth, check_grid=given.grid_check
             )
 
         report = await anyio.to_thread.run_sync(run)

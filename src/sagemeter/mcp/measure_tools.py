@@ -27,13 +27,13 @@ from sagemeter.figures import (
 )
 from sagemeter.figures.builtin import WEIGHTS
 from sagemeter.filekinds import COMPARISON, MEASURE
-from sagemeter.limits import MAX_PRICE_PER_HOUR
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
 from sagemeter.mcp.progress import Relay
 from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
+from sagemeter.options.combine import COMBINE, CombineOptions
 from sagemeter.options.faces import read_options, with_options
 from sagemeter.options.measure import MEASURE as MEASURE_OPTIONS
 from sagemeter.options.measure import MeasureOptions, SpeedStop
@@ -206,6 +206,7 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Compare result files", annotations=COMPARES)
     @guarded
+    @with_options(COMBINE, "mcp")  # price_per_hour, margin_points: combine's options model
     async def compare_results(
         results: Annotated[
             list[str],
@@ -216,41 +217,25 @@ def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
                 "the drift",
             ),
         ],
-        price_per_hour: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                le=MAX_PRICE_PER_HOUR,
-                allow_inf_nan=False,
-                description="USD per instance-hour: adds cost per million tokens",
-            ),
-        ] = None,
         name: Annotated[
             str | None, Field(description="comparison name (default: the result names)")
-        ] = None,
-        margin_points: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                le=100,
-                allow_inf_nan=False,
-                description="quality verdict margin in points (default: the one the first "
-                "result declared, else 2)",
-            ),
         ] = None,
         force: Annotated[
             bool, Field(description="replace compare-NAME.json if it already exists")
         ] = False,
+        **options: Any,
     ) -> Annotated[CallToolResult, CompareAnswer]:
         """The article's comparison table: each figure, its ratio (with its 95% interval) to the
         first, costs, A-B-A drift, and the quality verdict (PASS / FAIL / INCONCLUSIVE).
 
         Writes compare-NAME.json in the results folder.
         """
+        (given,) = read_options(COMBINE, options, "mcp")
+        assert isinstance(given, CombineOptions)
         if name:
             check_result_name(name, label="name")  # before any file is read
         paths = [names.result_file(config, item) for item in results]
-        comparison = combine(paths, price_per_hour=price_per_hour, margin_points=margin_points)
+        comparison = combine(paths, price_per_hour=given.price_per_hour, margin_points=given.margin)
         out_name = name or "-vs-".join(comparison.names)
         check_result_name(out_name, label="name")  # the default, made of the results' names
         out = config.results_dir / f"compare-{out_name}.json"
