@@ -104,7 +104,7 @@ def vllm_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Served]:
     """`sagemeter serve cmd:"vllm serve FOLDER … --port {port}" --port 0`, the real commands, for
-    the whole session: the `cmd` engine with vLLM's own command line (the export made first, as
+    this module: the `cmd` engine with vLLM's own command line (the export made first, as
     `vllm:` makes it). At the end, Ctrl-C must stop it and every process it started."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SAGEMETER_HOME", str(shared_home))  # the export is made once, for the session
