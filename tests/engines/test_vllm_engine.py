@@ -1,10 +1,12 @@
 """A real vLLM server (vLLM's CPU build, from `sagemeter engines install vllm`), started once for
-the session with `sagemeter serve vllm:smollm2-f32` (stopped with Ctrl-C at the end): measure,
-load and fidelity against it, start-up facts from its real log, and the client's counts against
-the server's /metrics; and one `measure vllm:smollm2-f32` that starts and stops its own.
+the session by the `cmd` engine with vLLM's own command line, `sagemeter serve cmd:"vllm serve …
+--port {port}"` (stopped with Ctrl-C at the end, every process it started gone): measure, load
+and fidelity against it, start-up facts from its real log, and the client's counts against the
+server's /metrics; and one `measure vllm:smollm2-f32` that starts and stops its own.
 
-Hardware: x86_64 Linux (the CPU build); the server takes about two minutes to start on two
-cores. Elsewhere these tests are skipped (README, "Real vLLM"). `.ci/run` installs vLLM first.
+Two vLLM starts in all, each about 40 s eager on two cores (the export, about 30 s, once).
+Hardware: x86_64 Linux (the CPU build). Elsewhere these tests are skipped (README, "Real vLLM").
+`.ci/run` installs vLLM first.
 """
 
 from __future__ import annotations
@@ -27,15 +29,17 @@ import httpx
 import pytest
 
 from sagemeter.engines.checkpoints import resolve_checkpoint
-from sagemeter.engines.hf_export import ensure_export, export_folder, export_record
+from sagemeter.engines.hf_export import ensure_export, export_record
 from sagemeter.engines.llamacpp import LocalEngine
-from sagemeter.engines.startup_log import parse_vllm_log
+from sagemeter.engines.startup_log import parse_startup_log, parse_vllm_log
 from sagemeter.engines.vllm_install import VllmInstall, find_vllm
 from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.compare import compare_fidelity
 from sagemeter.fidelity.vocabulary import gguf_vocabulary, hf_vocabulary
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
 from sagemeter.transport.client import HttpClient
+from tests.mcp_helpers import alive
+from tests.ray_nodes import descendants
 
 pytestmark = [
     pytest.mark.slow,
@@ -69,9 +73,22 @@ def vllm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("vllm-cache")
 
 
+# How every vLLM the tests start runs; what sagemeter reads (the log's facts, /metrics, the
+# replies) is the same either way:
+# - eager: compiling the model takes ~2.5 min per start (ready in 176 s compiled, 34 s eager);
+# - a 2 GiB KV cache (46,592 tokens, 22.75 requests of 2,048 at once: exact in the log's two
+#   decimals, as /metrics must match it) rather than sagemeter's 4 GiB default, whose first touch
+#   alone took 13 s of a start on the busy 2-core machine ("init engine ... took 14.77 s" at
+#   4 GiB, 1.85 s at 1 GiB). Tried and dropped: one engine process (VLLM_ENABLE_V1_MULTIPROCESSING=0
+#   with `--distributed-executor-backend uni`) started 20-40 s sooner but served several times
+#   slower, so the tests took longer.
+TEST_VLLM_FLAGS = "--enforce-eager"
+TEST_VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+
+
 @dataclass(frozen=True)
 class Served:
-    """The session's vLLM, as `sagemeter serve vllm:smollm2-f32` reported it."""
+    """The session's vLLM, as `sagemeter serve cmd:"vllm serve …"` reported it."""
 
     root_url: str
     log_path: Path
@@ -79,31 +96,41 @@ class Served:
     source: Path  # the F32 GGUF that folder came from
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vllm_server(
     vllm_install: VllmInstall,
     shared_home: Path,
     vllm_cache: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Served]:
-    """`sagemeter serve vllm:smollm2-f32 --port 0`, the real command, for the whole session; at
-    the end, Ctrl-C must stop it and everything it started."""
+    """`sagemeter serve cmd:"vllm serve FOLDER … --port {port}" --port 0`, the real commands, for
+    this module: the `cmd` engine with vLLM's own command line (the export made first, as
+    `vllm:` makes it). At the end, Ctrl-C must stop it and every process it started."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SAGEMETER_HOME", str(shared_home))  # the export is made once, for the session
+        source = resolve_checkpoint("smollm2-f32").path
+        began = time.perf_counter()
+        folder = ensure_export(source, vllm_install)
+        TIMINGS["export_s"] = time.perf_counter() - began
+    command = (
+        f"{vllm_install.executable} serve {folder} --host 127.0.0.1 --port {{port}} "
+        "--served-model-name smollm2-f32 --max-model-len 2048 --dtype float32 "
+        f"--enable-tokenizer-info-endpoint {TEST_VLLM_FLAGS}"
+    )
     env = {
         **os.environ,
-        "SAGEMETER_HOME": str(shared_home),  # the export is made once, into the session's home
-        "SAGEMETER_VLLM": str(vllm_install.executable),
+        "SAGEMETER_HOME": str(shared_home),
         "VLLM_CACHE_ROOT": str(vllm_cache),
-        # Eager, as every vLLM the tests start: compiling the model takes ~2.5 min of a 2-core
-        # CI machine per start (ready in 176 s compiled, 34 s eager), and what sagemeter reads
-        # (the log's facts, /metrics, the replies) is the same either way.
-        "SAGEMETER_VLLM_ARGS": "--enforce-eager",
+        **TEST_VLLM_ENV,
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
         "COLUMNS": "1000",
     }
     errors = tmp_path_factory.mktemp("serve") / "stderr.txt"
     began = time.perf_counter()
     with errors.open("w") as stderr:  # a file, not a pipe: a full pipe would stall serve
         process = subprocess.Popen(
-            [sys.executable, "-m", "sagemeter", "serve", "vllm:smollm2-f32", "--port", "0"],
+            [sys.executable, "-m", "sagemeter", "serve", f"cmd:{command}", "--port", "0"],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -117,18 +144,21 @@ def vllm_server(
         pytest.fail(f"serve did not start vLLM: {serving} {errors.read_text()[-2000:]}")
     TIMINGS["serve_ready_s"] = time.perf_counter() - began
     log_line = process.stdout.readline()
-    log = Path(re.search(r"vLLM log: (\S+);", log_line).group(1))  # type: ignore[union-attr]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SAGEMETER_HOME", str(shared_home))
-        source = resolve_checkpoint("smollm2-f32").path
-        folder = export_folder(source)
-    print(f"\nsagemeter serve vllm:smollm2-f32 ready in {TIMINGS['serve_ready_s']:.1f} s")
+    log = Path(re.search(r"engine log: (\S+);", log_line).group(1))  # type: ignore[union-attr]
+    started = descendants(process.pid)
+    ready = TIMINGS["serve_ready_s"]
+    print(f"\nexport {TIMINGS['export_s']:.1f} s; serve cmd:vllm ready in {ready:.1f} s")
     yield Served(match.group(1), log, folder, source)
     process.send_signal(signal.SIGINT)
     process.wait(timeout=90)
     assert process.returncode == 0, errors.read_text()[-2000:]
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{match.group(1)}/health", timeout=2)
+    assert len(started) >= 2  # the launcher and vLLM, at least
+    deadline = time.monotonic() + 15  # the last ones are reaped a moment after serve exits
+    while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in started if alive(pid)] == []  # vLLM's engine processes too
 
 
 async def read_metrics(server: Served) -> Snapshot:
@@ -165,7 +195,8 @@ def run_cli(
 
 
 def test_startup_facts_from_the_real_log(vllm_server: Served) -> None:
-    facts = parse_vllm_log(vllm_server.log_path.read_text().splitlines(), origin="serve's log")
+    text = vllm_server.log_path.read_text()
+    facts = parse_vllm_log(text.splitlines(), origin="serve's log")
     assert facts.source == "vllm log (serve's log)"
     assert facts.weights_gib == 0.5  # "Checkpoint size: 0.50 GiB": 134.5 M F32 weights
     assert facts.load_seconds is not None and facts.load_seconds > 0
@@ -173,6 +204,12 @@ def test_startup_facts_from_the_real_log(vllm_server: Served) -> None:
     assert facts.max_concurrency is not None and facts.max_concurrency > 1
     assert facts.max_concurrency_tokens_per_request == 2048
     assert facts.quantization is None and facts.startups_in_log == 1
+    # The `cmd` engine's reading of its own log: the dialect found by the same parsers.
+    origin = f"engine log {vllm_server.log_path}"
+    assert parse_startup_log(text, origin=origin) == facts.model_copy(
+        update={"source": f"vllm log ({origin})"}
+    )
+    assert text.splitlines()[0].endswith(f" {TEST_VLLM_FLAGS}")  # the command, first, as it ran
     # The server's own metrics state the same KV cache, from another source.
     labels = asyncio.run(read_metrics(vllm_server)).labels["vllm:cache_config_info"]
     assert int(labels["kv_cache_size_tokens"]) == facts.kv_cache_tokens
@@ -301,13 +338,14 @@ def test_measure_quick_on_a_vllm_target(
     sagemeter_env: dict[str, str],
 ) -> None:
     """vllm:smollm2-f32 end to end: a second vLLM started, measured and stopped by measure,
-    eager like the fixture's (`SAGEMETER_VLLM_ARGS=--enforce-eager`)."""
+    run like the fixture's (TEST_VLLM_FLAGS in `SAGEMETER_VLLM_ARGS`, TEST_VLLM_ENV)."""
     env = {
         **sagemeter_env,
         "SAGEMETER_HOME": str(shared_home),  # the exported folder is reused, not made again
         "SAGEMETER_VLLM": str(vllm_install.executable),
         "VLLM_CACHE_ROOT": str(vllm_cache),
-        "SAGEMETER_VLLM_ARGS": "--enforce-eager",
+        "SAGEMETER_VLLM_ARGS": TEST_VLLM_FLAGS,
+        **TEST_VLLM_ENV,  # a KV cache size set is kept, not sagemeter's default
     }
     began = time.perf_counter()
     done = run_cli(env, "measure", str(tmp_path), "vllm:smollm2-f32", "--quick", "--fidelity", "2")
@@ -331,44 +369,7 @@ def test_measure_quick_on_a_vllm_target(
     assert detail["fidelity"]["vocabulary"]["size"] == 49152
     # Stopped with everything it started: nothing answers on its port any more.
     command = log.read_text().splitlines()[0]
-    assert command.endswith(" --enforce-eager")  # the extra flags, last, as the log shows them
+    assert command.endswith(f" {TEST_VLLM_FLAGS}")  # the extra flags, last, as the log shows them
     port = int(re.search(r"--port (\d+)", command).group(1))  # type: ignore[union-attr]
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-
-
-def test_measure_quick_on_vllm_serve_given_as_a_command(
-    vllm_install: VllmInstall,
-    vllm_server: Served,
-    vllm_cache: Path,
-    tmp_path: Path,
-    sagemeter_env: dict[str, str],
-) -> None:
-    """`cmd:"vllm serve … --port {port}"`: vLLM's own command line, started, measured and stopped
-    by sagemeter's `cmd` engine, its start-up facts read from the log by the vLLM parser. Eager,
-    as the fixture's."""
-    command = (
-        f"{vllm_install.executable} serve {vllm_server.folder} --host 127.0.0.1 --port {{port}} "
-        "--served-model-name smollm2 --max-model-len 2048 --dtype float32 --enforce-eager"
-    )
-    env = {
-        **sagemeter_env,
-        "VLLM_CACHE_ROOT": str(vllm_cache),
-        "VLLM_CPU_KVCACHE_SPACE": "4",
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-    }
-    began = time.perf_counter()
-    done = run_cli(env, "measure", str(tmp_path), f"cmd:{command}", "--name", "v", "--quick")
-    TIMINGS["measure_cmd_vllm_s"] = time.perf_counter() - began
-    assert done.returncode == 0, done.stderr
-    result = json.loads((tmp_path / "measure-v.json").read_text())
-    detail = result["detail"]
-    assert detail["environment"]["backend"] == "cmd"
-    log = tmp_path / "engine-v.log"
-    assert detail["startup"]["source"] == f"vllm log (engine log {log})"
-    assert result["weights_gib"] == 0.5 and result["load_seconds"] > 0
-    assert result["decode_tokens_per_second"] > 0
-    port = int(re.search(r"--port (\d+)", log.read_text().splitlines()[0]).group(1))  # type: ignore[union-attr]
-    with pytest.raises(httpx.ConnectError):  # stopped, with every process vLLM started
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
