@@ -357,9 +357,10 @@ def register(app: typer.Typer) -> None:
             return run_on_ray(level, level_started, ray, api_key, watch)
 
         from sagemeter.loadgen.identity import ServerChanged, WatchedRuns
+        from sagemeter.measure.identity import IdentityWatch
 
         # The server's identity, read before the first run and checked after each one.
-        watched = WatchedRuns.opened(settings.target, api_key)
+        watched = WatchedRuns(IdentityWatch.opened(settings.target, api_key))
         try:
             if sessions is not None:
                 from sagemeter.loadgen.sessions import run_sessions

@@ -14,11 +14,11 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from sagemeter.engines.registry import engine_in
-from sagemeter.experiment.plan import Arm, Plan, is_sagemaker_arm
+from sagemeter.experiment.plan import Arm, Plan, deployed_by_platform, is_sagemaker_arm
 from sagemeter.experiment.steps import StepSpec, Visit, plan_steps
 from sagemeter.experiment.stop_estimate import most_batches, most_pairs, stop_notes
 from sagemeter.measure.workflow import selected_questions, total_requests
-from sagemeter.platforms.registry import Price, platform_of
+from sagemeter.platforms.registry import Price, platform_of, quota_lines
 from sagemeter.settings import MeasureSettings
 
 REQUEST_ALLOWANCE_S = 0.1  # time to first token and the call's own cost, per request sent alone
@@ -99,6 +99,17 @@ def arm_price(plan: Plan, arm: Arm, checked: dict[str, object]) -> Price:
     most it may be placed at)."""
     assert arm.platform is not None
     return platform_of(arm.platform).price(checked[arm.platform], arm, plan.price_per_hour)
+
+
+def quotas(plan: Plan, checked: dict[str, object]) -> list[str]:
+    """The dry run's quota lines: each deployed arm's platform (through the registry) says what
+    its arms need at once against what the account allows; a platform that knows no quota, or
+    whose check found nothing, says nothing."""
+    lines: list[str] = []
+    for name in deployed_by_platform(plan):
+        if name in checked:
+            lines += quota_lines(platform_of(name), checked[name], plan)
+    return lines
 
 
 def _creates(plan: Plan, step: StepSpec, checked: dict[str, object]) -> str:

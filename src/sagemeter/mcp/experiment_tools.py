@@ -58,6 +58,7 @@ from sagemeter.mcp.progress import Relay
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
 from sagemeter.printable import SafeConsole
+from sagemeter.report.writer import write_report
 
 RUNS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
@@ -323,7 +324,13 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
 
             def work() -> RunOutcome:
                 try:
-                    return execute(prepared, ticks.events(), stop, poll_s=config.poll_s)
+                    return execute(
+                        prepared,
+                        ticks.events(),
+                        stop,
+                        write_report=write_report,
+                        poll_s=config.poll_s,
+                    )
                 finally:
                     finished.set()
 

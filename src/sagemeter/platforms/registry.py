@@ -138,6 +138,25 @@ class Platform(Protocol):
         ...
 
 
+@runtime_checkable
+class KnowsQuota(Protocol):
+    """A platform's optional member: its account's limits on what the arms need. A platform
+    without it has no quota known, and the dry run says nothing of quotas for its arms."""
+
+    def quota(self, checked: object, plan: Plan) -> list[str]:
+        """For the dry run, one line per limit: what this platform's arms (those `check` saw)
+        need at once against what the account allows, or why it could not be read. A read for
+        information only: it never raises for what it could not read."""
+        ...
+
+
+def quota_lines(platform: Platform, checked: object, plan: Plan) -> list[str]:
+    """The platform's quota lines for the dry run; none when it knows no quota."""
+    if isinstance(platform, KnowsQuota):
+        return platform.quota(checked, plan)
+    return []
+
+
 @functools.cache
 def _loaded() -> dict[str, Platform | str]:
     """Every platform installed by table name, or the one line saying why one cannot load."""

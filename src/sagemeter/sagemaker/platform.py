@@ -38,6 +38,7 @@ from sagemeter.sagemaker.plan_arms import (
 )
 from sagemeter.sagemaker.plan_table import SageMakerArm
 from sagemeter.sagemaker.pricing import try_hourly_price
+from sagemeter.sagemaker.redact import redact
 from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target
 
 if TYPE_CHECKING:
@@ -79,6 +80,19 @@ class QuotaLine(BaseModel):
     needs: int
     rows: list[sm.QuotaRow] = Field(default_factory=list)
     error: str | None = None
+
+    def text(self) -> str:
+        """The dry run's line: each region's free instances against the quota, and whether
+        they are enough."""
+        if self.error:
+            return f"quota {self.instance_type}: not checked ({redact(self.error)})"
+        parts = []
+        for row in self.rows:
+            free = "?" if row.free is None else f"{row.free:g}"
+            quota = "?" if row.quota is None else f"{row.quota:g}"
+            enough = "" if row.free is None else (" ok" if row.free >= self.needs else " too few")
+            parts.append(f"{row.region} {free} free of {quota}{enough}")
+        return f"quota {self.instance_type} (needs {self.needs} at once): {'; '.join(parts)}"
 
 
 @contextmanager
@@ -332,6 +346,16 @@ class SageMakerPlatform:
         if record.region is None:
             raise UserError(f"{deployment.result}: its endpoint was never placed")
         return SageMakerTarget(record.endpoint, record.region, "recorded")
+
+    def quota(self, checked: object, plan: Plan) -> list[str]:
+        """Per instance type the arms may be placed on: how many they need at once, and the
+        quota and free instances in each region they may use (Service Quotas)."""
+        assert isinstance(checked, Checked)
+        if not checked.specs:
+            return []
+        if checked.aws is None:
+            return ["quota: not checked (no AWS credentials)"]
+        return [line.text() for line in quota_lines(plan, checked)]
 
     def left_running(self, deployment: Deployment) -> str:
         return f"`sagemeter sagemaker delete {deployment.target}`"
