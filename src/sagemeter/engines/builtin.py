@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+from sagemeter.engine_registry import Engine, Served, StartRequest
 from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint
 from sagemeter.engines.endpoints import (
     Endpoint,
@@ -26,7 +27,6 @@ from sagemeter.engines.llamacpp import (
     LocalEngine,
     engine_version,
 )
-from sagemeter.engines.registry import Engine, Served, StartRequest
 from sagemeter.engines.vllm_endpoint import max_model_len_for, open_vllm_endpoint
 from sagemeter.engines.vllm_server import START_TIMEOUT_S as VLLM_START_TIMEOUT_S
 from sagemeter.engines.vllm_server import check_vllm_target, prepare_server

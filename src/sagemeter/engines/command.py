@@ -22,9 +22,9 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sagemeter.engine_registry import Engine, StartRequest
 from sagemeter.engines.endpoints import Endpoint, WireOptions, chat_client, process_of
 from sagemeter.engines.launched import LaunchedServer, listed_models, tail
-from sagemeter.engines.registry import Engine, StartRequest
 from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, VLLM_CAUSES, matched_cause
 from sagemeter.engines.startup_log import parse_startup_log
 from sagemeter.engines.waiting import wait_line

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sagemeter.engines.registry import engine_in
+from sagemeter.engine_registry import engine_in
 from sagemeter.experiment.plan import Arm, Plan, deployed_by_platform, is_sagemaker_arm
 from sagemeter.experiment.steps import StepSpec, Visit, plan_steps
 from sagemeter.experiment.stop_estimate import most_batches, most_pairs, stop_notes

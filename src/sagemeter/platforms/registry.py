@@ -150,6 +150,25 @@ class KnowsQuota(Protocol):
         ...
 
 
+@runtime_checkable
+class NamesEndpoints(Protocol):
+    """A platform's optional member: what a bare endpoint NAME (no scheme, no `ENGINE:`, no
+    `@REGION`) names on it. One platform claims bare names (sagemeter's own: SageMaker's)."""
+
+    def bare_target(self, name: str, text: str) -> Target:
+        """The endpoint `name` names (`text`: the target as written, for a UserError)."""
+        ...
+
+
+def bare_target(name: str, text: str) -> Target | None:
+    """What a bare endpoint NAME names, asked of the first installed platform that knows bare
+    names; None when none does (`sagemeter.targets` parses every other form itself)."""
+    for platform in platforms().values():
+        if isinstance(platform, NamesEndpoints):
+            return platform.bare_target(name, text)
+    return None
+
+
 def quota_lines(platform: Platform, checked: object, plan: Plan) -> list[str]:
     """The platform's quota lines for the dry run; none when it knows no quota."""
     if isinstance(platform, KnowsQuota):

@@ -39,7 +39,8 @@ from sagemeter.sagemaker.plan_arms import (
 from sagemeter.sagemaker.plan_table import SageMakerArm
 from sagemeter.sagemaker.pricing import try_hourly_price
 from sagemeter.sagemaker.redact import redact
-from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target
+from sagemeter.sagemaker.region import known_endpoint_region
+from sagemeter.targets import ACCEPTED_FORMS, SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target
 
 if TYPE_CHECKING:
     from sagemeter.experiment.plan import Arm, Plan
@@ -346,6 +347,19 @@ class SageMakerPlatform:
         if record.region is None:
             raise UserError(f"{deployment.result}: its endpoint was never placed")
         return SageMakerTarget(record.endpoint, record.region, "recorded")
+
+    def bare_target(self, name: str, text: str) -> Target:
+        """A bare NAME is a SageMaker endpoint: in the region this machine's record says it was
+        placed in (a capacity fallback need not be repeated), else the configured one; the one
+        rule of `sagemeter.sagemaker.region`."""
+        choice = known_endpoint_region(name, sm.Aws())
+        if choice is None:
+            raise UserError(
+                f"target {text!r}: no SageMaker endpoint of that name was deployed from here and "
+                f"no AWS region is configured; write {name}@REGION or set AWS_REGION; "
+                f"accepted forms: {ACCEPTED_FORMS}"
+            )
+        return SageMakerTarget(name, choice.region, choice.source)
 
     def quota(self, checked: object, plan: Plan) -> list[str]:
         """Per instance type the arms may be placed on: how many they need at once, and the
