@@ -25,6 +25,8 @@ from sagemeter.plugins import load_group
 
 if TYPE_CHECKING:
     from sagemeter.engines.endpoints import Endpoint, WireOptions
+    from sagemeter.inspect.hub import HubSource
+    from sagemeter.inspect.sources import LocalSource
     from sagemeter.targets import EngineTarget
 
 GROUP = "sagemeter.engines"
@@ -94,6 +96,17 @@ class Engine(Protocol):
         self, target: EngineTarget, request: StartRequest
     ) -> AbstractContextManager[Served]:
         """Start the server for `serve` or `load` and stop it on exit (any exit)."""
+        ...
+
+
+@runtime_checkable
+class ReadsSources(Protocol):
+    """An engine's optional member: what `sagemeter inspect ENGINE:SPEC` reads (inspect/sources.py
+    asks it). An engine without it has no inspect source: the text is then read as a path."""
+
+    def source(self, spec: str, text: str) -> LocalSource | HubSource:
+        """The files the engine would load for `spec` (`text`: the source as written, for a
+        UserError), found without deriving, exporting or downloading anything."""
         ...
 
 

@@ -17,6 +17,7 @@ from sagemeter.platforms import registry
 from sagemeter.platforms.deployment import Deployment
 from sagemeter.platforms.registry import (
     KnowsQuota,
+    NamesEndpoints,
     Platform,
     platform_named,
     platform_of,
@@ -29,6 +30,7 @@ from sagemeter.sagemaker.plan_table import SageMakerArm
 from sagemeter.sagemaker.platform import Checked, QuotaLine
 from sagemeter.sagemaker.quota import QuotaRow
 from sagemeter.sagemaker.spec import DeploySpec
+from sagemeter.targets import SageMakerTarget, parse_target
 
 PACKAGE = Path(registry.__file__).resolve().parents[1]
 PLATFORM_FREE = ("experiment", "compare", "report")
@@ -175,3 +177,15 @@ def test_a_sagemaker_quota_line_weighs_free_instances_against_the_need() -> None
     register_secret("s3cr3t-value-for-quota")
     failed = QuotaLine(instance_type="ml.g6.xlarge", needs=1, error="token s3cr3t-value-for-quota")
     assert failed.text() == f"quota ml.g6.xlarge: not checked (token {MASK})"
+
+
+def test_a_bare_name_is_resolved_by_the_platform_that_claims_bare_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """targets asks the platform registry; with no platform claiming bare names, a bare NAME is
+    one line of bad input, never an import of SageMaker."""
+    assert isinstance(platform_of("sagemaker"), NamesEndpoints)
+    monkeypatch.setattr(registry, "platforms", lambda: {})
+    with pytest.raises(UserError, match="no installed platform names endpoints by a bare name"):
+        parse_target("my-endpoint")
+    assert parse_target("my-endpoint@us-east-2") == SageMakerTarget("my-endpoint", "us-east-2")
