@@ -53,7 +53,6 @@ from sagemeter.experiment.estimate import quotas
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
 from sagemeter.printable import SafeConsole, printable
-from sagemeter.report.writer import write_report
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.sagemaker.redact import redact
 
@@ -293,6 +292,8 @@ def run_prepared(
     prepared: Prepared, *, poll_s: float, quiet: bool = False
 ) -> tuple[RunOutcome, int]:
     """Execute with Ctrl-C/SIGTERM handled; print how it ended; the exit code to use."""
+    from sagemeter.report.writer import write_report  # the report step's; loaded for a run only
+
     err = _err()
     stop = StopFlag()
     screen = Screen(err, len(prepared.journal.steps), quiet=quiet)

@@ -58,7 +58,6 @@ from sagemeter.mcp.progress import Relay
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
 from sagemeter.printable import SafeConsole
-from sagemeter.report.writer import write_report
 
 RUNS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
@@ -316,6 +315,8 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
         return reply(text + (f"\na run would stop here: {problem}" if problem else ""), answer)
 
     async def _execute(ctx: Context[Any, Any], prepared: Prepared) -> RunOutcome:
+        from sagemeter.report.writer import write_report  # the run's report step
+
         stop = StopFlag()
         async with Relay(ctx) as relay:
             ticks = _Ticks(relay, asyncio.get_running_loop())
