@@ -175,6 +175,9 @@ class SageMakerTarget:
     the region (given, recorded, AWS_REGION, AWS_DEFAULT_REGION, profile NAME), kept in results
     but not part of the endpoint's identity."""
 
+    # The platform whose endpoints these are (its registry name): what it says of one that runs
+    # already (platforms/registry.py `endpoint_facts`) is asked of it there.
+    platform: ClassVar[str] = "sagemaker"
     name: str
     region: str
     region_source: str = field(default="given", compare=False)

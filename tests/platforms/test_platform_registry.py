@@ -16,9 +16,11 @@ from sagemeter.experiment import parse_plan
 from sagemeter.platforms import registry
 from sagemeter.platforms.deployment import Deployment
 from sagemeter.platforms.registry import (
+    KnowsEndpoints,
     KnowsQuota,
     NamesEndpoints,
     Platform,
+    endpoint_facts,
     platform_named,
     platform_of,
     platforms,
@@ -30,7 +32,7 @@ from sagemeter.sagemaker.plan_table import SageMakerArm
 from sagemeter.sagemaker.platform import Checked, QuotaLine
 from sagemeter.sagemaker.quota import QuotaRow
 from sagemeter.sagemaker.spec import DeploySpec
-from sagemeter.targets import SageMakerTarget, parse_target
+from sagemeter.targets import OpenAITarget, SageMakerTarget, parse_target
 
 PACKAGE = Path(registry.__file__).resolve().parents[1]
 PLATFORM_FREE = ("experiment", "compare", "report")
@@ -189,3 +191,18 @@ def test_a_bare_name_is_resolved_by_the_platform_that_claims_bare_names(
     with pytest.raises(UserError, match="no installed platform names endpoints by a bare name"):
         parse_target("my-endpoint")
     assert parse_target("my-endpoint@us-east-2") == SageMakerTarget("my-endpoint", "us-east-2")
+
+
+def test_a_running_endpoint_is_described_by_the_platform_its_target_names() -> None:
+    """An arm whose target is a SageMaker endpoint (not deployed by the run) waits for its
+    metrics and speaks no OpenAI API, as SageMaker says through the registry; a URL is no
+    platform's."""
+    assert isinstance(platform_of("sagemaker"), KnowsEndpoints)
+    facts = endpoint_facts(SageMakerTarget("e", "us-east-2"))
+    assert facts is not None
+    assert (facts.waits_for_metrics, facts.speaks_openai, facts.kind) == (
+        True,
+        False,
+        "a SageMaker endpoint",
+    )
+    assert endpoint_facts(OpenAITarget("http://127.0.0.1:9/v1")) is None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from sagemeter.engine_registry import engine_in
-from sagemeter.experiment.plan import Arm, Plan, deployed_by_platform, is_sagemaker_arm
+from sagemeter.experiment.plan import Arm, Plan, arm_facts, deployed_by_platform
 from sagemeter.experiment.steps import StepSpec, Visit, plan_steps
 from sagemeter.experiment.stop_estimate import most_batches, most_pairs, stop_notes
 from sagemeter.measure.workflow import selected_questions, total_requests
@@ -80,11 +80,8 @@ def metrics_wait_seconds(arm: Arm, settings: MeasureSettings) -> float:
     """An arm whose platform keeps its own metrics (SageMaker's CloudWatch) is waited for, at
     most this long, after its measure (the estimate counts the whole wait: the endpoint bills
     through it)."""
-    if arm.platform is not None:
-        waits = platform_of(arm.platform).facts(arm).waits_for_metrics
-    else:
-        waits = is_sagemaker_arm(arm)
-    return settings.metrics_wait_s if waits else 0.0
+    facts = arm_facts(arm)
+    return settings.metrics_wait_s if facts is not None and facts.waits_for_metrics else 0.0
 
 
 def start_seconds(arm: Arm) -> float:

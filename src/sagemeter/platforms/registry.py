@@ -151,6 +151,24 @@ class KnowsQuota(Protocol):
 
 
 @runtime_checkable
+class KnowsEndpoints(Protocol):
+    """A platform's optional member: what it says of one of its endpoints that runs already, an
+    arm's `target` (a target class naming it by `platform`), as `facts` says of a deployed arm."""
+
+    def endpoint_facts(self, target: Target) -> Facts: ...
+
+
+def endpoint_facts(target: Target) -> Facts | None:
+    """What the platform whose endpoint `target` is says of it; None for a target of no
+    platform (a URL, an engine's) or of a platform that says nothing of running endpoints."""
+    name = getattr(target, "platform", None)
+    if not isinstance(name, str):
+        return None
+    platform = platform_of(name)
+    return platform.endpoint_facts(target) if isinstance(platform, KnowsEndpoints) else None
+
+
+@runtime_checkable
 class NamesEndpoints(Protocol):
     """A platform's optional member: what a bare endpoint NAME (no scheme, no `ENGINE:`, no
     `@REGION`) names on it. One platform claims bare names (sagemeter's own: SageMaker's)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -204,8 +204,12 @@ class SageMakerPlatform:
         )
 
     def facts(self, arm: Arm) -> Facts:
+        return replace(self.endpoint_facts(None), predicted_decode=table_of(arm).predicted_decode)
+
+    def endpoint_facts(self, target: Target | None) -> Facts:
+        """A SageMaker endpoint, deployed by the run or running already: the measure waits for
+        its CloudWatch metrics, and it answers through the runtime API, not OpenAI's."""
         return Facts(
-            predicted_decode=table_of(arm).predicted_decode,
             waits_for_metrics=True,
             speaks_openai=False,
             kind="a SageMaker endpoint",
