@@ -109,8 +109,8 @@ def test_at_most_ten_lazy_own_imports_outside_the_faces() -> None:
     assert sum(map(len, found.values())) <= MAX_LAZY_OWN_IMPORTS, _listing(found)
 
 
-# experiment and report are one layer and import each other (a report reads a run's journal; a
-# run writes its report): whichever of their modules a face imports first must still load.
+# report sits above experiment (a report reads a run's journal; a run's report step calls the
+# writer the face hands it): whichever of their modules a face imports first must still load.
 FIRST_IMPORTS = sorted(
     ".".join(("sagemeter", *path.relative_to(PACKAGE).with_suffix("").parts))
     for folder in ("experiment", "report")

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
 
-from sagemeter.engines.registry import ENGINE_PREFIX as ENGINE_PREFIX  # the faces read it here
-from sagemeter.engines.registry import engine_named
+from sagemeter.engine_registry import ENGINE_PREFIX as ENGINE_PREFIX  # the faces read it here
+from sagemeter.engine_registry import engine_named
 from sagemeter.errors import UserError
+from sagemeter.platforms.registry import bare_target
 from sagemeter.transport.address import parse_address
 
 ACCEPTED_FORMS = (
@@ -174,6 +175,9 @@ class SageMakerTarget:
     the region (given, recorded, AWS_REGION, AWS_DEFAULT_REGION, profile NAME), kept in results
     but not part of the endpoint's identity."""
 
+    # The platform whose endpoints these are (its registry name): what it says of one that runs
+    # already (platforms/registry.py `endpoint_facts`) is asked of it there.
+    platform: ClassVar[str] = "sagemaker"
     name: str
     region: str
     region_source: str = field(default="given", compare=False)
@@ -279,22 +283,18 @@ def _plugin_target(engine: str, spec: str, text: str) -> EngineTarget:
     return plugin.parse(spec, text)
 
 
-def _bare_sagemaker(name: str, text: str) -> SageMakerTarget:
-    """A bare NAME: the region this machine's record says it was placed in (a capacity fallback
-    need not be repeated), else the configured one; the one rule of `sagemeter.sagemaker.region`.
-    Imported here: the SageMaker package (and boto3) sits above targets and loads only for a bare
+def _bare_sagemaker(name: str, text: str) -> Target:
+    """A bare NAME: an endpoint of the platform that places bare names (SageMaker's, in the
+    region this machine placed it, else the configured one), found through the platform
+    registry: the platforms sit above targets, and SageMaker (and boto3) load only for a bare
     endpoint name."""
-    from sagemeter.sagemaker.aws import Aws
-    from sagemeter.sagemaker.region import known_endpoint_region
-
-    choice = known_endpoint_region(name, Aws())
-    if choice is None:
+    found = bare_target(name, text)
+    if found is None:
         raise UserError(
-            f"target {text!r}: no SageMaker endpoint of that name was deployed from here and no "
-            f"AWS region is configured; write {name}@REGION or set AWS_REGION; "
+            f"target {text!r}: no installed platform names endpoints by a bare name; "
             f"accepted forms: {ACCEPTED_FORMS}"
         )
-    return SageMakerTarget(name, choice.region, choice.source)
+    return found
 
 
 def http_target(raw: str) -> OpenAITarget:

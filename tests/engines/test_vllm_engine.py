@@ -31,12 +31,12 @@ import pytest
 from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.engines.hf_export import ensure_export, export_record
 from sagemeter.engines.llamacpp import LocalEngine
-from sagemeter.engines.startup_log import parse_startup_log, parse_vllm_log
 from sagemeter.engines.vllm_install import VllmInstall, find_vllm
 from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.compare import compare_fidelity
 from sagemeter.fidelity.vocabulary import gguf_vocabulary, hf_vocabulary
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
+from sagemeter.startup_log import parse_startup_log, parse_vllm_log
 from sagemeter.transport.client import HttpClient
 from tests.mcp_helpers import alive
 from tests.ray_nodes import descendants

@@ -214,6 +214,9 @@ def test_sources_are_checked_before_anything_is_read(tmp_path: Path, f32_folder:
         (["hf:org/name@"], "revision"),
         (["local:nope"], "unknown checkpoint"),
         (["vllm:not a model"], "vllm:"),
+        (["local:"], "names no checkpoint"),
+        # An engine without the registry's `source` member (cmd:) has no inspect source.
+        (["cmd:python -m server --port {port}"], "no such file or folder"),
         ([str(broken)], "not a safetensors file"),
         ([str(empty)], "no .safetensors or .gguf"),
         ([str(f32_folder / "config.json")], "not a .safetensors or .gguf file"),

@@ -20,7 +20,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.loadgen.prompt_text import VOCABULARY, ExactSizing, block_prompt, own_prompt
-from sagemeter.measure.prompt_tokenizer import BYTES, load_tokenizer
+from sagemeter.prompt_tokenizer import BYTES, load_tokenizer
 from sagemeter.transport.deck import NONCE_DIGITS, nonce_text
 
 TIMING = TruthTiming(ttft_s=0.005, itl_s=0.001, prefix_cache=True)

@@ -102,6 +102,7 @@ def test_a_plugin_platform_deploys_measures_prices_and_deletes(
     assert planned.returncode == 0, planned.stderr
     assert "a calibrate-server on 127.0.0.1 (TTFT 10ms, ITL 2ms)" in planned.stdout
     assert "price of a: $1.5000/h (the loopback's fixed price)" in planned.stdout
+    assert "quota" not in planned.stdout  # the example knows no quota (an optional member)
 
     done = _sagemeter(env, tmp_path, "run", "plan.toml", "--out", "run")
     assert done.returncode in (0, 3), done.stderr  # 3: a figure missing on a busy host

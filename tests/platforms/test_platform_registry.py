@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -14,9 +15,24 @@ from sagemeter.errors import UserError
 from sagemeter.experiment import parse_plan
 from sagemeter.platforms import registry
 from sagemeter.platforms.deployment import Deployment
-from sagemeter.platforms.registry import Platform, platform_named, platform_of, platforms
+from sagemeter.platforms.registry import (
+    KnowsEndpoints,
+    KnowsQuota,
+    NamesEndpoints,
+    Platform,
+    endpoint_facts,
+    platform_named,
+    platform_of,
+    platforms,
+    quota_lines,
+)
 from sagemeter.plugins import load_one
+from sagemeter.redaction import MASK, register_secret
 from sagemeter.sagemaker.plan_table import SageMakerArm
+from sagemeter.sagemaker.platform import Checked, QuotaLine
+from sagemeter.sagemaker.quota import QuotaRow
+from sagemeter.sagemaker.spec import DeploySpec
+from sagemeter.targets import OpenAITarget, SageMakerTarget, parse_target
 
 PACKAGE = Path(registry.__file__).resolve().parents[1]
 PLATFORM_FREE = ("experiment", "compare", "report")
@@ -127,3 +143,66 @@ def test_a_deployment_written_before_platforms_reads_as_sagemakers() -> None:
     # Written again, it has the new shape, which reads back as itself.
     again = Deployment.model_validate(deployment.model_dump())
     assert again == deployment
+
+
+def test_quota_is_an_optional_member_sagemakers_says_what_it_could_not_read() -> None:
+    """The dry run asks each platform for its quota lines through the registry: one without the
+    member (a plug-in's, the loopback example's) has none; SageMaker's without credentials says
+    so, and with no deployed arm of its own says nothing."""
+    plan = parse_plan(
+        'name = "p"\n[[arm]]\nname = "a"\ntarget = "http://127.0.0.1:9"\n'
+        '[[arm]]\nname = "b"\n[arm.sagemaker]\nmodel = "org/m"\n'
+    )
+    assert quota_lines(cast(Platform, _NotAPlatform()), None, plan) == []
+    sagemaker = platform_of("sagemaker")
+    assert isinstance(sagemaker, KnowsQuota)
+    spec = DeploySpec(
+        name="b", model_id="org/m", region="us-east-2", role_arn="arn:aws:iam::123456789012:role/r"
+    )
+    assert quota_lines(sagemaker, Checked(plan, {"b": spec}, None), plan) == [
+        "quota: not checked (no AWS credentials)"
+    ]
+    assert quota_lines(sagemaker, Checked(plan, {}, None), plan) == []
+
+
+def test_a_sagemaker_quota_line_weighs_free_instances_against_the_need() -> None:
+    rows = [
+        QuotaRow(region="us-east-2", instance_type="ml.g6.xlarge", quota=4, free=2),
+        QuotaRow(region="us-east-1", instance_type="ml.g6.xlarge", quota=1, free=1),
+        QuotaRow(region="us-west-2", instance_type="ml.g6.xlarge", error="denied"),
+    ]
+    line = QuotaLine(instance_type="ml.g6.xlarge", needs=2, rows=rows)
+    assert line.text() == (
+        "quota ml.g6.xlarge (needs 2 at once): us-east-2 2 free of 4 ok; "
+        "us-east-1 1 free of 1 too few; us-west-2 ? free of ?"
+    )
+    register_secret("s3cr3t-value-for-quota")
+    failed = QuotaLine(instance_type="ml.g6.xlarge", needs=1, error="token s3cr3t-value-for-quota")
+    assert failed.text() == f"quota ml.g6.xlarge: not checked (token {MASK})"
+
+
+def test_a_bare_name_is_resolved_by_the_platform_that_claims_bare_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """targets asks the platform registry; with no platform claiming bare names, a bare NAME is
+    one line of bad input, never an import of SageMaker."""
+    assert isinstance(platform_of("sagemaker"), NamesEndpoints)
+    monkeypatch.setattr(registry, "platforms", lambda: {})
+    with pytest.raises(UserError, match="no installed platform names endpoints by a bare name"):
+        parse_target("my-endpoint")
+    assert parse_target("my-endpoint@us-east-2") == SageMakerTarget("my-endpoint", "us-east-2")
+
+
+def test_a_running_endpoint_is_described_by_the_platform_its_target_names() -> None:
+    """An arm whose target is a SageMaker endpoint (not deployed by the run) waits for its
+    metrics and speaks no OpenAI API, as SageMaker says through the registry; a URL is no
+    platform's."""
+    assert isinstance(platform_of("sagemaker"), KnowsEndpoints)
+    facts = endpoint_facts(SageMakerTarget("e", "us-east-2"))
+    assert facts is not None
+    assert (facts.waits_for_metrics, facts.speaks_openai, facts.kind) == (
+        True,
+        False,
+        "a SageMaker endpoint",
+    )
+    assert endpoint_facts(OpenAITarget("http://127.0.0.1:9/v1")) is None

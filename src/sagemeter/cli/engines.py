@@ -113,8 +113,8 @@ def run_on_engine(
     with its URL, and stop it whatever happens."""
     from rich.markup import escape
 
+    from sagemeter.engine_registry import StartRequest, engine_of
     from sagemeter.engines.endpoints import WireOptions
-    from sagemeter.engines.registry import StartRequest, engine_of
     from sagemeter.printable import SafeConsole
     from sagemeter.targets import EngineTarget, parse_target
 
@@ -144,7 +144,7 @@ def serve_engine(target: EngineTarget, port: int, startup_timeout_s: float | Non
     from rich.markup import escape
 
     from sagemeter.cli.common import err_console, serve_until_ctrl_c
-    from sagemeter.engines.registry import StartRequest, engine_of
+    from sagemeter.engine_registry import StartRequest, engine_of
 
     engine = engine_of(target)
     engine.check(target)

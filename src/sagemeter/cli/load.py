@@ -255,9 +255,10 @@ def run_load(target: str, o: LoadOptions, again: Callable[[str], None]) -> None:
         return run_on_ray(level, level_started, ray, api_key, watch)
 
     from sagemeter.loadgen.identity import ServerChanged, WatchedRuns
+    from sagemeter.measure.identity import IdentityWatch
 
     # The server's identity, read before the first run and checked after each one.
-    watched = WatchedRuns.opened(settings.target, api_key)
+    watched = WatchedRuns(IdentityWatch.opened(settings.target, api_key))
     try:
         if o.sessions is not None:
             from sagemeter.loadgen.sessions import run_sessions

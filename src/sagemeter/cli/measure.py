@@ -33,7 +33,7 @@ def _settings(
     settings = given.settings(stop, face="cli")
     if tokenizer is None:
         return settings
-    from sagemeter.measure.prompt_tokenizer import check_tokenizer_path
+    from sagemeter.prompt_tokenizer import check_tokenizer_path
 
     return settings.model_copy(update={"tokenizer": str(check_tokenizer_path(tokenizer))})
 

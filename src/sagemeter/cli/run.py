@@ -49,12 +49,11 @@ from sagemeter.experiment import (
     resume_run,
     start_run,
 )
+from sagemeter.experiment.estimate import quotas
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
-from sagemeter.sagemaker.platform import Checked as SageMakerChecked
-from sagemeter.sagemaker.platform import quota_lines
 from sagemeter.sagemaker.redact import redact
 
 EXIT_FAILED = 1
@@ -250,26 +249,10 @@ def _print_estimate(console: Console, plan: Plan, run_dir: Path, planned: Estima
     console.print(f"assumptions: {escape(planned.assumptions)}")
 
 
-def _print_quota(console: Console, plan: Plan, checked: object) -> None:
-    """SageMaker's quotas for the instance types the plan's `[arm.sagemaker]` arms may use."""
-    if not isinstance(checked, SageMakerChecked) or not checked.specs:
-        return
-    if checked.aws is None:
-        console.print("quota: not checked (no AWS credentials)")
-        return
-    for line in quota_lines(plan, checked):
-        if line.error:
-            console.print(f"quota {line.instance_type}: not checked ({escape(redact(line.error))})")
-            continue
-        parts = []
-        for row in line.rows:
-            free = "?" if row.free is None else f"{row.free:g}"
-            quota = "?" if row.quota is None else f"{row.quota:g}"
-            enough = "" if row.free is None else (" ok" if row.free >= line.needs else " too few")
-            parts.append(f"{row.region} {free} free of {quota}{enough}")
-        console.print(
-            f"quota {line.instance_type} (needs {line.needs} at once): {'; '.join(parts)}"
-        )
+def _print_quota(console: Console, plan: Plan, checked: dict[str, object]) -> None:
+    """What the deployed arms need at once against what each platform's account allows."""
+    for line in quotas(plan, checked):
+        console.print(escape(line))
 
 
 def dry_run(
@@ -297,7 +280,7 @@ def dry_run(
     checked = check_ready(plan, fresh=True, need_credentials=False, folder=where)
     planned = estimate(plan, checked)
     _print_estimate(console, plan, out or default_run_dir(plan.name), planned)
-    _print_quota(console, plan, checked.get("sagemaker"))
+    _print_quota(console, plan, checked)
     console.print("nothing was created")
     check_cap(plan, planned)
 
@@ -309,13 +292,17 @@ def run_prepared(
     prepared: Prepared, *, poll_s: float, quiet: bool = False
 ) -> tuple[RunOutcome, int]:
     """Execute with Ctrl-C/SIGTERM handled; print how it ended; the exit code to use."""
+    from sagemeter.report.writer import write_report  # the report step's; loaded for a run only
+
     err = _err()
     stop = StopFlag()
     screen = Screen(err, len(prepared.journal.steps), quiet=quiet)
     signals = SignalStop(stop, err)
     with signals.installed():
         try:
-            outcome = execute(prepared, screen.events(), stop, poll_s=poll_s)
+            outcome = execute(
+                prepared, screen.events(), stop, write_report=write_report, poll_s=poll_s
+            )
         finally:
             screen.close()
     return outcome, report_outcome(outcome, signals.first, err)

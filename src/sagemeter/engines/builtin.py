@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+from sagemeter.engine_registry import Engine, Served, StartRequest
 from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint
 from sagemeter.engines.endpoints import (
     Endpoint,
@@ -26,13 +27,15 @@ from sagemeter.engines.llamacpp import (
     LocalEngine,
     engine_version,
 )
-from sagemeter.engines.registry import Engine, Served, StartRequest
+from sagemeter.engines.sources import local_source, vllm_source
 from sagemeter.engines.vllm_endpoint import max_model_len_for, open_vllm_endpoint
 from sagemeter.engines.vllm_server import START_TIMEOUT_S as VLLM_START_TIMEOUT_S
 from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
 from sagemeter.engines.waiting import wait_line
 from sagemeter.fidelity.vocabulary import gguf_vocabulary
 from sagemeter.inspect.environment_facts import facts_for_environment
+from sagemeter.inspect.hub import HubSource
+from sagemeter.inspect.sources import LocalSource
 from sagemeter.targets import EngineTarget, LocalTarget, VllmTarget, parse_target
 
 
@@ -104,6 +107,9 @@ class LocalEngineEntry:
         assert isinstance(target, LocalTarget)
         resolve_checkpoint(target.checkpoint, derive=False)
 
+    def source(self, spec: str, text: str) -> LocalSource | HubSource:
+        return local_source(spec, text)
+
     def endpoint(
         self, target: EngineTarget, request: StartRequest
     ) -> contextlib.AbstractAsyncContextManager[Endpoint]:
@@ -156,6 +162,9 @@ class VllmEngineEntry:
     def check(self, target: EngineTarget) -> None:
         assert isinstance(target, VllmTarget)
         check_vllm_target(target.checkpoint)
+
+    def source(self, spec: str, text: str) -> LocalSource | HubSource:
+        return vllm_source(spec, text)
 
     def endpoint(
         self, target: EngineTarget, request: StartRequest

@@ -22,15 +22,15 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sagemeter.engine_registry import Engine, StartRequest
 from sagemeter.engines.endpoints import Endpoint, WireOptions, chat_client, process_of
 from sagemeter.engines.launched import LaunchedServer, listed_models, tail
-from sagemeter.engines.registry import Engine, StartRequest
 from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, VLLM_CAUSES, matched_cause
-from sagemeter.engines.startup_log import parse_startup_log
 from sagemeter.engines.waiting import wait_line
 from sagemeter.errors import UserError
 from sagemeter.paths import state_dir
 from sagemeter.results import StartupFacts
+from sagemeter.startup_log import parse_startup_log
 from sagemeter.targets import PORT_MARK, CommandTarget, EngineTarget, masked_words, parse_command
 
 START_TIMEOUT_S = 600.0  # a server that loads a model from disk; --startup-timeout changes it

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sagemeter import sagemaker as backend
+from sagemeter.engine_registry import StartRequest, engine_of
 from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT
-from sagemeter.engines.registry import StartRequest, engine_of
 from sagemeter.results import StartupFacts
 from sagemeter.results.fidelity_record import Vocabulary
 from sagemeter.sagemaker import placed_elsewhere

@@ -24,11 +24,11 @@ from types import TracebackType
 from sagemeter.atomic import open_output
 from sagemeter.engines.checkpoints import Checkpoint
 from sagemeter.engines.startup_causes import LLAMACPP_CAUSES, failure_cause, start_failed
-from sagemeter.engines.startup_log import parse_llamacpp_log
 from sagemeter.errors import EngineError, UserError
 from sagemeter.parentwatch import child_env
 from sagemeter.paths import state_dir
 from sagemeter.results import StartupFacts
+from sagemeter.startup_log import parse_llamacpp_log
 
 DEFAULT_PARALLEL_SLOTS = 16
 # One context per slot wherever the engine starts (`serve`, `measure local:`, the MCP face), so a

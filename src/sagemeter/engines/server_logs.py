@@ -12,9 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from sagemeter.engines.startup_log import parse_startup_log
 from sagemeter.errors import UserError
 from sagemeter.results import StartupFacts
+from sagemeter.startup_log import parse_startup_log
 from sagemeter.targets import OpenAITarget, Target
 from sagemeter.textfiles import read_log
 

@@ -30,11 +30,11 @@ from sagemeter.engines.launched import (
     tail,
 )
 from sagemeter.engines.startup_causes import VLLM_CAUSES, matched_cause
-from sagemeter.engines.startup_log import parse_vllm_log
 from sagemeter.engines.vllm_install import MANAGED_ORIGIN, VllmInstall, require_vllm
 from sagemeter.errors import UserError
 from sagemeter.paths import cache_dir, state_dir
 from sagemeter.results import StartupFacts
+from sagemeter.startup_log import parse_vllm_log
 
 __all__ = ["VllmServer", "free_port", "prepare_server"]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sagemeter.engines.registry import engine_in
-from sagemeter.experiment.plan import Arm, Plan, is_sagemaker_arm
+from sagemeter.engine_registry import engine_in
+from sagemeter.experiment.plan import Arm, Plan, arm_facts, deployed_by_platform
 from sagemeter.experiment.steps import StepSpec, Visit, plan_steps
 from sagemeter.experiment.stop_estimate import most_batches, most_pairs, stop_notes
 from sagemeter.measure.workflow import selected_questions, total_requests
-from sagemeter.platforms.registry import Price, platform_of
+from sagemeter.platforms.registry import Price, platform_of, quota_lines
 from sagemeter.settings import MeasureSettings
 
 REQUEST_ALLOWANCE_S = 0.1  # time to first token and the call's own cost, per request sent alone
@@ -80,11 +80,8 @@ def metrics_wait_seconds(arm: Arm, settings: MeasureSettings) -> float:
     """An arm whose platform keeps its own metrics (SageMaker's CloudWatch) is waited for, at
     most this long, after its measure (the estimate counts the whole wait: the endpoint bills
     through it)."""
-    if arm.platform is not None:
-        waits = platform_of(arm.platform).facts(arm).waits_for_metrics
-    else:
-        waits = is_sagemaker_arm(arm)
-    return settings.metrics_wait_s if waits else 0.0
+    facts = arm_facts(arm)
+    return settings.metrics_wait_s if facts is not None and facts.waits_for_metrics else 0.0
 
 
 def start_seconds(arm: Arm) -> float:
@@ -99,6 +96,17 @@ def arm_price(plan: Plan, arm: Arm, checked: dict[str, object]) -> Price:
     most it may be placed at)."""
     assert arm.platform is not None
     return platform_of(arm.platform).price(checked[arm.platform], arm, plan.price_per_hour)
+
+
+def quotas(plan: Plan, checked: dict[str, object]) -> list[str]:
+    """The dry run's quota lines: each deployed arm's platform (through the registry) says what
+    its arms need at once against what the account allows; a platform that knows no quota, or
+    whose check found nothing, says nothing."""
+    lines: list[str] = []
+    for name in deployed_by_platform(plan):
+        if name in checked:
+            lines += quota_lines(platform_of(name), checked[name], plan)
+    return lines
 
 
 def _creates(plan: Plan, step: StepSpec, checked: dict[str, object]) -> str:

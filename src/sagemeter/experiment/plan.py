@@ -41,14 +41,13 @@ from sagemeter.limits import (
 )
 from sagemeter.options.measure import MeasureOptions, SpeedStop
 from sagemeter.options.slo import SloOptions
-from sagemeter.platforms.registry import platform_named, platform_of
+from sagemeter.platforms.registry import Facts, endpoint_facts, platform_named, platform_of
 from sagemeter.questions import builtin_sets, load_question_set
 from sagemeter.settings import (
     MeasureSettings,
 )
 from sagemeter.targets import (
     CommandTarget,
-    SageMakerTarget,
     Target,
     parse_target,
 )
@@ -665,20 +664,22 @@ def deployed_by_platform(plan: Plan) -> dict[str, list[Arm]]:
 
 def _not_openai(arm: Arm) -> str | None:
     """What an arm is when it does not answer OpenAI's API (Ray batches and an SLO search need
-    it): a SageMaker endpoint target, or a platform's that says so; None when it does."""
+    it), as its platform says (a deployed arm's, or a platform's endpoint target such as a
+    SageMaker endpoint); None when it does."""
+    facts = arm_facts(arm)
+    return None if facts is None or facts.speaks_openai else facts.kind
+
+
+def arm_facts(arm: Arm) -> Facts | None:
+    """What the arm's platform says of it: a deployed arm's, else that of the platform whose
+    endpoint its target is; None for a target of no platform (or one that does not parse,
+    which is said elsewhere)."""
     if arm.platform is not None:
-        facts = platform_of(arm.platform).facts(arm)
-        return None if facts.speaks_openai else facts.kind
-    return "a SageMaker endpoint" if is_sagemaker_arm(arm) else None
-
-
-def is_sagemaker_arm(arm: Arm) -> bool:
-    """An arm whose target is a SageMaker endpoint (a target that does not parse is said
-    elsewhere)."""
+        return platform_of(arm.platform).facts(arm)
     try:
-        return isinstance(arm.parsed_target(), SageMakerTarget)
+        return endpoint_facts(arm.parsed_target())
     except UserError:
-        return False
+        return None
 
 
 def _order_problem(order: str, arms: int) -> str | None:

@@ -15,7 +15,9 @@ folder's journal instead, after checking that its plan.toml and input files are 
   whose result is incomplete ends `incomplete` and the run goes on to combine and report: a run
   never loops on it. The journal's `measured` keeps the time order the results were written in.
 - delete: the platform deletes whatever the deploy left.
-- combine and report: `sagemeter.compare.combine` and `sagemeter.report.writer.write_report`.
+- combine and report: `sagemeter.compare.combine`, and the report writer the face hands to
+  `execute` (`sagemeter.report.writer.write_report`: report sits above this package and reads
+  its journals).
 
 A stop (Ctrl-C, SIGTERM, the spend cap, a cancelled MCP call) or a failed step ends the step in
 progress, then deletes everything the run created that may still exist, waiting out an endpoint
@@ -445,21 +447,34 @@ def _measured(run_dir: Path, name: str) -> bool:
 # --------------------------------------------------------------------------- the run
 
 
+ReportWriter = Callable[[Path], Sequence[object]]  # a run folder -> the files written
+
+
 def execute(
     prepared: Prepared,
     events: RunEvents | None = None,
     stop: StopFlag | None = None,
     *,
+    write_report: ReportWriter,
     poll_s: float = DEFAULT_POLL_S,
 ) -> RunOutcome:
     """Run every step not yet done; whatever happens, leave nothing the run made billing
-    (unless `Abandoned`, when the outcome says what is left)."""
+    (unless `Abandoned`, when the outcome says what is left). `write_report` is the report
+    step's writer (`sagemeter.report.writer.write_report`)."""
     with run_lock(prepared.run_dir):
-        return _Run(prepared, events or RunEvents(), stop or StopFlag(), poll_s).run()
+        run = _Run(prepared, events or RunEvents(), stop or StopFlag(), poll_s, write_report)
+        return run.run()
 
 
 class _Run:
-    def __init__(self, prepared: Prepared, events: RunEvents, stop: StopFlag, poll_s: float):
+    def __init__(
+        self,
+        prepared: Prepared,
+        events: RunEvents,
+        stop: StopFlag,
+        poll_s: float,
+        write_report: ReportWriter,
+    ):
         self.plan = prepared.plan
         self.run_dir = prepared.run_dir
         self.journal = prepared.journal
@@ -468,6 +483,7 @@ class _Run:
         self.events = events
         self.stop = stop
         self.poll_s = poll_s
+        self.write_report = write_report
         self.steps = plan_steps(self.plan)
         self.settings = self.plan.settings()
         self.requests = total_requests(
@@ -640,11 +656,7 @@ class _Run:
                 self._skip(record, "done before")
                 return
             self._begin(record)
-            # Here, not at the top: report.runs reads journals through this package, so a
-            # report module imported first (`sagemeter report`) would find itself half-made.
-            from sagemeter.report.writer import write_report
-
-            written = write_report(self.run_dir)
+            written = self.write_report(self.run_dir)
             self._done(record, f"wrote {len(written)} files")
 
     # ------------------------------------------------------------------ measuring

@@ -7,6 +7,9 @@ vllm:CHECKPOINT             what `vllm serve` would load: a packaged checkpoint'
                             export (its GGUF until the export is made), a .gguf file or a folder
                             on this machine, or ORG/NAME on the Hub
 hf:ORG/NAME[@REVISION]      a Hub model, its headers read by range requests
+
+An `ENGINE:SPEC` source is what that engine says it would load (the engine registry's optional
+`source` member; local: and vllm: in engines/sources.py), so this package knows no engine.
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagemeter.engines.checkpoints import CHECKPOINT_NAMES, resolve_checkpoint
-from sagemeter.engines.hf_export import current_export, planned_model
+from sagemeter.engine_registry import ReadsSources, engine_in
 from sagemeter.errors import UserError
 from sagemeter.inspect.gguf_file import read_gguf
-from sagemeter.inspect.hub import REPO_ID, HubSource, parse_hub_source, read_hub
+from sagemeter.inspect.hub import HubSource, parse_hub_source, read_hub
 from sagemeter.inspect.safetensors_files import read_safetensors, shard_names
 from sagemeter.inspect.table import TensorTable
 
@@ -49,75 +51,20 @@ def parse_source(text: str) -> Source:
     raw = text.strip()
     if raw.startswith("hf:"):
         return Source(raw, parse_hub_source(raw))
-    if raw.startswith("local:"):
-        return Source(raw, _local_checkpoint(raw.removeprefix("local:").strip(), raw))
-    if raw.startswith("vllm:"):
-        name = raw.removeprefix("vllm:").strip()
-        if name in CHECKPOINT_NAMES or name.endswith(".gguf"):
-            return Source(raw, _vllm_export(name, raw))
-        if Path(name).expanduser().exists():
-            return Source(raw, _local_path(Path(name).expanduser(), raw))
-        if REPO_ID.match(name.partition("@")[0]):
-            return Source(raw, parse_hub_source(f"hf:{name}"))
-        raise UserError(
-            f"{text!r}: give vllm: smollm2-f32, a .gguf file, a local checkpoint folder "
-            "or a Hub ORG/NAME"
-        )
+    engine = engine_in(raw)
+    if isinstance(engine, ReadsSources):  # local:, vllm: (engines/sources.py), a plug-in's
+        return Source(raw, engine.source(raw.partition(":")[2].strip(), raw))
     if not raw:
         raise UserError(f"an empty source; give {ACCEPTED}")
     path = Path(raw).expanduser()
     if not path.exists():
         raise UserError(f"{text!r}: no such file or folder; give {ACCEPTED}")
-    return Source(raw, _local_path(path, raw))
+    return Source(raw, local_path(path, raw))
 
 
-def _local_checkpoint(name: str, text: str) -> LocalSource:
-    if not name:
-        raise UserError(f"{text!r} names no checkpoint")
-    checkpoint = resolve_checkpoint(name, derive=False)
-    if not checkpoint.path.is_file():
-        raise UserError(
-            f"{text}: the checkpoint is not derived yet; run `sagemeter checkpoints --prepare`"
-        )
-    return LocalSource("gguf", (checkpoint.path,), checkpoint.path.parent)
-
-
-def _vllm_export(name: str, text: str) -> LocalSource:
-    """The Hugging Face export `vllm:` serves of a GGUF; for the packaged F32 checkpoint, the
-    GGUF itself until the export is made.
-
-    Nothing is derived, exported or downloaded. The export stores every weight at 32 bits
-    (checked bit for bit when it is made), so until then the packaged F32 GGUF's tensor table is
-    the export's. A GGUF of the user's may be stored otherwise: it is refused until its export
-    exists rather than shown as what vLLM reads.
-    """
-    model = planned_model(name)
-    source = model.source
-    if source is None:  # a folder that happens to end in .gguf
-        return _local_path(model.folder, text)
-    if not source.path.is_file():
-        raise UserError(
-            f"{text}: vLLM serves an export of local:{name}, which is not derived yet; "
-            "run `sagemeter checkpoints --prepare`"
-        )
-    folder = current_export(model)
-    if folder is not None:
-        read = _local_path(folder, text)
-        note = f"the Hugging Face export vLLM serves, made from {source.path.name}"
-        return LocalSource(read.format, read.paths, read.folder, (note,))
-    if name not in CHECKPOINT_NAMES:
-        raise UserError(
-            f"{text}: vLLM serves a 32-bit Hugging Face export of this file, not made yet (the "
-            f"first run of the target makes it); `inspect {source.path}` reads the file as stored"
-        )
-    note = (
-        f"read from {source.path.name}: vLLM serves a Hugging Face export of it (the same "
-        "weights, F32), not made yet; the first run of this target makes it"
-    )
-    return LocalSource("gguf", (source.path,), source.path.parent, (note,))
-
-
-def _local_path(path: Path, text: str) -> LocalSource:
+def local_path(path: Path, text: str) -> LocalSource:
+    """A file or folder on this machine as a source: one GGUF file, or a checkpoint's
+    safetensors (a sharded folder with its index)."""
     if path.is_file():
         if path.suffix == ".gguf":
             return LocalSource("gguf", (path,), path.parent)

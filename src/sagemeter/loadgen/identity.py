@@ -11,12 +11,12 @@ saw the first server are kept as they were measured; the reason names what chang
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from sagemeter.loadgen.loadrun import run_label
 from sagemeter.loadgen.result import LoadResult
 from sagemeter.loadgen.settings import LoadSettings
-from sagemeter.measure.identity import IdentityWatch
+from sagemeter.results.server_identity import ServerIdentity
 
 PREFIX = "server identity: "
 
@@ -46,18 +46,23 @@ def with_change(result: Result, reason: str) -> Result:
     )
 
 
+class IdentityCheck(Protocol):
+    """What the runs need of the server-identity watch (measure/identity.py's `IdentityWatch`,
+    which sits above the load generator and hands itself in)."""
+
+    changed: str | None  # what changed, once a check saw another server
+
+    def check_blocking(self, label: str, between: str) -> str | None: ...
+
+    def record(self) -> ServerIdentity | None: ...
+
+
 class WatchedRuns:
-    """Runs load runs between identity checks of one `IdentityWatch` (already opened)."""
+    """Runs load runs between identity checks of one watch, already opened
+    (`IdentityWatch.opened(target)` for a watch of an `http://HOST:PORT[/v1]` target)."""
 
-    def __init__(self, watch: IdentityWatch) -> None:
+    def __init__(self, watch: IdentityCheck) -> None:
         self.watch = watch
-
-    @classmethod
-    def opened(cls, target: str, api_key: str | None = None) -> WatchedRuns:
-        """A watch of `target` (`http://HOST:PORT[/v1]`), its identity read before any run."""
-        watch = IdentityWatch(target, api_key)
-        watch.open_blocking()
-        return cls(watch)
 
     def run(self, runner: Callable[[LoadSettings], Result], settings: LoadSettings) -> Result:
         """One run, then the check; a change raises ServerChanged holding the run made invalid."""

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sagemeter.errors import UserError
-from sagemeter.measure.prompt_tokenizer import PromptTokenizer
+from sagemeter.prompt_tokenizer import PromptTokenizer
 
 _VOCABULARY_TEXT = (
     "the river ran past old stone walls where children played in long evening light and "

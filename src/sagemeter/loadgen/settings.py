@@ -22,7 +22,7 @@ from sagemeter.limits import (
 )
 from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.loadgen.trace import read_trace_cached
-from sagemeter.measure.prompt_tokenizer import check_tokenizer_path, tokenizer_at
+from sagemeter.prompt_tokenizer import check_tokenizer_path, tokenizer_at
 from sagemeter.transport.pool import available_cores
 from sagemeter.transport.request import DEFAULT_PROMPT
 

@@ -41,7 +41,7 @@ from sagemeter.loadgen.result import LengthSizing, Workload
 from sagemeter.loadgen.schedule import gamma_schedule, trace_schedule
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.loadgen.trace import BLOCK_TOKENS, read_trace_cached
-from sagemeter.measure.prompt_tokenizer import tokenizer_at
+from sagemeter.prompt_tokenizer import tokenizer_at
 from sagemeter.request_record import RequestRecord
 from sagemeter.transport.address import ServerAddress
 from sagemeter.transport.client import HttpClient

@@ -309,6 +309,8 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
         return reply(text + (f"\na run would stop here: {problem}" if problem else ""), answer)
 
     async def _execute(ctx: Context[Any, Any], prepared: Prepared) -> RunOutcome:
+        from sagemeter.report.writer import write_report  # the run's report step
+
         stop = StopFlag()
         async with Relay(ctx) as relay:
             ticks = _Ticks(relay, asyncio.get_running_loop())
@@ -317,7 +319,13 @@ def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
 
             def work() -> RunOutcome:
                 try:
-                    return execute(prepared, ticks.events(), stop, poll_s=config.poll_s)
+                    return execute(
+                        prepared,
+                        ticks.events(),
+                        stop,
+                        write_report=write_report,
+                        poll_s=config.poll_s,
+                    )
                 finally:
                     finished.set()
 

@@ -227,7 +227,7 @@ def plan(config: ServerConfig, given: Plan, source: str, *, resumed: bool = Fals
 def require_commands(config: ServerConfig, target: str) -> None:
     """Refuse a target whose engine runs a command line the caller wrote (`cmd:`), unless the
     user started the server allowing it: an assistant must not run programs on its own."""
-    from sagemeter.engines.registry import engine_in
+    from sagemeter.engine_registry import engine_in
 
     engine = engine_in(target)
     if engine is not None and engine.runs_commands and not config.allow_commands:

@@ -89,6 +89,7 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
         from sagemeter.loadgen.operating_point import search_operating_point
         from sagemeter.loadgen.settings import LoadSettings
         from sagemeter.loadgen.tables import probe_line
+        from sagemeter.measure.identity import IdentityWatch
         from sagemeter.targets import http_target
 
         text = target.strip()
@@ -121,7 +122,7 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
                     check()  # a cancelled call stops between probes
 
                 # The server's identity, read first and checked after every probe.
-                runs = WatchedRuns.opened(settings.target)
+                runs = WatchedRuns(IdentityWatch.opened(settings.target))
                 found = search_operating_point(
                     settings,
                     lambda level, stop: runs.run(

@@ -222,6 +222,14 @@ class IdentityWatch:
         """`open` from code without an event loop (a thread, the `load` command)."""
         asyncio.run(self.open())
 
+    @classmethod
+    def opened(cls, target: str, api_key: str | None = None) -> IdentityWatch:
+        """A watch of `target` (`http://HOST:PORT[/v1]`), its identity read before any run
+        (`load`'s runs: loadgen/identity.py's `WatchedRuns`)."""
+        watch = cls(target, api_key)
+        watch.open_blocking()
+        return watch
+
     def check_blocking(self, label: str, between: str) -> str | None:
         """`check_at` from code without an event loop."""
         if self.changed is not None or self.first is None:

@@ -9,7 +9,7 @@ Three rules keep the figure honest:
   (vLLM's blocks, llama.cpp's slot reuse) serves any part of it beyond the chat template.
 - Prompt lengths are the server's own count (`usage.prompt_tokens`): the text is sized from two
   probes' counts, and each reply's own count goes into the figure. A server that gives no count
-  is counted by the model's own tokenizer where sagemeter knows it (measure/prompt_tokenizer.py:
+  is counted by the model's own tokenizer where sagemeter knows it (prompt_tokenizer.py:
   the checkpoint it started, or `--tokenizer`), else leaves no figure (never a guessed one),
   with the reason.
 - Repeats alternate short and long (drift hits both alike); a reply far slower than the fastest
@@ -34,9 +34,9 @@ from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
 from sagemeter.measure.figure_samples import prefill_samples
-from sagemeter.measure.prompt_tokenizer import PromptTokenizer, load_tokenizer
 from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.stats import CpuClock, client_share, median
+from sagemeter.prompt_tokenizer import PromptTokenizer, load_tokenizer
 from sagemeter.request_record import RequestRecord
 from sagemeter.results import PrefillDetail, PrefixCacheCheck
 from sagemeter.transport.chat import ChatClient, ChatRequest

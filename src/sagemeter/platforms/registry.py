@@ -138,6 +138,62 @@ class Platform(Protocol):
         ...
 
 
+@runtime_checkable
+class KnowsQuota(Protocol):
+    """A platform's optional member: its account's limits on what the arms need. A platform
+    without it has no quota known, and the dry run says nothing of quotas for its arms."""
+
+    def quota(self, checked: object, plan: Plan) -> list[str]:
+        """For the dry run, one line per limit: what this platform's arms (those `check` saw)
+        need at once against what the account allows, or why it could not be read. A read for
+        information only: it never raises for what it could not read."""
+        ...
+
+
+@runtime_checkable
+class KnowsEndpoints(Protocol):
+    """A platform's optional member: what it says of one of its endpoints that runs already, an
+    arm's `target` (a target class naming it by `platform`), as `facts` says of a deployed arm."""
+
+    def endpoint_facts(self, target: Target) -> Facts: ...
+
+
+def endpoint_facts(target: Target) -> Facts | None:
+    """What the platform whose endpoint `target` is says of it; None for a target of no
+    platform (a URL, an engine's) or of a platform that says nothing of running endpoints."""
+    name = getattr(target, "platform", None)
+    if not isinstance(name, str):
+        return None
+    platform = platform_of(name)
+    return platform.endpoint_facts(target) if isinstance(platform, KnowsEndpoints) else None
+
+
+@runtime_checkable
+class NamesEndpoints(Protocol):
+    """A platform's optional member: what a bare endpoint NAME (no scheme, no `ENGINE:`, no
+    `@REGION`) names on it. One platform claims bare names (sagemeter's own: SageMaker's)."""
+
+    def bare_target(self, name: str, text: str) -> Target:
+        """The endpoint `name` names (`text`: the target as written, for a UserError)."""
+        ...
+
+
+def bare_target(name: str, text: str) -> Target | None:
+    """What a bare endpoint NAME names, asked of the first installed platform that knows bare
+    names; None when none does (`sagemeter.targets` parses every other form itself)."""
+    for platform in platforms().values():
+        if isinstance(platform, NamesEndpoints):
+            return platform.bare_target(name, text)
+    return None
+
+
+def quota_lines(platform: Platform, checked: object, plan: Plan) -> list[str]:
+    """The platform's quota lines for the dry run; none when it knows no quota."""
+    if isinstance(platform, KnowsQuota):
+        return platform.quota(checked, plan)
+    return []
+
+
 @functools.cache
 def _loaded() -> dict[str, Platform | str]:
     """Every platform installed by table name, or the one line saying why one cannot load."""

@@ -306,7 +306,3 @@ def aws_errors(
         raise
     except (ClientError, BotoCoreError) as exc:
         raise explain(exc, action, region, service) from None
-
-
-def is_aws_error(exc: BaseException) -> bool:
-    return isinstance(exc, (ClientError, BotoCoreError))

@@ -19,12 +19,12 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
-from sagemeter.engines.startup_log import parse_vllm_log
 from sagemeter.errors import UserError
 from sagemeter.results import StartupFacts
 from sagemeter.sagemaker.aws import Aws, aws_errors, error_code
 from sagemeter.sagemaker.ledger import Ledger
 from sagemeter.sagemaker.redact import redact
+from sagemeter.startup_log import parse_vllm_log
 
 # CloudWatch filter syntax: `?term` ORs terms; quoted terms match the phrase as written.
 STARTUP_FILTER = (

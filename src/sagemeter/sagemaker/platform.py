@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,7 +38,9 @@ from sagemeter.sagemaker.plan_arms import (
 )
 from sagemeter.sagemaker.plan_table import SageMakerArm
 from sagemeter.sagemaker.pricing import try_hourly_price
-from sagemeter.targets import SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target
+from sagemeter.sagemaker.redact import redact
+from sagemeter.sagemaker.region import known_endpoint_region
+from sagemeter.targets import ACCEPTED_FORMS, SAGEMAKER_ENDPOINT_NAME, SageMakerTarget, Target
 
 if TYPE_CHECKING:
     from sagemeter.experiment.plan import Arm, Plan
@@ -79,6 +81,19 @@ class QuotaLine(BaseModel):
     needs: int
     rows: list[sm.QuotaRow] = Field(default_factory=list)
     error: str | None = None
+
+    def text(self) -> str:
+        """The dry run's line: each region's free instances against the quota, and whether
+        they are enough."""
+        if self.error:
+            return f"quota {self.instance_type}: not checked ({redact(self.error)})"
+        parts = []
+        for row in self.rows:
+            free = "?" if row.free is None else f"{row.free:g}"
+            quota = "?" if row.quota is None else f"{row.quota:g}"
+            enough = "" if row.free is None else (" ok" if row.free >= self.needs else " too few")
+            parts.append(f"{row.region} {free} free of {quota}{enough}")
+        return f"quota {self.instance_type} (needs {self.needs} at once): {'; '.join(parts)}"
 
 
 @contextmanager
@@ -189,8 +204,12 @@ class SageMakerPlatform:
         )
 
     def facts(self, arm: Arm) -> Facts:
+        return replace(self.endpoint_facts(None), predicted_decode=table_of(arm).predicted_decode)
+
+    def endpoint_facts(self, target: Target | None) -> Facts:
+        """A SageMaker endpoint, deployed by the run or running already: the measure waits for
+        its CloudWatch metrics, and it answers through the runtime API, not OpenAI's."""
         return Facts(
-            predicted_decode=table_of(arm).predicted_decode,
             waits_for_metrics=True,
             speaks_openai=False,
             kind="a SageMaker endpoint",
@@ -332,6 +351,29 @@ class SageMakerPlatform:
         if record.region is None:
             raise UserError(f"{deployment.result}: its endpoint was never placed")
         return SageMakerTarget(record.endpoint, record.region, "recorded")
+
+    def bare_target(self, name: str, text: str) -> Target:
+        """A bare NAME is a SageMaker endpoint: in the region this machine's record says it was
+        placed in (a capacity fallback need not be repeated), else the configured one; the one
+        rule of `sagemeter.sagemaker.region`."""
+        choice = known_endpoint_region(name, sm.Aws())
+        if choice is None:
+            raise UserError(
+                f"target {text!r}: no SageMaker endpoint of that name was deployed from here and "
+                f"no AWS region is configured; write {name}@REGION or set AWS_REGION; "
+                f"accepted forms: {ACCEPTED_FORMS}"
+            )
+        return SageMakerTarget(name, choice.region, choice.source)
+
+    def quota(self, checked: object, plan: Plan) -> list[str]:
+        """Per instance type the arms may be placed on: how many they need at once, and the
+        quota and free instances in each region they may use (Service Quotas)."""
+        assert isinstance(checked, Checked)
+        if not checked.specs:
+            return []
+        if checked.aws is None:
+            return ["quota: not checked (no AWS credentials)"]
+        return [line.text() for line in quota_lines(plan, checked)]
 
     def left_running(self, deployment: Deployment) -> str:
         return f"`sagemeter sagemaker delete {deployment.target}`"

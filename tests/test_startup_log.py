@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from sagemeter.engines.llamacpp import LocalEngine
-from sagemeter.engines.startup_log import (
+from sagemeter.startup_log import (
     parse_llamacpp_log,
     parse_sglang_log,
     parse_startup_log,

@@ -24,7 +24,7 @@ from sagemeter.calibrate.faults import Faults
 from sagemeter.engines.checkpoints import shipped_q4_path
 from sagemeter.errors import UserError
 from sagemeter.measure.prefill import FILLER, measure_prefill, prompt_text
-from sagemeter.measure.prompt_tokenizer import BYTES, load_tokenizer
+from sagemeter.prompt_tokenizer import BYTES, load_tokenizer
 from sagemeter.results import PrefillDetail
 from sagemeter.transport.openai import OpenAIChat
 
