@@ -135,6 +135,12 @@ def engine_named(name: str) -> Engine | None:
     return engine
 
 
+def started_here(backend: str) -> bool:
+    """Whether a result's backend is an installed engine's (`local`, `vllm`, `cmd`, a plug-in's):
+    a server sagemeter started on the measuring host, so the host's facts are the server's."""
+    return backend in engines()
+
+
 def engine_in(text: str) -> Engine | None:
     """The engine a target string names by its prefix (`cmd:…` → cmd), if one is installed;
     None for other forms (URLs, SageMaker names)."""

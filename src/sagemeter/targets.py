@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
@@ -191,6 +191,12 @@ class SageMakerTarget:
 
 
 Target = OpenAITarget | EngineTarget | SageMakerTarget
+
+
+def run_in(target: Target, folder: str) -> Target:
+    """`target` started in `folder` when it is a command sagemeter runs (`cmd:`: its relative
+    paths then mean what a plan's do); any other target as it is."""
+    return replace(target, cwd=folder) if isinstance(target, CommandTarget) else target
 
 
 def parse_command(spec: str, text: str) -> CommandTarget:

@@ -11,6 +11,7 @@ from typing import cast
 
 import pytest
 
+from sagemeter.engine_registry import engines
 from sagemeter.errors import UserError
 from sagemeter.experiment import parse_plan
 from sagemeter.platforms import registry
@@ -60,6 +61,47 @@ def test_the_run_compare_and_report_import_no_platform() -> None:
     assert len(modules) > 20  # the walk found the packages
     offenders = [hit for path in modules for hit in _imports_sagemaker(path)]
     assert offenders == []
+
+
+# What naming a platform or an engine in code looks like: its target class, or its name compared
+# as a literal (`backend == "sagemaker"`, `backend in ("local", "vllm", "cmd")`).
+_NAMED_CLASSES = frozenset({"SageMakerTarget", "EngineTarget", "CommandTarget"})
+
+
+def _names_a_platform_or_engine(path: Path) -> list[str]:
+    """Each use of a platform's or engine's target class, and each string literal that is exactly
+    a platform's or an engine's name (messages that mention one are prose, not a branch)."""
+    names = {"sagemaker", *engines()}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        named = (
+            (isinstance(node, ast.Name) and node.id in _NAMED_CLASSES)
+            or (isinstance(node, ast.Attribute) and node.attr in _NAMED_CLASSES)
+            or (isinstance(node, ast.Constant) and node.value in names)
+        )
+        if named:
+            found.append(f"{path}:{getattr(node, 'lineno', '?')}")
+    return found
+
+
+def test_the_run_compare_and_report_name_no_platform_or_engine() -> None:
+    """They ask the registries (`started_here`, `platform_named`, `endpoint_facts`) instead of
+    branching on a name, so a plug-in engine or platform is treated as a built-in one is."""
+    modules = [path for folder in PLATFORM_FREE for path in (PACKAGE / folder).rglob("*.py")]
+    offenders = [hit for path in modules for hit in _names_a_platform_or_engine(path)]
+    assert offenders == []
+
+
+def test_the_name_walk_sees_a_branch_on_a_name(tmp_path: Path) -> None:
+    forms = [
+        'def f(b):\n    return b == "sagemaker"\n',
+        'def f(b):\n    return b in ("local", "cmd")\n',
+        "def f(t):\n    return isinstance(t, SageMakerTarget)\n",
+    ]
+    for index, text in enumerate(forms):
+        probe = tmp_path / f"named_{index}.py"
+        probe.write_text(text)
+        assert _names_a_platform_or_engine(probe), text
 
 
 def test_the_ast_walk_sees_each_form_of_import(tmp_path: Path) -> None:

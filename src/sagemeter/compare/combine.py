@@ -45,6 +45,7 @@ from sagemeter.figures import problems as figure_problems
 from sagemeter.figures.builtin import KV_CACHE, SLO_FIGURES, WEIGHTS
 from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
 from sagemeter.measure.figure_samples import speed_samples
+from sagemeter.platforms.registry import platform_named
 from sagemeter.results import (
     Interval,
     MeasureResult,
@@ -505,20 +506,27 @@ def no_shared_answer(a: MeasureResult, b: MeasureResult) -> str | None:
 def recorded_price(
     paths: list[Path], results: list[MeasureResult]
 ) -> tuple[float | None, list[str]]:
-    """Without --price-per-hour: the hourly price SageMaker results recorded at deploy (that of
-    the instance type placed), when they agree; else None and why there are no cost rows.
+    """Without --price-per-hour: the hourly price results measured on a platform's endpoint
+    recorded at deploy (that of the instance type placed), when they agree; else None and why
+    there are no cost rows.
 
-    Results of other backends record no price; for them nothing is said, as before.
+    A result is a platform's when its backend names an installed platform (SageMaker's
+    `sagemaker`); results of engines and plain servers record no price, and for them nothing is
+    said, as before.
     """
     recorded = [
         (path.name, r.detail.environment.server)
         for path, r in zip(paths, results, strict=True)
-        if r.detail is not None and r.detail.environment.backend == "sagemaker"
+        if r.detail is not None and platform_named(r.detail.environment.backend) is not None
     ]
     if not recorded:
         return None, []
     if len(recorded) < len(results):
-        return None, ["no cost rows: only some files are SageMaker results; pass --price-per-hour"]
+        kinds = sorted({r.detail.environment.backend for r in results if r.detail is not None})
+        return None, [
+            f"no cost rows: only some files are results of a platform's endpoint "
+            f"({', '.join(kinds)}); pass --price-per-hour"
+        ]
     missing = [
         f"{name}: {server.get('price_note') or 'no price recorded'}"
         for name, server in recorded

@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from sagemeter.engine_registry import started_here
 from sagemeter.results import Environment, MeasureResult
-
-# Backends whose server ran on the measuring host, so host_cpu / host_cores describe the server.
-LOCAL_BACKENDS = frozenset({"local", "vllm", "cmd"})  # servers started on this host
 
 HARDWARE = "a speed ratio between them is partly the hardware's, not the checkpoints'"
 SOFTWARE = "a ratio between them is partly the server software's, not the checkpoints'"
@@ -47,7 +45,7 @@ def _host(read: Callable[[Environment], object]) -> Callable[[Environment], str 
 
     def fact(env: Environment) -> str | None:
         value = read(env)
-        return str(value) if env.backend in LOCAL_BACKENDS and value is not None else None
+        return str(value) if started_here(env.backend) and value is not None else None
 
     return fact
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,11 +45,7 @@ from sagemeter.questions import builtin_sets, load_question_set
 from sagemeter.settings import (
     MeasureSettings,
 )
-from sagemeter.targets import (
-    CommandTarget,
-    Target,
-    parse_target,
-)
+from sagemeter.targets import Target, parse_target, run_in
 from sagemeter.textfiles import PLAN_CAP, decode_utf8, read_capped
 
 INTERLEAVED = "interleaved"
@@ -517,8 +512,8 @@ def _ready_problems(
         try:
             target = arm.target if base is None else anchored_target(arm.target, base)
             parsed = parse_target(target)
-            if isinstance(parsed, CommandTarget) and base is not None:
-                parsed = replace(parsed, cwd=str(base))  # where the run starts it
+            if base is not None:
+                parsed = run_in(parsed, str(base))  # where the run starts it
             check_target(parsed)
         except UserError as exc:
             problems.append(f'arm "{arm.name}".target: {exc}')

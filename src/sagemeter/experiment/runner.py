@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -98,7 +98,7 @@ from sagemeter.measure.workflow import (
 from sagemeter.platforms.deployment import Deployment, parse_utc, utc_now
 from sagemeter.platforms.registry import CheckProblems, Hooks, Platform, platform_of
 from sagemeter.results import MeasureResult, load_result, result_path
-from sagemeter.targets import CommandTarget, OpenAITarget, Target
+from sagemeter.targets import OpenAITarget, Target, run_in
 from sagemeter.textfiles import probe_json
 from sagemeter.transport.batch import batches_on_ray
 from sagemeter.transport.chat import ChatClient
@@ -235,14 +235,15 @@ def arm_target(arm: Arm, folder: str | None) -> Target:
     (`folder`, frozen in the journal), so its relative paths mean what the plan's others do,
     wherever `--resume` is typed."""
     target = arm.parsed_target()
-    if isinstance(target, CommandTarget) and folder is not None:
-        if not Path(folder).is_dir():
-            raise UserError(
-                f"{folder}: the plan's folder, where this cmd: arm's command runs, is gone; "
-                "restore it, or start a new run"
-            )
-        return replace(target, cwd=folder)
-    return target
+    if folder is None:
+        return target
+    started = run_in(target, folder)
+    if started != target and not Path(folder).is_dir():
+        raise UserError(
+            f"{folder}: the plan's folder, where this cmd: arm's command runs, is gone; "
+            "restore it, or start a new run"
+        )
+    return started
 
 
 class _Problems(list[str]):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from sagemeter.engine_registry import started_here
 from sagemeter.results import Interval, MeasureResult, Share, Spread
-from sagemeter.targets import SageMakerTarget, parse_target
+from sagemeter.targets import parse_target
 
 NA = "n/a"
 MEDAL = "🥇"
@@ -100,13 +101,15 @@ def region_of(result: MeasureResult) -> str:
     if result.detail is None:
         return NA
     environment = result.detail.environment
-    if environment.backend in ("local", "vllm", "cmd"):
+    if started_here(environment.backend):
         return f"this machine ({environment.backend})"
     try:
         target = parse_target(environment.target)
     except Exception:  # an old or foreign target string: say what is known, not why
         return NA
-    return target.region if isinstance(target, SageMakerTarget) else NA
+    # A cloud endpoint's region (NAME@REGION), whatever its platform.
+    region = getattr(target, "region", None)
+    return region if isinstance(region, str) else NA
 
 
 def hardware_of(result: MeasureResult) -> str:
