@@ -56,9 +56,19 @@ def ct_folder(q4_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEngine]:
-    """The embedded engine on the shipped 4-bit checkpoint, started once for the whole session."""
+    """The embedded engine on the shipped 4-bit checkpoint, started once for the whole session.
+
+    One llama.cpp thread: the tests share two cores with pytest workers, their clients and other
+    servers, and llama.cpp's threads wait for each other by spinning, so two of them on a busy
+    host make each token many times slower (the fidelity tests: about 8 s with one thread against
+    45-70 s with two, side by side on a loaded host)."""
     log = tmp_path_factory.mktemp("engine") / "engine.log"
-    local = LocalEngine(resolve_checkpoint("smollm2-q4_1"), parallel=16, log_path=log)
+    local = LocalEngine(
+        resolve_checkpoint("smollm2-q4_1"),
+        parallel=16,
+        threads=int(os.environ.get("FS_THREADS", "1")),
+        log_path=log,
+    )
     local.start()
     yield local
     local.stop()
