@@ -91,7 +91,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEngine]:
     local = LocalEngine(
         resolve_checkpoint("smollm2-q4_1"),
         parallel=16,
-        threads=int(os.environ.get("FS_THREADS", "1")),
+        threads=1,
         log_path=log,
     )
     local.start()
