@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,28 +38,62 @@ def q4_path() -> Path:
     return resolve_checkpoint("smollm2-q4_1").path
 
 
+def made_once_per_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]
+) -> Path:
+    """A folder of files `make(folder)` writes, made once for the whole run: pytest-xdist's
+    workers share the first one's (a lock in the run's common temp folder), each getting hard
+    links in a folder of its own, so a derived checkpoint is not derived again on every worker."""
+    own = tmp_path_factory.mktemp(name)
+    base = tmp_path_factory.getbasetemp()
+    shared_root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = shared_root / f"{name}-made-once"
+    with open(shared_root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared_root / f"{name}.made").exists():
+            make(shared)
+            (shared_root / f"{name}.made").touch()
+    for path in shared.iterdir():
+        os.link(path, own / path.name)
+    return own
+
+
 @pytest.fixture(scope="session")
 def f32_folder(q4_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 4-bit GGUF widened to a Hugging Face safetensors folder, made once for the session
+    """The 4-bit GGUF widened to a Hugging Face safetensors folder, made once for the run
     (about 20 s; read-only to every test)."""
     from tests.checkpoint_files import write_hf_safetensors
 
-    return write_hf_safetensors(q4_path, tmp_path_factory.mktemp("smollm2-f32-hf"))
+    return made_once_per_run(
+        tmp_path_factory, "smollm2-f32-hf", lambda folder: write_hf_safetensors(q4_path, folder)
+    )
 
 
 @pytest.fixture(scope="session")
 def ct_folder(q4_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same weights as a 4-bit compressed-tensors folder, made once for the session."""
+    """The same weights as a 4-bit compressed-tensors folder, made once for the run."""
     from tests.checkpoint_files import write_compressed_tensors
 
-    return write_compressed_tensors(q4_path, tmp_path_factory.mktemp("smollm2-w4-ct"))
+    return made_once_per_run(
+        tmp_path_factory, "smollm2-w4-ct", lambda folder: write_compressed_tensors(q4_path, folder)
+    )
 
 
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEngine]:
-    """The embedded engine on the shipped 4-bit checkpoint, started once for the whole session."""
+    """The embedded engine on the shipped 4-bit checkpoint, started once for the whole session.
+
+    One llama.cpp thread: the tests share two cores with pytest workers, their clients and other
+    servers, and llama.cpp's threads wait for each other by spinning, so two of them on a busy
+    host make each token many times slower (the fidelity tests: about 8 s with one thread against
+    45-70 s with two, side by side on a loaded host)."""
     log = tmp_path_factory.mktemp("engine") / "engine.log"
-    local = LocalEngine(resolve_checkpoint("smollm2-q4_1"), parallel=16, log_path=log)
+    local = LocalEngine(
+        resolve_checkpoint("smollm2-q4_1"),
+        parallel=16,
+        threads=1,
+        log_path=log,
+    )
     local.start()
     yield local
     local.stop()

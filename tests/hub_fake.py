@@ -152,7 +152,8 @@ def serve_hub(repos: dict[str, Repo]) -> Iterator[Hub]:
     handler = type("BoundHubHandler", (HubHandler,), {"hub": hub})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: `shutdown` waits for the loop to look, half a second at the default.
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     hub.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:

@@ -11,7 +11,7 @@ import json
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 Handler = Callable[[asyncio.StreamWriter, dict[str, object]], Awaitable[None]]
 
@@ -110,16 +110,17 @@ def fixed_answer_server(answer: bytes) -> Iterator[str]:
     """A loopback server answering every connection with the same bytes, then closing it
     (headers only, garbage, HTML: whatever a test needs a server to send); yields HOST:PORT."""
     listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
     stop = threading.Event()
 
     def serve() -> None:
-        while not stop.is_set():
+        while True:
             try:
                 conn, _ = listener.accept()
-            except TimeoutError:
-                continue
+            except OSError:
+                return
             with conn:
+                if stop.is_set():
+                    return  # the wake-up connection of the close below
                 conn.settimeout(2)
                 try:
                     conn.recv(65536)
@@ -129,9 +130,13 @@ def fixed_answer_server(answer: bytes) -> Iterator[str]:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
+    address = listener.getsockname()
     try:
-        yield f"127.0.0.1:{listener.getsockname()[1]}"
+        yield f"127.0.0.1:{address[1]}"
     finally:
+        # Wake the blocked accept with one connection rather than poll it: the close is at once.
         stop.set()
+        with suppress(OSError), socket.create_connection(address, timeout=2):
+            pass
         thread.join(timeout=2)
         listener.close()

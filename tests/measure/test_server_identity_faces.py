@@ -83,7 +83,9 @@ class _CountingServer(BaseHTTPRequestHandler):
 def counting_server() -> Iterator[tuple[str, type[_CountingServer]]]:
     handler = type("Handler", (_CountingServer,), {"count": 10.0})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.02,), daemon=True
+    )  # quick shutdown
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", handler

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -40,6 +39,7 @@ from sagemeter.transport.upstream import MAX_CHARS
 from sagemeter.transport.upstream import one_line as upstream_one_line
 
 if TYPE_CHECKING:
+    import boto3.session
     from mypy_boto3_ecr import ECRClient
     from mypy_boto3_iam import IAMClient
     from mypy_boto3_logs import CloudWatchLogsClient
@@ -104,6 +104,8 @@ class Aws:
     """A boto3 session and its clients, made once per (service, region) and shared by threads."""
 
     def __init__(self, session: boto3.session.Session | None = None, profile: str | None = None):
+        import boto3  # heavy (s3transfer, botocore.session): only once a session is made
+
         _check_credential_variables()
         with aws_errors("open the AWS session"):
             self.session = session or boto3.session.Session(profile_name=profile)

@@ -9,15 +9,17 @@ model are described. The container environment is read for two keys only and nev
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sagemeter.sagemaker.aws import CONTROL_CONFIG
 from sagemeter.sagemaker.endpoint import deployed_image, placed_instance_types
 from sagemeter.sagemaker.image import vllm_version
 from sagemeter.sagemaker.ledger import Ledger
+
+if TYPE_CHECKING:
+    import boto3.session
 
 
 def _served_name(env: dict[str, Any], model_id: str | None) -> str | None:
@@ -70,6 +72,8 @@ def deployment_info(
             **_engine(record.image),
         }
         return {key: value for key, value in info.items() if value is not None}
+    import boto3  # heavy (s3transfer, botocore.session): only once AWS is asked
+
     try:
         client = (session or boto3.session.Session()).client(
             "sagemaker", region_name=region, config=CONTROL_CONFIG

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import boto3
-
 from sagemeter.errors import UserError
 from sagemeter.request_record import LiveRecord, RequestRecord
 from sagemeter.sagemaker.describe import deployment_info
@@ -56,6 +54,8 @@ def open_sagemaker_client(
     Without `model`, the first request looks up the name vLLM serves (from the local record or
     the endpoint's model) so the body names it, as the AWS vLLM container expects.
     """
+    import boto3  # heavy (s3transfer, botocore.session): only once a session is made
+
     session = boto3.session.Session()
     if session.get_credentials() is None:
         raise UserError(

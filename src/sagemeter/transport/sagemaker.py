@@ -20,7 +20,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -49,6 +48,7 @@ from sagemeter.transport.sse import SseSplitter
 from sagemeter.transport.upstream import one_line
 
 if TYPE_CHECKING:
+    import boto3.session
     from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient as Boto3RuntimeClient
 
 # A 512-token reply at ~50 tok/s takes 10 s; SageMaker cuts plain invocations at 60 s. The read
@@ -120,6 +120,8 @@ class SageMakerRuntimeClient:
         self._model_resolved = model is not None
         self.reply_model: str | None = None  # the `model` the first reply named
         self._info: dict[str, Any] = {}
+        import boto3  # heavy (s3transfer, botocore.session): only once a client is made
+
         self._session = session or boto3.session.Session()
         self._runtime: Boto3RuntimeClient = self._session.client(
             "sagemaker-runtime",
