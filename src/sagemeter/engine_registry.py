@@ -53,8 +53,15 @@ class StartRequest:
     wire: WireOptions | None = None
     port: int = 0  # 0: a free port
     startup_timeout_s: float | None = None  # None: the engine's own
+    # `serve --parallel` and `--ctx-per-slot`: the slots a server keeps and the context of each,
+    # for engines that have slots (the embedded one); None: the engine's own from the above.
+    slots: int | None = None
+    ctx_per_slot: int | None = None
     # Told a line while the server starts: seconds spent and its log's last line (`waiting`).
     on_wait: Callable[[str], None] = field(default=lambda _line: None, compare=False)
+    # Told what the engine does before it starts the server (vLLM: "preparing … (exported once,
+    # then cached)", then "starting vLLM …"), for the face's status line.
+    on_status: Callable[[str], None] = field(default=lambda _line: None, compare=False)
 
 
 @runtime_checkable
@@ -97,6 +104,38 @@ class Engine(Protocol):
     ) -> AbstractContextManager[Served]:
         """Start the server for `serve` or `load` and stop it on exit (any exit)."""
         ...
+
+
+@dataclass(frozen=True)
+class ServeWords:
+    """What `sagemeter serve` says of a server it holds: `serving NAME at URL DETAIL`, then
+    `LOG_LABEL: PATH; Ctrl-C stops it`, and `DIED; see PATH` when it ends by itself."""
+
+    name: str
+    detail: str = ""  # after the URL: "(vLLM, OpenAI-compatible)"
+    log_label: str = "engine log"
+    died: str = ""  # "" says "NAME stopped unexpectedly"
+
+    @property
+    def died_line(self) -> str:
+        return self.died or f"{self.name} stopped unexpectedly"
+
+
+@runtime_checkable
+class DescribesServing(Protocol):
+    """An engine's optional member: its own words for `serve` (the embedded engine names its
+    slots, vLLM itself). An engine without it is `serving TARGET-NAME at URL`."""
+
+    def serve_words(self, target: EngineTarget, served: Served) -> ServeWords:
+        """The words for `served`, started by this engine's `serving(target, …)`."""
+        ...
+
+
+def serve_words(engine: Engine, target: EngineTarget, served: Served) -> ServeWords:
+    """What `serve` says of `served`: the engine's own words, else the target's name."""
+    if isinstance(engine, DescribesServing):
+        return engine.serve_words(target, served)
+    return ServeWords(target.default_name)
 
 
 @runtime_checkable

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "engine-plugin"
@@ -79,3 +82,38 @@ def test_a_plugin_parses_its_own_targets_and_is_unknown_when_not_installed(
     done = _sagemeter(sagemeter_env, "measure", str(tmp_path / "b"), "truth:20ms/2ms", "--quick")
     assert done.returncode == 2 and "no engine is called 'truth'" in done.stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_serve_reaches_a_plugin_engine_through_the_registry(
+    plugin_site: Path, sagemeter_env: dict[str, str]
+) -> None:
+    """`serve` has no list of engines: the plug-in's `serving` starts the server, held until
+    Ctrl-C, then stopped (exit 0), as the built-ins are."""
+    env = _with_site(sagemeter_env, plugin_site)
+    served = subprocess.Popen(
+        [sys.executable, "-m", "sagemeter", "serve", "truth:20ms/2ms", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**env, "COLUMNS": "200"},
+    )
+    try:
+        assert served.stdout is not None
+        line = served.stdout.readline()
+        match = re.fullmatch(r"serving truth-20ms-2ms at (http://127\.0\.0\.1:\d+/v1)\n", line)
+        assert match, line
+        assert served.stdout.readline().startswith("engine log: ")
+        reply = httpx.post(
+            f"{match.group(1)}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+            timeout=10,
+        )
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 4
+        served.send_signal(signal.SIGINT)
+        rest, _ = served.communicate(timeout=30)
+        assert served.returncode == 0 and rest.strip().endswith("stopped"), rest
+        with pytest.raises(httpx.HTTPError):  # the plug-in's server was stopped with serve
+            httpx.get(f"{match.group(1)}/models", timeout=2)
+    finally:
+        if served.poll() is None:
+            served.kill()

@@ -1,7 +1,7 @@
-"""`inspect`, `combine` and `run` declare the options their command line and their MCP tool share
-once (`sagemeter.options.inspect`, `.combine`, `.run`): each face's flags and arguments are the
-model's, with its names, bounds and help, and a value past a bound is the same sentence on both
-faces (exit 2 on the command line, a tool error over MCP). A flag or an argument added to one
+"""`inspect`, `combine`, `run` and `serve` declare the options their command line and their MCP
+tool share once (`sagemeter.options.inspect`, `.combine`, `.run`, `.serve`): each face's flags
+and arguments are the model's, with its names, bounds and help, and a value past a bound is the
+same sentence on both faces (exit 2 on the command line, a tool error over MCP). A flag or an argument added to one
 face by hand, or a bound or a help text changed in one place, fails here."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from sagemeter.options.combine import COMBINE
 from sagemeter.options.command import Command
 from sagemeter.options.inspect import INSPECT
 from sagemeter.options.run import RUN
+from sagemeter.options.serve import SERVE
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "type")
 SCHEMA_SUFFIX = " (see the tool's input schema)"
@@ -87,6 +88,18 @@ FACES = (
         ("--resume", "{tmp}/runs/r"),
         {"resume": "r"},
         (("max_cost_usd", "2e6", 2e6), ("max_cost_usd", "0", 0)),
+    ),
+    Faces(
+        SERVE,
+        "engine",
+        "serve",
+        "start_local",
+        frozenset({"target", "port"}),  # port: 8080 on the command line, a free one over MCP
+        frozenset({"checkpoint", "port"}),
+        ("local:smollm2-q4_1",),
+        {},
+        # past llama.cpp's 256 slots on both faces (the tool allowed 64, the command line 512)
+        (("parallel", "0", 0), ("parallel", "257", 257)),
     ),
 )
 IDS = [faces.cli for faces in FACES]

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from sagemeter.cli import interrupt as activity
-from sagemeter.cli.common import console, err_console, new_progress, serve_until_ctrl_c
-from sagemeter.engines.llamacpp import MAX_SLOTS
-from sagemeter.errors import UserError
+from sagemeter.cli.common import console, new_progress
 
 
 def checkpoints(
@@ -74,74 +70,22 @@ def serve(
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0 picks a free one)")
     ] = 8080,
-    parallel: Annotated[
-        int, typer.Option(min=1, max=MAX_SLOTS, help="parallel slots (embedded engine)")
-    ] = 16,
-    startup_timeout: Annotated[
-        str | None,
-        typer.Option(
-            help="cmd: targets: the longest wait for the server to answer [10m]",
-            show_default=False,
-        ),
-    ] = None,
-    ctx_per_slot: Annotated[
-        int | None,
-        typer.Option(
-            min=256,
-            max=131072,
-            show_default=False,
-            help="tokens of context per slot, prompt and reply (embedded engine) [1024, as "
-            "measure's: one KV cache size for both]",
-        ),
-    ] = None,
+    **options: Any,
 ) -> None:
     """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
-    from sagemeter.calibrate.timing import parse_duration
-    from sagemeter.engines.checkpoints import resolve_checkpoint
-    from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT, LocalEngine
-    from sagemeter.targets import ENGINE_PREFIX, EngineTarget, LocalTarget, VllmTarget, parse_target
+    from sagemeter.cli.engines import serve_target
+    from sagemeter.options.faces import read_options
+    from sagemeter.options.serve import SERVE, ServeOptions
 
-    # Checked whatever the target (only cmd: uses it): a bad value is one line, never ignored.
-    wait = None if startup_timeout is None else parse_duration(startup_timeout, "--startup-timeout")
-    parsed = parse_target(target) if ENGINE_PREFIX.match(target.strip()) else None
-    activity.doing(f"serving {target}")
-    if isinstance(parsed, VllmTarget):
-        from sagemeter.cli.engines import serve_vllm
-
-        serve_vllm(parsed, port)
-        return
-    if isinstance(parsed, EngineTarget) and not isinstance(parsed, LocalTarget):
-        from sagemeter.cli.engines import serve_engine
-
-        serve_engine(parsed, port, wait)
-        return
-    if not isinstance(parsed, LocalTarget):
-        raise UserError(
-            "serve starts a server on this machine; give local:CHECKPOINT, vllm:CHECKPOINT or "
-            f'cmd:"COMMAND --port {{port}}", not {target!r}'
-        )
-    checkpoint = resolve_checkpoint(parsed.checkpoint)
-    ctx_per_slot = ctx_per_slot or DEFAULT_CTX_PER_SLOT
-    engine = LocalEngine(checkpoint, parallel=parallel, port=port, ctx_per_slot=ctx_per_slot)
-    from sagemeter.engines.waiting import wait_line
-
-    what = f"starting {checkpoint.name}"
-    with err_console.status(what) as shown:
-        engine.start(
-            on_wait=lambda seconds: shown.update(escape(wait_line(what, seconds, engine.log_path)))
-        )
-    serve_until_ctrl_c(
-        engine,
-        serving=lambda: (
-            f"serving {checkpoint.name} at [bold]{engine.base_url}[/] (OpenAI-compatible; "
-            f"{parallel} slots of {ctx_per_slot:,} tokens)"
-        ),
-        log_label="engine log",
-        died="the engine stopped unexpectedly",
-    )
+    (given,) = read_options(SERVE, options, "cli")  # checked before anything starts
+    assert isinstance(given, ServeOptions)
+    serve_target(target, port, given)
 
 
 def register(app: typer.Typer) -> None:
-    """Add `checkpoints` and `serve` to the main app."""
+    """Add `checkpoints` and `serve` to the main app, serve's options made from its model."""
+    from sagemeter.options.faces import with_options
+    from sagemeter.options.serve import SERVE
+
     app.command()(checkpoints)
-    app.command()(serve)
+    app.command()(with_options(SERVE, "cli")(serve))

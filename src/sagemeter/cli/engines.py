@@ -12,7 +12,9 @@ from sagemeter.errors import UserError
 from sagemeter.printable import printable
 
 if TYPE_CHECKING:
-    from sagemeter.targets import EngineTarget, VllmTarget
+    from sagemeter.engine_registry import Engine
+    from sagemeter.options.serve import ServeOptions
+    from sagemeter.targets import EngineTarget
 
 engines_app = typer.Typer(
     name="engines",
@@ -21,7 +23,6 @@ engines_app = typer.Typer(
 )
 
 INSTALLABLE = ("vllm",)
-VLLM_STARTING = "starting vLLM (it compiles the model first)"
 
 
 @engines_app.command("install")
@@ -70,37 +71,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(engines_app)
 
 
-def serve_vllm(target: VllmTarget, port: int) -> None:
-    """`sagemeter serve vllm:CHECKPOINT`: vLLM in the foreground until Ctrl-C, then stopped."""
-    from rich.markup import escape
-
-    from sagemeter.cli.common import err_console, serve_until_ctrl_c
-    from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
-    from sagemeter.engines.waiting import wait_line
-
-    check_vllm_target(target.checkpoint)
-    with err_console.status(f"preparing {target.checkpoint} for vLLM (exported once, then cached)"):
-        server = prepare_server(target.checkpoint, port=port)
-
-    def start() -> None:
-        with err_console.status(VLLM_STARTING) as shown:
-            server.start(
-                on_wait=lambda seconds: shown.update(
-                    escape(wait_line(VLLM_STARTING, seconds, server.log_path))
-                )
-            )
-
-    serve_until_ctrl_c(
-        server,
-        start=start,
-        serving=lambda: (
-            f"serving {server.model.name} at [bold]{server.base_url}[/] (vLLM, OpenAI-compatible)"
-        ),
-        log_label="vLLM log",
-        died="vLLM stopped unexpectedly",
-    )
-
-
 def run_on_engine(
     target_text: str,
     max_tokens: int,
@@ -138,27 +108,52 @@ def run_on_engine(
         run(server.base_url)
 
 
-def serve_engine(target: EngineTarget, port: int, startup_timeout_s: float | None) -> None:
-    """`sagemeter serve ENGINE:SPEC` for an engine other than local: and vllm: (cmd:, a
-    plug-in's): started on `port`, held until Ctrl-C or until it dies, then stopped."""
+def serve_target(text: str, port: int, given: ServeOptions) -> None:
+    """`sagemeter serve ENGINE:SPEC` for every engine (local:, vllm:, cmd:, a plug-in's), all
+    through the registry: started on `port`, held until Ctrl-C or until it dies, then stopped."""
     from rich.markup import escape
 
+    from sagemeter.cli import interrupt as activity
     from sagemeter.cli.common import err_console, serve_until_ctrl_c
-    from sagemeter.engine_registry import StartRequest, engine_of
+    from sagemeter.engine_registry import StartRequest, serve_words
 
-    engine = engine_of(target)
+    engine, target = _engine_target(text)
     engine.check(target)
+    activity.doing(f"serving {text}")
     with contextlib.ExitStack() as stack:
-        with err_console.status(f"starting {target.default_name}") as shown:
+        with err_console.status(escape(f"starting {target.default_name}")) as shown:
             request = StartRequest(
                 port=port,
-                startup_timeout_s=startup_timeout_s,
+                startup_timeout_s=given.startup_timeout,
+                slots=given.parallel,
+                ctx_per_slot=given.ctx_per_slot,
+                on_status=lambda line: shown.update(escape(line)),
                 on_wait=lambda line: shown.update(escape(line)),
             )
             server = stack.enter_context(engine.serving(target, request))
+        words = serve_words(engine, target, server)
+        detail = f" {escape(words.detail)}" if words.detail else ""
         serve_until_ctrl_c(
             server,
-            serving=lambda: f"serving {target.default_name} at [bold]{server.base_url}[/]",
-            log_label="engine log",
-            died=f"{target.default_name} stopped unexpectedly",
+            serving=lambda: f"serving {escape(words.name)} at [bold]{server.base_url}[/]{detail}",
+            log_label=words.log_label,
+            died=words.died_line,
         )
+
+
+def _engine_target(text: str) -> tuple[Engine, EngineTarget]:
+    """The engine a target names by its prefix and its target, parsed by that engine; anything
+    else (a URL, an endpoint) is one line: serve starts servers, it measures none."""
+    from sagemeter.engine_registry import ENGINE_PREFIX, engine_named
+    from sagemeter.targets import parse_target
+
+    prefix = ENGINE_PREFIX.match(text.strip())
+    engine = engine_named(prefix.group(1)) if prefix else None
+    if prefix is None or engine is None:
+        if prefix is not None:
+            parse_target(text)  # an engine not installed: its one line ("no engine is called")
+        raise UserError(
+            "serve starts a server on this machine; give local:CHECKPOINT, vllm:CHECKPOINT or "
+            f'cmd:"COMMAND --port {{port}}", not {text!r}'
+        )
+    return engine, engine.parse(prefix.group(2).strip(), text)

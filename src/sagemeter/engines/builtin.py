@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-from sagemeter.engine_registry import Engine, Served, StartRequest
+from sagemeter.engine_registry import Engine, Served, ServeWords, StartRequest
 from sagemeter.engines.checkpoints import gguf_summary, resolve_checkpoint
 from sagemeter.engines.endpoints import (
     Endpoint,
@@ -30,13 +30,15 @@ from sagemeter.engines.llamacpp import (
 from sagemeter.engines.sources import local_source, vllm_source
 from sagemeter.engines.vllm_endpoint import max_model_len_for, open_vllm_endpoint
 from sagemeter.engines.vllm_server import START_TIMEOUT_S as VLLM_START_TIMEOUT_S
-from sagemeter.engines.vllm_server import check_vllm_target, prepare_server
+from sagemeter.engines.vllm_server import VllmServer, check_vllm_target, prepare_server
 from sagemeter.engines.waiting import wait_line
 from sagemeter.fidelity.vocabulary import gguf_vocabulary
 from sagemeter.inspect.environment_facts import facts_for_environment
 from sagemeter.inspect.hub import HubSource
 from sagemeter.inspect.sources import LocalSource
 from sagemeter.targets import EngineTarget, LocalTarget, VllmTarget, parse_target
+
+VLLM_STARTING = "starting vLLM (it compiles the model first)"
 
 
 @contextlib.asynccontextmanager
@@ -126,23 +128,36 @@ class LocalEngineEntry:
 
     @contextlib.contextmanager
     def serving(self, target: EngineTarget, request: StartRequest) -> Iterator[Served]:
-        """A slot per stream (16 at least, MAX_SLOTS at most), measure's context per slot."""
+        """`request.slots` slots (`serve --parallel`), else a slot per stream (16 at least,
+        MAX_SLOTS at most); `request.ctx_per_slot` tokens each, else measure's context."""
         assert isinstance(target, LocalTarget)
+        checkpoint = resolve_checkpoint(target.checkpoint)
         engine = LocalEngine(
-            resolve_checkpoint(target.checkpoint),
-            parallel=max(DEFAULT_PARALLEL_SLOTS, min(request.concurrency, MAX_SLOTS)),
-            ctx_per_slot=slot_context(request.max_reply_tokens),
+            checkpoint,
+            parallel=request.slots
+            or max(DEFAULT_PARALLEL_SLOTS, min(request.concurrency, MAX_SLOTS)),
+            ctx_per_slot=request.ctx_per_slot or slot_context(request.max_reply_tokens),
             port=request.port,
             log_path=request.log_path,
         )
+        what = f"starting {checkpoint.name}"
+        request.on_status(what)
         try:  # stopped on any exit, also while it starts
             engine.start(
                 request.startup_timeout_s or START_TIMEOUT_S,
-                on_wait=lambda s: request.on_wait(wait_line("starting", s, engine.log_path)),
+                on_wait=lambda s: request.on_wait(wait_line(what, s, engine.log_path)),
             )
             yield engine
         finally:
             engine.stop()
+
+    def serve_words(self, target: EngineTarget, served: Served) -> ServeWords:
+        assert isinstance(served, LocalEngine)
+        return ServeWords(
+            served.checkpoint.name,
+            f"(OpenAI-compatible; {served.parallel} slots of {served.ctx_per_slot:,} tokens)",
+            died="the engine stopped unexpectedly",
+        )
 
 
 class VllmEngineEntry:
@@ -182,21 +197,33 @@ class VllmEngineEntry:
 
     @contextlib.contextmanager
     def serving(self, target: EngineTarget, request: StartRequest) -> Iterator[Served]:
+        """vLLM's own checkpoint folder first (exported once, then cached), then `vllm serve`."""
         assert isinstance(target, VllmTarget)
+        request.on_status(f"preparing {target.checkpoint} for vLLM (exported once, then cached)")
         server = prepare_server(
             target.checkpoint,
             log_path=request.log_path,
             port=request.port,
             max_model_len=max_model_len_for(request.max_reply_tokens, request.max_prompt_tokens),
         )
+        request.on_status(VLLM_STARTING)
         try:  # stopped on any exit, also while it starts
             server.start(
                 request.startup_timeout_s or VLLM_START_TIMEOUT_S,
-                on_wait=lambda s: request.on_wait(wait_line("starting vLLM", s, server.log_path)),
+                on_wait=lambda s: request.on_wait(wait_line(VLLM_STARTING, s, server.log_path)),
             )
             yield server
         finally:
             server.stop()
+
+    def serve_words(self, target: EngineTarget, served: Served) -> ServeWords:
+        assert isinstance(served, VllmServer)
+        return ServeWords(
+            served.model.name,
+            "(vLLM, OpenAI-compatible)",
+            log_label="vLLM log",
+            died="vLLM stopped unexpectedly",
+        )
 
 
 LOCAL: Engine = LocalEngineEntry()

@@ -35,7 +35,9 @@ DEFAULT_PARALLEL_SLOTS = 16
 # checkpoint reports one KV cache size; a measurement asking longer replies gets more (see
 # `endpoints.slot_context`), `serve --ctx-per-slot` too.
 DEFAULT_CTX_PER_SLOT = 1024
-MAX_SLOTS = 512  # parallel slots, at most
+# Parallel slots, at most: llama.cpp's own limit (LLAMA_MAX_SEQ; more is refused as it loads,
+# "n_seq_max must be <= 256").
+MAX_SLOTS = 256
 START_TIMEOUT_S = 180.0
 WaitFn = Callable[[float], None]  # told the seconds spent so far while the engine starts
 

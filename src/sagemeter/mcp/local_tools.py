@@ -4,7 +4,7 @@ Starting and stopping an engine needs no --allow-write: it is a child of this se
 127.0.0.1, bills nothing, and ends with the server.
 """
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio.to_thread
 from mcp.server import MCPServer
@@ -17,6 +17,8 @@ from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.engines import LocalEngines
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CheckpointsAnswer, LocalEngineAnswer, StopAnswer
+from sagemeter.options.faces import read_options, with_options
+from sagemeter.options.serve import SERVE, ServeOptions
 from sagemeter.targets import LocalTarget
 
 LISTS = ToolAnnotations(
@@ -63,19 +65,22 @@ def register_local_tools(server: MCPServer, engines: LocalEngines, config: Serve
 
     @server.tool(title="Start the embedded engine", annotations=STARTS)
     @guarded
+    @with_options(SERVE, "mcp")  # parallel: serve's options model
     async def start_local(
         checkpoint: Checkpoint = "smollm2-q4_1",
-        parallel: Annotated[int, Field(ge=1, le=64, description="parallel slots")] = 16,
         port: Annotated[
             int, Field(ge=0, le=65535, description="port on 127.0.0.1; 0 picks a free one")
         ] = 0,
+        **options: Any,
     ) -> Annotated[CallToolResult, LocalEngineAnswer]:
         """Serve a checkpoint on 127.0.0.1 (OpenAI-compatible) until stop_local or shutdown.
 
         Returns its URL, a target for measure_endpoint. A running checkpoint is returned as is.
         """
+        (given,) = read_options(SERVE, options, "mcp")
+        assert isinstance(given, ServeOptions)
         named = names.local_checkpoint(config, checkpoint)
-        started = await engines.start(named, parallel=parallel, port=port)
+        started = await engines.start(named, parallel=given.parallel, port=port)
         engine = started.engine
         assert engine.base_url is not None
         answer = LocalEngineAnswer(
