@@ -39,6 +39,8 @@ def sagemeter(args: list[str], cwd: Path) -> tuple[int, str, str]:
     return process.returncode, process.stdout, process.stderr
 
 
+# A real load run held to the TTFT truth: its client must not lag, so it runs with the CPU to itself.
+@pytest.mark.alone
 def test_each_turn_carries_the_conversation_and_its_ttft_is_the_truth(tmp_path: Path) -> None:
     with running_truth_server(TIMING) as url:
         code, out, err = sagemeter(
