@@ -1,8 +1,9 @@
-"""`inspect`, `combine`, `run` and `serve` declare the options their command line and their MCP
-tool share once (`sagemeter.options.inspect`, `.combine`, `.run`, `.serve`): each face's flags
-and arguments are the model's, with its names, bounds and help, and a value past a bound is the
-same sentence on both faces (exit 2 on the command line, a tool error over MCP). A flag or an argument added to one
-face by hand, or a bound or a help text changed in one place, fails here."""
+"""`inspect`, `combine`, `run`, `serve` and the SageMaker verbs declare the options their command
+line and their MCP tool share once (`sagemeter.options.inspect`, `.combine`, `.run`, `.serve`,
+`.sagemaker`): each face's flags and arguments are the model's, with its names, bounds and help,
+and a value past a bound is the same sentence on both faces (exit 2 on the command line, a tool
+error over MCP). A flag or an argument added to one face by hand, or a bound or a help text
+changed in one place, fails here."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from sagemeter.options.combine import COMBINE
 from sagemeter.options.command import Command
 from sagemeter.options.inspect import INSPECT
 from sagemeter.options.run import RUN
+from sagemeter.options.sagemaker import DEPLOY, INVOKE, LIST, LOGS, PRICE, QUOTA, STATUS
 from sagemeter.options.serve import SERVE
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "type")
@@ -40,7 +42,7 @@ class Faces:
 
     command: Command
     module: str  # the cli module that registers it
-    cli: str  # the command's name
+    cli: str  # the command's name (`sagemaker quota`: a group's command)
     tool: str
     cli_only: frozenset[str]  # the command line's own parameters (paths, --json, --force)
     mcp_only: frozenset[str]  # the tool's own arguments (names in its results folder)
@@ -101,8 +103,98 @@ FACES = (
         # past llama.cpp's 256 slots on both faces (the tool allowed 64, the command line 512)
         (("parallel", "0", 0), ("parallel", "257", 257)),
     ),
+    # The SageMaker verbs (no bound shared by quota's and price's faces: price's only bounded
+    # option, --price-per-hour, is the command line's own)
+    Faces(
+        QUOTA,
+        "sagemaker",
+        "sagemaker quota",
+        "check_quota",
+        frozenset({"instance_type"}),
+        frozenset({"instance_type"}),
+        ("ml.g6.xlarge",),
+        {"instance_type": "ml.g6.xlarge"},
+        (),
+    ),
+    Faces(
+        PRICE,
+        "sagemaker",
+        "sagemaker price",
+        "get_price",
+        frozenset({"instance_type"}),
+        frozenset({"instance_type"}),
+        ("ml.g6.xlarge",),
+        {"instance_type": "ml.g6.xlarge"},
+        (),
+    ),
+    Faces(
+        STATUS,
+        "sagemaker",
+        "sagemaker status",
+        "endpoint_status",
+        frozenset({"name"}),
+        frozenset({"endpoint"}),
+        ("x@us-east-1",),
+        {"endpoint": "x@us-east-1"},
+        (("price_per_hour", "0", 0), ("price_per_hour", "1e9", 1e9)),
+    ),
+    Faces(
+        LIST,
+        "sagemaker",
+        "sagemaker list",
+        "list_endpoints",
+        frozenset(),
+        frozenset(),
+        (),
+        {},
+        (("price_per_hour", "1e9", 1e9), ("price_per_hour", "-1", -1.0)),
+    ),
+    Faces(
+        LOGS,
+        "sagemaker",
+        "sagemaker logs",
+        "endpoint_logs",
+        frozenset({"name", "poll_seconds", "follow_seconds"}),  # the hidden test hooks
+        frozenset({"endpoint"}),
+        ("x@us-east-1",),
+        {"endpoint": "x@us-east-1"},
+        # the command line took any number of lines (0, -5, 10^9), the tool 1-1000
+        (("lines", "0", 0), ("lines", "1001", 1001)),
+    ),
+    Faces(
+        INVOKE,
+        "sagemaker",
+        "sagemaker invoke",
+        "invoke_endpoint",
+        frozenset({"target", "prompt"}),
+        frozenset({"endpoint", "prompt"}),
+        ("x@us-east-1", "hi"),
+        {"endpoint": "x@us-east-1", "prompt": "hi"},
+        # the tool capped a reply at 8,192 tokens, the command line at 1,000,000 (limits' Tokens)
+        (("max_tokens", "0", 0), ("max_tokens", "1000001", 1000001), ("temperature", "3", 3)),
+    ),
+    Faces(
+        DEPLOY,
+        "sagemaker",
+        "sagemaker deploy",
+        "deploy_endpoint",
+        frozenset({"name", "model", "poll_seconds"}),
+        # the tool's own environment object, and its null (not 0) for vLLM's own
+        frozenset({"name", "model_id", "env", "max_model_len", "gpu_memory_utilization"}),
+        ("x", "--model", "org/m"),
+        {"name": "x", "model_id": "org/m"},
+        # the command line took any --count (the tool 1-100); the tool took wait_minutes 0
+        (
+            ("count", "0", 0),
+            ("count", "101", 101),
+            ("deadline_minutes", "0", 0),
+            ("deadline_minutes", "1441", 1441),
+            ("price_per_hour", "0", 0),
+        ),
+    ),
 )
 IDS = [faces.cli for faces in FACES]
+REFUSING = [faces for faces in FACES if faces.refused]
 
 
 def _app(module: str) -> typer.Typer:
@@ -119,8 +211,10 @@ def _app(module: str) -> typer.Typer:
 
 
 def _cli_params(faces: Faces) -> dict[str, Any]:
-    group: Any = typer.main.get_command(_app(faces.module))
-    return {str(param.name): param for param in group.commands[faces.cli].params}
+    command: Any = typer.main.get_command(_app(faces.module))
+    for word in faces.cli.split():
+        command = command.commands[word]
+    return {str(param.name): param for param in command.params}
 
 
 def _mcp_properties(tool: str) -> dict[str, Any]:
@@ -154,10 +248,11 @@ def test_the_command_line_has_exactly_the_models_options(faces: Faces) -> None:
     assert set(params) - {"help"} == shown | faces.cli_only  # nothing added by hand
     for option in options:
         param = params[option.name]
-        assert param.opts == [option.spelled("cli")], option.name
+        short = [option.opt.short] if option.opt.short else []
+        assert param.opts == [option.spelled("cli"), *short], option.name
         assert param.help == escape(faces.command.help(option, "cli")), option.name
         assert param.default == option.info.default, option.name
-        if option.info.annotation is bool:
+        if option.info.annotation is bool and option.opt.cli:
             assert param.secondary_opts == [], option.name  # a flag that only turns it on
 
 
@@ -188,14 +283,26 @@ def test_each_face_names_the_others_options_as_it_spells_them() -> None:
     )
 
 
+def _after_flag(faces: Faces, message: str, flag: str) -> str:
+    """What the refusal says after the flag (and, for a command that names it, the value)."""
+    said, sep, rest = message.partition(": ")
+    quoted = faces.command.quote_values and said.startswith(f"{flag} ")
+    assert sep and (said == flag or quoted), message
+    return rest
+
+
 def _cli_refusal(faces: Faces, flag: str, text: str, tmp: Path) -> str:
     args = [arg.replace("{tmp}", str(tmp)) for arg in faces.cli_args]
-    done = CliRunner().invoke(_app(faces.module), [faces.cli, *args, flag, text])
-    assert isinstance(done.exception, UserError), done.output
-    assert exit_code(done.exception) == 2
-    message = str(done.exception)
-    assert message.startswith(f"{flag}: "), message
-    return message.removeprefix(f"{flag}: ")
+    done = CliRunner().invoke(_app(faces.module), [*faces.cli.split(), *args, flag, text])
+    if isinstance(done.exception, UserError):
+        assert exit_code(done.exception) == 2
+        message = str(done.exception)
+    else:  # a command that prints its own error line (the SageMaker verbs)
+        lines = [line for line in done.output.splitlines() if line.strip()]
+        assert done.exit_code == 2 and len(lines) == 1, done.output
+        assert lines[0].startswith("error: "), done.output
+        message = lines[0].removeprefix("error: ")
+    return _after_flag(faces, message, flag)
 
 
 def _mcp_refusals(faces: Faces, tmp: Path) -> list[str]:
@@ -217,7 +324,7 @@ def _mcp_refusals(faces: Faces, tmp: Path) -> list[str]:
     return anyio.run(refused)
 
 
-@pytest.mark.parametrize("faces", FACES, ids=IDS)
+@pytest.mark.parametrize("faces", REFUSING, ids=[faces.cli for faces in REFUSING])
 def test_a_value_past_a_bound_is_the_same_sentence_on_both_faces(
     faces: Faces, tmp_path: Path
 ) -> None:
@@ -247,14 +354,14 @@ def test_the_domain_checks_say_the_same_on_both_faces(tmp_path: Path) -> None:
     assert price == ["give a positive number of USD up to 10,000, e.g. 1.1267"] * 2
 
 
-@pytest.mark.parametrize("faces", FACES, ids=IDS)
+@pytest.mark.parametrize("faces", REFUSING, ids=[faces.cli for faces in REFUSING])
 def test_the_command_exits_2_with_one_line(faces: Faces, tmp_path: Path) -> None:
     """The installed command: one line naming the flag on stderr, exit 2."""
     name, text, _ = faces.refused[0]
     flag = faces.command.option(name).spelled("cli")
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in faces.cli_args]
     done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", faces.cli, *args, flag, text],
+        [sys.executable, "-m", "sagemeter", *faces.cli.split(), *args, flag, text],
         capture_output=True,
         text=True,
         check=False,
@@ -262,5 +369,6 @@ def test_the_command_exits_2_with_one_line(faces: Faces, tmp_path: Path) -> None
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert _after_flag(faces, lines[0].removeprefix("error: "), flag), done.stderr
     assert done.stdout == ""

@@ -25,18 +25,31 @@ from rich.table import Table
 from rich.text import Text
 
 from sagemeter import sagemaker as sm
-from sagemeter.compare.costs import check_price
 from sagemeter.errors import ManyProblems, UserError, exit_code
+from sagemeter.options.base import OptionsModel
+from sagemeter.options.command import Command
+from sagemeter.options.faces import read_options, with_options
+from sagemeter.options.sagemaker import (
+    DEPLOY,
+    INVOKE,
+    LIST,
+    LOGS,
+    PRICE,
+    QUOTA,
+    STATUS,
+    DeployOptions,
+    InvokeOptions,
+    ListOptions,
+    LogsOptions,
+    PriceOptions,
+    QuotaOptions,
+    StatusOptions,
+)
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.redaction import StreamRedaction, redact_tree
 from sagemeter.sagemaker.aws import explain
 from sagemeter.sagemaker.endpoint import DEFAULT_POLL_S
 from sagemeter.sagemaker.redact import redact
-from sagemeter.sagemaker.spec import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_INSTANCE_TYPE,
-    DEFAULT_MAX_MODEL_LEN,
-)
 from sagemeter.sagemaker.verbs import (
     ROLE_ENV,
     container_env,
@@ -92,6 +105,16 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _aws() -> sm.Aws:
     return sm.Aws()
+
+
+M = TypeVar("M", bound=OptionsModel)
+
+
+def _read(command: Command, model: type[M], options: dict[str, Any]) -> M:
+    """A verb's flags as its options model, checked before any work (one line, exit 2)."""
+    (given,) = read_options(command, options, "cli")
+    assert isinstance(given, model)
+    return given
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:
@@ -166,17 +189,11 @@ def _money(value: float | None, digits: int = 2) -> str:
 @guarded
 def quota_command(
     instance_type: Annotated[str, typer.Argument(help="e.g. ml.g6.xlarge")],
-    region: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--region",
-            "-r",
-            help="repeatable; default: the configured region, us-east-1, us-east-2, us-west-2",
-        ),
-    ] = None,
+    **options: Any,
 ) -> None:
     """Endpoint quota for an instance type per region, and how many this account already uses."""
-    rows = sm.quota(instance_type, region or None, aws=_aws())
+    given = _read(QUOTA, QuotaOptions, options)
+    rows = sm.quota(instance_type, given.regions or None, aws=_aws())
     table = Table(title=f"{instance_type} for endpoint usage")
     for column in ("region", "quota", "source", "in use", "free", "note"):
         justify: Literal["left", "right"] = (
@@ -201,20 +218,20 @@ def quota_command(
 @guarded
 def price_command(
     instance_type: Annotated[str, typer.Argument(help="e.g. ml.g6.xlarge")],
-    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
-    refresh: Annotated[
-        bool, typer.Option(help="ask the Price List again, ignoring the cache")
-    ] = False,
-    price_per_hour: Annotated[float | None, typer.Option(help="use this USD/hour instead")] = None,
+    **options: Any,
 ) -> None:
     """On-demand USD per hour of one real-time Hosting instance (AWS Price List API, cached)."""
-    check_price(price_per_hour)
+    given = _read(PRICE, PriceOptions, options)
     aws = _aws()
-    region = deploy_region(region, aws)
-    if price_per_hour is None:
+    region = deploy_region(given.region, aws)
+    if given.price_per_hour is None:
         aws.require_credentials()
     quote = sm.hourly_price(
-        instance_type, region, refresh=refresh, price_per_hour=price_per_hour, aws=aws
+        instance_type,
+        region,
+        refresh=given.refresh,
+        price_per_hour=given.price_per_hour,
+        aws=aws,
     )
     _out().print(
         f"{quote.instance_type} in {quote.region}: {_money(quote.usd_per_hour, 4)} per hour "
@@ -231,79 +248,35 @@ def price_command(
 def deploy_command(
     name: Annotated[str, typer.Argument(help="the endpoint name (1-63 letters, digits, hyphens)")],
     model: Annotated[str, typer.Option("--model", "-m", help="Hugging Face model id")],
-    instance_type: Annotated[
-        str, typer.Option(help="SageMaker instance type")
-    ] = DEFAULT_INSTANCE_TYPE,
-    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
-    fallback_region: Annotated[
-        list[str] | None, typer.Option(help="tried in order after a capacity failure")
-    ] = None,
-    fallback_instance_type: Annotated[
-        list[str] | None, typer.Option(help="InstancePools after the main type, in priority order")
-    ] = None,
-    env: Annotated[
-        list[str] | None, typer.Option(help="KEY=VALUE for the container, repeatable")
-    ] = None,
-    role: Annotated[
-        str | None, typer.Option(help=f"execution role ARN (default: ${ROLE_ENV})")
-    ] = None,
-    image: Annotated[
-        str | None, typer.Option(help="full image URI (default: AWS vLLM container)")
-    ] = None,
-    image_tag: Annotated[
-        str | None,
-        typer.Option(help="pin a tag of the AWS vLLM container (default: the newest pinned one)"),
-    ] = None,
-    max_model_len: Annotated[
-        int, typer.Option(min=0, help="SM_VLLM_MAX_MODEL_LEN, tokens; 0 leaves it to vLLM")
-    ] = DEFAULT_MAX_MODEL_LEN,
-    gpu_memory_utilization: Annotated[
-        float,
-        typer.Option(min=0.0, max=1.0, help="SM_VLLM_GPU_MEMORY_UTILIZATION; 0 leaves it to vLLM"),
-    ] = DEFAULT_GPU_MEMORY_UTILIZATION,
-    count: Annotated[int, typer.Option(help="instances")] = 1,
-    inference_ami: Annotated[
-        str | None, typer.Option(help="InferenceAmiVersion (default: by CUDA)")
-    ] = None,
-    startup_timeout: Annotated[int, typer.Option(help="container health-check timeout, s")] = 1800,
-    download_timeout: Annotated[int, typer.Option(help="model data download timeout, s")] = 1800,
-    provision_timeout: Annotated[
-        int | None, typer.Option(help="VariantInstanceProvisionTimeoutInSeconds (300-3600)")
-    ] = None,
-    deadline_minutes: Annotated[float, typer.Option(help="stop waiting after this long")] = 60.0,
-    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
-    dry_run: Annotated[bool, typer.Option(help="print the requests; create nothing")] = False,
     poll_seconds: Annotated[float, typer.Option(hidden=True)] = DEFAULT_POLL_S,
+    **options: Any,
 ) -> None:
     """Create model, endpoint config and endpoint (tagged, recorded), and wait for InService."""
-    from sagemeter.limits import DeadlineMinutes, checked
-
-    check_price(price_per_hour)
-    checked(deadline_minutes, DeadlineMinutes, "--deadline-minutes")
+    given = _read(DEPLOY, DeployOptions, options)
     aws = _aws()  # no network yet: the session only reads the configuration
-    region = deploy_region(region, aws)
-    role_arn = execution_role(role)
+    region = deploy_region(given.region, aws)
+    role_arn = execution_role(given.role_arn)
     spec = sm.make_spec(
         name=name,
         model_id=model,
         region=region,
         role_arn=role_arn,
-        instance_type=instance_type,
-        fallback_instance_types=fallback_instance_type or [],
-        fallback_regions=fallback_region or [],
-        env=_parse_env(env or []),
-        image=image,
-        image_tag=image_tag,
-        max_model_len=max_model_len or None,
-        gpu_memory_utilization=gpu_memory_utilization or None,
-        count=count,
-        inference_ami_version=inference_ami,
-        startup_timeout_s=startup_timeout,
-        download_timeout_s=download_timeout,
-        provision_timeout_s=provision_timeout,
+        instance_type=given.instance_type,
+        fallback_instance_types=given.fallback_instance_types or [],
+        fallback_regions=given.fallback_regions or [],
+        env=_parse_env(given.env or []),
+        image=given.image,
+        image_tag=given.image_tag,
+        max_model_len=given.max_model_len or None,
+        gpu_memory_utilization=given.gpu_memory_utilization or None,
+        count=given.count,
+        inference_ami_version=given.inference_ami,
+        startup_timeout_s=given.startup_timeout,
+        download_timeout_s=given.download_timeout,
+        provision_timeout_s=given.provision_timeout,
     )
     out, err = _out(), _err()
-    if dry_run:
+    if given.dry_run:
         # The image lookup is a read; without credentials the plan shows the fallback and says so.
         lookup = aws if aws.session.get_credentials() is not None else None
         plans = [plan.model_dump() for plan in sm.plan_deploy(spec, aws=lookup)]
@@ -321,9 +294,9 @@ def deploy_command(
             result = sm.deploy(
                 spec,
                 on_progress=progress,
-                deadline_s=deadline_minutes * 60,
+                deadline_s=given.deadline_minutes * 60,
                 poll_s=poll_seconds,
-                price_per_hour=price_per_hour,
+                price_per_hour=given.price_per_hour,
                 aws=aws,
             )
     except KeyboardInterrupt:
@@ -412,18 +385,14 @@ def _info_table(infos: list[sm.EndpointInfo], title: str) -> Table:
 @guarded
 def status_command(
     name: Annotated[str, typer.Argument(help="NAME or NAME@REGION")],
-    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
-    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
-    print_target: Annotated[
-        bool, typer.Option(help="print only NAME@REGION where it is (for scripts)")
-    ] = False,
+    **options: Any,
 ) -> None:
     """One endpoint: status, instance type, age and cost so far."""
-    check_price(price_per_hour)
+    given = _read(STATUS, StatusOptions, options)
     aws = _aws()
-    endpoint, region = endpoint_region(name, region, aws)
-    info = sm.endpoint_status(endpoint, region, price_per_hour=price_per_hour, aws=aws)
-    if print_target:
+    endpoint, region = endpoint_region(name, given.region, aws)
+    info = sm.endpoint_status(endpoint, region, price_per_hour=given.price_per_hour, aws=aws)
+    if given.print_target:
         if info.status is None:
             raise UserError(
                 f"no endpoint {endpoint} in {region}, only recorded leftovers "
@@ -435,20 +404,15 @@ def status_command(
 
 
 @guarded
-def list_command(
-    region: Annotated[
-        list[str] | None,
-        typer.Option("--region", "-r", help="repeatable; default: recorded, configured and usual"),
-    ] = None,
-    price_per_hour: Annotated[float | None, typer.Option(help="USD per instance-hour")] = None,
-    all_endpoints: Annotated[
-        bool, typer.Option("--all", help="every endpoint in the regions, not only sagemeter's")
-    ] = False,
-) -> None:
+def list_command(**options: Any) -> None:
     """sagemeter's endpoints (tagged or recorded), with cost so far; orphans are marked."""
-    check_price(price_per_hour)
+    given = _read(LIST, ListOptions, options)
+    all_endpoints = given.all_endpoints
     inventory = sm.list_endpoints(
-        region or None, price_per_hour=price_per_hour, all_endpoints=all_endpoints, aws=_aws()
+        given.regions or None,
+        price_per_hour=given.price_per_hour,
+        all_endpoints=all_endpoints,
+        aws=_aws(),
     )
     out = _out()
     if inventory.endpoints:
@@ -468,18 +432,17 @@ def list_command(
 @guarded
 def logs_command(
     name: Annotated[str, typer.Argument(help="NAME or NAME@REGION")],
-    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new lines")] = False,
-    lines: Annotated[int, typer.Option(help="how many recent lines")] = 50,
     poll_seconds: Annotated[float, typer.Option(hidden=True)] = 2.0,
     follow_seconds: Annotated[float | None, typer.Option(hidden=True)] = None,
+    **options: Any,
 ) -> None:
     """The endpoint's CloudWatch log (/aws/sagemaker/Endpoints/NAME); no group yet = no logs yet."""
+    given = _read(LOGS, LogsOptions, options)
     aws = _aws()
     aws.require_credentials()
-    endpoint, region = endpoint_region(name, region, aws)
+    endpoint, region = endpoint_region(name, given.region, aws)
     out = _out()
-    result = sm.recent_logs(endpoint, region, limit=lines, aws=aws)
+    result = sm.recent_logs(endpoint, region, limit=given.lines, aws=aws)
     if not result.exists:
         elsewhere = sm.placed_elsewhere(endpoint, region)
         _err().print(
@@ -494,7 +457,7 @@ def logs_command(
         _err().print(escape(result.note))
     for line in result.lines:
         out.print(_log_text(line))
-    if not follow:
+    if not given.follow:
         return
     began = time.monotonic()
     # The tail ends at the newest line there was: follow from the next millisecond on.
@@ -529,15 +492,11 @@ def _log_text(line: sm.LogLine) -> Text:
 def invoke_command(
     target: Annotated[str, typer.Argument(help="NAME@REGION, or NAME where it was placed")],
     prompt: Annotated[str, typer.Argument(help="the user message")],
-    max_tokens: Annotated[int, typer.Option(min=1)] = 256,
-    stream: Annotated[bool, typer.Option(help="print tokens as they arrive")] = False,
-    temperature: Annotated[float, typer.Option()] = 0.0,
+    **options: Any,
 ) -> None:
     """Send one chat message through the SageMaker runtime and print the reply."""
-    from sagemeter.limits import Temperature, Tokens, checked
-
-    checked(max_tokens, Tokens, "--max-tokens")
-    checked(temperature, Temperature, "--temperature")
+    given = _read(INVOKE, InvokeOptions, options)
+    stream = given.stream
     name, region = endpoint_region(target, None)
     out = _out()
 
@@ -547,9 +506,9 @@ def invoke_command(
         name,
         region,
         prompt,
-        max_tokens=max_tokens,
+        max_tokens=given.max_tokens,
         stream=stream,
-        temperature=temperature,
+        temperature=given.temperature,
         on_text=shown.feed if stream else None,
     )
     shown.close()
@@ -686,14 +645,16 @@ def role_delete_command(name: Annotated[str, typer.Argument(help="role name")]) 
 
 # --------------------------------------------------------------------------- register
 
+# Each verb's options made from its options model (`sagemeter.options.sagemaker`); delete
+# shares none with its MCP tool (its `--region` is repeatable, its `--no-wait` MCP's `wait`).
 COMMANDS: dict[str, Callable[..., Any]] = {
-    "quota": quota_command,
-    "price": price_command,
-    "deploy": deploy_command,
-    "status": status_command,
-    "list": list_command,
-    "logs": logs_command,
-    "invoke": invoke_command,
+    "quota": with_options(QUOTA, "cli")(quota_command),
+    "price": with_options(PRICE, "cli")(price_command),
+    "deploy": with_options(DEPLOY, "cli")(deploy_command),
+    "status": with_options(STATUS, "cli")(status_command),
+    "list": with_options(LIST, "cli")(list_command),
+    "logs": with_options(LOGS, "cli")(logs_command),
+    "invoke": with_options(INVOKE, "cli")(invoke_command),
     "delete": delete_command,
 }
 

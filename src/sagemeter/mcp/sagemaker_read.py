@@ -2,7 +2,7 @@
 
 import time
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from mcp.server import MCPServer
@@ -11,13 +11,30 @@ from pydantic import Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_PRICE_PER_HOUR
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_logs
 from sagemeter.mcp.models import InvokeAnswer, QuotaAnswer
+from sagemeter.options.base import OptionsModel
+from sagemeter.options.command import Command
+from sagemeter.options.faces import read_options, with_options
+from sagemeter.options.sagemaker import (
+    INVOKE,
+    LIST,
+    LOGS,
+    PRICE,
+    QUOTA,
+    STATUS,
+    InvokeOptions,
+    ListOptions,
+    LogsOptions,
+    PriceOptions,
+    QuotaOptions,
+    StatusOptions,
+)
 from sagemeter.sagemaker.verbs import deploy_region, endpoint_region
 
 T = TypeVar("T")
+M = TypeVar("M", bound=OptionsModel)
 LOOKS = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
 )
@@ -27,24 +44,16 @@ Endpoint = Annotated[
     str,
     Field(description="NAME@REGION, or NAME alone when its region is recorded or configured"),
 ]
+# A tool's other arguments (region, regions, price_per_hour, …) are its verb's options model
+# (`sagemeter.options.sagemaker`), shared with the command line's flags.
 Region = Annotated[str | None, Field(description="AWS region such as us-east-2")]
-Regions = Annotated[
-    list[str] | None,
-    Field(description="AWS regions to look in; default: recorded, configured and the usual"),
-]
-QuotaRegions = Annotated[
-    list[str] | None,
-    Field(description="AWS regions to look in; default: configured, us-east-1/2, us-west-2"),
-]
-PricePerHour = Annotated[
-    float | None,
-    Field(
-        gt=0,
-        le=MAX_PRICE_PER_HOUR,
-        allow_inf_nan=False,
-        description="USD per instance-hour to use instead of the AWS Price List",
-    ),
-]
+
+
+def given_options(command: Command, model: type[M], options: dict[str, Any]) -> M:
+    """A tool's arguments as its verb's options model, checked before any work."""
+    (given,) = read_options(command, options, "mcp")
+    assert isinstance(given, model)
+    return given
 
 
 async def blocking(call: Callable[[], T]) -> T:
@@ -82,13 +91,15 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Check SageMaker quota", annotations=LOOKS)
     @guarded
+    @with_options(QUOTA, "mcp")  # regions
     async def check_quota(
-        instance_type: InstanceType, regions: QuotaRegions = None
+        instance_type: InstanceType, **options: Any
     ) -> Annotated[CallToolResult, QuotaAnswer]:
         """Endpoint quota for an instance type per region, how many are in use and how many free.
 
         Use before deploy_endpoint to pick a region: quota is per instance type and region.
         """
+        regions = given_options(QUOTA, QuotaOptions, options).regions
         rows = await blocking(lambda: sm.quota(instance_type, regions or None, aws=sm.Aws()))
         lines = []
         for row in rows:
@@ -107,20 +118,18 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Look up an instance price", annotations=LOOKS)
     @guarded
+    @with_options(PRICE, "mcp")  # region, refresh
     async def get_price(
-        instance_type: InstanceType,
-        region: Region = None,
-        refresh: Annotated[
-            bool, Field(description="ask the AWS Price List again instead of the cache")
-        ] = False,
+        instance_type: InstanceType, **options: Any
     ) -> Annotated[CallToolResult, sm.PriceQuote]:
         """On-demand USD per hour of one real-time Hosting instance (AWS Price List, cached)."""
+        given = given_options(PRICE, PriceOptions, options)
 
         def look() -> sm.PriceQuote:
             aws = sm.Aws()
-            where = deploy_region(region, aws, label="region")
+            where = deploy_region(given.region, aws, label="region")
             aws.require_credentials()
-            return sm.hourly_price(instance_type, where, refresh=refresh, aws=aws)
+            return sm.hourly_price(instance_type, where, refresh=given.refresh, aws=aws)
 
         quote = await blocking(look)
         text = (
@@ -131,37 +140,36 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Endpoint status", annotations=LOOKS)
     @guarded
+    @with_options(STATUS, "mcp")  # region, price_per_hour
     async def endpoint_status(
-        endpoint: Endpoint, region: Region = None, price_per_hour: PricePerHour = None
+        endpoint: Endpoint, **options: Any
     ) -> Annotated[CallToolResult, sm.EndpointInfo]:
         """One endpoint: status, instance type, age, price and cost so far; whoever made it."""
+        given = given_options(STATUS, StatusOptions, options)
 
         def look() -> sm.EndpointInfo:
             aws = sm.Aws()
-            name, where = endpoint_region(endpoint, region, aws, label="region")
-            return sm.endpoint_status(name, where, price_per_hour=price_per_hour, aws=aws)
+            name, where = endpoint_region(endpoint, given.region, aws, label="region")
+            return sm.endpoint_status(name, where, price_per_hour=given.price_per_hour, aws=aws)
 
         info = await blocking(look)
         return reply(info_line(info), info)
 
     @server.tool(title="List sagemeter's endpoints", annotations=LOOKS)
     @guarded
-    async def list_endpoints(
-        regions: Regions = None,
-        price_per_hour: PricePerHour = None,
-        all_endpoints: Annotated[
-            bool, Field(description="every endpoint in the regions, not only sagemeter's")
-        ] = False,
-    ) -> Annotated[CallToolResult, sm.Inventory]:
+    @with_options(LIST, "mcp")  # regions, price_per_hour, all_endpoints
+    async def list_endpoints(**options: Any) -> Annotated[CallToolResult, sm.Inventory]:
         """Every endpoint sagemeter made (tagged or recorded), with cost so far; orphans marked.
 
         Also shows what an interrupted or cancelled deploy left, so nothing keeps billing unseen.
         With all_endpoints, every other endpoint too, marked "not sagemeter's".
         """
+        given = given_options(LIST, ListOptions, options)
+        all_endpoints = given.all_endpoints
         inventory = await blocking(
             lambda: sm.list_endpoints(
-                regions or None,
-                price_per_hour=price_per_hour,
+                given.regions or None,
+                price_per_hour=given.price_per_hour,
                 all_endpoints=all_endpoints,
                 aws=sm.Aws(),
             )
@@ -176,22 +184,22 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Read an endpoint's log", annotations=LOOKS)
     @guarded
+    @with_options(LOGS, "mcp")  # region, lines
     async def endpoint_logs(
-        endpoint: Endpoint,
-        region: Region = None,
-        lines: Annotated[int, Field(ge=1, le=1000, description="how many recent lines")] = 50,
+        endpoint: Endpoint, **options: Any
     ) -> Annotated[CallToolResult, sm.LogsResult]:
         """Recent lines of the endpoint's CloudWatch container log (needs --allow-logs).
 
         No log group yet means the container has not started yet, not an error.
         """
+        given = given_options(LOGS, LogsOptions, options)
         require_logs(config, "endpoint_logs")
 
         def read() -> sm.LogsResult:
             aws = sm.Aws()
             aws.require_credentials()
-            name, where = endpoint_region(endpoint, region, aws, label="region")
-            return sm.recent_logs(name, where, limit=lines, aws=aws)
+            name, where = endpoint_region(endpoint, given.region, aws, label="region")
+            return sm.recent_logs(name, where, limit=given.lines, aws=aws)
 
         result = await blocking(read)
         if not result.exists:
@@ -211,17 +219,24 @@ def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Send one prompt to an endpoint", annotations=LOOKS)
     @guarded
+    @with_options(INVOKE, "mcp")  # max_tokens, temperature
     async def invoke_endpoint(
         endpoint: Endpoint,
         prompt: Annotated[str, Field(min_length=1, description="the user message")],
-        max_tokens: Annotated[int, Field(ge=1, le=8192, description="reply length cap")] = 256,
-        temperature: Annotated[float, Field(ge=0, le=2, description="sampling temperature")] = 0.0,
+        **options: Any,
     ) -> Annotated[CallToolResult, InvokeAnswer]:
         """Send one chat message to a SageMaker endpoint through its runtime; returns the reply."""
+        given = given_options(INVOKE, InvokeOptions, options)
 
         def send() -> InvokeAnswer:
             name, where = endpoint_region(endpoint, None, label="region")
-            record = sm.invoke(name, where, prompt, max_tokens=max_tokens, temperature=temperature)
+            record = sm.invoke(
+                name,
+                where,
+                prompt,
+                max_tokens=given.max_tokens,
+                temperature=given.temperature,
+            )
             if not record.ok:
                 elsewhere = sm.placed_elsewhere(name, where)
                 hint = f" ({elsewhere})" if elsewhere else ""

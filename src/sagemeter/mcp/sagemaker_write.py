@@ -6,7 +6,7 @@ to the endpoint's name and, like the CLI, removes only what carries sagemeter's 
 """
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -15,17 +15,15 @@ from pydantic import Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_CONTEXT_TOKENS, MAX_DEADLINE_MINUTES
+from sagemeter.limits import MAX_CONTEXT_TOKENS
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.models import DeployAnswer
 from sagemeter.mcp.progress import Relay, in_worker
-from sagemeter.mcp.sagemaker_read import Endpoint, PricePerHour, Region, blocking
-from sagemeter.sagemaker.spec import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_INSTANCE_TYPE,
-    DEFAULT_MAX_MODEL_LEN,
-)
+from sagemeter.mcp.sagemaker_read import Endpoint, Region, blocking, given_options
+from sagemeter.options.faces import with_options
+from sagemeter.options.sagemaker import DEPLOY, DeployOptions
+from sagemeter.sagemaker.spec import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_MODEL_LEN
 from sagemeter.sagemaker.verbs import (
     container_env,
     deploy_region,
@@ -101,40 +99,21 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Deploy a checkpoint to SageMaker", annotations=CREATES)
     @guarded
+    @with_options(DEPLOY, "mcp")  # region, instance_type, …, wait_minutes: deploy's options model
     async def deploy_endpoint(
         ctx: Context,
         name: Annotated[str, Field(description="endpoint name: 1-63 letters, digits, hyphens")],
         model_id: Annotated[
             str, Field(description="Hugging Face model id, e.g. google/gemma-4-E2B-it")
         ],
-        region: Region = None,
-        instance_type: Annotated[
-            str, Field(description="SageMaker instance type")
-        ] = DEFAULT_INSTANCE_TYPE,
-        fallback_regions: Annotated[
-            list[str] | None, Field(description="regions tried in order after a capacity failure")
-        ] = None,
-        fallback_instance_types: Annotated[
-            list[str] | None,
-            Field(description="InstancePools after the main type, in priority order"),
-        ] = None,
+        # The tool's own (sagemeter.options.sagemaker says why): one object, and null leaves
+        # these two to vLLM (the command line: 0)
         env: Annotated[
             dict[str, str] | None,
             Field(
                 description="container environment; never put tokens here (the server passes "
                 "its own HF_TOKEN)"
             ),
-        ] = None,
-        count: Annotated[int, Field(ge=1, le=100, description="instances")] = 1,
-        role_arn: Annotated[
-            str | None, Field(description="execution role ARN (default: $SAGEMETER_ROLE_ARN)")
-        ] = None,
-        image: Annotated[
-            str | None, Field(description="full image URI (default: the AWS vLLM container)")
-        ] = None,
-        image_tag: Annotated[
-            str | None,
-            Field(description="pin a tag of the AWS vLLM container (default: newest pinned)"),
         ] = None,
         max_model_len: Annotated[
             int | None,
@@ -148,19 +127,7 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
             float | None,
             Field(gt=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION; null leaves it to vLLM"),
         ] = DEFAULT_GPU_MEMORY_UTILIZATION,
-        wait_minutes: Annotated[
-            float,
-            Field(
-                ge=0,
-                le=MAX_DEADLINE_MINUTES,
-                allow_inf_nan=False,
-                description="stop waiting for InService after this long",
-            ),
-        ] = 60.0,
-        price_per_hour: PricePerHour = None,
-        dry_run: Annotated[
-            bool, Field(description="return the create requests only; create nothing")
-        ] = False,
+        **options: Any,
     ) -> Annotated[CallToolResult, DeployAnswer]:
         """Create model, endpoint config and endpoint (tagged, recorded) and wait for InService.
 
@@ -168,6 +135,8 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
         quota first. Cancelling stops the wait, not the endpoint: it stays recorded, and
         list_endpoints shows it. HF_TOKEN is taken from the server's environment.
         """
+        given = given_options(DEPLOY, DeployOptions, options)
+        dry_run = given.dry_run
         if not dry_run:
             require_write(config, "deploy_endpoint", "creates an endpoint that bills per hour")
 
@@ -175,15 +144,15 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
             return sm.make_spec(
                 name=name,
                 model_id=model_id,
-                region=deploy_region(region, aws, label="region"),
-                role_arn=execution_role(role_arn, label="role_arn"),
-                instance_type=instance_type,
-                fallback_instance_types=fallback_instance_types or [],
-                fallback_regions=fallback_regions or [],
+                region=deploy_region(given.region, aws, label="region"),
+                role_arn=execution_role(given.role_arn, label="role_arn"),
+                instance_type=given.instance_type,
+                fallback_instance_types=given.fallback_instance_types or [],
+                fallback_regions=given.fallback_regions or [],
                 env=container_env(env or {}),
-                count=count,
-                image=image,
-                image_tag=image_tag,
+                count=given.count,
+                image=given.image,
+                image_tag=given.image_tag,
                 max_model_len=max_model_len,
                 gpu_memory_utilization=gpu_memory_utilization,
             )
@@ -210,9 +179,9 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
                 return sm.deploy(
                     make_spec(aws),
                     on_progress=lambda progress: lines(progress, check),
-                    deadline_s=wait_minutes * 60,
+                    deadline_s=given.deadline_minutes * 60,
                     poll_s=config.poll_s,
-                    price_per_hour=price_per_hour,
+                    price_per_hour=given.price_per_hour,
                     aws=aws,
                 )
 

@@ -1,0 +1,282 @@
+"""The SageMaker verbs' options, declared once: the flags of `sagemeter sagemaker quota`, `price`,
+`status`, `list`, `logs`, `invoke` and `deploy`, and the arguments of the MCP tools
+`check_quota`, `get_price`, `endpoint_status`, `list_endpoints`, `endpoint_logs`,
+`invoke_endpoint` and `deploy_endpoint`, are made from these fields (`sagemeter.options.faces`).
+
+Each face keeps its own:
+- what the command line takes as positional arguments (the instance type, the endpoint, the
+  prompt), and deploy's required `--model`/`model_id` (an option here is optional);
+- deploy's container environment (the command line's `--env KEY=VALUE` flags, MCP's object),
+  `max_model_len` and `gpu_memory_utilization` (the command line leaves them to vLLM with 0, MCP
+  with null, and an options model reads a null as "not given", its default): the command line's
+  are fields here, not on MCP, so its flags keep their order; the tool declares its own;
+- the command line's test hooks (hidden `--poll-seconds`, `--follow-seconds`);
+- `delete`: `--region` is repeatable with `--all-mine` on the command line, one region over MCP,
+  and `--no-wait` is MCP's `wait` turned round, so the two faces share no option.
+Options only the command line has (how it prints, deploy's container timeouts) are fields here
+with `not_on` saying why.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
+
+from sagemeter.limits import (
+    MAX_CONTEXT_TOKENS,
+    MAX_DEADLINE_MINUTES,
+    MAX_PRICE_PER_HOUR,
+    MAX_TOKENS,
+    check_price,
+)
+from sagemeter.options.base import Face, Opt, OptionsModel
+from sagemeter.options.checked import Checked
+from sagemeter.options.command import Command
+from sagemeter.sagemaker.spec import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_INSTANCE_TYPE,
+    DEFAULT_MAX_MODEL_LEN,
+)
+
+MAX_LOG_LINES = 1000  # recent lines of one read (CloudWatch's GetLogEvents gives 10,000 at most)
+MAX_INSTANCES = 100  # instances of one endpoint (the deploy spec's own bound)
+DEFAULT_DEADLINE_MINUTES = 60.0
+DEFAULT_CONTAINER_TIMEOUT_S = 1800
+
+_PRINTS: tuple[tuple[Face, str], ...] = (("mcp", "how the command line prints its answer"),)
+
+
+def _region(help: str = "AWS region such as us-east-2") -> Any:
+    return Field(None, description=help)
+
+
+Region = Annotated[str | None, Opt(short="-r")]
+PricePerHour = Annotated[
+    float | None,
+    Field(gt=0, le=MAX_PRICE_PER_HOUR),
+    Checked(check_price),
+    Opt(),
+]
+PRICE_HELP = "USD per instance-hour to use instead of the AWS Price List"
+
+
+class QuotaOptions(OptionsModel):
+    """Where `quota` looks."""
+
+    TABLE: ClassVar[str] = "quota"  # no plan table: the name its messages use
+
+    regions: Annotated[
+        list[str] | None,
+        Field(
+            description="AWS regions to look in; default: the configured region, us-east-1, "
+            "us-east-2, us-west-2"
+        ),
+        Opt(cli="--region", short="-r"),
+    ] = None
+
+
+class PriceOptions(OptionsModel):
+    """Where the price is looked up, and whether the cache is skipped."""
+
+    TABLE: ClassVar[str] = "price"  # no plan table: the name its messages use
+
+    region: Region = _region()
+    refresh: Annotated[
+        bool, Field(description="ask the AWS Price List again instead of the cache"), Opt()
+    ] = False
+    price_per_hour: Annotated[
+        float | None,
+        Field(gt=0, le=MAX_PRICE_PER_HOUR, description="use this USD/hour instead"),
+        Checked(check_price),
+        Opt(not_on=(("mcp", "get_price looks the price up; one given would only be echoed"),)),
+    ] = None
+
+
+class StatusOptions(OptionsModel):
+    """Where the endpoint is, and the price its cost so far is made with."""
+
+    TABLE: ClassVar[str] = "status"  # no plan table: the name its messages use
+
+    region: Region = _region()
+    price_per_hour: PricePerHour = Field(None, description=PRICE_HELP)
+    print_target: Annotated[
+        bool,
+        Field(description="print only NAME@REGION where it is (for scripts)"),
+        Opt(not_on=_PRINTS),
+    ] = False
+
+
+class ListOptions(OptionsModel):
+    """Where `list` looks, which endpoints it shows, and the price of their cost so far."""
+
+    TABLE: ClassVar[str] = "list"  # no plan table: the name its messages use
+
+    regions: Annotated[
+        list[str] | None,
+        Field(description="AWS regions to look in; default: recorded, configured and the usual"),
+        Opt(cli="--region", short="-r"),
+    ] = None
+    price_per_hour: PricePerHour = Field(None, description=PRICE_HELP)
+    all_endpoints: Annotated[
+        bool,
+        Field(description="every endpoint in the regions, not only sagemeter's"),
+        Opt(cli="--all"),  # a flag that only turns it on, as it always was
+    ] = False
+
+
+class LogsOptions(OptionsModel):
+    """Where the endpoint is, and how much of its log is read."""
+
+    TABLE: ClassVar[str] = "logs"  # no plan table: the name its messages use
+
+    region: Region = _region()
+    follow: Annotated[
+        bool,
+        Field(description="keep printing new lines"),
+        Opt(
+            cli="--follow",
+            short="-f",
+            not_on=(("mcp", "a tool answers once; it reads the recent lines"),),
+        ),
+    ] = False
+    lines: Annotated[
+        int, Field(ge=1, le=MAX_LOG_LINES, description="how many recent lines"), Opt()
+    ] = 50
+
+
+class InvokeOptions(OptionsModel):
+    """How long the reply may be and how it is sampled."""
+
+    TABLE: ClassVar[str] = "invoke"  # no plan table: the name its messages use
+
+    max_tokens: Annotated[
+        int, Field(ge=1, le=MAX_TOKENS, description="reply length cap"), Opt()
+    ] = 256
+    stream: Annotated[
+        bool,
+        Field(description="print tokens as they arrive"),
+        Opt(not_on=(("mcp", "a tool answers once, with the whole reply"),)),
+    ] = False
+    temperature: Annotated[float, Field(ge=0, le=2, description="sampling temperature"), Opt()] = (
+        0.0
+    )
+
+
+_NULL_ON_MCP: tuple[tuple[Face, str], ...] = (
+    ("mcp", "deploy_endpoint declares its own: null there leaves it to vLLM, not 0"),
+)
+_CLI_DEPLOY: tuple[tuple[Face, str], ...] = (
+    ("mcp", "deploy_endpoint keeps the container's and SageMaker's own"),
+)
+
+
+class DeployOptions(OptionsModel):
+    """What is deployed where, and how long deploy waits for it."""
+
+    TABLE: ClassVar[str] = "deploy"  # no plan table: the name its messages use
+
+    instance_type: Annotated[str, Field(description="SageMaker instance type"), Opt()] = (
+        DEFAULT_INSTANCE_TYPE
+    )
+    region: Region = _region()
+    fallback_regions: Annotated[
+        list[str] | None,
+        Field(description="regions tried in order after a capacity failure"),
+        Opt(cli="--fallback-region"),
+    ] = None
+    fallback_instance_types: Annotated[
+        list[str] | None,
+        Field(description="InstancePools after the main type, in priority order"),
+        Opt(cli="--fallback-instance-type"),
+    ] = None
+    env: Annotated[
+        list[str] | None,
+        Field(description="KEY=VALUE for the container, repeatable"),
+        Opt(not_on=(("mcp", "deploy_endpoint takes the environment as one object"),)),
+    ] = None
+    role_arn: Annotated[
+        str | None,
+        Field(description="execution role ARN (default: $SAGEMETER_ROLE_ARN)"),
+        Opt(cli="--role"),
+    ] = None
+    image: Annotated[
+        str | None,
+        Field(description="full image URI (default: the AWS vLLM container)"),
+        Opt(),
+    ] = None
+    image_tag: Annotated[
+        str | None,
+        Field(description="pin a tag of the AWS vLLM container (default: the newest pinned one)"),
+        Opt(),
+    ] = None
+    max_model_len: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=MAX_CONTEXT_TOKENS,
+            description="SM_VLLM_MAX_MODEL_LEN, tokens; 0 leaves it to vLLM",
+        ),
+        Opt(not_on=_NULL_ON_MCP),
+    ] = DEFAULT_MAX_MODEL_LEN
+    gpu_memory_utilization: Annotated[
+        float,
+        Field(ge=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION; 0 leaves it to vLLM"),
+        Opt(not_on=_NULL_ON_MCP),
+    ] = DEFAULT_GPU_MEMORY_UTILIZATION
+    count: Annotated[int, Field(ge=1, le=MAX_INSTANCES, description="instances"), Opt()] = 1
+    inference_ami: Annotated[
+        str | None,
+        Field(description="InferenceAmiVersion (default: by CUDA)"),
+        Opt(not_on=_CLI_DEPLOY),
+    ] = None
+    startup_timeout: Annotated[
+        int, Field(description="container health-check timeout, s"), Opt(not_on=_CLI_DEPLOY)
+    ] = DEFAULT_CONTAINER_TIMEOUT_S
+    download_timeout: Annotated[
+        int, Field(description="model data download timeout, s"), Opt(not_on=_CLI_DEPLOY)
+    ] = DEFAULT_CONTAINER_TIMEOUT_S
+    provision_timeout: Annotated[
+        int | None,
+        Field(description="VariantInstanceProvisionTimeoutInSeconds (300-3600)"),
+        Opt(not_on=_CLI_DEPLOY),
+    ] = None
+    deadline_minutes: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=MAX_DEADLINE_MINUTES,
+            description="stop waiting for InService after this long",
+        ),
+        Opt(mcp="wait_minutes"),
+    ] = DEFAULT_DEADLINE_MINUTES
+    price_per_hour: PricePerHour = Field(None, description=PRICE_HELP)
+    dry_run: Annotated[
+        bool, Field(description="show the create requests only; create nothing"), Opt()
+    ] = False
+
+
+def _no_settings(*_: Any, **__: Any) -> Any:
+    raise NotImplementedError("the SageMaker verbs' options set no settings: read the model")
+
+
+def _verb(name: str, model: type[OptionsModel]) -> Command:
+    # flag_defaults: the flags show and start from their own defaults, as typer showed them;
+    # quote_values: a refusal names the value after the flag (`--max-tokens 0: …`), as it did
+    return Command(
+        name,
+        models=(model,),
+        defaults=model,
+        build=_no_settings,
+        flag_defaults=True,
+        quote_values=True,
+    )
+
+
+QUOTA = _verb("sagemaker quota", QuotaOptions)
+PRICE = _verb("sagemaker price", PriceOptions)
+STATUS = _verb("sagemaker status", StatusOptions)
+LIST = _verb("sagemaker list", ListOptions)
+LOGS = _verb("sagemaker logs", LogsOptions)
+INVOKE = _verb("sagemaker invoke", InvokeOptions)
+DEPLOY = _verb("sagemaker deploy", DeployOptions)
