@@ -275,7 +275,7 @@ def parse_target(text: str) -> Target:
             raise UserError(f"target {text!r}: {region!r} is not an AWS region such as us-east-2")
         return SageMakerTarget(name, region)
     if SAGEMAKER_ENDPOINT_NAME.match(raw):
-        return _bare_sagemaker(raw, text)
+        return _bare_endpoint(raw, text)
     raise UserError(f"target {text!r} is not understood; accepted forms: {ACCEPTED_FORMS}")
 
 
@@ -289,7 +289,7 @@ def _plugin_target(engine: str, spec: str, text: str) -> EngineTarget:
     return plugin.parse(spec, text)
 
 
-def _bare_sagemaker(name: str, text: str) -> Target:
+def _bare_endpoint(name: str, text: str) -> Target:
     """A bare NAME: an endpoint of the platform that places bare names (SageMaker's, in the
     region this machine placed it, else the configured one), found through the platform
     registry: the platforms sit above targets, and SageMaker (and boto3) load only for a bare

@@ -72,7 +72,8 @@ def serve(
     ] = 8080,
     **options: Any,
 ) -> None:
-    """Run the embedded engine or vLLM in the foreground for your own tools, until Ctrl-C."""
+    """Run an engine's server (local:, vllm:, cmd:, a plug-in's) in the foreground for your own
+    tools, until Ctrl-C."""
     from sagemeter.cli.engines import serve_target
     from sagemeter.options.faces import read_options
     from sagemeter.options.serve import SERVE, ServeOptions

@@ -43,4 +43,10 @@ def _no_settings(*_: Any, **__: Any) -> Any:
     raise NotImplementedError("combine's options set no settings: read them from the model")
 
 
-COMBINE = Command("combine", models=(CombineOptions,), defaults=CombineOptions, build=_no_settings)
+COMBINE = Command(
+    "combine",
+    models=(CombineOptions,),
+    defaults=CombineOptions,
+    build=_no_settings,
+    quote_values=True,  # a refusal names the value given, as it always did
+)

@@ -56,4 +56,10 @@ def _no_settings(*_: Any, **__: Any) -> Any:
     raise NotImplementedError("inspect's options set no settings: read them from the model")
 
 
-INSPECT = Command("inspect", models=(InspectOptions,), defaults=InspectOptions, build=_no_settings)
+INSPECT = Command(
+    "inspect",
+    models=(InspectOptions,),
+    defaults=InspectOptions,
+    build=_no_settings,
+    quote_values=True,  # a refusal names the value given, as it always did
+)

@@ -29,7 +29,7 @@ class RunOptions(OptionsModel):
         bool,
         Field(
             description="show the steps, what each creates, time and cost (and on the command "
-            "line the SageMaker quota); create nothing"
+            "line each platform's quota); create nothing"
         ),
         Opt(cli="--dry-run"),  # a flag that only turns it on, as it always was
     ] = False
