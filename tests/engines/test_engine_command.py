@@ -147,6 +147,39 @@ def test_measure_runs_a_command_server_keeps_its_log_and_stops_it(
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+# A server that says what vLLM says at start-up, then serves: the truth server, exec'd.
+VLLM_SPEAKING = """
+import os, sys
+for line in (
+    "INFO 12-05 10:00:00 [api_server.py:1] vLLM API server version 0.11.0",
+    "INFO 12-05 10:00:02 [gpu_model_runner.py:1] Model loading took 0.2500 GiB and 1.25 seconds",
+    "INFO 12-05 10:00:03 [kv_cache_utils.py:1] CPU KV cache size: 65,536 tokens",
+    "INFO 12-05 10:00:03 [kv_cache_utils.py:1] Maximum concurrency for 2,048 tokens per request: 32.00x",
+):
+    print(line, flush=True)
+os.execv(sys.executable, [sys.executable, "-m", "sagemeter", "calibrate-server", "--ttft", "20ms",
+                          "--itl", "2ms", "--port", sys.argv[1]])
+"""
+
+
+@pytest.mark.slow
+def test_a_command_servers_start_up_facts_reach_the_result(
+    tmp_path: Path, sagemeter_env: dict[str, str]
+) -> None:
+    """The start-up lines a `cmd:` server prints are read by the engine parsers (vLLM's here) and
+    land in the result: its weights and KV cache at the top, the log they came from named."""
+    out = tmp_path / "out"
+    command = _script(tmp_path, "vllm_speaking", VLLM_SPEAKING)
+    done = _run(["measure", str(out), f"cmd:{command}", "--name", "v", *QUICK], sagemeter_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((out / "measure-v.json").read_text())
+    assert result["detail"]["environment"]["backend"] == "cmd"
+    assert result["detail"]["startup"]["source"] == f"vllm log (engine log {out / 'engine-v.log'})"
+    assert result["weights_gib"] == 0.25
+    assert result["kv_cache_tokens"] == 65_536
+    assert result["load_seconds"] > 0
+
+
 @pytest.mark.slow
 def test_load_and_serve_start_a_command_server_too(
     tmp_path: Path, sagemeter_env: dict[str, str]
