@@ -7,7 +7,7 @@ names in its results folder, and so each one's `force`, whose help names its own
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -39,14 +39,8 @@ class CombineOptions(OptionsModel):
     ] = None
 
 
-def _no_settings(*_: Any, **__: Any) -> Any:
-    raise NotImplementedError("combine's options set no settings: read them from the model")
-
-
 COMBINE = Command(
     "combine",
     models=(CombineOptions,),
-    defaults=CombineOptions,
-    build=_no_settings,
     quote_values=True,  # a refusal names the value given, as it always did
 )

@@ -7,7 +7,7 @@ The sources are each face's own: the command line takes paths, MCP names in its 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -52,14 +52,8 @@ class InspectOptions(OptionsModel):
     ] = False
 
 
-def _no_settings(*_: Any, **__: Any) -> Any:
-    raise NotImplementedError("inspect's options set no settings: read them from the model")
-
-
 INSPECT = Command(
     "inspect",
     models=(InspectOptions,),
-    defaults=InspectOptions,
-    build=_no_settings,
     quote_values=True,  # a refusal names the value given, as it always did
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -57,14 +57,8 @@ class FaceOwnNames(Command):
         return lambda field: own.get(field) or spelled(field)
 
 
-def _no_settings(*_: Any, **__: Any) -> Any:
-    raise NotImplementedError("run's options set no settings: read them from the model")
-
-
 RUN = FaceOwnNames(
     "run",
     models=(RunOptions,),
-    defaults=RunOptions,
-    build=_no_settings,
     own=(("resume", "--resume", "resume"),),
 )

@@ -256,18 +256,12 @@ class DeployOptions(OptionsModel):
     ] = False
 
 
-def _no_settings(*_: Any, **__: Any) -> Any:
-    raise NotImplementedError("the SageMaker verbs' options set no settings: read the model")
-
-
 def _verb(name: str, model: type[OptionsModel]) -> Command:
     # flag_defaults: the flags show and start from their own defaults, as typer showed them;
     # quote_values: a refusal names the value after the flag (`--max-tokens 0: …`), as it did
     return Command(
         name,
         models=(model,),
-        defaults=model,
-        build=_no_settings,
         flag_defaults=True,
         quote_values=True,
     )

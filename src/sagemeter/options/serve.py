@@ -8,7 +8,7 @@ server the user runs. `--startup-timeout` is `load`'s option, taken whole.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -51,10 +51,4 @@ class ServeOptions(OptionsModel):
     ] = None
 
 
-def _no_settings(*_: Any, **__: Any) -> Any:
-    raise NotImplementedError("serve's options set no settings: read them from the model")
-
-
-SERVE = Command(
-    "serve", models=(ServeOptions,), defaults=ServeOptions, build=_no_settings, flag_defaults=True
-)
+SERVE = Command("serve", models=(ServeOptions,), flag_defaults=True)

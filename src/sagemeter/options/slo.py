@@ -131,9 +131,5 @@ def _load_defaults() -> BaseModel:
     return LoadSettings(target="http://127.0.0.1:1")
 
 
-def _no_build(*_: Any, **__: Any) -> Any:
-    raise NotImplementedError("the SLO options make LoadSettings with load_fields")
-
-
 # The faces' view of the options: each one's help as a face spells it, with its default.
-SLO = Command("slo", models=(SloOptions,), defaults=_load_defaults, build=_no_build)
+SLO = Command("slo", models=(SloOptions,), defaults=_load_defaults)
