@@ -2,7 +2,8 @@
 
 With --slots k, k requests sent together start at once and the k+1-th waits for the first slot to
 free: its first token comes no earlier than one whole reply plus a TTFT after it arrived. The
-arrival log has one line per request, in arrival order, and says which one queued and how long.
+arrival log has one line per request, in the order the server read them, and says which one
+queued and how long.
 """
 
 from __future__ import annotations
@@ -62,14 +63,18 @@ def test_the_request_past_the_slots_waits_for_a_whole_reply(tmp_path: Path) -> N
     assert len(lines) == 3
     queued = [line["queued_s"] for line in lines]
     assert queued[0] == queued[1] == 0.0
-    # The third waited from its arrival until the first's reply ended (never less), and its
+    # The third waited from its arrival until the first served reply ended (never less), and its
     # first token came a TTFT after that: the wait is in what the client saw.
-    first_ends = lines[0]["arrived_unix"] + REPLY_S
+    first_ends = min(lines[0]["arrived_unix"], lines[1]["arrived_unix"]) + REPLY_S
     assert queued[2] >= first_ends - lines[2]["arrived_unix"] - 1e-4
     assert queued[2] < first_ends - lines[2]["arrived_unix"] + 0.05
     assert ttfts[2] >= queued[2] + TIMING.ttft_s - 1e-4
     assert lines[2]["started_unix"] - lines[2]["arrived_unix"] == pytest.approx(queued[2], abs=1e-5)
-    assert lines[0]["arrived_unix"] <= lines[1]["arrived_unix"] <= lines[2]["arrived_unix"]
+    # Lines come in the order the server read the requests. The arrival stamps are the kernel's:
+    # a connection accepted after its bytes came can be read after one that came later, so two
+    # sent 5 ms apart may carry stamps in the other order; all three came within the sending.
+    arrivals = [line["arrived_unix"] for line in lines]
+    assert max(arrivals) - min(arrivals) < REPLY_S
 
 
 class _Conn:

@@ -109,6 +109,10 @@ class SlotSink:
 class ArrivalLog:
     """One JSON line per generation request, flushed as written (a reader may follow it live).
 
+    Lines (and request numbers) are in the order the server read the requests. Arrival times are
+    the kernel's stamps where it gives them, so two requests arriving within a millisecond or so
+    of each other on different connections may carry stamps in the other order.
+
     Times are Unix seconds (wall clock) converted from the monotonic instants the server keeps,
     so they sit on the same clock as a client's `started_utc`.
     """
