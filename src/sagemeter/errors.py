@@ -5,7 +5,8 @@ a script can tell bad input from a cloud, engine or network failure without read
 
     SagemeterError (alias UserError)   exit 2 unless a subclass says otherwise
     ├── InputError      bad input or an unmet precondition, checked before work    exit 2
-    │   └── ManyProblems  several problems of one input at once                   exit 2
+    │   ├── ManyProblems  several problems of one input at once                   exit 2
+    │   └── SettingsError settings that do not go together, named for each face  exit 2
     ├── PlatformError   the cloud refused or failed (AWS errors, quota, capacity)  exit 4
     ├── EngineError     a server sagemeter starts could not start or died          exit 5
     └── TransportError  the endpoint could not be reached, so nothing was measured exit 6
@@ -14,6 +15,8 @@ a script can tell bad input from a cloud, engine or network failure without read
 """
 
 from __future__ import annotations
+
+import re
 
 
 class SagemeterError(Exception):
@@ -95,3 +98,18 @@ class ManyProblems(InputError):
         if len(self.problems) == 1:
             return str(self)
         return f"{self.source}: {len(self.problems)} problems: " + "; ".join(self.problems)
+
+
+SETTING_NAME = re.compile(r"\{(\w+)\}")
+"""A setting named in a message as `{field}`, for the face that took it to spell."""
+
+
+class SettingsError(InputError):
+    """Settings that do not go together (`{search} rate starts at {rate}`), each named by its
+    field in braces, so every face spells it its own way: `--rate` on the command line,
+    `start_rate` over MCP (`sagemeter.options.command.Command.spelling`). Said as is, each name
+    is its field's own (`rate`)."""
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        super().__init__(SETTING_NAME.sub(r"\1", template))

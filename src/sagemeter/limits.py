@@ -33,6 +33,10 @@ MAX_MINUTES = 100_000.0  # one arm's measurement limit (about 70 days)
 MAX_DEADLINE_MINUTES = 1440.0  # the longest wait for a SageMaker endpoint to be InService
 MAX_WORKERS = 512  # client processes of one load run
 MAX_CONTEXT_TOKENS = 10_000_000  # a served model's context length
+MAX_SESSIONS = 1024  # multi-turn sessions at once of one load run
+MAX_TURNS = 64  # turns of one session
+# The percentiles an SLO search can hold to: those every load result's distributions carry.
+SLO_PERCENTILES = (50.0, 90.0, 99.0)
 
 # Constrained types for pydantic models and MCP tool arguments: finite, in range.
 Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_S, allow_inf_nan=False)]

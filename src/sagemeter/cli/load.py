@@ -61,7 +61,8 @@ def register(app: typer.Typer) -> None:
 
         (given,) = read_options(LOAD, options, "cli")  # a bad value: one line, before work
         assert isinstance(given, LoadOptions)
-        run_load(target, given, lambda url: load(url, **options))
+        with LOAD.spelling("cli"):  # options that do not go together, named by their flags
+            run_load(target, given, lambda url: load(url, **options))
 
     from sagemeter.options.faces import with_options
     from sagemeter.options.load import LOAD
@@ -139,6 +140,7 @@ def load_settings(url: str, o: LoadOptions) -> LoadSettings:
     URL kept as its base with /v1, as every command records a server."""
     from sagemeter import filekinds
     from sagemeter.atomic import check_distinct_outputs, check_output_file
+    from sagemeter.limits import MAX_WAIT_S
     from sagemeter.loadgen.schedule import parse_shard
     from sagemeter.loadgen.settings import LoadSettings
     from sagemeter.targets import http_target
@@ -176,6 +178,11 @@ def load_settings(url: str, o: LoadOptions) -> LoadSettings:
         from sagemeter.loadgen.trace import read_trace_cached
 
         seconds = max(read_trace_cached(o.trace).span_s / o.trace_speed, 0.001)
+        if seconds > MAX_WAIT_S:  # the trace's own length: a sending time like --duration's
+            raise UserError(
+                f"--trace lasts {seconds / 3600:,.0f} h at --trace-speed {o.trace_speed:g}: "
+                "more than a day; give --duration to send a part of it, or a larger --trace-speed"
+            )
     shard_index, shard_count = parse_shard(o.shard) if o.shard is not None else (0, 1)
     if o.sessions is None and (o.turns != 2 or o.think_time != "fixed:0s"):
         raise UserError("--turns and --think-time shape --sessions; give --sessions N")
@@ -207,7 +214,7 @@ def session_plan(o: LoadOptions) -> SessionPlan:
     from sagemeter.loadgen.sessions import SessionPlan, parse_think_time
 
     assert o.sessions is not None
-    return SessionPlan(o.sessions, o.turns, parse_think_time(o.think_time)).checked()
+    return SessionPlan(o.sessions, o.turns, parse_think_time(o.think_time))
 
 
 def run_load(target: str, o: LoadOptions, again: Callable[[str], None]) -> None:

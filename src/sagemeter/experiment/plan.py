@@ -29,7 +29,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from sagemeter.engines.endpoints import check_target
-from sagemeter.errors import ManyProblems, UserError
+from sagemeter.errors import SETTING_NAME, ManyProblems, UserError
 from sagemeter.evidence.sequential import DEFAULT_BLOCK, planned_looks
 from sagemeter.experiment.steps import visits
 from sagemeter.limits import (
@@ -287,7 +287,14 @@ def _message(error: Mapping[str, Any]) -> str:
         return "missing (required)"
     if kind == "too_short" and tuple(error.get("loc", ())) == ("arm",):
         return "a plan compares at least two arms: give two or more [[arm]] tables"
-    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    return _keys(str(error.get("msg", "invalid")).removeprefix("Value error, "))
+
+
+def _keys(message: str) -> str:
+    """A table's options named `{field}` (options that do not go together) as the plan writes
+    them: the key, after the table the problem names (`slo: give ttft, tpot or both`)."""
+    keys = set(SloOptions.model_fields) | set(MeasureOptions.model_fields)
+    return SETTING_NAME.sub(lambda match: match[1] if match[1] in keys else match[0], message)
 
 
 class PlanProblems(ManyProblems):

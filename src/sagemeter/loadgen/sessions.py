@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from sagemeter.calibrate.timing import parse_duration
-from sagemeter.errors import UserError
+from sagemeter.errors import SettingsError, UserError
 from sagemeter.evidence.distribution import Distribution, distribution
 from sagemeter.loadgen.build import build_result
 from sagemeter.loadgen.result import LoadResult
@@ -44,8 +44,6 @@ from sagemeter.transport.worker import new_loop
 if TYPE_CHECKING:
     from rich.table import Table
 
-MAX_SESSIONS = 1024
-MAX_TURNS = 64
 _THINK = re.compile(r"^(fixed|uniform):(.+)$")
 
 
@@ -82,31 +80,27 @@ def parse_think_time(text: str) -> ThinkTime:
 
 @dataclass(frozen=True)
 class SessionPlan:
+    """How many sessions at once, of how many turns, thinking how long; their bounds are
+    `--sessions` and `--turns`' own (`sagemeter.options.load`)."""
+
     sessions: int
     turns: int
     think: ThinkTime
-
-    def checked(self) -> SessionPlan:
-        if not 1 <= self.sessions <= MAX_SESSIONS:
-            raise UserError(f"--sessions {self.sessions}: give 1 to {MAX_SESSIONS}")
-        if not 1 <= self.turns <= MAX_TURNS:
-            raise UserError(f"--turns {self.turns}: give 1 to {MAX_TURNS}")
-        return self
 
 
 def check_session_settings(settings: LoadSettings) -> None:
     """Sessions are their own closed loop on the chat API: the other load shapes are refused."""
     clashes = {
-        "--rate": settings.rate is not None,
-        "--sweep": settings.sweep,
-        "--search": settings.search is not None,
-        "--shard": settings.sharded or settings.start_at is not None,
+        "{rate}": settings.rate is not None,
+        "{sweep}": settings.sweep,
+        "{search}": settings.search is not None,
+        "{shard}": settings.sharded or settings.start_at is not None,
     }
-    for flag, given in clashes.items():
+    for name, given in clashes.items():
         if given:
-            raise UserError(f"--sessions runs conversations; leave out {flag}")
+            raise SettingsError(f"{{sessions}} runs conversations; leave out {name}")
     if settings.api != "chat":
-        raise UserError("--sessions carries a conversation in chat messages: use --api chat")
+        raise SettingsError("{sessions} carries a conversation in chat messages: use {api} chat")
 
 
 class TurnFigures(BaseModel):
@@ -257,7 +251,6 @@ def run_sessions(
     """Run the sessions against `settings.target`; `started` is the command's perf_counter."""
     settings = settings.model_copy(update={"concurrency": plan.sessions}).checked()
     check_session_settings(settings)
-    plan = plan.checked()
     endpoint = parse_address(settings.target)
     model = settings.model or discover_model(endpoint, api_key)
     settings = settings.model_copy(update={"model": model})

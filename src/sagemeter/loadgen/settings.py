@@ -1,36 +1,24 @@
-"""Every knob of a load run, checked once, so a bad value is one clear line before any work."""
+"""Every knob of a load run. Each value's bounds are its option's (`sagemeter.options.load`),
+checked by the face that took it; `LoadSettings.checked` weighs the settings together, so a bad
+combination is one clear line, in that face's words, before any work."""
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from sagemeter.errors import UserError
-from sagemeter.limits import (
-    MAX_RATE,
-    MAX_STREAMS,
-    MAX_WAIT_S,
-    Seconds,
-    Seed,
-    Tokens,
-    Workers,
-    check_price,
-    checked,
-)
-from sagemeter.loadgen.lengths import parse_lengths
+from sagemeter.errors import SettingsError
+from sagemeter.limits import MAX_STREAMS, MAX_WAIT_S, SLO_PERCENTILES
 from sagemeter.loadgen.trace import read_trace_cached
 from sagemeter.prompt_tokenizer import check_tokenizer_path, tokenizer_at
 from sagemeter.transport.pool import available_cores
 from sagemeter.transport.request import DEFAULT_PROMPT
 
-__all__ = ["MAX_CONCURRENCY", "LoadSettings", "available_cores"]
+__all__ = ["MAX_CONCURRENCY", "SLO_PERCENTILES", "LoadSettings", "available_cores"]
 
 MAX_CONCURRENCY = MAX_STREAMS  # streams at once from one machine (sharded runs: each shard's part)
-# The percentiles an SLO search can hold to: those every result's distributions carry.
-SLO_PERCENTILES = (50.0, 90.0, 99.0)
 
 
 class LoadSettings(BaseModel):
@@ -85,89 +73,60 @@ class LoadSettings(BaseModel):
         return self.shard_count > 1
 
     def checked(self) -> LoadSettings:
-        """Self, or a UserError naming the first bad value."""
-        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise UserError(
-                f"--concurrency {self.concurrency}: give 1 to {MAX_CONCURRENCY} streams at once"
-            )
-        checked(self.max_tokens, Tokens, "--max-tokens")
-        if not (math.isfinite(self.duration_s) and self.duration_s > 0):
-            raise UserError(f"--duration {self.duration_s!r}: give a positive number of seconds")
-        checked(self.duration_s, Seconds, "--duration")
-        if self.rate is not None and not (math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE):
-            raise UserError(
-                f"--rate {self.rate!r}: give a positive number of requests per second, at most "
-                f"{MAX_RATE:,.0f}"
-            )
-        checked(self.seed, Seed, "--seed")
+        """Self, or a SettingsError naming the first settings that do not go together.
+
+        Each value's own bounds (1 to 4096 streams at once, a positive rate, …) are its
+        option's, declared once in `sagemeter.options.load` (and `options.slo`) and checked by
+        every face before settings are made; what is left here weighs settings against each
+        other, against the clock or against the files they name. A message names each setting
+        as `{field}`, so the face that took it spells it (`--rate`, `start_rate`, `slo.rate`).
+        """
         if self.rate is not None and self.sweep:
-            raise UserError("--sweep raises --concurrency step by step; it cannot go with --rate")
+            raise SettingsError(
+                "{sweep} raises {concurrency} step by step; it cannot go with {rate}"
+            )
         if self.sweep and self.sharded:
-            raise UserError("--sweep runs on one machine; leave out --shard")
-        if self.workers is not None:
-            checked(self.workers, Workers, "--workers")
-        checked(self.timeout_s, Seconds, "--timeout")
-        for flag, value in (("--slo-ttft", self.slo_ttft_s), ("--slo-tpot", self.slo_tpot_s)):
-            if value is not None and not value > 0:
-                raise UserError(f"{flag} {value!r}: give a positive duration, e.g. 200ms")
-            if value is not None:
-                checked(value, Seconds, flag)
+            raise SettingsError("{sweep} runs on one machine; leave out {shard}")
         self._check_workload()
         self._check_search()
         if self.start_at is not None:
             check_start_at(self.start_at, time.time())
         if not 0 <= self.shard_index < self.shard_count:
-            raise UserError(
-                f"--shard {self.shard_index}/{self.shard_count}: give i/n with 0 ≤ i < n"
+            raise SettingsError(
+                f"{{shard}} {self.shard_index}/{self.shard_count}: give i/n with 0 ≤ i < n"
             )
         if self.mode == "closed" and self.concurrency < self.shard_count:
-            raise UserError(
-                f"--concurrency {self.concurrency} cannot be split into {self.shard_count} shards"
+            raise SettingsError(
+                f"{{concurrency}} {self.concurrency} cannot be split into {self.shard_count} shards"
             )
         return self
 
     def _check_workload(self) -> None:
-        for flag, spec in (
-            ("--input-tokens", self.input_tokens),
-            ("--output-tokens", self.output_tokens),
-        ):
-            if spec is not None:
-                parse_lengths(spec, flag)
         drawn = self.input_tokens is not None or self.output_tokens is not None
         if self.tokenizer is not None:
             self._check_tokenizer()
         if (drawn or self.trace is not None) and self.sharded:
-            raise UserError(
-                "--trace, --input-tokens and --output-tokens run on one machine (a shard merge "
-                "would lose the workload's record); leave out --shard"
+            raise SettingsError(
+                "{trace}, {input_tokens} and {output_tokens} run on one machine (a shard merge "
+                "would lose the workload's record); leave out {shard}"
             )
-        burst = self.burstiness
-        if not (math.isfinite(burst) and 0 < burst <= 1000):
-            raise UserError(
-                f"--burstiness {burst!r}: give a positive number up to 1000 (1 is Poisson)"
-            )
-        if burst != 1.0 and self.rate is None:
-            raise UserError("--burstiness shapes the arrivals of --rate: give --rate too")
+        if self.burstiness != 1.0 and self.rate is None:
+            raise SettingsError("{burstiness} shapes the arrivals of {rate}: give {rate} too")
         if self.trace is None:
             if self.trace_speed != 1.0:
-                raise UserError("--trace-speed scales a --trace's times: give --trace too")
+                raise SettingsError("{trace_speed} scales a {trace}'s times: give {trace} too")
             return
-        speed = self.trace_speed
-        if not (math.isfinite(speed) and 0 < speed <= 1_000_000):
-            raise UserError(
-                f"--trace-speed {speed!r}: give a positive factor up to 1,000,000 "
-                "(2 is twice as fast)"
-            )
-        for flag, given in (
-            ("--rate", self.rate is not None),
-            ("--sweep", self.sweep),
-            ("--search", self.search is not None),
-            ("--input-tokens", self.input_tokens is not None),
-            ("--output-tokens", self.output_tokens is not None),
+        for name, given in (
+            ("rate", self.rate is not None),
+            ("sweep", self.sweep),
+            ("search", self.search is not None),
+            ("input_tokens", self.input_tokens is not None),
+            ("output_tokens", self.output_tokens is not None),
         ):
             if given:
-                raise UserError(
-                    f"--trace sends its own requests at its own times and lengths; leave out {flag}"
+                raise SettingsError(
+                    "{trace} sends its own requests at its own times and lengths; leave out "
+                    f"{{{name}}}"
                 )
         from pathlib import Path
 
@@ -180,39 +139,38 @@ class LoadSettings(BaseModel):
 
         assert self.tokenizer is not None
         if self.trace is None and self.input_tokens is None:
-            raise UserError("--tokenizer cuts the prompts of --trace or --input-tokens; give one")
+            raise SettingsError(
+                "{tokenizer} cuts the prompts of {trace} or {input_tokens}; give one"
+            )
         if not Path(self.tokenizer).exists():
-            raise UserError(
-                f"--tokenizer {self.tokenizer}: no such file or folder here; give a local .gguf "
-                "or a folder holding tokenizer.json (sagemeter never downloads a tokenizer)"
+            raise SettingsError(
+                f"{{tokenizer}} {self.tokenizer}: no such file or folder here; give a local "
+                ".gguf or a folder holding tokenizer.json (sagemeter never downloads a tokenizer)"
             )
         tokenizer_at(str(check_tokenizer_path(Path(self.tokenizer))))
 
     def _check_search(self) -> None:
-        if self.slo_percentile not in SLO_PERCENTILES:
-            raise UserError(
-                f"--slo-percentile {self.slo_percentile:g}: give 50, 90 or 99 (the percentiles "
-                "a load result carries)"
-            )
-
-        check_price(self.price_per_hour)  # every command's price, one rule
         if self.search is None:
             return
         if self.slo_ttft_s is None and self.slo_tpot_s is None:
-            raise UserError(
-                f"--search {self.search} looks for the largest load that meets the SLO: give "
-                "--slo-ttft, --slo-tpot or both"
+            raise SettingsError(
+                f"{{search}} {self.search} looks for the largest load that meets the SLO: give "
+                "{slo_ttft_s}, {slo_tpot_s} or both"
             )
         if self.sweep:
-            raise UserError("--search and --sweep both choose the levels; give one of them")
+            raise SettingsError("{search} and {sweep} both choose the levels; give one of them")
         if self.sharded or self.start_at is not None:
-            raise UserError("--search runs its probes on one machine; leave out --shard/--start-at")
+            raise SettingsError(
+                "{search} runs its probes on one machine; leave out {shard}/{start_at}"
+            )
         if self.search == "rate" and self.rate is None:
-            raise UserError("--search rate starts at --rate: give the first rate to try, e.g. 2")
+            raise SettingsError(
+                "{search} rate starts at {rate}: give the first rate to try, e.g. 2"
+            )
         if self.search == "concurrency" and self.rate is not None:
-            raise UserError(
-                "--search concurrency raises streams at once up to --concurrency; leave out "
-                "--rate (or search the rate with --search rate)"
+            raise SettingsError(
+                "{search} concurrency raises streams at once up to {concurrency}; leave out "
+                "{rate} (or search the rate with {search} rate)"
             )
 
     def worker_count(self) -> int:
@@ -223,15 +181,13 @@ START_AT_MAX_AHEAD_S = MAX_WAIT_S  # --start-at lines shards up within minutes, 
 
 
 def check_start_at(start_at: float, now: float) -> None:
-    """A common start instant: a finite Unix time, not past, at most a day ahead (a mistyped
-    time would wait for ever)."""
-    if not math.isfinite(start_at):
-        raise UserError(f"--start-at {start_at!r}: give a Unix time in seconds")
+    """A common start instant: not past, at most a day ahead (a mistyped time would wait for
+    ever); that it is a finite number is its option's bound."""
     if start_at < now:
-        raise UserError(f"--start-at {start_at:.3f} is in the past")
+        raise SettingsError(f"{{start_at}} {start_at:.3f} is in the past")
     if start_at > now + START_AT_MAX_AHEAD_S:
         ahead_h = (start_at - now) / 3600
-        raise UserError(
-            f"--start-at {start_at:.3f} is {ahead_h:,.0f} h from now; "
+        raise SettingsError(
+            f"{{start_at}} {start_at:.3f} is {ahead_h:,.0f} h from now; "
             "give a start within a day (a mistyped time would wait for ever)"
         )

@@ -25,7 +25,7 @@ from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.progress import Relay, in_worker
 from sagemeter.options.faces import read_scaled, with_options
 from sagemeter.options.load import LOAD as LOAD_OPTIONS
-from sagemeter.options.slo import SLO, SloOptions, load_fields
+from sagemeter.options.slo import SLO, SloOptions
 from sagemeter.results import check_result_name
 
 SEARCHES = ToolAnnotations(
@@ -107,8 +107,14 @@ def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
             option.name: read_scaled(option, options.get(option.spelled("mcp")), "mcp")
             for option in SloOptions.options()
         }
+        # Checked together as a plan's [slo] is, each argument named as this tool names it.
+        slo = SLO.validated(SloOptions, given, "mcp")
+        assert isinstance(slo, SloOptions)
         price = options.get("price_per_hour")
-        settings = LoadSettings(target=text, price_per_hour=price, **load_fields(given)).checked()
+        with SLO.spelling("mcp"):
+            settings = LoadSettings(
+                target=text, price_per_hour=price, **slo.load_fields()
+            ).checked()
         percentile = settings.slo_percentile
         async with Relay(ctx) as relay:
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sagemeter.errors import UserError
+from sagemeter.errors import SETTING_NAME, InputError, SettingsError, UserError
 from sagemeter.options.base import Face, Option, OptionsModel
 
 # The errors of a value past a bound, not finite, or not one of an option's words: what
@@ -75,6 +76,24 @@ class Command:
             return option.spelled(face) if option is not None else field
 
         return spelled
+
+    def spell(self, text: str, face: Face) -> str:
+        """A message's `{setting}` names (a settings field or an option's name) as `face` spells
+        them: `{rate}` is `--rate` on the command line, `slo.rate` in a plan. Braces around
+        any other word are left as they are."""
+        label = self.label(face)
+        known = {option.setting for option in self.options()} | {o.name for o in self.options()}
+        return SETTING_NAME.sub(
+            lambda match: label(match[1]) if match[1] in known else match[0], text
+        )
+
+    @contextmanager
+    def spelling(self, face: Face) -> Iterator[None]:
+        """Settings that do not go together (`SettingsError`), said with `face`'s names."""
+        try:
+            yield
+        except SettingsError as exc:
+            raise InputError(SETTING_NAME.sub(r"\1", self.spell(exc.template, face))) from None
 
     def help(self, option: Option, face: Face) -> str:
         """The option's help with `{other}` names spelled for `face`, and its default."""
@@ -140,6 +159,9 @@ class Command:
                 choices = expected.replace("'", "").replace(" or ", ", ")
                 raise UserError(f"{where} {first['input']!r}: give one of {choices}") from None
             message = str(first["msg"]).removeprefix("Value error, ")
+            spelled = self.spell(message, face)  # options that do not go together: `{rate}`
+            if spelled != message:
+                raise UserError(spelled) from None
             if self.quote_values and name:
                 raise UserError(f"{where} {first['input']!r}: {message}") from None
             raise UserError(f"{where}: {message}") from None

@@ -4,8 +4,10 @@
 load's words), and the MCP tool `find_operating_point` takes its price from here.
 
 `Opt.setting` is the load generator's setting (`sagemeter.loadgen.settings.LoadSettings`) an
-option sets; the checks that weigh several options together (`--search` needs an SLO, `--trace`
-sends its own lengths, …) stay with the settings and the command.
+option sets. Every bound of one value is here, and only here; the checks that weigh several
+options together (`--search` needs an SLO, `--trace` sends its own lengths, …) stay with the
+settings (`LoadSettings.checked`) and the command, and name each option as `{field}`, so the
+face that took it spells it (`sagemeter.errors.SettingsError`).
 """
 
 from __future__ import annotations
@@ -13,22 +15,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from sagemeter.errors import UserError
 from sagemeter.limits import (
     MAX_PRICE_PER_HOUR,
     MAX_RATE,
     MAX_SEED,
+    MAX_SESSIONS,
     MAX_STREAMS,
     MAX_TOKENS,
+    MAX_TURNS,
     MAX_WAIT_S,
     MAX_WORKERS,
 )
+from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.options.base import Opt, OptionsModel, taken
 from sagemeter.options.command import Command
 from sagemeter.options.slo import SECONDS_TEXT, SloOptions
 
 TRACE_SPEED_MOST = 1_000_000.0  # a trace replayed at most this many times as fast
+_LABEL = "\x00"  # the label a lengths check is given, taken off its message
 
 
 class LoadOptions(OptionsModel):
@@ -170,12 +177,18 @@ class LoadOptions(OptionsModel):
     sessions: Annotated[
         int | None,
         Field(
+            ge=1,
+            le=MAX_SESSIONS,
             description="multi-turn conversations: this many sessions at once, each sending its "
-            "conversation so far every turn (closed loop per session)"
+            "conversation so far every turn (closed loop per session)",
         ),
-        Opt(),
+        Opt(refuse=f"give 1 to {MAX_SESSIONS}"),
     ] = None
-    turns: Annotated[int, Field(description="with {sessions}: turns per session"), Opt()] = 2
+    turns: Annotated[
+        int,
+        Field(ge=1, le=MAX_TURNS, description="with {sessions}: turns per session"),
+        Opt(refuse=f"give 1 to {MAX_TURNS}"),
+    ] = 2
     think_time: Annotated[
         str,
         Field(description="with {sessions}: wait after a reply, fixed:2s or uniform:1s,3s"),
@@ -231,6 +244,18 @@ class LoadOptions(OptionsModel):
     api_key: Annotated[
         str | None, Field(description="bearer token"), Opt(envvar="OPENAI_API_KEY")
     ] = None
+
+    @field_validator("input_tokens", "output_tokens")
+    @classmethod
+    def _lengths(cls, value: str | None) -> str | None:
+        """One of the forms `fixed:N`, `uniform:A,B`, …, in bounds (the face names the option
+        and the value)."""
+        if value is not None:
+            try:
+                parse_lengths(value, _LABEL)
+            except UserError as exc:
+                raise ValueError(str(exc).removeprefix(f"{_LABEL} {value!r}: ")) from None
+        return value
 
 
 # The faces' view: the command line shows each option's own default (`[default: 16]`), and a

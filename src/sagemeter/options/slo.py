@@ -15,9 +15,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from sagemeter.calibrate.timing import parse_duration
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_RATE, MAX_STREAMS, MAX_TOKENS, MAX_WAIT_S
+from sagemeter.limits import MAX_RATE, MAX_STREAMS, MAX_TOKENS, MAX_WAIT_S, SLO_PERCENTILES
 from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.options.base import Opt, OptionsModel, Text
+from sagemeter.options.checked import Checked
 from sagemeter.options.command import Command
 
 DEFAULT_CEILING = 64
@@ -32,6 +33,12 @@ SECONDS: dict[str, Any] = {"unit": 'seconds, or e.g. "5s"', "mcp_unit": "seconds
 PICK = "give 50, 90 or 99 (the percentiles a load result carries)"
 # A duration a plan or the command line may write as text: 500ms, 10s, 3m.
 SECONDS_TEXT = Text(parse_duration, unit="s")
+
+
+def check_percentile(value: float, label: str) -> None:
+    """One of the percentiles every load result carries (`SLO_PERCENTILES`)."""
+    if value not in SLO_PERCENTILES:
+        raise UserError(f"{label} {value:g}: {PICK}")
 
 
 class SloOptions(OptionsModel):
@@ -49,9 +56,11 @@ class SloOptions(OptionsModel):
         SECONDS_TEXT,
         Opt("slo_tpot_s", cli="--slo-tpot", mcp="slo_tpot_ms", **TARGET, unset="no TPOT target"),
     ] = Field(None, gt=0, le=MAX_WAIT_S, description="TPOT SLO: {unit}")
-    percentile: Annotated[float, Opt("slo_percentile", cli="--slo-percentile", refuse=PICK)] = (
-        Field(99.0, description="the percentile every SLO holds at: 50, 90 or 99")
-    )
+    percentile: Annotated[
+        float,
+        Checked(check_percentile),
+        Opt("slo_percentile", cli="--slo-percentile", refuse=PICK),
+    ] = Field(99.0, description="the percentile every SLO holds at: 50, 90 or 99")
     max_tokens: Annotated[int, Opt("max_tokens")] = Field(
         256, ge=1, le=MAX_TOKENS, description="tokens asked per reply in the probes"
     )
@@ -97,14 +106,13 @@ class SloOptions(OptionsModel):
 
     @model_validator(mode="after")
     def _complete(self) -> SloOptions:
+        # Options named `{field}`: each face spells them (`slo_ttft_ms` over MCP, `ttft` in a plan).
         if self.ttft is None and self.tpot is None:
-            raise ValueError("give ttft, tpot or both (the latency target searched against)")
-        if self.percentile not in (50.0, 90.0, 99.0):
-            raise ValueError(f"percentile {self.percentile:g}: give 50, 90 or 99")
+            raise ValueError("give {ttft}, {tpot} or both (the latency target searched against)")
         if self.search == "rate" and self.rate is None:
-            raise ValueError("search = rate starts at `rate`: give the first rate to try")
+            raise ValueError("{search} = rate starts at `{rate}`: give the first rate to try")
         if self.burstiness != 1.0 and self.search != "rate":
-            raise ValueError("burstiness shapes the arrivals of search = rate")
+            raise ValueError("{burstiness} shapes the arrivals of {search} = rate")
         return self
 
     def load_fields(self) -> dict[str, Any]:
