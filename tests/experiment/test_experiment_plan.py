@@ -341,8 +341,10 @@ def test_an_slo_table_is_checked_and_written_back() -> None:
     assert parse_plan(plan_toml(plan.to_data())).slo == plan.slo  # the journal's copy reads back
     for table, line in (
         ("percentile = 99", "slo: give ttft, tpot or both"),
-        ('ttft = "1s"\npercentile = 95', "slo: percentile 95: give 50, 90 or 99"),
+        ('ttft = "1s"\npercentile = 95', "slo.percentile: give 50, 90 or 99 (the percentiles"),
         ('ttft = "1s"\nsearch = "rate"', "slo: search = rate starts at `rate`"),
+        ('ttft = "1s"\nburstiness = 2', "slo: burstiness shapes the arrivals of search = rate"),
+        ('ttft = "1s"\nconcurrency = 0', "slo.concurrency: Input should be greater than or"),
         ('ttft = "soon"', "slo.ttft: "),
         ('ttft = "1s"\nslots = 4', "slo.slots: unknown key"),
     ):

@@ -17,10 +17,12 @@ import pytest
 from mcp import Client
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
-from sagemeter.errors import UserError
+from sagemeter.errors import SettingsError, UserError, exit_code
 from sagemeter.loadgen.operating_point import allowed_misses, min_requests, usd_per_million
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.mcp import ServerConfig, build_server
+from sagemeter.options.load import LOAD, LoadOptions
+from sagemeter.options.slo import SLO
 from tests.mcp_helpers import Progress, error_line
 
 TIMING = TruthTiming(ttft_s=0.02, itl_s=0.005)
@@ -154,20 +156,58 @@ def test_search_input_is_checked_before_any_work(
 
 
 @pytest.mark.parametrize(
-    ("update", "message"),
+    ("update", "cli", "mcp"),
     [
-        ({"search": "concurrency"}, "give --slo-ttft, --slo-tpot or both"),
-        ({"search": "rate", "slo_ttft_s": 0.5}, "--search rate starts at --rate"),
-        ({"search": "concurrency", "slo_ttft_s": 0.5, "rate": 2.0}, "leave out"),
-        ({"search": "concurrency", "slo_ttft_s": 0.5, "sweep": True}, "give one of them"),
-        ({"slo_percentile": 95.0}, "give 50, 90 or 99"),
-        ({"price_per_hour": 0.0}, "positive number of USD"),
+        (
+            {"search": "concurrency"},
+            "give --slo-ttft, --slo-tpot or both",
+            "give slo_ttft_ms, slo_tpot_ms or both",
+        ),
+        (
+            {"search": "rate", "slo_ttft_s": 0.5},
+            "--search rate starts at --rate",
+            "search rate starts at start_rate",
+        ),
+        (
+            {"search": "concurrency", "slo_ttft_s": 0.5, "rate": 2.0},
+            "up to --concurrency; leave out --rate",
+            "up to max_concurrency; leave out start_rate",
+        ),
+        (
+            {"search": "concurrency", "slo_ttft_s": 0.5, "sweep": True},
+            "--search and --sweep both choose the levels; give one of them",
+            "search and sweep both choose",  # no MCP argument: the field's own name
+        ),
     ],
 )
-def test_bad_search_settings_are_one_line(update: dict[str, object], message: str) -> None:
+def test_search_settings_that_do_not_go_together_are_named_by_each_face(
+    update: dict[str, object], cli: str, mcp: str
+) -> None:
+    """One check, weighed in the settings; the face that took them spells each setting."""
     settings = LoadSettings(target="http://127.0.0.1:9").model_copy(update=update)
-    with pytest.raises(UserError, match=message):
+    with pytest.raises(SettingsError):
         settings.checked()
+    for command, face, expected in ((LOAD, "cli", cli), (SLO, "mcp", mcp)):
+        with pytest.raises(UserError) as refused, command.spelling(face):
+            settings.checked()
+        assert expected in str(refused.value) and "{" not in str(refused.value)
+        assert exit_code(refused.value) == 2
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("slo_percentile", 95.0, "--slo-percentile 95.0: give 50, 90 or 99"),
+        ("price_per_hour", 0.0, "--price-per-hour 0.0: give a positive number of USD"),
+    ],
+)
+def test_a_search_value_out_of_bounds_is_its_options_refusal(
+    option: str, value: float, message: str
+) -> None:
+    """The bound lives in the option alone: the settings no longer check it again."""
+    LoadSettings(target="http://127.0.0.1:9", search=None, **{option: value}).checked()
+    with pytest.raises(UserError, match=message):
+        LOAD.validated(LoadOptions, {option: value}, "cli")
 
 
 def test_probe_sizes_and_the_price() -> None:
