@@ -10,13 +10,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from sagemeter.errors import SettingsError
-from sagemeter.limits import MAX_STREAMS, MAX_WAIT_S, SLO_PERCENTILES
+from sagemeter.limits import MAX_STREAMS, MAX_WAIT_S
 from sagemeter.loadgen.trace import read_trace_cached
 from sagemeter.prompt_tokenizer import check_tokenizer_path, tokenizer_at
 from sagemeter.transport.pool import available_cores
 from sagemeter.transport.request import DEFAULT_PROMPT
 
-__all__ = ["MAX_CONCURRENCY", "SLO_PERCENTILES", "LoadSettings", "available_cores"]
+__all__ = ["MAX_CONCURRENCY", "LoadSettings", "available_cores"]
 
 MAX_CONCURRENCY = MAX_STREAMS  # streams at once from one machine (sharded runs: each shard's part)
 
