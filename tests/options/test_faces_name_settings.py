@@ -173,3 +173,27 @@ def test_the_load_commands_own_refusals_name_its_flags(
     assert str(done.exception).startswith(line), str(done.exception)
     assert exit_code(done.exception) == 2
     assert not list(tmp_path.iterdir()), "work started before the refusal"
+
+
+def test_a_trace_slowed_past_a_day_is_refused_as_a_duration_would_be(tmp_path: Path) -> None:
+    """`--duration`'s bound is its option's; a trace's own length (its span over `--trace-speed`)
+    is weighed by the command, with both flags named."""
+    trace = tmp_path / "t.jsonl"
+    rows = [(0, 1), (1000, 2)]
+    trace.write_text(
+        "".join(
+            f'{{"timestamp": {ms}, "input_length": 5, "output_length": 1, "hash_ids": [{h}]}}\n'
+            for ms, h in rows
+        ),
+        encoding="utf-8",
+    )
+    done = CliRunner().invoke(
+        APP, ["load", NOTHING, "--trace", str(trace), "--trace-speed", "0.00001"]
+    )
+    assert isinstance(done.exception, UserError), done.output
+    assert str(done.exception).startswith("--trace lasts 28 h at --trace-speed 1e-05: more than")
+    assert exit_code(done.exception) == 2
+    with_duration = CliRunner().invoke(
+        APP, ["load", NOTHING, "--trace", str(trace), "--trace-speed", "0.00001", "--duration", "0"]
+    )
+    assert str(with_duration.exception).startswith("--duration 0.0: give a positive number")
