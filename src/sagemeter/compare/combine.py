@@ -37,6 +37,7 @@ from sagemeter.figures import (
     level_figure_of,
     level_figures,
     level_key,
+    level_values,
     stored_levels,
     value_of,
 )
@@ -230,11 +231,14 @@ def _row(key: str, values: list[float | None], kind: str) -> Row:
 
 
 def _levels(results: list[MeasureResult], families: list[LevelFamily]) -> list[str]:
-    """Every level some file holds a figure of `families` at, in order."""
-    levels: set[str] = set()
+    """Every level some file holds a figure of `families` at, in order: by number, or, for
+    levels that are names (phases), in the order the files hold them."""
+    levels: dict[str, None] = {}
     for result in results:
         for family in families:
-            levels.update(stored_levels(result, family))
+            levels.update(dict.fromkeys(level_values(result, family)))
+    if any(getattr(family, "named_levels", False) for family in families):
+        return list(levels)
     return sorted(levels, key=int)
 
 
@@ -386,8 +390,8 @@ def combine(
     rows.extend(level_rows(results, "load"))
     rows.extend(level_rows(results, "long_prompt"))
     rows.extend(figure_rows(results, "more"))
-    rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
-    rows.extend(_endpoint_rows(results))
+    rows.extend(figure_rows(results, "quality"))
+    rows.extend(level_rows(results, "endpoint"))
     if price_per_hour is not None:
         rows.extend(level_rows(results, "cost", price_per_hour))
     rows.extend(_slo_rows(results, price_per_hour))
@@ -473,14 +477,6 @@ def _not_bracketing_note(names: list[str], order: list[str]) -> str:
         f"no A-A' drift: {names[0]} and {names[-1]} were not measured first and last (in time: "
         f"{', '.join(order)}), so their difference is not the drift across the run"
     )
-
-
-def _correct(result: MeasureResult) -> int | None:
-    """The quality row's figure: None when the file answered no question (nothing to count)."""
-    counts = result.quality_counts()
-    if counts is None or not counts[1]:
-        return None
-    return counts[0]
 
 
 def no_shared_answer(a: MeasureResult, b: MeasureResult) -> str | None:
@@ -815,7 +811,7 @@ def figure_rows(results: list[MeasureResult], group: str) -> list[Row]:
         values = [value_of(result, figure) for result in results]
         if not _shown(group, results, values):
             continue
-        row = _row(figure.key, values, "speed" if figure.speed else "figure")
+        row = _row(figure.key, values, _kind(figure))
         if figure.compared != "ratio":
             row.ratios = [None] * len(row.ratios)
         if figure.compared == "difference":
@@ -835,7 +831,7 @@ def _shown(group: str, results: list[MeasureResult], values: list[float | None])
         return any(_has_prefill(r) for r in results)
     if group == "more":
         return any(value is not None for value in values)
-    return True
+    return True  # startup, decode, call, quality
 
 
 def _has_prefill(result: MeasureResult) -> bool:
@@ -854,13 +850,13 @@ def level_rows(
     families, measured = [], []
     for family in level_figures([group]):
         source = _measured_family(family)
-        if any(stored_levels(result, source) for result in results):
+        if any(level_values(result, source) for result in results):
             families.append(family)
             measured.append(source)
     rows = []
     for level in _levels(results, measured):
         for family, source in zip(families, measured, strict=True):
-            values = [stored_levels(result, source).get(level) for result in results]
+            values = [level_values(result, source).get(level) for result in results]
             if source is not family:
                 values = [_cost(price_per_hour, tps) for tps in values]
             row = _row(level_key(family, level), values, _kind(family))
@@ -881,40 +877,13 @@ def _measured_family(family: LevelFamily) -> LevelFamily:
 def _kind(figure: object) -> str:
     if getattr(figure, "priced_from", None) is not None:
         return "cost"
+    if getattr(figure, "counted", False):
+        return "count"
     return "speed" if getattr(figure, "speed", False) else "figure"
 
 
 def _cost(price_per_hour: float | None, tps: float | None) -> float | None:
     return cost_per_million_tokens(price_per_hour, tps) if price_per_hour and tps else None
-
-
-ENDPOINT_FIGURES = (
-    "model_latency_ms",
-    "overhead_latency_ms",
-    "client_and_network_ms",
-    "gpu_utilization_pct",
-)
-
-
-def _endpoint_rows(results: list[MeasureResult]) -> list[Row]:
-    """A SageMaker endpoint's own CloudWatch figures per phase (`endpoint_PHASE_FIGURE`), where
-    any file holds them; null for a file without them (another backend, an older file, or a
-    figure that did not arrive: its `detail.endpoint_metrics` says why)."""
-    per_file = [
-        {p.phase: p for p in r.detail.endpoint_metrics.phases}
-        if r.detail and r.detail.endpoint_metrics
-        else {}
-        for r in results
-    ]
-    phases = list(dict.fromkeys(phase for found in per_file for phase in found))
-    rows = []
-    for phase in phases:
-        for figure in ENDPOINT_FIGURES:
-            values = [
-                getattr(found[phase], figure) if phase in found else None for found in per_file
-            ]
-            rows.append(_row(f"endpoint_{phase}_{figure}", values, "figure"))
-    return rows
 
 
 def _slo_rows(results: list[MeasureResult], price_per_hour: float | None) -> list[Row]:
@@ -949,10 +918,6 @@ def slo_costs(
         else:
             costs.append(cost.read(result) if cost.read else None)
     return costs
-
-
-def _float(value: int | None) -> float | None:
-    return None if value is None else float(value)
 
 
 def save_comparison(comparison: Comparison, path: Path) -> None:

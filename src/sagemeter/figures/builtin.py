@@ -153,6 +153,35 @@ TTFT_LONG_PROMPT = Declared(
 )
 
 
+def _correct(result: MeasureResult) -> float | None:
+    """The count of correct answers: None when the file answered no question (nothing to
+    count), read off the `quality` string so the article's files without a detail have it."""
+    counts = result.quality_counts()
+    return float(counts[0]) if counts is not None and counts[1] else None
+
+
+def _correct_in(detail: Detail) -> float | None:
+    quality = detail.quality
+    return float(quality.correct) if quality is not None and quality.answered_count else None
+
+
+# The quality phase's count, beside the answers' verdict: not written at the top level (the
+# result's `quality` says "correct/answered"), its row after the other figures' in `combine`.
+QUALITY_CORRECT = Declared(
+    key="quality_correct",
+    label="Correct answers",
+    unit="answers",
+    compute_with=_correct_in,
+    better="higher",
+    digits=None,
+    integer=True,
+    group="quality",
+    stored=False,
+    read=_correct,
+    counted=True,
+)
+
+
 def _float(value: int | None) -> float | None:
     return None if value is None else float(value)
 

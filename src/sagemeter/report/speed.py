@@ -488,15 +488,10 @@ def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
 def _figure_title(key: str) -> str:
     if (declared := figure_named(key)) is not None:
         return declared.label
-    if (found := level_figure_of(key)) is not None and found[0].stored:
+    found = level_figure_of(key)
+    if found is not None and getattr(found[0], "priced_from", None) is None:
         return level_label(*found)  # a cost is priced, not held: its key says it
-    return FIGURE_TITLES.get(key, key)
-
-
-# Rows of the comparison that are not declared figures (those are titled by their label).
-FIGURE_TITLES = {
-    "quality_correct": "Correct answers",
-}
+    return key  # a row no declaration titles (the predicted-decode rows)
 
 
 def price_section(run: Run) -> Section:

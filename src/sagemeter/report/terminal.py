@@ -25,15 +25,12 @@ from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
 from sagemeter.results.endpoint_metrics import EndpointMetrics
 
-INTEGER_KEYS = frozenset({"quality_correct"})  # the declared figures say it themselves
-
 
 def format_value(key: str, value: float | None) -> str:
-    """Figures as the article prints them: no trailing zeros, dollars to the cent."""
+    """Figures as the article prints them: no trailing zeros, dollars to the cent, counts as
+    their declarations say (with separators, no decimals)."""
     if value is None:
         return "-"
-    if key in INTEGER_KEYS:
-        return f"{int(value):,}"
     if _is_cost(key):
         return f"{value:.2f}"
     return format_figure(figure_named(key), value)
