@@ -33,6 +33,7 @@ from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, sum
 from sagemeter.figures import (
     Declared,
     LevelFamily,
+    figure_named,
     level_figure_named,
     level_figure_of,
     level_figures,
@@ -43,8 +44,7 @@ from sagemeter.figures import (
 )
 from sagemeter.figures import figures as registered_figures
 from sagemeter.figures import problems as figure_problems
-from sagemeter.figures.builtin import KV_CACHE, SLO_FIGURES, WEIGHTS
-from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
+from sagemeter.figures.builtin import SLO_FIGURES
 from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.platforms.registry import platform_named
 from sagemeter.results import (
@@ -55,7 +55,6 @@ from sagemeter.results import (
     SequentialStop,
     load_result,
 )
-from sagemeter.results.predicted_decode import compared
 
 
 class Row(BaseModel):
@@ -381,8 +380,8 @@ def combine(
     rows = [
         *figure_rows(results, "startup"),
         *figure_rows(results, "decode"),
-        *_predicted_rows(results),
-        *_predicted_decode_rows(results),
+        *figure_rows(results, "predicted"),
+        *figure_rows(results, "ceiling"),
         *figure_rows(results, "call"),
         *figure_rows(results, "streaming"),
         *figure_rows(results, "prefill"),
@@ -543,38 +542,6 @@ def recorded_price(
     ]
 
 
-CEILING_KEY = "predicted_decode_ceiling_tokens_per_second"
-MEASURED_OVER_CEILING_KEY = "decode_measured_over_predicted_ceiling"
-UNTIMED_KEYS = frozenset(
-    {WEIGHTS.key, KV_CACHE.key, PREDICTED_KEY, CEILING_KEY, MEASURED_OVER_CEILING_KEY}
-)
-
-
-def _predicted_decode_rows(results: list[MeasureResult]) -> list[Row]:
-    """SageMaker arms whose plan carried `sagemaker recommend`'s prediction: its ceiling and the
-    measured decode / that ceiling (None where the placed type is another, or none was given)."""
-    found = [compared(result) for result in results]
-    if not any(found):
-        return []
-    return [
-        _row(CEILING_KEY, [c.ceiling_tokens_per_second if c else None for c in found], "figure"),
-        _row(
-            MEASURED_OVER_CEILING_KEY,
-            [c.measured_over_ceiling if c else None for c in found],
-            "figure",
-        ),
-    ]
-
-
-def _predicted_rows(results: list[MeasureResult]) -> list[Row]:
-    """Beside the measured decode: each checkpoint's tokens per GB read, whose ratio is the
-    predicted decode ratio (only when a result carries its checkpoint's facts)."""
-    facts = [r.detail.environment.checkpoint_facts if r.detail else None for r in results]
-    if not any(facts):
-        return []
-    return [_row(PREDICTED_KEY, [tokens_per_gb_read(each) for each in facts], "figure")]
-
-
 def _figure_drift(row: Row) -> FigureDrift:
     first, last = row.values[0], row.values[-1]
     change = (last - first) / first if first and last is not None else None
@@ -603,8 +570,8 @@ def _add_intervals(
             row.ratio_intervals = [
                 ratio_interval(base, found.get(row.key)) for found in samples[1:]
             ]
-        if row.kind == "count" or row.key in UNTIMED_KEYS:
-            continue  # sizes do not drift; counts get the quality verdict instead
+        if row.kind == "count" or not getattr(figure_named(row.key), "drifts", True):
+            continue  # sizes and predictions do not drift; counts get the quality verdict
         last_is_a_again = drift is not None
         row.ratio_flags = [
             None
@@ -806,10 +773,11 @@ def figure_rows(results: list[MeasureResult], group: str) -> list[Row]:
     """The rows of the declared figures of `group` (figures.registry), where the group is shown:
     the startup, decode and call figures always; the streaming ones when a file has a decode
     phase; the prefill ones when a file ran that phase; the others where a file has a value."""
+    declared = registered_figures([group])
+    found = [[value_of(result, figure) for result in results] for figure in declared]
     rows = []
-    for figure in registered_figures([group]):
-        values = [value_of(result, figure) for result in results]
-        if not _shown(group, results, values):
+    for figure, values in zip(declared, found, strict=True):
+        if not _shown(group, results, values, found):
             continue
         row = _row(figure.key, values, _kind(figure))
         if figure.compared != "ratio":
@@ -824,7 +792,16 @@ def _difference(value: float | None, base: float | None) -> float | None:
     return None if value is None or base is None else value - base
 
 
-def _shown(group: str, results: list[MeasureResult], values: list[float | None]) -> bool:
+def _shown(
+    group: str,
+    results: list[MeasureResult],
+    values: list[float | None],
+    group_values: list[list[float | None]] | None = None,
+) -> bool:
+    """Whether a figure's row is shown: by its group's rule (`Group` in figures.declaration),
+    from the row's own values or, for the groups shown together, every row's of the group."""
+    if group in ("predicted", "ceiling"):
+        return any(value is not None for row in group_values or [values] for value in row)
     if group == "streaming":
         return any(r.detail and r.detail.decode for r in results)
     if group == "prefill":

@@ -20,9 +20,13 @@ Compared = Literal["ratio", "difference", "none"]
 # Where the comparison and the report place a figure's row, and when the row is shown:
 # startup (always), decode (always), call (always, after the predicted-decode rows),
 # streaming (some file has a decode phase), prefill (some file ran the prefill phase),
-# more (after the per-level rows; shown when some file has a value), quality (sagemeter's own
-# count of correct answers, after the more rows; always shown; not a plug-in's group).
-Group = Literal["startup", "decode", "call", "streaming", "prefill", "more", "quality"]
+# more (after the per-level rows; shown when some file has a value). sagemeter's own, not a
+# plug-in's: predicted (after decode: the checkpoint's tokens per GB read), ceiling (after it:
+# the decode ceiling a plan predicted), each shown when some file has a value of the group;
+# quality (the count of correct answers, after the more rows; always shown).
+Group = Literal[
+    "startup", "decode", "predicted", "ceiling", "call", "streaming", "prefill", "more", "quality"
+]
 GROUPS: tuple[str, ...] = ("startup", "decode", "call", "streaming", "prefill", "more")
 BETTER: tuple[str, ...] = ("higher", "lower", "none")
 COMPARED: tuple[str, ...] = ("ratio", "difference", "none")
@@ -80,6 +84,9 @@ class Declared:
     # A count (of correct answers): its row is a `count` row, whose ratio no interval or A-A'
     # drift judges (the quality verdict judges the answers).
     counted: bool = False
+    # False for a size or a prediction, the same on every run: no interval or A-A' drift
+    # judges its ratio.
+    drifts: bool = True
 
     def compute(self, detail: Detail) -> float | None:
         return self.compute_with(detail)

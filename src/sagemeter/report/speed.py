@@ -17,9 +17,8 @@ from sagemeter.figures import (
     stored_levels,
     value_of,
 )
-from sagemeter.figures.builtin import DECODE
+from sagemeter.figures.builtin import DECODE, PREDICTED, tokens_per_gb_read
 from sagemeter.figures.builtin_levels import LOAD
-from sagemeter.inspect.predicted import PREDICTED_TITLE, tokens_per_gb_read
 from sagemeter.report.document import (
     Block,
     Callout,
@@ -213,7 +212,7 @@ def _predicted_row(contenders: list[MeasureResult]) -> list[list[Cell]]:
         f"reads {each.decode.bytes_per_token / 1e9:.3g} GB per token" if each else f"facts {NA}"
         for each in facts
     ]
-    return [figure_row(PREDICTED_TITLE, [tokens_per_gb_read(each) for each in facts], notes)]
+    return [figure_row(PREDICTED.label, [tokens_per_gb_read(each) for each in facts], notes)]
 
 
 def decode_section(run: Run) -> Section:

@@ -47,7 +47,6 @@ def _is_cost(key: str) -> bool:
 # Row keys in words short enough that three files and two ratio columns fit 80 columns (a
 # declared figure or level family says its own).
 _SHORT_WORDS = (
-    ("predicted_decode_tokens_per_gb", "predicted tok/s/GB"),
     ("_tokens_per_second", " tok/s"),
     ("_", " "),
 )
