@@ -242,8 +242,8 @@ def _float(value: int | None) -> float | None:
 
 
 # The cost at your SLO (a plan's [slo] table): written at the result's top level by the
-# operating-point search (measure/slo.py), not computed from the records, so not registered
-# with the figures the records give; `combine` and the report read their rows from here.
+# operating-point search (measure/slo.py), not computed from the records (so not `stored` by
+# the registry); `combine` builds their rows itself (the cost at the comparison's price).
 SLO_CONCURRENCY = Declared(
     key="slo_concurrency",
     label="Requests at once at the SLO",

@@ -23,9 +23,19 @@ Compared = Literal["ratio", "difference", "none"]
 # more (after the per-level rows; shown when some file has a value). sagemeter's own, not a
 # plug-in's: predicted (after decode: the checkpoint's tokens per GB read), ceiling (after it:
 # the decode ceiling a plan predicted), each shown when some file has a value of the group;
-# quality (the count of correct answers, after the more rows; always shown).
+# quality (the count of correct answers, after the more rows; always shown); slo (the cost at
+# the SLO, last, when some file searched for it: `combine` builds these rows itself).
 Group = Literal[
-    "startup", "decode", "predicted", "ceiling", "call", "streaming", "prefill", "more", "quality"
+    "startup",
+    "decode",
+    "predicted",
+    "ceiling",
+    "call",
+    "streaming",
+    "prefill",
+    "more",
+    "quality",
+    "slo",
 ]
 GROUPS: tuple[str, ...] = ("startup", "decode", "call", "streaming", "prefill", "more")
 BETTER: tuple[str, ...] = ("higher", "lower", "none")

@@ -47,6 +47,10 @@ BUILT_IN = {
     "prefill_tokens_per_second": "sagemeter.figures.builtin:PREFILL",
     "ttft_long_prompt_ms": "sagemeter.figures.builtin:TTFT_LONG_PROMPT",
     "quality_correct": "sagemeter.figures.builtin:QUALITY_CORRECT",
+    "slo_concurrency": "sagemeter.figures.builtin:SLO_CONCURRENCY",
+    "slo_rate": "sagemeter.figures.builtin:SLO_RATE",
+    "slo_tokens_per_second": "sagemeter.figures.builtin:SLO_THROUGHPUT",
+    "usd_per_million_tokens_at_slo": "sagemeter.figures.builtin:SLO_COST",
 }
 
 

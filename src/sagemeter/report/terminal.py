@@ -18,7 +18,7 @@ from sagemeter.figures import (
     stored_levels,
     stored_value,
 )
-from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS, SLO_FIGURES
+from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS
 from sagemeter.figures.declaration import level_short
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.report.figures import interval_span, ratio_text
@@ -39,9 +39,8 @@ def format_value(key: str, value: float | None) -> str:
 def _is_cost(key: str) -> bool:
     """A cost row (dollars to the cent): a priced level family's or the SLO's."""
     found = level_figure_of(key)
-    if found is not None:
-        return getattr(found[0], "priced_from", None) is not None
-    return any(figure.key == key and figure.priced_from for figure in SLO_FIGURES)
+    declared = found[0] if found is not None else figure_named(key)
+    return getattr(declared, "priced_from", None) is not None
 
 
 # Row keys in words short enough that three files and two ratio columns fit 80 columns (a
