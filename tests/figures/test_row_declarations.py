@@ -11,12 +11,15 @@ declaration fails here.
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from sagemeter.compare import combine
-from sagemeter.figures import figure_named, level_figure_of, level_label
+from sagemeter.figures import figure_named, level_figure_of, level_label, problems, registry
 from sagemeter.figures.builtin import CEILING, PREDICTED, QUALITY_CORRECT, SLO_COST
 from sagemeter.figures.builtin_levels import (
     ENDPOINT_CLIENT_AND_NETWORK,
@@ -28,8 +31,8 @@ from sagemeter.figures.builtin_levels import (
 from sagemeter.figures.declaration import family_problem, level_key
 from sagemeter.report.document import Table
 from sagemeter.report.runs import load_run
-from sagemeter.report.speed import aba_section
-from sagemeter.report.terminal import figure_label, format_value
+from sagemeter.report.speed import aba_section, plugin_level_rows
+from sagemeter.report.terminal import figure_label, format_value, print_result
 from sagemeter.results import load_result, save_result
 from sagemeter.results.endpoint_metrics import EndpointMetrics, EndpointPhase
 from sagemeter.results.predicted_decode import PredictedDecode
@@ -54,6 +57,7 @@ def _phase(name: str, model_ms: float) -> EndpointPhase:
         minutes=2,
         requests_sent=10,
         model_latency_ms=model_ms,
+        client_latency_ms=model_ms + 10.0,
         overhead_latency_ms=4.0,
         client_and_network_ms=6.0,
         gpu_utilization_pct=None,  # did not arrive: a null in its row, not a missing row
@@ -169,3 +173,89 @@ def test_the_report_titles_every_drift_row_by_its_declaration(tmp_path: Path) ->
         level_label(ENDPOINT_MODEL_LATENCY, "long prompts"),
     ):
         assert title in titles, title
+
+
+PLUGIN = """\
+from sagemeter.figures import LevelFigure
+
+
+def client_mean(result):
+    metrics = result.detail.endpoint_metrics if result.detail else None
+    return {phase.phase: phase.client_latency_ms for phase in (metrics.phases if metrics else [])}
+
+
+CLIENT_MEAN = LevelFigure(
+    name="endpoint_client_mean_ms",
+    key_template="endpoint_{level}_client_mean_ms",
+    label_template="Endpoint, {level}: the client's mean (ms)",
+    level_name="phase",
+    level_unit="a phase of the measurement",
+    unit="ms",
+    better="lower",
+    group="endpoint",
+    stored=False,
+    read=client_mean,
+    named_levels=True,
+)
+READ_AND_STORED = LevelFigure(
+    name="endpoint_stored_ms",
+    key_template="endpoint_{level}_stored_ms",
+    label_template="Endpoint, {level}: stored (ms)",
+    level_name="phase",
+    level_unit="a phase of the measurement",
+    unit="ms",
+    group="endpoint",
+    read=client_mean,
+    named_levels=True,
+)
+"""
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A plug-in's distribution on disk: a family read off the result, by phase name, and one
+    that says it is both read and stored (refused)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "client_phases.py").write_text(PLUGIN)
+    info = site / "client_phases-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: client-phases\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[sagemeter.figures]\nendpoint_client_mean_ms = client_phases:CLIENT_MEAN\n"
+        "endpoint_stored_ms = client_phases:READ_AND_STORED\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    registry.reset()
+    yield site
+    monkeypatch.undo()
+    registry.reset()
+
+
+def test_a_plugin_family_read_by_phase_gets_rows_in_combine_the_report_and_the_terminal(
+    installed: Path, tmp_path: Path
+) -> None:
+    assert problems() == [
+        "the figure plug-in 'endpoint_stored_ms': a cost family (group cost, priced_from) is not "
+        "stored, and every other family is but one read off the result (read); it is left out "
+        "(see docs/extending.md)"
+    ]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    comparison = combine(_everything(folder))
+    keys = [row.key for row in comparison.rows]
+    for phase in PHASES:  # after the phase's own four rows, the plug-in's
+        start = keys.index(level_key(ENDPOINT_MODEL_LATENCY, phase))
+        assert keys[start + 4] == f"endpoint_{phase}_client_mean_ms"
+    row = next(r for r in comparison.rows if r.key == "endpoint_long prompts_client_mean_ms")
+    assert row.values == [110.0, 120.0, 130.0]  # each file's model latency + 10 ms
+
+    shown = plugin_level_rows(load_run(folder), None)
+    titles = [cells[0].text for cells in shown]
+    assert titles == [f"Endpoint, {phase}: the client's mean (ms)" for phase in PHASES]
+
+    console = Console(width=200, file=io.StringIO())
+    print_result(console, load_result(folder / f"measure-{NAMES[1]}.json"))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    line = next(line for line in text.splitlines() if "long prompts: the client's mean" in line)
+    assert line.split("│")[2].strip() == "120", line

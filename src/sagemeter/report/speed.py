@@ -13,8 +13,8 @@ from sagemeter.figures import (
     level_figure_of,
     level_key,
     level_label,
+    level_values,
     plugin_level_figures,
-    stored_levels,
     value_of,
 )
 from sagemeter.figures.builtin import DECODE, PREDICTED, tokens_per_gb_read
@@ -176,8 +176,9 @@ def plugin_level_rows(run: Run, noise: float | None) -> list[list[Cell]]:
     their own), where a result holds it; its winner marked by its declared better direction."""
     rows = []
     for family in plugin_level_figures():
-        held = [stored_levels(result, family) for result in run.contenders]
-        for level in sorted({level for found in held for level in found}, key=int):
+        held = [level_values(result, family) for result in run.contenders]
+        levels = list(dict.fromkeys(level for found in held for level in found))
+        for level in levels if getattr(family, "named_levels", False) else sorted(levels, key=int):
             values = [found.get(level) for found in held]
             by_ratio = family.compared == "ratio"
             row = figure_row(

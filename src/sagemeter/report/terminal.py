@@ -14,8 +14,8 @@ from sagemeter.figures import (
     format_figure,
     level_figure_of,
     level_label,
+    level_values,
     plugin_level_figures,
-    stored_levels,
     stored_value,
 )
 from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS
@@ -247,7 +247,7 @@ def print_result(console: Console, result: MeasureResult) -> None:
         if (found := stored_value(result, declared)) is not None:
             table.add_row(declared.label, format_value(declared.key, float(found)))
     for family in plugin_level_figures():  # a plug-in's level families, as declared
-        for at, found_at in stored_levels(result, family).items():
+        for at, found_at in level_values(result, family).items():
             table.add_row(level_label(family, at), format_value(family.name, found_at))
     table.add_row("quality", _quality_text(result))
     table.add_row("weights GiB", format_value("weights", result.weights_gib))
