@@ -33,17 +33,18 @@ from sagemeter.fidelity.compare import FidelityComparison, compare_fidelity, sum
 from sagemeter.figures import (
     Declared,
     LevelFamily,
+    figure_named,
     level_figure_named,
     level_figure_of,
     level_figures,
     level_key,
+    level_values,
     stored_levels,
     value_of,
 )
 from sagemeter.figures import figures as registered_figures
 from sagemeter.figures import problems as figure_problems
-from sagemeter.figures.builtin import KV_CACHE, SLO_FIGURES, WEIGHTS
-from sagemeter.inspect.predicted import PREDICTED_KEY, tokens_per_gb_read
+from sagemeter.figures.builtin import SLO_FIGURES
 from sagemeter.measure.figure_samples import speed_samples
 from sagemeter.platforms.registry import platform_named
 from sagemeter.results import (
@@ -54,7 +55,6 @@ from sagemeter.results import (
     SequentialStop,
     load_result,
 )
-from sagemeter.results.predicted_decode import compared
 
 
 class Row(BaseModel):
@@ -230,11 +230,14 @@ def _row(key: str, values: list[float | None], kind: str) -> Row:
 
 
 def _levels(results: list[MeasureResult], families: list[LevelFamily]) -> list[str]:
-    """Every level some file holds a figure of `families` at, in order."""
-    levels: set[str] = set()
+    """Every level some file holds a figure of `families` at, in order: by number, or, for
+    levels that are names (phases), in the order the files hold them."""
+    levels: dict[str, None] = {}
     for result in results:
         for family in families:
-            levels.update(stored_levels(result, family))
+            levels.update(dict.fromkeys(level_values(result, family)))
+    if any(getattr(family, "named_levels", False) for family in families):
+        return list(levels)
     return sorted(levels, key=int)
 
 
@@ -377,8 +380,8 @@ def combine(
     rows = [
         *figure_rows(results, "startup"),
         *figure_rows(results, "decode"),
-        *_predicted_rows(results),
-        *_predicted_decode_rows(results),
+        *figure_rows(results, "predicted"),
+        *figure_rows(results, "ceiling"),
         *figure_rows(results, "call"),
         *figure_rows(results, "streaming"),
         *figure_rows(results, "prefill"),
@@ -386,8 +389,8 @@ def combine(
     rows.extend(level_rows(results, "load"))
     rows.extend(level_rows(results, "long_prompt"))
     rows.extend(figure_rows(results, "more"))
-    rows.append(_row("quality_correct", [_float(_correct(r)) for r in results], "count"))
-    rows.extend(_endpoint_rows(results))
+    rows.extend(figure_rows(results, "quality"))
+    rows.extend(level_rows(results, "endpoint"))
     if price_per_hour is not None:
         rows.extend(level_rows(results, "cost", price_per_hour))
     rows.extend(_slo_rows(results, price_per_hour))
@@ -475,14 +478,6 @@ def _not_bracketing_note(names: list[str], order: list[str]) -> str:
     )
 
 
-def _correct(result: MeasureResult) -> int | None:
-    """The quality row's figure: None when the file answered no question (nothing to count)."""
-    counts = result.quality_counts()
-    if counts is None or not counts[1]:
-        return None
-    return counts[0]
-
-
 def no_shared_answer(a: MeasureResult, b: MeasureResult) -> str | None:
     """Why two files' answers cannot be paired at all (no question answered by both, e.g. a
     server died before the quality phase), or None when they can be (or hold no answers)."""
@@ -547,38 +542,6 @@ def recorded_price(
     ]
 
 
-CEILING_KEY = "predicted_decode_ceiling_tokens_per_second"
-MEASURED_OVER_CEILING_KEY = "decode_measured_over_predicted_ceiling"
-UNTIMED_KEYS = frozenset(
-    {WEIGHTS.key, KV_CACHE.key, PREDICTED_KEY, CEILING_KEY, MEASURED_OVER_CEILING_KEY}
-)
-
-
-def _predicted_decode_rows(results: list[MeasureResult]) -> list[Row]:
-    """SageMaker arms whose plan carried `sagemaker recommend`'s prediction: its ceiling and the
-    measured decode / that ceiling (None where the placed type is another, or none was given)."""
-    found = [compared(result) for result in results]
-    if not any(found):
-        return []
-    return [
-        _row(CEILING_KEY, [c.ceiling_tokens_per_second if c else None for c in found], "figure"),
-        _row(
-            MEASURED_OVER_CEILING_KEY,
-            [c.measured_over_ceiling if c else None for c in found],
-            "figure",
-        ),
-    ]
-
-
-def _predicted_rows(results: list[MeasureResult]) -> list[Row]:
-    """Beside the measured decode: each checkpoint's tokens per GB read, whose ratio is the
-    predicted decode ratio (only when a result carries its checkpoint's facts)."""
-    facts = [r.detail.environment.checkpoint_facts if r.detail else None for r in results]
-    if not any(facts):
-        return []
-    return [_row(PREDICTED_KEY, [tokens_per_gb_read(each) for each in facts], "figure")]
-
-
 def _figure_drift(row: Row) -> FigureDrift:
     first, last = row.values[0], row.values[-1]
     change = (last - first) / first if first and last is not None else None
@@ -607,8 +570,8 @@ def _add_intervals(
             row.ratio_intervals = [
                 ratio_interval(base, found.get(row.key)) for found in samples[1:]
             ]
-        if row.kind == "count" or row.key in UNTIMED_KEYS:
-            continue  # sizes do not drift; counts get the quality verdict instead
+        if row.kind == "count" or not getattr(figure_named(row.key), "drifts", True):
+            continue  # sizes and predictions do not drift; counts get the quality verdict
         last_is_a_again = drift is not None
         row.ratio_flags = [
             None
@@ -810,12 +773,13 @@ def figure_rows(results: list[MeasureResult], group: str) -> list[Row]:
     """The rows of the declared figures of `group` (figures.registry), where the group is shown:
     the startup, decode and call figures always; the streaming ones when a file has a decode
     phase; the prefill ones when a file ran that phase; the others where a file has a value."""
+    declared = registered_figures([group])
+    found = [[value_of(result, figure) for result in results] for figure in declared]
     rows = []
-    for figure in registered_figures([group]):
-        values = [value_of(result, figure) for result in results]
-        if not _shown(group, results, values):
+    for figure, values in zip(declared, found, strict=True):
+        if not _shown(group, results, values, found):
             continue
-        row = _row(figure.key, values, "speed" if figure.speed else "figure")
+        row = _row(figure.key, values, _kind(figure))
         if figure.compared != "ratio":
             row.ratios = [None] * len(row.ratios)
         if figure.compared == "difference":
@@ -828,14 +792,23 @@ def _difference(value: float | None, base: float | None) -> float | None:
     return None if value is None or base is None else value - base
 
 
-def _shown(group: str, results: list[MeasureResult], values: list[float | None]) -> bool:
+def _shown(
+    group: str,
+    results: list[MeasureResult],
+    values: list[float | None],
+    group_values: list[list[float | None]] | None = None,
+) -> bool:
+    """Whether a figure's row is shown: by its group's rule (`Group` in figures.declaration),
+    from the row's own values or, for the groups shown together, every row's of the group."""
+    if group in ("predicted", "ceiling"):
+        return any(value is not None for row in group_values or [values] for value in row)
     if group == "streaming":
         return any(r.detail and r.detail.decode for r in results)
     if group == "prefill":
         return any(_has_prefill(r) for r in results)
     if group == "more":
         return any(value is not None for value in values)
-    return True
+    return True  # startup, decode, call, quality
 
 
 def _has_prefill(result: MeasureResult) -> bool:
@@ -854,13 +827,13 @@ def level_rows(
     families, measured = [], []
     for family in level_figures([group]):
         source = _measured_family(family)
-        if any(stored_levels(result, source) for result in results):
+        if any(level_values(result, source) for result in results):
             families.append(family)
             measured.append(source)
     rows = []
     for level in _levels(results, measured):
         for family, source in zip(families, measured, strict=True):
-            values = [stored_levels(result, source).get(level) for result in results]
+            values = [level_values(result, source).get(level) for result in results]
             if source is not family:
                 values = [_cost(price_per_hour, tps) for tps in values]
             row = _row(level_key(family, level), values, _kind(family))
@@ -881,40 +854,13 @@ def _measured_family(family: LevelFamily) -> LevelFamily:
 def _kind(figure: object) -> str:
     if getattr(figure, "priced_from", None) is not None:
         return "cost"
+    if getattr(figure, "counted", False):
+        return "count"
     return "speed" if getattr(figure, "speed", False) else "figure"
 
 
 def _cost(price_per_hour: float | None, tps: float | None) -> float | None:
     return cost_per_million_tokens(price_per_hour, tps) if price_per_hour and tps else None
-
-
-ENDPOINT_FIGURES = (
-    "model_latency_ms",
-    "overhead_latency_ms",
-    "client_and_network_ms",
-    "gpu_utilization_pct",
-)
-
-
-def _endpoint_rows(results: list[MeasureResult]) -> list[Row]:
-    """A SageMaker endpoint's own CloudWatch figures per phase (`endpoint_PHASE_FIGURE`), where
-    any file holds them; null for a file without them (another backend, an older file, or a
-    figure that did not arrive: its `detail.endpoint_metrics` says why)."""
-    per_file = [
-        {p.phase: p for p in r.detail.endpoint_metrics.phases}
-        if r.detail and r.detail.endpoint_metrics
-        else {}
-        for r in results
-    ]
-    phases = list(dict.fromkeys(phase for found in per_file for phase in found))
-    rows = []
-    for phase in phases:
-        for figure in ENDPOINT_FIGURES:
-            values = [
-                getattr(found[phase], figure) if phase in found else None for found in per_file
-            ]
-            rows.append(_row(f"endpoint_{phase}_{figure}", values, "figure"))
-    return rows
 
 
 def _slo_rows(results: list[MeasureResult], price_per_hour: float | None) -> list[Row]:
@@ -949,10 +895,6 @@ def slo_costs(
         else:
             costs.append(cost.read(result) if cost.read else None)
     return costs
-
-
-def _float(value: int | None) -> float | None:
-    return None if value is None else float(value)
 
 
 def save_comparison(comparison: Comparison, path: Path) -> None:

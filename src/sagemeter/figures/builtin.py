@@ -11,9 +11,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sagemeter.figures.declaration import Declared
+from sagemeter.results.predicted_decode import compared
 
 if TYPE_CHECKING:
     from sagemeter.evidence.distribution import Spread
+    from sagemeter.results.checkpoint_facts import CheckpointFacts
     from sagemeter.results.model import Detail, MeasureResult, PrefillDetail
 
 
@@ -61,6 +63,24 @@ def _from_detail(field: str, scale: float = 1.0) -> Callable[[MeasureResult], fl
     return read
 
 
+def tokens_per_gb_read(facts: CheckpointFacts | None) -> float | None:
+    """1e9 / bytes per decoded token, or None without facts."""
+    if facts is None or facts.decode.bytes_per_token <= 0:
+        return None
+    return 1e9 / facts.decode.bytes_per_token
+
+
+def _ceiling(detail: Detail) -> float | None:
+    predicted = detail.environment.predicted_decode
+    return predicted.ceiling_tokens_per_second if predicted is not None else None
+
+
+def _measured_over_ceiling(result: MeasureResult) -> float | None:
+    """Measured decode / the predicted ceiling, where the prediction's type is the one placed."""
+    found = compared(result)
+    return found.measured_over_ceiling if found is not None else None
+
+
 WEIGHTS = Declared(
     key="weights_gib",
     label="Weights (GiB)",
@@ -68,6 +88,7 @@ WEIGHTS = Declared(
     compute_with=_startup("weights_gib"),
     digits=None,
     group="startup",
+    drifts=False,
 )
 KV_CACHE = Declared(
     key="kv_cache_tokens",
@@ -77,6 +98,7 @@ KV_CACHE = Declared(
     digits=None,
     integer=True,
     group="startup",
+    drifts=False,
 )
 LOAD_SECONDS = Declared(
     key="load_seconds",
@@ -94,6 +116,39 @@ DECODE = Declared(
     better="higher",
     speed=True,
     group="decode",
+)
+# Beside the measured decode: tokens per GB of weights read, the decode ceiling in tokens/s per
+# GB/s of memory bandwidth, from the checkpoint's facts; its ratio is the predicted decode ratio.
+PREDICTED = Declared(
+    key="predicted_decode_tokens_per_gb",
+    label="Predicted decode (tokens per GB read)",
+    unit="tokens/GB",
+    compute_with=lambda detail: tokens_per_gb_read(detail.environment.checkpoint_facts),
+    group="predicted",
+    stored=False,
+    drifts=False,
+    short="predicted tok/s/GB",
+)
+# A SageMaker arm whose plan carried `sagemaker recommend`'s prediction: its decode ceiling, and
+# the measured decode over it (null where another instance type was placed).
+CEILING = Declared(
+    key="predicted_decode_ceiling_tokens_per_second",
+    label="Predicted decode ceiling (tokens/s)",
+    unit="tokens/s",
+    compute_with=_ceiling,
+    group="ceiling",
+    stored=False,
+    drifts=False,
+)
+MEASURED_OVER_CEILING = Declared(
+    key="decode_measured_over_predicted_ceiling",
+    label="Measured decode / predicted ceiling",
+    unit="ratio",
+    compute_with=lambda detail: None,  # needs the result's decode: read off the result
+    group="ceiling",
+    stored=False,
+    read=_measured_over_ceiling,
+    drifts=False,
 )
 FIXED_COST = Declared(
     key="per_call_fixed_cost_seconds",
@@ -153,13 +208,42 @@ TTFT_LONG_PROMPT = Declared(
 )
 
 
+def _correct(result: MeasureResult) -> float | None:
+    """The count of correct answers: None when the file answered no question (nothing to
+    count), read off the `quality` string so the article's files without a detail have it."""
+    counts = result.quality_counts()
+    return float(counts[0]) if counts is not None and counts[1] else None
+
+
+def _correct_in(detail: Detail) -> float | None:
+    quality = detail.quality
+    return float(quality.correct) if quality is not None and quality.answered_count else None
+
+
+# The quality phase's count, beside the answers' verdict: not written at the top level (the
+# result's `quality` says "correct/answered"), its row after the other figures' in `combine`.
+QUALITY_CORRECT = Declared(
+    key="quality_correct",
+    label="Correct answers",
+    unit="answers",
+    compute_with=_correct_in,
+    better="higher",
+    digits=None,
+    integer=True,
+    group="quality",
+    stored=False,
+    read=_correct,
+    counted=True,
+)
+
+
 def _float(value: int | None) -> float | None:
     return None if value is None else float(value)
 
 
 # The cost at your SLO (a plan's [slo] table): written at the result's top level by the
-# operating-point search (measure/slo.py), not computed from the records, so not registered
-# with the figures the records give; `combine` and the report read their rows from here.
+# operating-point search (measure/slo.py), not computed from the records (so not `stored` by
+# the registry); `combine` builds their rows itself (the cost at the comparison's price).
 SLO_CONCURRENCY = Declared(
     key="slo_concurrency",
     label="Requests at once at the SLO",

@@ -9,7 +9,13 @@ like a plug-in's families; their order here is the order of each level's rows in
 
 from __future__ import annotations
 
-from sagemeter.figures.declaration import LevelFigure
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sagemeter.figures.declaration import LevelFigure, LevelValues
+
+if TYPE_CHECKING:
+    from sagemeter.results.model import MeasureResult
 
 LOAD = LevelFigure(
     name="load_tokens_per_second",
@@ -69,4 +75,72 @@ LOAD_COST = LevelFigure(
     stored=False,
     short_template="USD/Mtok c{level}",
     priced_from=LOAD.name,
+)
+
+
+def _endpoint(field: str) -> Callable[[MeasureResult], LevelValues]:
+    """One of an endpoint's own CloudWatch figures at each phase its result holds (null where
+    it did not arrive: `detail.endpoint_metrics` says why); none for another backend's."""
+
+    def read(result: MeasureResult) -> LevelValues:
+        metrics = result.detail.endpoint_metrics if result.detail is not None else None
+        phases = metrics.phases if metrics is not None else []
+        return {phase.phase: getattr(phase, field) for phase in phases}
+
+    return read
+
+
+# An endpoint's own account of each phase (a SageMaker endpoint's CloudWatch means), kept in the
+# result's detail rather than at its top level; each phase's four rows together, in the order
+# the files hold the phases.
+ENDPOINT_MODEL_LATENCY = LevelFigure(
+    name="endpoint_model_latency_ms",
+    key_template="endpoint_{level}_model_latency_ms",
+    label_template="Endpoint, {level}: model latency, mean (ms)",
+    level_name="phase",
+    level_unit="a phase of the measurement",
+    unit="ms",
+    better="lower",
+    group="endpoint",
+    stored=False,
+    read=_endpoint("model_latency_ms"),
+    named_levels=True,
+)
+ENDPOINT_OVERHEAD_LATENCY = LevelFigure(
+    name="endpoint_overhead_latency_ms",
+    key_template="endpoint_{level}_overhead_latency_ms",
+    label_template="Endpoint, {level}: overhead latency, mean (ms)",
+    level_name="phase",
+    level_unit="a phase of the measurement",
+    unit="ms",
+    better="lower",
+    group="endpoint",
+    stored=False,
+    read=_endpoint("overhead_latency_ms"),
+    named_levels=True,
+)
+ENDPOINT_CLIENT_AND_NETWORK = LevelFigure(
+    name="endpoint_client_and_network_ms",
+    key_template="endpoint_{level}_client_and_network_ms",
+    label_template="Endpoint, {level}: client and network, mean (ms)",
+    level_name="phase",
+    level_unit="a phase of the measurement",
+    unit="ms",
+    better="lower",
+    group="endpoint",
+    stored=False,
+    read=_endpoint("client_and_network_ms"),
+    named_levels=True,
+)
+ENDPOINT_GPU_UTILIZATION = LevelFigure(
+    name="endpoint_gpu_utilization_pct",
+    key_template="endpoint_{level}_gpu_utilization_pct",
+    label_template="Endpoint, {level}: GPU utilization, mean (%)",
+    level_name="phase",
+    level_unit="a phase of the measurement",
+    unit="%",
+    group="endpoint",
+    stored=False,
+    read=_endpoint("gpu_utilization_pct"),
+    named_levels=True,
 )

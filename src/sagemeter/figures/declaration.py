@@ -20,8 +20,23 @@ Compared = Literal["ratio", "difference", "none"]
 # Where the comparison and the report place a figure's row, and when the row is shown:
 # startup (always), decode (always), call (always, after the predicted-decode rows),
 # streaming (some file has a decode phase), prefill (some file ran the prefill phase),
-# more (after the per-level rows; shown when some file has a value).
-Group = Literal["startup", "decode", "call", "streaming", "prefill", "more"]
+# more (after the per-level rows; shown when some file has a value). sagemeter's own, not a
+# plug-in's: predicted (after decode: the checkpoint's tokens per GB read), ceiling (after it:
+# the decode ceiling a plan predicted), each shown when some file has a value of the group;
+# quality (the count of correct answers, after the more rows; always shown); slo (the cost at
+# the SLO, last, when some file searched for it: `combine` builds these rows itself).
+Group = Literal[
+    "startup",
+    "decode",
+    "predicted",
+    "ceiling",
+    "call",
+    "streaming",
+    "prefill",
+    "more",
+    "quality",
+    "slo",
+]
 GROUPS: tuple[str, ...] = ("startup", "decode", "call", "streaming", "prefill", "more")
 BETTER: tuple[str, ...] = ("higher", "lower", "none")
 COMPARED: tuple[str, ...] = ("ratio", "difference", "none")
@@ -76,6 +91,12 @@ class Declared:
     # A cost: the price per hour over the named figure's tokens/s (x 3600 / 10^6), at the
     # comparison's price when it has one (the SLO's cost), else as the result recorded it.
     priced_from: str | None = None
+    # A count (of correct answers): its row is a `count` row, whose ratio no interval or A-A'
+    # drift judges (the quality verdict judges the answers).
+    counted: bool = False
+    # False for a size or a prediction, the same on every run: no interval or A-A' drift
+    # judges its ratio.
+    drifts: bool = True
 
     def compute(self, detail: Detail) -> float | None:
         return self.compute_with(detail)
@@ -83,9 +104,10 @@ class Declared:
 
 # Where the comparison and the report place a level family's rows, each level's rows together
 # in declaration order: load (after the prefill figures), long_prompt (after the load rows),
-# cost (after the endpoint rows, only with a price; needs `priced_from`).
-LevelGroup = Literal["load", "long_prompt", "cost"]
-LEVEL_GROUPS: tuple[str, ...] = ("load", "long_prompt", "cost")
+# endpoint (after the count of correct answers: an endpoint's own figures per phase), cost
+# (after the endpoint rows, only with a price; needs `priced_from`).
+LevelGroup = Literal["load", "long_prompt", "endpoint", "cost"]
+LEVEL_GROUPS: tuple[str, ...] = ("load", "long_prompt", "endpoint", "cost")
 LevelValues = Mapping[str, float | None]
 
 
@@ -189,6 +211,12 @@ class LevelFigure:
     short_template: str | None = None
     # A cost family: the price per hour over the named family's tokens/s at the same level.
     priced_from: str | None = None
+    # A family not held at the top level (not `stored`) but read off the result where it is
+    # kept (an endpoint's CloudWatch figures per phase, in the detail): {level: value}.
+    read: Callable[[MeasureResult], LevelValues] | None = None
+    # Levels that are names (a phase: "decode", "long prompts"), kept in the order the files
+    # hold them, rather than numbers (requests at once), kept in numeric order.
+    named_levels: bool = False
 
     def compute(self, detail: Detail) -> LevelValues | None:
         return None if self.compute_with is None else self.compute_with(detail)
@@ -207,7 +235,7 @@ def level_of_key(family: LevelFamily, key: str) -> str | None:
     if not key.endswith(after):
         return None
     level = key[len(before) : len(key) - len(after)]
-    return level if level.isdigit() else None
+    return level if level.isdigit() or getattr(family, "named_levels", False) else None
 
 
 def level_label(family: LevelFamily, level: int | str) -> str:
@@ -250,9 +278,11 @@ def family_problem(family: LevelFamily, name: str) -> str | None:
     if family.group not in LEVEL_GROUPS:
         return f"the figure plug-in {name!r}: group must be one of {', '.join(LEVEL_GROUPS)}"
     priced = getattr(family, "priced_from", None) is not None
-    if (family.group == "cost") != priced or family.stored == priced:
+    read = getattr(family, "read", None) is not None
+    if (family.group == "cost") != priced or family.stored == (priced or read):
         return (
             f"the figure plug-in {name!r}: a cost family (group cost, priced_from) is not "
             "stored, and every other family is"
+            + (" but one read off the result (read)" if read else "")
         )
     return None

@@ -37,12 +37,20 @@ BUILT_IN = {
     "kv_cache_tokens": "sagemeter.figures.builtin:KV_CACHE",
     "load_seconds": "sagemeter.figures.builtin:LOAD_SECONDS",
     "decode_tokens_per_second": "sagemeter.figures.builtin:DECODE",
+    "predicted_decode_tokens_per_gb": "sagemeter.figures.builtin:PREDICTED",
+    "predicted_decode_ceiling_tokens_per_second": "sagemeter.figures.builtin:CEILING",
+    "decode_measured_over_predicted_ceiling": "sagemeter.figures.builtin:MEASURED_OVER_CEILING",
     "per_call_fixed_cost_seconds": "sagemeter.figures.builtin:FIXED_COST",
     "engine_decode_tokens_per_second": "sagemeter.figures.builtin:ENGINE_DECODE",
     "ttft_median_ms": "sagemeter.figures.builtin:TTFT",
     "inter_token_latency_median_ms": "sagemeter.figures.builtin:INTER_TOKEN",
     "prefill_tokens_per_second": "sagemeter.figures.builtin:PREFILL",
     "ttft_long_prompt_ms": "sagemeter.figures.builtin:TTFT_LONG_PROMPT",
+    "quality_correct": "sagemeter.figures.builtin:QUALITY_CORRECT",
+    "slo_concurrency": "sagemeter.figures.builtin:SLO_CONCURRENCY",
+    "slo_rate": "sagemeter.figures.builtin:SLO_RATE",
+    "slo_tokens_per_second": "sagemeter.figures.builtin:SLO_THROUGHPUT",
+    "usd_per_million_tokens_at_slo": "sagemeter.figures.builtin:SLO_COST",
 }
 
 
@@ -53,6 +61,12 @@ BUILT_IN_LEVELS = {
     "long_prompt_ttft_p50_ms": "sagemeter.figures.builtin_levels:LONG_PROMPT_TTFT_P50",
     "long_prompt_ttft_p90_ms": "sagemeter.figures.builtin_levels:LONG_PROMPT_TTFT_P90",
     "usd_per_million_tokens": "sagemeter.figures.builtin_levels:LOAD_COST",
+    "endpoint_model_latency_ms": "sagemeter.figures.builtin_levels:ENDPOINT_MODEL_LATENCY",
+    "endpoint_overhead_latency_ms": "sagemeter.figures.builtin_levels:ENDPOINT_OVERHEAD_LATENCY",
+    "endpoint_client_and_network_ms": (
+        "sagemeter.figures.builtin_levels:ENDPOINT_CLIENT_AND_NETWORK"
+    ),
+    "endpoint_gpu_utilization_pct": "sagemeter.figures.builtin_levels:ENDPOINT_GPU_UTILIZATION",
 }
 
 
@@ -171,6 +185,16 @@ def stored_levels(result: MeasureResult, family: LevelFamily) -> dict[str, float
     if not isinstance(held, dict):
         return {}
     return {str(level): _finite(value) for level, value in held.items()}
+
+
+def level_values(result: MeasureResult, family: LevelFamily) -> dict[str, float | None]:
+    """The family's `{level: value}` of one result as the comparison and the report read it:
+    off the result where the family says (`read`), else as its top level holds it."""
+    read = getattr(family, "read", None)
+    if read is None:
+        return stored_levels(result, family)
+    found = read(result)
+    return {str(level): _finite(value) for level, value in found.items()}
 
 
 def _finite(value: object) -> float | None:

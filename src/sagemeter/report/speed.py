@@ -13,13 +13,12 @@ from sagemeter.figures import (
     level_figure_of,
     level_key,
     level_label,
+    level_values,
     plugin_level_figures,
-    stored_levels,
     value_of,
 )
-from sagemeter.figures.builtin import DECODE
+from sagemeter.figures.builtin import DECODE, PREDICTED, tokens_per_gb_read
 from sagemeter.figures.builtin_levels import LOAD
-from sagemeter.inspect.predicted import PREDICTED_TITLE, tokens_per_gb_read
 from sagemeter.report.document import (
     Block,
     Callout,
@@ -177,8 +176,9 @@ def plugin_level_rows(run: Run, noise: float | None) -> list[list[Cell]]:
     their own), where a result holds it; its winner marked by its declared better direction."""
     rows = []
     for family in plugin_level_figures():
-        held = [stored_levels(result, family) for result in run.contenders]
-        for level in sorted({level for found in held for level in found}, key=int):
+        held = [level_values(result, family) for result in run.contenders]
+        levels = list(dict.fromkeys(level for found in held for level in found))
+        for level in levels if getattr(family, "named_levels", False) else sorted(levels, key=int):
             values = [found.get(level) for found in held]
             by_ratio = family.compared == "ratio"
             row = figure_row(
@@ -213,7 +213,7 @@ def _predicted_row(contenders: list[MeasureResult]) -> list[list[Cell]]:
         f"reads {each.decode.bytes_per_token / 1e9:.3g} GB per token" if each else f"facts {NA}"
         for each in facts
     ]
-    return [figure_row(PREDICTED_TITLE, [tokens_per_gb_read(each) for each in facts], notes)]
+    return [figure_row(PREDICTED.label, [tokens_per_gb_read(each) for each in facts], notes)]
 
 
 def decode_section(run: Run) -> Section:
@@ -488,15 +488,10 @@ def _drift_blocks(drift: Drift, run: Run) -> list[Block]:
 def _figure_title(key: str) -> str:
     if (declared := figure_named(key)) is not None:
         return declared.label
-    if (found := level_figure_of(key)) is not None and found[0].stored:
+    found = level_figure_of(key)
+    if found is not None and getattr(found[0], "priced_from", None) is None:
         return level_label(*found)  # a cost is priced, not held: its key says it
-    return FIGURE_TITLES.get(key, key)
-
-
-# Rows of the comparison that are not declared figures (those are titled by their label).
-FIGURE_TITLES = {
-    "quality_correct": "Correct answers",
-}
+    return key  # a row no declaration titles (the predicted-decode rows)
 
 
 def price_section(run: Run) -> Section:

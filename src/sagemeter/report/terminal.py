@@ -14,26 +14,23 @@ from sagemeter.figures import (
     format_figure,
     level_figure_of,
     level_label,
+    level_values,
     plugin_level_figures,
-    stored_levels,
     stored_value,
 )
-from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS, SLO_FIGURES
+from sagemeter.figures.builtin import KV_CACHE, LOAD_SECONDS
 from sagemeter.figures.declaration import level_short
 from sagemeter.printable import SafeConsole, printable
 from sagemeter.report.figures import interval_span, ratio_text
 from sagemeter.results import MeasureResult, Spread
 from sagemeter.results.endpoint_metrics import EndpointMetrics
 
-INTEGER_KEYS = frozenset({"quality_correct"})  # the declared figures say it themselves
-
 
 def format_value(key: str, value: float | None) -> str:
-    """Figures as the article prints them: no trailing zeros, dollars to the cent."""
+    """Figures as the article prints them: no trailing zeros, dollars to the cent, counts as
+    their declarations say (with separators, no decimals)."""
     if value is None:
         return "-"
-    if key in INTEGER_KEYS:
-        return f"{int(value):,}"
     if _is_cost(key):
         return f"{value:.2f}"
     return format_figure(figure_named(key), value)
@@ -42,15 +39,13 @@ def format_value(key: str, value: float | None) -> str:
 def _is_cost(key: str) -> bool:
     """A cost row (dollars to the cent): a priced level family's or the SLO's."""
     found = level_figure_of(key)
-    if found is not None:
-        return getattr(found[0], "priced_from", None) is not None
-    return any(figure.key == key and figure.priced_from for figure in SLO_FIGURES)
+    declared = found[0] if found is not None else figure_named(key)
+    return getattr(declared, "priced_from", None) is not None
 
 
 # Row keys in words short enough that three files and two ratio columns fit 80 columns (a
 # declared figure or level family says its own).
 _SHORT_WORDS = (
-    ("predicted_decode_tokens_per_gb", "predicted tok/s/GB"),
     ("_tokens_per_second", " tok/s"),
     ("_", " "),
 )
@@ -252,7 +247,7 @@ def print_result(console: Console, result: MeasureResult) -> None:
         if (found := stored_value(result, declared)) is not None:
             table.add_row(declared.label, format_value(declared.key, float(found)))
     for family in plugin_level_figures():  # a plug-in's level families, as declared
-        for at, found_at in stored_levels(result, family).items():
+        for at, found_at in level_values(result, family).items():
             table.add_row(level_label(family, at), format_value(family.name, found_at))
     table.add_row("quality", _quality_text(result))
     table.add_row("weights GiB", format_value("weights", result.weights_gib))
