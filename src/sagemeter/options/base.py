@@ -40,6 +40,12 @@ class Opt:
     `refuse`: what a value out of its bounds (or not one of its words) is told, after the option
     and the value (`--concurrency 0: give 1 to 4096 streams at once`), when the bound's own
     words would say less.
+    `positional`: the command line takes it as an argument (`NAME`), not a flag. A field with no
+    default is required on every face (a required argument or flag, an MCP argument listed in
+    `required`).
+    `none`: what None given on purpose means for an option whose default is a value ("leaves it
+    to vLLM"): MCP's null, and `cli_none` on the command line (`0`), which has no null. The help
+    says it after the option's own words (`; 0 leaves it to vLLM`, `; null leaves it to vLLM`).
     """
 
     setting: str | None = None
@@ -53,6 +59,9 @@ class Opt:
     mcp_scale: float = 1.0
     short: str | None = None
     refuse: str | None = None
+    positional: bool = False
+    none: str | None = None
+    cli_none: int | float | None = None
 
 
 @dataclass(frozen=True)
@@ -152,8 +161,28 @@ class Option:
         return self.opt.setting
 
     @property
+    def required(self) -> bool:
+        """No default: every face asks for it."""
+        return self.info.is_required()
+
+    @property
     def help(self) -> str:
         return self.info.description or ""
+
+    def none_spelled(self, face: Face) -> str:
+        """How `face` gives None on purpose: the command line's word (`0`), else `null`."""
+        if face == "cli" and self.opt.cli_none is not None:
+            return f"{self.opt.cli_none:g}"
+        return "null"
+
+    def none_given(self, value: Any, face: Face) -> bool:
+        """`value` is None given on purpose (not "not given"): the command line's `cli_none`,
+        or over MCP a null for an option whose tool default is a value (so a null was sent)."""
+        if self.opt.none is None:
+            return False
+        if face == "cli":
+            return value is not None and not isinstance(value, bool) and value == self.opt.cli_none
+        return face == "mcp" and value is None
 
     def unit(self, face: Face) -> str:
         """The unit `face` takes the value in (MCP's own where it has one)."""
@@ -169,7 +198,10 @@ class Option:
         return face not in dict(self.opt.not_on)
 
     def spelled(self, face: Face) -> str:
-        """`--load-tokens` (cli), `measure.load_tokens` (plan), `load_max_tokens` (mcp)."""
+        """`--load-tokens` (cli), `measure.load_tokens` (plan), `load_max_tokens` (mcp); an
+        argument of the command line as its usage writes it (`NAME`)."""
+        if face == "cli" and self.opt.positional:
+            return self.name.upper()
         if face == "cli":
             return self.opt.cli or "--" + self.name.replace("_", "-")
         if face == "plan":
