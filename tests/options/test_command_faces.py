@@ -19,13 +19,13 @@ import anyio
 import pytest
 import typer
 from mcp.client import Client
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 from rich.markup import escape
 from typer.testing import CliRunner
 
 from sagemeter.errors import UserError, exit_code
 from sagemeter.mcp.server import ServerConfig, build_server
-from sagemeter.options.base import Option
+from sagemeter.options.base import Opt, Option, OptionsModel, Text
 from sagemeter.options.combine import COMBINE
 from sagemeter.options.command import Command
 from sagemeter.options.inspect import INSPECT
@@ -292,12 +292,14 @@ def test_each_face_names_the_others_options_as_it_spells_them() -> None:
     """`{gpu}` and `{resume}` in a help text are each face's spelling: `resume` is no option of
     the model (a path on the command line, a folder's name over MCP) but its help names it."""
     bandwidth, cap = INSPECT.option("bandwidth"), RUN.option("max_cost_usd")
-    assert INSPECT.help(bandwidth, "cli").endswith("instead of --gpu")
+    assert INSPECT.help(bandwidth, "cli").endswith("instead of --gpu [0<x<=1000000]")
     assert INSPECT.help(bandwidth, "mcp").endswith("instead of gpu")
     assert RUN.help(cap, "cli").startswith("with --resume: ")
     assert RUN.help(cap, "mcp").startswith("with resume: ")
     margin = COMBINE.option("margin")
-    assert COMBINE.help(margin, "cli").endswith("[the one the first result declared, else 2]")
+    assert COMBINE.help(margin, "cli").endswith(
+        "[the one the first result declared, else 2] [0<x<=100]"
+    )
     assert COMBINE.help(margin, "mcp").endswith(
         "(default: the one the first result declared, else 2)"
     )
@@ -494,3 +496,44 @@ def test_deploy_leaves_the_context_and_memory_to_vllm_alike_on_both_faces(
     )
     assert given == [dict(zip(keys, ("4096", "0.8"), strict=True))] * 2
     assert world.moto.calls == []
+
+
+@pytest.mark.parametrize("faces", FACES, ids=IDS)
+def test_the_command_line_shows_each_bounded_options_range(faces: Faces) -> None:
+    """Every option whose model holds a bound shows it in `--help`, as typer writes its own min
+    and max (`[1<=x<=100]`); the MCP schema carries the same bounds as numbers."""
+    params = _cli_params(faces)
+    for option in faces.command.options():
+        if not option.on("cli"):
+            continue
+        bounded = set(_own_bounds(option)) - {"type"}
+        shown = option.range_text()
+        assert bool(shown) is bool(bounded), (option.name, shown)
+        if shown:
+            assert str(params[option.name].help).endswith(f"[{shown}]"), option.name
+
+
+def test_a_range_is_written_as_typer_writes_its_own() -> None:
+    """An integer's strict bound as the inclusive one (`gt=0` is `1<=`), a float's kept strict,
+    a lower bound alone as `x>=`, a duration's with its unit, a 64-bit integer's limits none."""
+    said = {
+        (faces.command.name, option.name): option.range_text()
+        for faces in FACES
+        for option in faces.command.options()
+    }
+    assert said["sagemaker deploy", "count"] == "1<=x<=100"
+    assert said["sagemaker deploy", "gpu_memory_utilization"] == "0<x<=1"
+    assert said["sagemaker deploy", "max_model_len"] == "1<=x<=10000000"
+    assert said["sagemaker invoke", "temperature"] == "0<=x<=2"
+    assert said["serve", "parallel"] == "1<=x<=256"
+    assert said["sagemaker deploy", "instance_type"] == ""
+
+    class Toy(OptionsModel):
+        low: Annotated[int | None, Field(gt=0), Opt()] = None
+        wait: Annotated[
+            float | None, Field(gt=0, le=60), Text(lambda text, label: float(text), unit="s"), Opt()
+        ] = None
+        seed: Annotated[int | None, Field(ge=-(2**63), le=2**63 - 1), Opt()] = None
+
+    toy = {option.name: option.range_text() for option in Toy.options()}
+    assert toy == {"low": "x>=1", "wait": "0<x<=60s", "seed": ""}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.fields import FieldInfo
@@ -128,6 +128,16 @@ class OptionsModel(BaseModel):
         }
 
 
+_MACHINE = 2**63 - 1  # a bound this far out is the integer's size, not the option's
+
+
+def _number(value: Any) -> str:
+    """1 for 1.0; 0.5; 10000 (no exponent)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def taken(model: type[OptionsModel], name: str, help: str | None = None, **opt: Any) -> Any:
     """`model`'s option `name` as a field of another model: its type, bounds, text and setting
     declared once, there; `help` when the other command gives it its own words, `opt` changes
@@ -168,6 +178,34 @@ class Option:
     @property
     def help(self) -> str:
         return self.info.description or ""
+
+    def range_text(self) -> str:
+        """The option's bounds as typer shows its own min and max (`1<=x<=256`, `x>0`, an
+        integer's `gt=0` as `x>=1`, a duration's with its unit: `0<x<=86400s`); "" for an option
+        without any (a 64-bit integer's own limits are none)."""
+        from annotated_types import Ge, Gt, Le, Lt
+
+        whole = int in (self.info.annotation, *get_args(self.info.annotation))
+        unit = self.text.unit if self.text is not None else ""
+        low = high = ""
+        bound: Any
+        for item in self.info.metadata:
+            if isinstance(item, Gt | Ge):
+                bound, strict = (item.gt, True) if isinstance(item, Gt) else (item.ge, False)
+                if whole and strict:
+                    bound, strict = bound + 1, False
+                if abs(bound) < _MACHINE:
+                    low = f"{_number(bound)}{unit if bound else ''}{'<' if strict else '<='}"
+            elif isinstance(item, Lt | Le):
+                bound, strict = (item.lt, True) if isinstance(item, Lt) else (item.le, False)
+                if whole and strict:
+                    bound, strict = bound - 1, False
+                if abs(bound) < _MACHINE:
+                    high = f"{'<' if strict else '<='}{_number(bound)}{unit if bound else ''}"
+        if low and not high:  # `x>=1`, as typer writes a lower bound alone
+            value, _, sign = low.partition("<")
+            return f"x>{sign}{value}"
+        return f"{low}x{high}" if low or high else ""
 
     def none_spelled(self, face: Face) -> str:
         """How `face` gives None on purpose: the command line's word (`0`), else `null`."""

@@ -86,6 +86,9 @@ class Command:
         default = self.default_text(option, face)
         if default:
             text = f"{text} [{default}]" if face == "cli" else f"{text} (default: {default})"
+        bounds = option.range_text() if face == "cli" else ""  # MCP's schema holds its bounds
+        if bounds:
+            text = f"{text} [{bounds}]"
         return re.sub(r"\{(\w+)\}", lambda match: label(match[1]), text)
 
     def default_text(self, option: Option, face: Face) -> str:
