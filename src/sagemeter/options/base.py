@@ -220,7 +220,7 @@ class Option:
             return False
         if face == "cli":
             return value is not None and not isinstance(value, bool) and value == self.opt.cli_none
-        return face == "mcp" and value is None
+        return face == "mcp" and value is None and self.info.default is not None
 
     def unit(self, face: Face) -> str:
         """The unit `face` takes the value in (MCP's own where it has one)."""
