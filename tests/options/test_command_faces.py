@@ -7,30 +7,34 @@ changed in one place, fails here."""
 
 from __future__ import annotations
 
+import json
 import operator
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import pytest
 import typer
 from mcp.client import Client
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 from rich.markup import escape
 from typer.testing import CliRunner
 
 from sagemeter.errors import UserError, exit_code
 from sagemeter.mcp.server import ServerConfig, build_server
-from sagemeter.options.base import Option
+from sagemeter.options.base import Opt, Option, OptionsModel, Text
 from sagemeter.options.combine import COMBINE
 from sagemeter.options.command import Command
 from sagemeter.options.inspect import INSPECT
 from sagemeter.options.run import RUN
 from sagemeter.options.sagemaker import DEPLOY, INVOKE, LIST, LOGS, PRICE, QUOTA, STATUS
 from sagemeter.options.serve import SERVE
+
+if TYPE_CHECKING:
+    from tests.sagemaker_fakes import World
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "type")
 SCHEMA_SUFFIX = " (see the tool's input schema)"
@@ -178,9 +182,8 @@ FACES = (
         "sagemaker",
         "sagemaker deploy",
         "deploy_endpoint",
-        frozenset({"name", "model", "poll_seconds"}),
-        # the tool's own environment object, and its null (not 0) for vLLM's own
-        frozenset({"name", "model_id", "env", "max_model_len", "gpu_memory_utilization"}),
+        frozenset({"poll_seconds"}),
+        frozenset({"env"}),  # the tool's own environment object
         ("x", "--model", "org/m"),
         {"name": "x", "model_id": "org/m"},
         # the command line took any --count (the tool 1-100); the tool took wait_minutes 0
@@ -217,15 +220,20 @@ def _cli_params(faces: Faces) -> dict[str, Any]:
     return {str(param.name): param for param in command.params}
 
 
-def _mcp_properties(tool: str) -> dict[str, Any]:
+def _mcp_schema(tool: str) -> dict[str, Any]:
     async def listed() -> dict[str, Any]:
         server = build_server(ServerConfig(results_dir=Path("/nonexistent/results")))
         async with Client(server) as client:
             tools = {each.name: each for each in (await client.list_tools()).tools}
-        properties: dict[str, Any] = tools[tool].input_schema["properties"]
-        return properties
+        schema: dict[str, Any] = tools[tool].input_schema
+        return schema
 
     return anyio.run(listed)
+
+
+def _mcp_properties(tool: str) -> dict[str, Any]:
+    properties: dict[str, Any] = _mcp_schema(tool)["properties"]
+    return properties
 
 
 def _bounds(schema: dict[str, Any]) -> dict[str, Any]:
@@ -249,22 +257,34 @@ def test_the_command_line_has_exactly_the_models_options(faces: Faces) -> None:
     for option in options:
         param = params[option.name]
         short = [option.opt.short] if option.opt.short else []
-        assert param.opts == [option.spelled("cli"), *short], option.name
+        if option.opt.positional:  # an argument: `NAME` in the usage, no flag
+            assert param.param_type_name == "argument", option.name
+            assert param.opts == [option.name], option.name
+            assert option.spelled("cli") == option.name.upper()  # as typer's usage names it
+        else:
+            assert param.param_type_name == "option", option.name
+            assert param.opts == [option.spelled("cli"), *short], option.name
         assert param.help == escape(faces.command.help(option, "cli")), option.name
-        assert param.default == option.info.default, option.name
+        assert param.required is option.required, option.name
+        assert param.default == (None if option.required else option.info.default), option.name
         if option.info.annotation is bool and option.opt.cli:
             assert param.secondary_opts == [], option.name  # a flag that only turns it on
 
 
 @pytest.mark.parametrize("faces", FACES, ids=IDS)
 def test_the_mcp_tool_has_exactly_the_models_options(faces: Faces) -> None:
-    properties = _mcp_properties(faces.tool)
+    schema = _mcp_schema(faces.tool)
+    properties, required = schema["properties"], set(schema.get("required", []))
     options = [option for option in faces.command.options() if option.on("mcp")]
     assert set(properties) == {option.spelled("mcp") for option in options} | faces.mcp_only
     for option in options:
         prop = properties[option.spelled("mcp")]
         assert _bounds(prop) == _own_bounds(option), option.name
-        assert prop.get("default") == option.info.default, option.name
+        assert (option.spelled("mcp") in required) is option.required, option.name
+        if option.required:
+            assert "default" not in prop, option.name
+        else:
+            assert prop.get("default") == option.info.default, option.name
         assert prop["description"] == faces.command.help(option, "mcp"), option.name
 
 
@@ -272,12 +292,14 @@ def test_each_face_names_the_others_options_as_it_spells_them() -> None:
     """`{gpu}` and `{resume}` in a help text are each face's spelling: `resume` is no option of
     the model (a path on the command line, a folder's name over MCP) but its help names it."""
     bandwidth, cap = INSPECT.option("bandwidth"), RUN.option("max_cost_usd")
-    assert INSPECT.help(bandwidth, "cli").endswith("instead of --gpu")
+    assert INSPECT.help(bandwidth, "cli").endswith("instead of --gpu [0<x<=1000000]")
     assert INSPECT.help(bandwidth, "mcp").endswith("instead of gpu")
     assert RUN.help(cap, "cli").startswith("with --resume: ")
     assert RUN.help(cap, "mcp").startswith("with resume: ")
     margin = COMBINE.option("margin")
-    assert COMBINE.help(margin, "cli").endswith("[the one the first result declared, else 2]")
+    assert COMBINE.help(margin, "cli").endswith(
+        "[the one the first result declared, else 2] [0<x<=100]"
+    )
     assert COMBINE.help(margin, "mcp").endswith(
         "(default: the one the first result declared, else 2)"
     )
@@ -372,3 +394,146 @@ def test_the_command_exits_2_with_one_line(faces: Faces, tmp_path: Path) -> None
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert _after_flag(faces, lines[0].removeprefix("error: "), flag), done.stderr
     assert done.stdout == ""
+
+
+DEPLOYED = {"region": "us-east-2", "dry_run": True}
+
+
+@pytest.mark.parametrize(
+    ("cli_args", "mcp_args", "cli_said", "mcp_said"),
+    [
+        (["--model", "org/m"], {"model_id": "org/m"}, "Missing argument 'name'", "name"),
+        (["gemma-4-e2b"], {"name": "gemma-4-e2b"}, "Missing option '--model'", "model_id"),
+    ],
+    ids=["no name", "no model"],
+)
+def test_deploy_refuses_a_missing_name_or_model_on_both_faces_before_aws(
+    world: World,
+    tmp_path: Path,
+    cli_args: list[str],
+    mcp_args: dict[str, Any],
+    cli_said: str,
+    mcp_said: str,
+) -> None:
+    """The installed command: one line, exit 2; the tool (allowed to write): one error line
+    naming the argument. Neither reaches AWS (no call, no price or quota read, no record)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemeter", "sagemaker", "deploy", *cli_args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stdout == "", done.stderr
+    assert done.stderr.startswith(f"error: {cli_said}"), done.stderr
+    assert "sagemaker deploy --help" in done.stderr
+
+    from tests.mcp_helpers import error_line
+
+    async def refused() -> str:
+        config = ServerConfig(results_dir=tmp_path / "results", allow_write=True)
+        async with Client(build_server(config)) as client:
+            return error_line(await client.call_tool("deploy_endpoint", mcp_args))
+
+    said = anyio.run(refused)
+    assert said == f"deploy_endpoint: {mcp_said}: Field required{SCHEMA_SUFFIX}"
+    assert world.moto.calls == [] and world.json_fake.requests == []
+    assert world.ledger_files() == []
+
+
+def _container_env(tmp_path: Path, cli: list[str], mcp: dict[str, Any]) -> list[dict[str, str]]:
+    """The container environment deploy's dry run would send, from the command line and from
+    the tool, given the same options."""
+    from sagemeter.cli.sagemaker import register
+
+    app = typer.Typer()
+    register(app)
+    args = ["sagemaker", "deploy", "x", "--model", "org/m", "--region", "us-east-2", "--dry-run"]
+    done = CliRunner().invoke(app, [*args, *cli])
+    assert done.exit_code == 0, done.output
+
+    async def planned() -> Any:
+        config = ServerConfig(results_dir=tmp_path / "results")
+        async with Client(build_server(config)) as client:
+            answer = await client.call_tool(
+                "deploy_endpoint", {"name": "x", "model_id": "org/m", **DEPLOYED, **mcp}
+            )
+        assert not answer.is_error, answer
+        assert answer.structured_content is not None
+        return answer.structured_content["plans"]
+
+    return [
+        plan["requests"]["CreateModel"]["PrimaryContainer"]["Environment"]
+        for plan in (json.loads(done.stdout)[0], anyio.run(planned)[0])
+    ]
+
+
+def test_deploy_leaves_the_context_and_memory_to_vllm_alike_on_both_faces(
+    world: World, tmp_path: Path
+) -> None:
+    """One declaration: unset is the article's 8192 and 0.9 on both faces; `0` on the command
+    line and null over MCP both leave the two to vLLM (neither variable is sent); a value given
+    is sent as given."""
+    keys = ("SM_VLLM_MAX_MODEL_LEN", "SM_VLLM_GPU_MEMORY_UTILIZATION")
+
+    def sent(cli: list[str], mcp: dict[str, Any]) -> list[dict[str, str]]:
+        return [
+            {key: env[key] for key in keys if key in env}
+            for env in _container_env(tmp_path, cli, mcp)
+        ]
+
+    unset = sent([], {})
+    assert unset == [dict(zip(keys, ("8192", "0.9"), strict=True))] * 2
+    own = sent(
+        ["--max-model-len", "0", "--gpu-memory-utilization", "0"],
+        {"max_model_len": None, "gpu_memory_utilization": None},
+    )
+    assert own == [{}, {}]
+    given = sent(
+        ["--max-model-len", "4096", "--gpu-memory-utilization", "0.8"],
+        {"max_model_len": 4096, "gpu_memory_utilization": 0.8},
+    )
+    assert given == [dict(zip(keys, ("4096", "0.8"), strict=True))] * 2
+    assert world.moto.calls == []
+
+
+@pytest.mark.parametrize("faces", FACES, ids=IDS)
+def test_the_command_line_shows_each_bounded_options_range(faces: Faces) -> None:
+    """Every option whose model holds a bound shows it in `--help`, as typer writes its own min
+    and max (`[1<=x<=100]`); the MCP schema carries the same bounds as numbers."""
+    params = _cli_params(faces)
+    for option in faces.command.options():
+        if not option.on("cli"):
+            continue
+        bounded = set(_own_bounds(option)) - {"type"}
+        shown = option.range_text()
+        assert bool(shown) is bool(bounded), (option.name, shown)
+        if shown:
+            assert str(params[option.name].help).endswith(f"[{shown}]"), option.name
+
+
+def test_a_range_is_written_as_typer_writes_its_own() -> None:
+    """An integer's strict bound as the inclusive one (`gt=0` is `1<=`), a float's kept strict,
+    a lower bound alone as `x>=`, a duration's with its unit, a 64-bit integer's limits none."""
+    said = {
+        (faces.command.name, option.name): option.range_text()
+        for faces in FACES
+        for option in faces.command.options()
+    }
+    assert said["sagemaker deploy", "count"] == "1<=x<=100"
+    assert said["sagemaker deploy", "gpu_memory_utilization"] == "0<x<=1"
+    assert said["sagemaker deploy", "max_model_len"] == "1<=x<=10000000"
+    assert said["sagemaker invoke", "temperature"] == "0<=x<=2"
+    assert said["serve", "parallel"] == "1<=x<=256"
+    assert said["sagemaker deploy", "instance_type"] == ""
+
+    class Toy(OptionsModel):
+        low: Annotated[int | None, Field(gt=0), Opt()] = None
+        wait: Annotated[
+            float | None, Field(gt=0, le=60), Text(lambda text, label: float(text), unit="s"), Opt()
+        ] = None
+        seed: Annotated[int | None, Field(ge=-(2**63), le=2**63 - 1), Opt()] = None
+
+    toy = {option.name: option.range_text() for option in Toy.options()}
+    assert toy == {"low": "x>=1", "wait": "0<x<=60s", "seed": ""}

@@ -71,7 +71,7 @@ def test_every_option_is_one_flag_with_the_models_help_and_default() -> None:
     assert params["concurrency"].opts == ["--concurrency", "-c"]
     assert params["concurrency"].default == 16
     assert params["timeout"].default == "300s"  # the model's 300.0 seconds as the CLI writes it
-    assert params["workers"].help == "client processes \\[cores]"
+    assert params["workers"].help == "client processes \\[cores] [1<=x<=512]"
     assert params["output_tokens"].help.endswith("same forms [--max-tokens]")
     assert params["sweep"].opts == ["--sweep"] and not params["sweep"].secondary_opts
     assert params["api_key"].envvar == "OPENAI_API_KEY"

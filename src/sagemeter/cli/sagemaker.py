@@ -246,8 +246,6 @@ def price_command(
 
 @guarded
 def deploy_command(
-    name: Annotated[str, typer.Argument(help="the endpoint name (1-63 letters, digits, hyphens)")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Hugging Face model id")],
     poll_seconds: Annotated[float, typer.Option(hidden=True)] = DEFAULT_POLL_S,
     **options: Any,
 ) -> None:
@@ -257,8 +255,8 @@ def deploy_command(
     region = deploy_region(given.region, aws)
     role_arn = execution_role(given.role_arn)
     spec = sm.make_spec(
-        name=name,
-        model_id=model,
+        name=given.name,
+        model_id=given.model,
         region=region,
         role_arn=role_arn,
         instance_type=given.instance_type,
@@ -267,8 +265,8 @@ def deploy_command(
         env=_parse_env(given.env or []),
         image=given.image,
         image_tag=given.image_tag,
-        max_model_len=given.max_model_len or None,
-        gpu_memory_utilization=given.gpu_memory_utilization or None,
+        max_model_len=given.max_model_len,
+        gpu_memory_utilization=given.gpu_memory_utilization,
         count=given.count,
         inference_ami_version=given.inference_ami,
         startup_timeout_s=given.startup_timeout,

@@ -15,7 +15,6 @@ from pydantic import Field
 
 from sagemeter import sagemaker as sm
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_CONTEXT_TOKENS
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.models import DeployAnswer
@@ -23,7 +22,6 @@ from sagemeter.mcp.progress import Relay, in_worker
 from sagemeter.mcp.sagemaker_read import Endpoint, Region, blocking, given_options
 from sagemeter.options.faces import with_options
 from sagemeter.options.sagemaker import DEPLOY, DeployOptions
-from sagemeter.sagemaker.spec import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_MODEL_LEN
 from sagemeter.sagemaker.verbs import (
     container_env,
     deploy_region,
@@ -99,15 +97,10 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
 
     @server.tool(title="Deploy a checkpoint to SageMaker", annotations=CREATES)
     @guarded
-    @with_options(DEPLOY, "mcp")  # region, instance_type, …, wait_minutes: deploy's options model
+    @with_options(DEPLOY, "mcp")  # name, model_id, region, …: deploy's options model
     async def deploy_endpoint(
         ctx: Context,
-        name: Annotated[str, Field(description="endpoint name: 1-63 letters, digits, hyphens")],
-        model_id: Annotated[
-            str, Field(description="Hugging Face model id, e.g. google/gemma-4-E2B-it")
-        ],
-        # The tool's own (sagemeter.options.sagemaker says why): one object, and null leaves
-        # these two to vLLM (the command line: 0)
+        # The tool's own (sagemeter.options.sagemaker says why): the environment as one object
         env: Annotated[
             dict[str, str] | None,
             Field(
@@ -115,18 +108,6 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
                 "its own HF_TOKEN)"
             ),
         ] = None,
-        max_model_len: Annotated[
-            int | None,
-            Field(
-                ge=1,
-                le=MAX_CONTEXT_TOKENS,
-                description="SM_VLLM_MAX_MODEL_LEN; null leaves it to vLLM",
-            ),
-        ] = DEFAULT_MAX_MODEL_LEN,
-        gpu_memory_utilization: Annotated[
-            float | None,
-            Field(gt=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION; null leaves it to vLLM"),
-        ] = DEFAULT_GPU_MEMORY_UTILIZATION,
         **options: Any,
     ) -> Annotated[CallToolResult, DeployAnswer]:
         """Create model, endpoint config and endpoint (tagged, recorded) and wait for InService.
@@ -142,8 +123,8 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
 
         def make_spec(aws: sm.Aws | None) -> sm.DeploySpec:
             return sm.make_spec(
-                name=name,
-                model_id=model_id,
+                name=given.name,
+                model_id=given.model,
                 region=deploy_region(given.region, aws, label="region"),
                 role_arn=execution_role(given.role_arn, label="role_arn"),
                 instance_type=given.instance_type,
@@ -153,8 +134,8 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
                 count=given.count,
                 image=given.image,
                 image_tag=given.image_tag,
-                max_model_len=max_model_len,
-                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=given.max_model_len,
+                gpu_memory_utilization=given.gpu_memory_utilization,
             )
 
         def plan() -> list[sm.PlannedRegion]:
@@ -166,7 +147,7 @@ def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
             plans = await blocking(plan)
             text = "\n".join(
                 f"{plan.region}: would create model, endpoint config and endpoint "
-                f"{name} ({plan.image})"
+                f"{given.name} ({plan.image})"
                 for plan in plans
             )
             return reply(text, DeployAnswer(dry_run=True, plans=plans))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.fields import FieldInfo
@@ -40,6 +40,12 @@ class Opt:
     `refuse`: what a value out of its bounds (or not one of its words) is told, after the option
     and the value (`--concurrency 0: give 1 to 4096 streams at once`), when the bound's own
     words would say less.
+    `positional`: the command line takes it as an argument (`NAME`), not a flag. A field with no
+    default is required on every face (a required argument or flag, an MCP argument listed in
+    `required`).
+    `none`: what None given on purpose means for an option whose default is a value ("leaves it
+    to vLLM"): MCP's null, and `cli_none` on the command line (`0`), which has no null. The help
+    says it after the option's own words (`; 0 leaves it to vLLM`, `; null leaves it to vLLM`).
     """
 
     setting: str | None = None
@@ -53,6 +59,9 @@ class Opt:
     mcp_scale: float = 1.0
     short: str | None = None
     refuse: str | None = None
+    positional: bool = False
+    none: str | None = None
+    cli_none: int | float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,16 @@ class OptionsModel(BaseModel):
         }
 
 
+_MACHINE = 2**63 - 1  # a bound this far out is the integer's size, not the option's
+
+
+def _number(value: Any) -> str:
+    """1 for 1.0; 0.5; 10000 (no exponent)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def taken(model: type[OptionsModel], name: str, help: str | None = None, **opt: Any) -> Any:
     """`model`'s option `name` as a field of another model: its type, bounds, text and setting
     declared once, there; `help` when the other command gives it its own words, `opt` changes
@@ -152,8 +171,56 @@ class Option:
         return self.opt.setting
 
     @property
+    def required(self) -> bool:
+        """No default: every face asks for it."""
+        return self.info.is_required()
+
+    @property
     def help(self) -> str:
         return self.info.description or ""
+
+    def range_text(self) -> str:
+        """The option's bounds as typer shows its own min and max (`1<=x<=256`, `x>0`, an
+        integer's `gt=0` as `x>=1`, a duration's with its unit: `0<x<=86400s`); "" for an option
+        without any (a 64-bit integer's own limits are none)."""
+        from annotated_types import Ge, Gt, Le, Lt
+
+        whole = int in (self.info.annotation, *get_args(self.info.annotation))
+        unit = self.text.unit if self.text is not None else ""
+        low = high = ""
+        bound: Any
+        for item in self.info.metadata:
+            if isinstance(item, Gt | Ge):
+                bound, strict = (item.gt, True) if isinstance(item, Gt) else (item.ge, False)
+                if whole and strict:
+                    bound, strict = bound + 1, False
+                if abs(bound) < _MACHINE:
+                    low = f"{_number(bound)}{unit if bound else ''}{'<' if strict else '<='}"
+            elif isinstance(item, Lt | Le):
+                bound, strict = (item.lt, True) if isinstance(item, Lt) else (item.le, False)
+                if whole and strict:
+                    bound, strict = bound - 1, False
+                if abs(bound) < _MACHINE:
+                    high = f"{'<' if strict else '<='}{_number(bound)}{unit if bound else ''}"
+        if low and not high:  # `x>=1`, as typer writes a lower bound alone
+            value, _, sign = low.partition("<")
+            return f"x>{sign}{value}"
+        return f"{low}x{high}" if low or high else ""
+
+    def none_spelled(self, face: Face) -> str:
+        """How `face` gives None on purpose: the command line's word (`0`), else `null`."""
+        if face == "cli" and self.opt.cli_none is not None:
+            return f"{self.opt.cli_none:g}"
+        return "null"
+
+    def none_given(self, value: Any, face: Face) -> bool:
+        """`value` is None given on purpose (not "not given"): the command line's `cli_none`,
+        or over MCP a null for an option whose tool default is a value (so a null was sent)."""
+        if self.opt.none is None:
+            return False
+        if face == "cli":
+            return value is not None and not isinstance(value, bool) and value == self.opt.cli_none
+        return face == "mcp" and value is None and self.info.default is not None
 
     def unit(self, face: Face) -> str:
         """The unit `face` takes the value in (MCP's own where it has one)."""
@@ -169,7 +236,10 @@ class Option:
         return face not in dict(self.opt.not_on)
 
     def spelled(self, face: Face) -> str:
-        """`--load-tokens` (cli), `measure.load_tokens` (plan), `load_max_tokens` (mcp)."""
+        """`--load-tokens` (cli), `measure.load_tokens` (plan), `load_max_tokens` (mcp); an
+        argument of the command line as its usage writes it (`NAME`)."""
+        if face == "cli" and self.opt.positional:
+            return self.name.upper()
         if face == "cli":
             return self.opt.cli or "--" + self.name.replace("_", "-")
         if face == "plan":

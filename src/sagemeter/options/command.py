@@ -96,12 +96,18 @@ class Command:
             raise InputError(SETTING_NAME.sub(r"\1", self.spell(exc.template, face))) from None
 
     def help(self, option: Option, face: Face) -> str:
-        """The option's help with `{other}` names spelled for `face`, and its default."""
+        """The option's help with `{other}` names spelled for `face`, what None given on purpose
+        means (`; 0 leaves it to vLLM`), and its default."""
         label = self.label(face)
         text = option.help.replace("{unit}", option.unit(face))
+        if option.opt.none is not None:
+            text = f"{text}; {option.none_spelled(face)} {option.opt.none}"
         default = self.default_text(option, face)
         if default:
             text = f"{text} [{default}]" if face == "cli" else f"{text} (default: {default})"
+        bounds = option.range_text() if face == "cli" else ""  # MCP's schema holds its bounds
+        if bounds:
+            text = f"{text} [{bounds}]"
         return re.sub(r"\{(\w+)\}", lambda match: label(match[1]), text)
 
     def default_text(self, option: Option, face: Face) -> str:
@@ -139,13 +145,22 @@ class Command:
         return str(value)
 
     def validated(
-        self, model: type[OptionsModel], values: Mapping[str, Any], face: Face
+        self,
+        model: type[OptionsModel],
+        values: Mapping[str, Any],
+        face: Face,
+        nones: frozenset[str] = frozenset(),
     ) -> OptionsModel:
-        """`values` (option name → value, None: unset) as `model`; a bad one is one line naming
-        the option as `face` spells it."""
+        """`values` (option name → value, None: unset, except for the options in `nones`, whose
+        None was given on purpose) as `model`; a bad one is one line naming the option as `face`
+        spells it."""
         try:
             return model.model_validate(
-                {name: value for name, value in values.items() if value is not None}
+                {
+                    name: value
+                    for name, value in values.items()
+                    if value is not None or name in nones
+                }
             )
         except ValidationError as exc:
             first = exc.errors()[0]

@@ -46,12 +46,17 @@ def cli_parameter(command: Command, option: Option) -> inspect.Parameter:
     if option.opt.short is not None:
         decls = [option.spelled("cli"), option.opt.short]
     default = cli_default(command, option)
-    info = typer.Option(
-        *decls,
-        help=escape(command.help(option, "cli")),  # `[article-40]` is no markup tag
-        envvar=option.opt.envvar,
-        show_default=command.flag_defaults and default is not None,
+    help = escape(command.help(option, "cli"))  # `[article-40]` is no markup tag
+    shown = command.flag_defaults and default is not None
+    info = (
+        typer.Argument(help=help, envvar=option.opt.envvar, show_default=shown)
+        if option.opt.positional
+        else typer.Option(*decls, help=help, envvar=option.opt.envvar, show_default=shown)
     )
+    if option.required:  # no default: typer asks for it (`Missing argument 'NAME'`)
+        return inspect.Parameter(
+            option.name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[kind, info]
+        )
     if kind is bool:
         return inspect.Parameter(
             option.name,
@@ -72,7 +77,7 @@ def cli_default(command: Command, option: Option) -> Any:
     command whose flags show their own defaults, the option's, as the command line writes it
     (`300s`)."""
     default = option.info.default
-    if not command.flag_defaults or default is None:
+    if not command.flag_defaults or default is None or option.required:
         return None
     if option.text is not None:
         return command.shown(option, default, "cli")
@@ -87,12 +92,12 @@ def mcp_parameter(command: Command, option: Option) -> inspect.Parameter:
     # Annotated[type, *bounds, described], built at run time
     annotation = operator.getitem(Annotated, (option.info.annotation, *bounds, described))
     default = option.info.default
-    return inspect.Parameter(
-        option.spelled("mcp"),
-        inspect.Parameter.KEYWORD_ONLY,
-        annotation=annotation,
-        default=default * factor if isinstance(default, int | float) and factor != 1 else default,
-    )
+    if option.required:  # no default: the tool's schema lists it as required
+        default = inspect.Parameter.empty
+    elif isinstance(default, int | float) and factor != 1:
+        default = default * factor
+    kind = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Parameter(option.spelled("mcp"), kind, annotation=annotation, default=default)
 
 
 def _scaled(item: Any, factor: float) -> Any:
@@ -181,14 +186,18 @@ def read_options(
     models = []
     for model in command.models:
         given: dict[str, Any] = {}
+        nones: set[str] = set()  # None given on purpose (`--max-model-len 0`, MCP's null)
         for option in model.options():
             if not option.on(face):
                 continue
             value = values.get(option.name if face == "cli" else option.spelled(face))
+            if option.none_given(value, face):
+                value = None
+                nones.add(option.name)
             if face == "cli" and isinstance(value, str) and option.text is not None:
                 value = option.text.parse(value, option.spelled("cli"))
             if isinstance(value, Path):
                 value = str(value)
             given[option.name] = value
-        models.append(command.validated(model, given, face))
+        models.append(command.validated(model, given, face, frozenset(nones)))
     return tuple(models)

@@ -3,13 +3,16 @@
 `check_quota`, `get_price`, `endpoint_status`, `list_endpoints`, `endpoint_logs`,
 `invoke_endpoint` and `deploy_endpoint`, are made from these fields (`sagemeter.options.faces`).
 
+Deploy's endpoint name (the command line's `NAME` argument) and its required `--model`
+(`model_id` over MCP) are fields here with no default, required on both faces; its
+`max_model_len` and `gpu_memory_utilization` are left to vLLM by None given on purpose (`0` on
+the command line, null over MCP: `Opt.none`), their default the article's 8192 and 0.9.
+
 Each face keeps its own:
-- what the command line takes as positional arguments (the instance type, the endpoint, the
-  prompt), and deploy's required `--model`/`model_id` (an option here is optional);
-- deploy's container environment (the command line's `--env KEY=VALUE` flags, MCP's object),
-  `max_model_len` and `gpu_memory_utilization` (the command line leaves them to vLLM with 0, MCP
-  with null, and an options model reads a null as "not given", its default): the command line's
-  are fields here, not on MCP, so its flags keep their order; the tool declares its own;
+- what the other verbs' command lines take as positional arguments (the instance type, the
+  endpoint, the prompt);
+- deploy's container environment (the command line's `--env KEY=VALUE` flags, MCP's object):
+  the command line's is a field here, not on MCP; the tool declares its own;
 - the command line's test hooks (hidden `--poll-seconds`, `--follow-seconds`);
 - `delete`: `--region` is repeatable with `--all-mine` on the command line, one region over MCP,
   and `--no-wait` is MCP's `wait` turned round, so the two faces share no option.
@@ -163,9 +166,7 @@ class InvokeOptions(OptionsModel):
     )
 
 
-_NULL_ON_MCP: tuple[tuple[Face, str], ...] = (
-    ("mcp", "deploy_endpoint declares its own: null there leaves it to vLLM, not 0"),
-)
+_VLLMS_OWN = "leaves it to vLLM"
 _CLI_DEPLOY: tuple[tuple[Face, str], ...] = (
     ("mcp", "deploy_endpoint keeps the container's and SageMaker's own"),
 )
@@ -176,6 +177,14 @@ class DeployOptions(OptionsModel):
 
     TABLE: ClassVar[str] = "deploy"  # no plan table: the name its messages use
 
+    name: Annotated[
+        str,
+        Field(description="the endpoint name (1-63 letters, digits, hyphens)"),
+        Opt(positional=True),
+    ]
+    model: Annotated[
+        str, Field(description="Hugging Face model id"), Opt(mcp="model_id", short="-m")
+    ]
     instance_type: Annotated[str, Field(description="SageMaker instance type"), Opt()] = (
         DEFAULT_INSTANCE_TYPE
     )
@@ -211,18 +220,14 @@ class DeployOptions(OptionsModel):
         Opt(),
     ] = None
     max_model_len: Annotated[
-        int,
-        Field(
-            ge=0,
-            le=MAX_CONTEXT_TOKENS,
-            description="SM_VLLM_MAX_MODEL_LEN, tokens; 0 leaves it to vLLM",
-        ),
-        Opt(not_on=_NULL_ON_MCP),
+        int | None,
+        Field(ge=1, le=MAX_CONTEXT_TOKENS, description="SM_VLLM_MAX_MODEL_LEN, tokens"),
+        Opt(none=_VLLMS_OWN, cli_none=0),
     ] = DEFAULT_MAX_MODEL_LEN
     gpu_memory_utilization: Annotated[
-        float,
-        Field(ge=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION; 0 leaves it to vLLM"),
-        Opt(not_on=_NULL_ON_MCP),
+        float | None,
+        Field(gt=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION"),
+        Opt(none=_VLLMS_OWN, cli_none=0),
     ] = DEFAULT_GPU_MEMORY_UTILIZATION
     count: Annotated[int, Field(ge=1, le=MAX_INSTANCES, description="instances"), Opt()] = 1
     inference_ami: Annotated[
