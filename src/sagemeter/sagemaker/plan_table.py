@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic_core import PydanticKnownError
 
 from sagemeter.results.predicted_decode import PredictedDecode
 from sagemeter.sagemaker.deploy_fields import VLLMS_OWN, DeployFields
@@ -35,8 +36,13 @@ class SageMakerArm(DeployFields):
     @field_validator(*VLLMS_OWN, mode="before")
     @classmethod
     def _zero_is_vllms_own(cls, value: Any) -> Any:
-        """0: leave it to vLLM (None), as `--max-model-len 0` does."""
-        return None if value == 0 and not isinstance(value, bool) else value
+        """0: leave it to vLLM (None), as `--max-model-len 0` does; below 0 is refused as the
+        plan's own lowest value, 0 (what a plan was always told)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+        if value < 0:
+            raise PydanticKnownError("greater_than_equal", {"ge": 0})
+        return None if value == 0 else value
 
     @model_serializer(mode="wrap")
     def _vllms_own_is_zero(self, handler: SerializerFunctionWrapHandler) -> Any:
