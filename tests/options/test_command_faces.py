@@ -537,3 +537,159 @@ def test_a_range_is_written_as_typer_writes_its_own() -> None:
 
     toy = {option.name: option.range_text() for option in Toy.options()}
     assert toy == {"low": "x>=1", "wait": "0<x<=60s", "seed": ""}
+
+
+# Deploy's third face: a plan's [arm.sagemaker] table, which SageMaker's platform reads, takes
+# the options it shares from DeployFields (below the platform), as DeployOptions does.
+PLAN_OWN = {"fallback_regions", "fallback_instance_types", "env", "endpoint", "predicted_decode"}
+ARM = 'name = "p"\n[[arm]]\nname = "a"\ntarget = "http://127.0.0.1:1"\n[[arm]]\nname = "c"\n'
+
+
+def _plan_key(name: str) -> str:
+    """The key a plan writes for the options model's field `name` (`role` for `role_arn`)."""
+    from sagemeter.sagemaker.plan_table import SageMakerArm
+
+    return SageMakerArm.model_fields[name].alias or name
+
+
+def _plan_line(table: str) -> str:
+    """The one line a plan with this `[arm.sagemaker]` table is refused with, after its key."""
+    from sagemeter.experiment.plan import PlanProblems, parse_plan
+
+    with pytest.raises(PlanProblems) as caught:
+        parse_plan(f'{ARM}[arm.sagemaker]\nmodel = "org/m"\n{table}\n', "plan.toml")
+    problems = caught.value.problems
+    assert len(problems) == 1 and "\n" not in problems[0], problems
+    return problems[0]
+
+
+def test_deploys_plan_table_has_exactly_the_models_options() -> None:
+    """Every option of `sagemaker deploy` is a key of `[arm.sagemaker]` with its type, bounds,
+    default and help, or says why the plan leaves it out (`not_on`); the table's other keys are
+    the plan's own. A bound or a default changed on one face alone, or an option added to one
+    by hand, fails here."""
+    from sagemeter.sagemaker.deploy_fields import VLLMS_OWN, DeployFields
+    from sagemeter.sagemaker.plan_table import SageMakerArm
+
+    options = list(DEPLOY.options())
+    on_plan = [option for option in options if option.on("plan")]
+    assert {option.name for option in on_plan} == set(DeployFields.model_fields)
+    assert set(SageMakerArm.model_fields) == set(DeployFields.model_fields) | PLAN_OWN
+    left_out = {
+        option.name: dict(option.opt.not_on)["plan"] for option in options if not option.on("plan")
+    }
+    plan_spells_its_own = {"name", "fallback_regions", "fallback_instance_types", "env"}
+    assert set(left_out) == plan_spells_its_own | {"price_per_hour", "dry_run"}
+    assert all(reason.strip() for reason in left_out.values())
+    for option in on_plan:
+        field = SageMakerArm.model_fields[option.name]
+        assert field.annotation == option.info.annotation, option.name
+        bounds = [item for item in option.info.metadata if not isinstance(item, Opt)]
+        assert field.metadata == bounds, option.name
+        assert field.default == option.info.default, option.name
+        assert field.is_required() is option.required, option.name
+        assert field.description == option.help, option.name
+        assert _bounds(SageMakerArm.model_json_schema()["properties"][_plan_key(option.name)]) == (
+            _own_bounds(option)
+        ), option.name
+    # the command line's spelling of "leave it to vLLM" (0) is the plan's, as TOML has no null
+    assert set(VLLMS_OWN) == {option.name for option in on_plan if option.opt.cli_none == 0}
+    # only the role is written otherwise, as the command line's flag names it
+    renamed = {option.name: _plan_key(option.name) for option in on_plan}
+    assert {name: key for name, key in renamed.items() if name != key} == {"role_arn": "role"}
+    assert DEPLOY.option("role_arn").spelled("cli") == "--role"
+
+
+# a value past a bound: (option, the command line's text, the plan's TOML value)
+PLAN_REFUSED = (
+    ("count", "0", "0"),
+    ("count", "101", "101"),
+    ("deadline_minutes", "0", "0"),
+    ("deadline_minutes", "1441", "1441"),
+    ("max_model_len", "20000000", "20_000_000"),
+    ("gpu_memory_utilization", "1.5", "1.5"),
+    ("startup_timeout", "10", "10"),
+    ("download_timeout", "4000", "4000"),
+    ("provision_timeout", "60", "60"),
+)
+
+
+@pytest.mark.parametrize(("name", "text", "value"), PLAN_REFUSED, ids=lambda v: str(v))
+def test_a_value_past_a_bound_is_the_same_sentence_in_a_plan(
+    name: str, text: str, value: str, tmp_path: Path
+) -> None:
+    """The plan's line names its key (`arm "c".sagemaker.count`) and says what the command
+    line says after its flag, before any work."""
+    deploy = next(faces for faces in FACES if faces.command is DEPLOY)
+    line = _plan_line(f"{_plan_key(name)} = {value}")
+    key = f'arm "c".sagemaker.{_plan_key(name)}: '
+    assert line.startswith(key), line
+    cli = _cli_refusal(deploy, DEPLOY.option(name).spelled("cli"), text, tmp_path)
+    assert line.removeprefix(key) == cli
+
+
+def test_a_plan_keeps_its_keys_and_leaves_the_context_and_memory_to_vllm_with_0() -> None:
+    """A plan written before reads as before: every key it may write is kept as written (`role`,
+    not `role_arn`, which is an unknown key), 0 leaves the context and the memory share to vLLM
+    (neither variable sent, as `--max-model-len 0` on the command line), and the plan is written
+    back with its 0s, so its TOML reads the same again. Unset, the two are deploy's defaults."""
+    from sagemeter.experiment.plan import parse_plan
+    from sagemeter.experiment.plan_toml import plan_toml
+    from sagemeter.sagemaker import Aws
+    from sagemeter.sagemaker.plan_arms import deploy_spec
+    from sagemeter.sagemaker.spec import container_environment
+
+    table = {
+        "model": "org/m",
+        "instance_type": "ml.g6.2xlarge",
+        "region": "us-east-2",
+        "fallback_regions": ["us-east-1"],
+        "fallback_instance_types": ["ml.g6.xlarge"],
+        "env": {"SM_VLLM_MAX_NUM_SEQS": "8"},
+        "endpoint": "c-endpoint",
+        "role": "arn:aws:iam::123456789012:role/SageMaker",
+        "image_tag": "0.9.2",
+        "max_model_len": 0,
+        "gpu_memory_utilization": 0.0,
+        "count": 2,
+        "inference_ami": "al2-ami-sagemaker-inference-gpu-3-1",
+        "startup_timeout": 600,
+        "download_timeout": 900,
+        "provision_timeout": 1200,
+        "deadline_minutes": 30.0,
+    }
+    plan = parse_plan(
+        plan_toml(
+            {
+                "name": "p",
+                "arm": [
+                    {"name": "a", "target": "http://127.0.0.1:1"},
+                    {"name": "c", "sagemaker": table},
+                ],
+            }
+        )
+    )
+    written = plan.to_data()["arm"][1]["sagemaker"]
+    assert written == table and list(written) != []
+    assert parse_plan(plan_toml(plan.to_data())).to_data() == plan.to_data()
+    arm = plan.arm_named("c")
+    spec = deploy_spec(plan, arm, Aws())
+    assert (spec.max_model_len, spec.gpu_memory_utilization) == (None, None)
+    env = container_environment(spec, hf_token=None)
+    assert "SM_VLLM_MAX_MODEL_LEN" not in env and "SM_VLLM_GPU_MEMORY_UTILIZATION" not in env
+    assert (spec.name, spec.role_arn, spec.count) == ("c-endpoint", table["role"], 2)
+
+    unset = parse_plan(f'{ARM}[arm.sagemaker]\nmodel = "org/m"\n').arm_named("c").table
+    assert (
+        (unset.max_model_len, unset.gpu_memory_utilization)
+        == (
+            DEPLOY.option("max_model_len").info.default,
+            DEPLOY.option("gpu_memory_utilization").info.default,
+        )
+        == (8192, 0.9)
+    )
+    assert _plan_line('role_arn = "x"') == 'arm "c".sagemaker.role_arn: unknown key'
+    # below 0 is refused with the plan's lowest value, as it always was (the command line's is 1)
+    for key in ("max_model_len", "gpu_memory_utilization"):
+        line = _plan_line(f"{key} = -1")
+        assert line == f'arm "c".sagemaker.{key}: Input should be greater than or equal to 0'

@@ -32,7 +32,9 @@ class Opt:
     `cli`: the command line's flag when it differs from `--field-name`; `short`: its one-letter
     alias (`-c`).
     `not_on`: faces that leave the option out, each with the reason (said in docs and tests);
-    the command line or MCP only, as a plan's table is the model itself.
+    the command line or MCP, as a plan's table is the model itself, except deploy's: its plan
+    table `[arm.sagemaker]` is SageMaker's platform's, which takes the model's fields from
+    below (`sagemeter.sagemaker.deploy_fields`), and `not_on` "plan" says what it leaves out.
     `unset`: what leaving it out means, when that is not a default value ("the engine's own").
     `envvar`: the environment variable the command line reads it from when the flag is not given.
     `unit`: the unit its help names as `{unit}` (`seconds`); `mcp_unit` and `mcp_scale`: the MCP
@@ -138,12 +140,16 @@ def _number(value: Any) -> str:
     return str(value)
 
 
-def taken(model: type[OptionsModel], name: str, help: str | None = None, **opt: Any) -> Any:
+def taken(model: type[BaseModel], name: str, help: str | None = None, **opt: Any) -> Any:
     """`model`'s option `name` as a field of another model: its type, bounds, text and setting
     declared once, there; `help` when the other command gives it its own words, `opt` changes
-    to its `Opt` (`unset=None`). Assigned as the field's default (`= taken(...)`)."""
+    to its `Opt` (`unset=None`). Assigned as the field's default (`= taken(...)`). `model` may
+    be a plain model below the options (deploy's settings, which a plan's `[arm.sagemaker]`
+    holds too): its field gets the `Opt` made of `opt`."""
     info = model.model_fields[name]
     metadata = [replace(item, **opt) if isinstance(item, Opt) else item for item in info.metadata]
+    if not any(isinstance(item, Opt) for item in metadata):
+        metadata.append(Opt(**opt))
     described = Field(info.default, description=help or info.description)
     # Annotated[its type, *its bounds and metadata], built at run time
     annotation: Any = operator.getitem(Annotated, (info.annotation, *metadata))

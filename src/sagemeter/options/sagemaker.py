@@ -6,7 +6,14 @@
 Deploy's endpoint name (the command line's `NAME` argument) and its required `--model`
 (`model_id` over MCP) are fields here with no default, required on both faces; its
 `max_model_len` and `gpu_memory_utilization` are left to vLLM by None given on purpose (`0` on
-the command line, null over MCP: `Opt.none`), their default the article's 8192 and 0.9.
+the command line and in a plan, null over MCP: `Opt.none`), their default the article's 8192
+and 0.9.
+
+Deploy has a third face, a plan's `[arm.sagemaker]` table: the settings it shares (model, where,
+the container's settings, count, timeouts, the deadline) are declared once in
+`sagemeter.sagemaker.deploy_fields.DeployFields`, below the plan's platform that reads the table,
+and taken from there (`taken`); `not_on` "plan" names the options the table leaves out or spells
+its own way (the endpoint's name, `env` as a table, the fallbacks as lists).
 
 Each face keeps its own:
 - what the other verbs' command lines take as positional arguments (the instance type, the
@@ -26,26 +33,13 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from sagemeter.limits import (
-    MAX_CONTEXT_TOKENS,
-    MAX_DEADLINE_MINUTES,
-    MAX_PRICE_PER_HOUR,
-    MAX_TOKENS,
-    check_price,
-)
-from sagemeter.options.base import Face, Opt, OptionsModel
+from sagemeter.limits import MAX_PRICE_PER_HOUR, MAX_TOKENS, check_price
+from sagemeter.options.base import Face, Opt, OptionsModel, taken
 from sagemeter.options.checked import Checked
 from sagemeter.options.command import Command
-from sagemeter.sagemaker.spec import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_INSTANCE_TYPE,
-    DEFAULT_MAX_MODEL_LEN,
-)
+from sagemeter.sagemaker.deploy_fields import DeployFields
 
 MAX_LOG_LINES = 1000  # recent lines of one read (CloudWatch's GetLogEvents gives 10,000 at most)
-MAX_INSTANCES = 100  # instances of one endpoint (the deploy spec's own bound)
-DEFAULT_DEADLINE_MINUTES = 60.0
-DEFAULT_CONTAINER_TIMEOUT_S = 1800
 
 _PRINTS: tuple[tuple[Face, str], ...] = (("mcp", "how the command line prints its answer"),)
 
@@ -170,94 +164,69 @@ _VLLMS_OWN = "leaves it to vLLM"
 _CLI_DEPLOY: tuple[tuple[Face, str], ...] = (
     ("mcp", "deploy_endpoint keeps the container's and SageMaker's own"),
 )
+_PLAN_NAMES: tuple[tuple[Face, str], ...] = (
+    ("plan", "the plan's endpoint, PLAN-ARM unless given"),
+)
+_PLAN_LIST: tuple[tuple[Face, str], ...] = (("plan", "a list in the plan, [] for none"),)
 
 
 class DeployOptions(OptionsModel):
-    """What is deployed where, and how long deploy waits for it."""
+    """What is deployed where, and how long deploy waits for it. The settings a plan's
+    `[arm.sagemaker]` holds too are taken from `DeployFields` (declared once there, below the
+    plan's platform); `not_on` "plan" says what the plan table leaves out or spells its own way."""
 
-    TABLE: ClassVar[str] = "deploy"  # no plan table: the name its messages use
+    TABLE: ClassVar[str] = "deploy"  # no plan table of its own: the name its messages use
 
     name: Annotated[
         str,
         Field(description="the endpoint name (1-63 letters, digits, hyphens)"),
-        Opt(positional=True),
+        Opt(positional=True, not_on=_PLAN_NAMES),
     ]
-    model: Annotated[
-        str, Field(description="Hugging Face model id"), Opt(mcp="model_id", short="-m")
-    ]
-    instance_type: Annotated[str, Field(description="SageMaker instance type"), Opt()] = (
-        DEFAULT_INSTANCE_TYPE
-    )
-    region: Region = _region()
+    model: str = taken(DeployFields, "model", mcp="model_id", short="-m")
+    instance_type: str = taken(DeployFields, "instance_type")
+    region: str | None = taken(DeployFields, "region", short="-r")
     fallback_regions: Annotated[
         list[str] | None,
         Field(description="regions tried in order after a capacity failure"),
-        Opt(cli="--fallback-region"),
+        Opt(cli="--fallback-region", not_on=_PLAN_LIST),
     ] = None
     fallback_instance_types: Annotated[
         list[str] | None,
         Field(description="InstancePools after the main type, in priority order"),
-        Opt(cli="--fallback-instance-type"),
+        Opt(cli="--fallback-instance-type", not_on=_PLAN_LIST),
     ] = None
     env: Annotated[
         list[str] | None,
         Field(description="KEY=VALUE for the container, repeatable"),
-        Opt(not_on=(("mcp", "deploy_endpoint takes the environment as one object"),)),
-    ] = None
-    role_arn: Annotated[
-        str | None,
-        Field(description="execution role ARN (default: $SAGEMETER_ROLE_ARN)"),
-        Opt(cli="--role"),
-    ] = None
-    image: Annotated[
-        str | None,
-        Field(description="full image URI (default: the AWS vLLM container)"),
-        Opt(),
-    ] = None
-    image_tag: Annotated[
-        str | None,
-        Field(description="pin a tag of the AWS vLLM container (default: the newest pinned one)"),
-        Opt(),
-    ] = None
-    max_model_len: Annotated[
-        int | None,
-        Field(ge=1, le=MAX_CONTEXT_TOKENS, description="SM_VLLM_MAX_MODEL_LEN, tokens"),
-        Opt(none=_VLLMS_OWN, cli_none=0),
-    ] = DEFAULT_MAX_MODEL_LEN
-    gpu_memory_utilization: Annotated[
-        float | None,
-        Field(gt=0, le=1, description="SM_VLLM_GPU_MEMORY_UTILIZATION"),
-        Opt(none=_VLLMS_OWN, cli_none=0),
-    ] = DEFAULT_GPU_MEMORY_UTILIZATION
-    count: Annotated[int, Field(ge=1, le=MAX_INSTANCES, description="instances"), Opt()] = 1
-    inference_ami: Annotated[
-        str | None,
-        Field(description="InferenceAmiVersion (default: by CUDA)"),
-        Opt(not_on=_CLI_DEPLOY),
-    ] = None
-    startup_timeout: Annotated[
-        int, Field(description="container health-check timeout, s"), Opt(not_on=_CLI_DEPLOY)
-    ] = DEFAULT_CONTAINER_TIMEOUT_S
-    download_timeout: Annotated[
-        int, Field(description="model data download timeout, s"), Opt(not_on=_CLI_DEPLOY)
-    ] = DEFAULT_CONTAINER_TIMEOUT_S
-    provision_timeout: Annotated[
-        int | None,
-        Field(description="VariantInstanceProvisionTimeoutInSeconds (300-3600)"),
-        Opt(not_on=_CLI_DEPLOY),
-    ] = None
-    deadline_minutes: Annotated[
-        float,
-        Field(
-            gt=0,
-            le=MAX_DEADLINE_MINUTES,
-            description="stop waiting for InService after this long",
+        Opt(
+            not_on=(
+                ("mcp", "deploy_endpoint takes the environment as one object"),
+                ("plan", "the plan's env is a table of the container's variables"),
+            )
         ),
-        Opt(mcp="wait_minutes"),
-    ] = DEFAULT_DEADLINE_MINUTES
-    price_per_hour: PricePerHour = Field(None, description=PRICE_HELP)
+    ] = None
+    role_arn: str | None = taken(DeployFields, "role_arn", cli="--role")
+    image: str | None = taken(DeployFields, "image")
+    image_tag: str | None = taken(DeployFields, "image_tag")
+    max_model_len: int | None = taken(DeployFields, "max_model_len", none=_VLLMS_OWN, cli_none=0)
+    gpu_memory_utilization: float | None = taken(
+        DeployFields, "gpu_memory_utilization", none=_VLLMS_OWN, cli_none=0
+    )
+    count: int = taken(DeployFields, "count")
+    inference_ami: str | None = taken(DeployFields, "inference_ami", not_on=_CLI_DEPLOY)
+    startup_timeout: int = taken(DeployFields, "startup_timeout", not_on=_CLI_DEPLOY)
+    download_timeout: int = taken(DeployFields, "download_timeout", not_on=_CLI_DEPLOY)
+    provision_timeout: int | None = taken(DeployFields, "provision_timeout", not_on=_CLI_DEPLOY)
+    deadline_minutes: float = taken(DeployFields, "deadline_minutes", mcp="wait_minutes")
+    price_per_hour: float | None = taken(
+        StatusOptions,
+        "price_per_hour",
+        not_on=(("plan", "a plan's price_per_hour is the whole plan's, at its top"),),
+    )
     dry_run: Annotated[
-        bool, Field(description="show the create requests only; create nothing"), Opt()
+        bool,
+        Field(description="show the create requests only; create nothing"),
+        Opt(not_on=(("plan", "`sagemeter run --dry-run` shows the whole plan's"),)),
     ] = False
 
 

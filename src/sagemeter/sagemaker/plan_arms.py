@@ -60,7 +60,7 @@ def deploy_spec(plan: Plan, arm: Arm, aws: sm.Aws) -> sm.DeploySpec:
     sage = table_of(arm)
     key = arm_key(arm)
     region = sm.resolve_region(sage.region, aws, label=f"{key}.region").region
-    role = execution_role(sage.role, label=f"{key}.role")
+    role = execution_role(sage.role_arn, label=f"{key}.role")
     fields: dict[str, Any] = {
         "name": endpoint_name(plan, arm),
         "model_id": sage.model,
@@ -72,8 +72,8 @@ def deploy_spec(plan: Plan, arm: Arm, aws: sm.Aws) -> sm.DeploySpec:
         "env": container_env(sage.env),
         "image": sage.image,
         "image_tag": sage.image_tag,
-        "max_model_len": sage.max_model_len or None,
-        "gpu_memory_utilization": sage.gpu_memory_utilization or None,
+        "max_model_len": sage.max_model_len,
+        "gpu_memory_utilization": sage.gpu_memory_utilization,
         "count": sage.count,
         "inference_ami_version": sage.inference_ami,
         "startup_timeout_s": sage.startup_timeout,

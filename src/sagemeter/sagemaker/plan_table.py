@@ -1,55 +1,57 @@
-"""`[arm.sagemaker]`: the plan table of an arm the run deploys on SageMaker, as users write it."""
+"""`[arm.sagemaker]`: the plan table of an arm the run deploys on SageMaker, as users write it.
+
+Its deploy settings are `sagemaker deploy`'s, declared once in `deploy_fields.DeployFields` (type,
+bounds, default, help; `role` is the command line's `--role`); the plan's own are the endpoint's
+name (default PLAN-ARM), the container environment as a table, the fallbacks as lists, and the
+prediction `sagemaker recommend --plan` writes. A plan writes 0 for vLLM's own `max_model_len`
+and `gpu_memory_utilization`, as the command line does (TOML has no null), and it is written
+back as 0.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic_core import PydanticKnownError
 
-from sagemeter.limits import MAX_CONTEXT_TOKENS, DeadlineMinutes
 from sagemeter.results.predicted_decode import PredictedDecode
-from sagemeter.sagemaker.spec import (
-    DEFAULT_DOWNLOAD_TIMEOUT_S,
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_INSTANCE_TYPE,
-    DEFAULT_MAX_MODEL_LEN,
-    DEFAULT_STARTUP_TIMEOUT_S,
-)
+from sagemeter.sagemaker.deploy_fields import VLLMS_OWN, DeployFields
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class SageMakerArm(_Strict):
+class SageMakerArm(DeployFields):
     """`[arm.sagemaker]`: an endpoint the run deploys, measures and deletes (`deploy`'s options)."""
 
-    model: str = Field(min_length=1, description="Hugging Face model id")
-    instance_type: str = DEFAULT_INSTANCE_TYPE
-    region: str | None = Field(None, description="default: AWS_REGION, AWS_DEFAULT_REGION, profile")
     fallback_regions: list[str] = Field(default_factory=list)
     fallback_instance_types: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     endpoint: str | None = Field(None, description="endpoint name; default PLAN-ARM")
-    role: str | None = Field(None, description="execution role ARN; default $SAGEMETER_ROLE_ARN")
-    image: str | None = None
-    image_tag: str | None = None
-    max_model_len: int = Field(
-        DEFAULT_MAX_MODEL_LEN, ge=0, le=MAX_CONTEXT_TOKENS, description="0 leaves it to vLLM"
-    )
-    gpu_memory_utilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, ge=0, le=1)
-    count: int = Field(1, ge=1, le=100)
-    inference_ami: str | None = None
-    startup_timeout: int = DEFAULT_STARTUP_TIMEOUT_S
-    download_timeout: int = DEFAULT_DOWNLOAD_TIMEOUT_S
-    provision_timeout: int | None = None
-    deadline_minutes: DeadlineMinutes = Field(60.0, description="stop waiting for InService after")
     predicted_decode: PredictedDecode | None = Field(
         None,
         description="what `sagemaker recommend --plan` predicted for instance_type; the run "
         "copies it into the arm's result, and the report puts it beside the measured decode",
     )
+
+    @field_validator(*VLLMS_OWN, mode="before")
+    @classmethod
+    def _zero_is_vllms_own(cls, value: Any) -> Any:
+        """0: leave it to vLLM (None), as `--max-model-len 0` does; below 0 is refused as the
+        plan's own lowest value, 0 (what a plan was always told)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+        if value < 0:
+            raise PydanticKnownError("greater_than_equal", {"ge": 0})
+        return None if value == 0 else value
+
+    @model_serializer(mode="wrap")
+    def _vllms_own_is_zero(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Written back as the plan wrote it: 0 (0.0 for the share, a float)."""
+        data = handler(self)
+        for key, zero in zip(VLLMS_OWN, (0, 0.0), strict=True):
+            if isinstance(data, dict) and key in data and data[key] is None:
+                data[key] = zero
+        return data
 
     @field_validator("env", mode="before")
     @classmethod

@@ -24,6 +24,7 @@ from sagemeter.errors import ManyProblems, PlatformError, SagemeterError, UserEr
 from sagemeter.platforms.deployment import Deployment, parse_utc
 from sagemeter.platforms.registry import CheckProblems, Facts, Hooks, Platform, Price
 from sagemeter.sagemaker.aws import explain
+from sagemeter.sagemaker.deploy_fields import DEFAULT_DEADLINE_MINUTES
 from sagemeter.sagemaker.endpoint import (
     BUSY_STATES,
     describe_endpoint,
@@ -383,7 +384,9 @@ def _deadline_s(checked: Checked, deployment: Deployment) -> float:
     """How long a deploy (or the wait for one from before) may take: the arm's deadline."""
     arm = checked.plan.arm_named(deployment.arm)
     table = arm.table
-    return (table.deadline_minutes if isinstance(table, SageMakerArm) else 60.0) * 60
+    return (
+        table.deadline_minutes if isinstance(table, SageMakerArm) else DEFAULT_DEADLINE_MINUTES
+    ) * 60
 
 
 def _recorded(

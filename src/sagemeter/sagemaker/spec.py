@@ -12,7 +12,7 @@ import json
 import re
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
 import botocore.session
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
@@ -37,6 +37,16 @@ MAX_INSTANCE_POOLS = 5
 # and 90 % of the GPU's memory for weights, activations and KV cache.
 DEFAULT_MAX_MODEL_LEN = 8192
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+MAX_INSTANCES = 100  # instances of one endpoint
+MIN_PROVISION_TIMEOUT_S = 300  # VariantInstanceProvisionTimeoutInSeconds: 300-3600
+# Deploy's bounds, written once: the spec below holds them, and so do deploy's settings
+# (deploy_fields.py) that `sagemaker deploy`'s options and a plan's [arm.sagemaker] take.
+MODEL_ID = Field(min_length=1, max_length=256)
+MODEL_LEN = Field(ge=1, le=MAX_CONTEXT_TOKENS)
+GPU_SHARE = Field(gt=0, le=1)
+INSTANCES = Field(ge=1, le=MAX_INSTANCES)
+CONTAINER_TIMEOUT = Field(ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S)
+PROVISION_TIMEOUT = Field(ge=MIN_PROVISION_TIMEOUT_S, le=MAX_TIMEOUT_S)
 MAX_MODEL_LEN_KEY = "SM_VLLM_MAX_MODEL_LEN"
 GPU_MEMORY_KEY = "SM_VLLM_GPU_MEMORY_UTILIZATION"
 VARIANT_NAME = "AllTraffic"  # the CloudWatch log streams are named after it: AllTraffic/i-…
@@ -77,7 +87,7 @@ class DeploySpec(BaseModel):
     """Everything that decides what gets created; recorded (redacted) in the tags and the ledger."""
 
     name: str
-    model_id: str = Field(min_length=1, max_length=256)
+    model_id: Annotated[str, MODEL_ID]
     region: str
     role_arn: str
     instance_type: str = DEFAULT_INSTANCE_TYPE
@@ -88,23 +98,18 @@ class DeploySpec(BaseModel):
     image_tag: str | None = Field(
         None, description="tag of the AWS vLLM container; None = the newest pinned one at deploy"
     )
-    max_model_len: int | None = Field(
-        DEFAULT_MAX_MODEL_LEN,
-        ge=1,
-        le=MAX_CONTEXT_TOKENS,
-        description="SM_VLLM_MAX_MODEL_LEN; None = vLLM's own",
+    max_model_len: Annotated[int | None, MODEL_LEN] = Field(
+        DEFAULT_MAX_MODEL_LEN, description="SM_VLLM_MAX_MODEL_LEN; None = vLLM's own"
     )
-    gpu_memory_utilization: float | None = Field(
+    gpu_memory_utilization: Annotated[float | None, GPU_SHARE] = Field(
         DEFAULT_GPU_MEMORY_UTILIZATION,
-        gt=0,
-        le=1,
         description="SM_VLLM_GPU_MEMORY_UTILIZATION; None = vLLM's own",
     )
-    count: int = Field(1, ge=1, le=100)
+    count: Annotated[int, INSTANCES] = 1
     inference_ami_version: str | None = Field(None, description="None = chosen from the image")
-    startup_timeout_s: int = Field(DEFAULT_STARTUP_TIMEOUT_S, ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S)
-    download_timeout_s: int = Field(DEFAULT_DOWNLOAD_TIMEOUT_S, ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S)
-    provision_timeout_s: int | None = Field(None, ge=300, le=3600)
+    startup_timeout_s: Annotated[int, CONTAINER_TIMEOUT] = DEFAULT_STARTUP_TIMEOUT_S
+    download_timeout_s: Annotated[int, CONTAINER_TIMEOUT] = DEFAULT_DOWNLOAD_TIMEOUT_S
+    provision_timeout_s: Annotated[int | None, PROVISION_TIMEOUT] = None
 
     @field_validator("name")
     @classmethod
