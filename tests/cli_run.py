@@ -80,6 +80,7 @@ def invoke(
         _restored_process_state(),
         _working_folder(cwd),
         runner.isolation(input=input, env=_overrides(env)) as (out, err, _mixed),
+        _consoles_as_a_new_process_makes_them(),
     ):
         code = _exit_code_of(argv)
         for stream in (sys.stdout, sys.stderr):
@@ -129,6 +130,38 @@ def _restored_process_state() -> Iterator[None]:
         for each, handler in handlers.items():
             signal.signal(each, handler)
         cli._received[:] = received
+
+
+# What a rich Console reads from the environment and its stream once, when it is made (width
+# from COLUMNS, colours from NO_COLOR / FORCE_COLOR and whether the stream is a terminal).
+CONSOLE_SETTINGS = (
+    "_width",
+    "_height",
+    "_color_system",
+    "_force_terminal",
+    "no_color",
+    "is_interactive",
+)
+
+
+@contextlib.contextmanager
+def _consoles_as_a_new_process_makes_them() -> Iterator[None]:
+    """The CLI's two consoles were made when this process imported them, from pytest's
+    environment and streams: for the call they take the settings a console made now (from the
+    command's env and the captured streams) would have, as in a fresh process; then their own."""
+    from sagemeter.cli.common import console, err_console
+
+    saved = [(each, dict(vars(each))) for each in (console, err_console)]
+    try:
+        for each in (console, err_console):
+            fresh = type(each)(stderr=each.stderr)
+            for name in CONSOLE_SETTINGS:
+                setattr(each, name, getattr(fresh, name))
+        yield
+    finally:
+        for each, state in saved:
+            vars(each).clear()
+            vars(each).update(state)
 
 
 @contextlib.contextmanager

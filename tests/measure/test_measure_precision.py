@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.measure.precision import relative_half_width
+from tests import cli_run
 
 
 @pytest.fixture(scope="module")
@@ -28,19 +28,13 @@ def _measure(
     tmp_path: Path, url: str, *options: str, batches: int = 1
 ) -> subprocess.CompletedProcess[str]:
     command = [
-        sys.executable, "-m", "sagemeter", "measure", str(tmp_path / "out"), url,
+        "measure", str(tmp_path / "out"), url,
         "--name", "t", "--short-tokens", "4", "--long-tokens", "24", "--repeats", "3",
         "--levels", "1", "--batches", str(batches), "--load-tokens", "4", "--prefill-tokens", "none",
         "--questions-per-family", "1", "--quality-max-tokens", "4", *options,
     ]  # fmt: skip
-    return subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "200"},
-        timeout=300,
-        check=False,
-    )
+    env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    return cli_run.invoke(command, env)
 
 
 def _detail(tmp_path: Path) -> dict[str, Any]:
