@@ -12,13 +12,13 @@ import resource
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sagemeter.errors import UserError
+from tests import cli_run
 from tests.conftest import reference_file
 
 NOTHING = "http://127.0.0.1:9"
@@ -133,19 +133,15 @@ CASES: list[tuple[str, list[str], int, str]] = [
 ]
 
 
-def _run(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    args: list[str], home: Path, *, real_process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`sagemeter ARGS` in this process, or as its own process (a server it starts as a child)."""
     # No AWS region configured: a bare endpoint name then has no region to mean.
     aws = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
     env = {key: value for key, value in os.environ.items() if key not in aws}
     env |= {"SAGEMETER_HOME": str(home), "COLUMNS": "200", "AWS_CONFIG_FILE": str(home / "none")}
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return (cli_run.run if real_process else cli_run.invoke)(args, env)
 
 
 @pytest.mark.parametrize(("case", "args", "code", "needle"), CASES, ids=[c[0] for c in CASES])
@@ -190,7 +186,9 @@ def test_only_the_empty_folders_a_failed_command_made_are_removed(tmp_path: Path
 
 @pytest.mark.slow
 def test_the_engine_names_a_port_in_use(busy_port: int, tmp_path: Path) -> None:
-    done = _run(["serve", "local:smollm2-q4_1", "--port", str(busy_port)], tmp_path)
+    done = _run(
+        ["serve", "local:smollm2-q4_1", "--port", str(busy_port)], tmp_path, real_process=True
+    )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"port {busy_port} on 127.0.0.1 is already in use" in lines[-1]
@@ -217,7 +215,9 @@ def test_mcp_on_a_busy_port_is_one_line(busy_port: int, tmp_path: Path) -> None:
     """A port another process holds: one line naming it, before the server starts or says
     where it listens."""
     done = _run(
-        ["mcp", "--http", str(busy_port), "--results-dir", str(tmp_path / "results")], tmp_path
+        ["mcp", "--http", str(busy_port), "--results-dir", str(tmp_path / "results")],
+        tmp_path,
+        real_process=True,
     )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
@@ -240,7 +240,7 @@ def test_a_write_that_fails_after_the_checks_is_one_line(tmp_path: Path) -> None
     env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "PYTHONDONTWRITEBYTECODE": "1",
            "OPENAI_API_KEY": secret}  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "combine", str(out), *map(str, files)],
+        cli_run.command("combine", out, *files),
         capture_output=True,
         text=True,
         env=env,

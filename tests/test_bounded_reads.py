@@ -5,27 +5,19 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sagemeter.errors import UserError
 from sagemeter.textfiles import read_capped
+from tests import cli_run
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 
 
 def _sagemeter(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "SAGEMETER_HOME": str(cwd / "home")},
-        timeout=30,
-        check=False,
-    )
+    return cli_run.invoke(args, {**os.environ, "SAGEMETER_HOME": str(cwd / "home")}, cwd)
 
 
 def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:

@@ -10,12 +10,12 @@ import html
 import json
 import os
 import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
+from tests import cli_run
 from tests.wire import WireServer, json_response
 
 # `"` and `\` are escaped by JSON, `/`, `+` and spaces changed by URL encoding, `"` by HTML;
@@ -53,16 +53,13 @@ def _server(kind: str) -> WireServer:
     return WireServer({"/v1/chat/completions": echo, "/v1/models": models})
 
 
-def _sagemeter(args: list[str], home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _sagemeter(
+    args: list[str], home: Path, *, real_process: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`sagemeter ARGS` in this process, or as its own process: a key echoed back must reach
+    no terminal, which only a real process's stdout and stderr show whole (its children's too)."""
     environ = {**os.environ, "SAGEMETER_HOME": str(home), "COLUMNS": "300", **env}
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-        check=False,
-    )
+    return (cli_run.run if real_process else cli_run.invoke)(args, environ)
 
 
 def _plan(folder: Path, url: str) -> Path:
@@ -77,11 +74,13 @@ def _run_face(face: str, url: str, tmp_path: Path) -> subprocess.CompletedProces
     if face == "load":
         out = ["--out", str(tmp_path / "load.json")]
         args = ["load", url, "--model", "m", "-c", "1", "--duration", "1s", *out]
-        return _sagemeter([*args, "--api-key", KEY], home)
+        return _sagemeter([*args, "--api-key", KEY], home, real_process=True)
     if face == "measure":
-        return _sagemeter(["measure", str(tmp_path / "m"), url, "--quick", "--api-key", KEY], home)
+        args = ["measure", str(tmp_path / "m"), url, "--quick", "--api-key", KEY]
+        return _sagemeter(args, home, real_process=True)
     plan = _plan(tmp_path, url)
-    return _sagemeter(["run", str(plan), "--out", str(tmp_path / "run")], home, OPENAI_API_KEY=KEY)
+    args = ["run", str(plan), "--out", str(tmp_path / "run")]
+    return _sagemeter(args, home, real_process=True, OPENAI_API_KEY=KEY)
 
 
 @pytest.mark.parametrize("kind", ["json", "html", "cut"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from sagemeter.atomic import write_json_atomic
 from sagemeter.errors import UserError
 from sagemeter.printable import printable
 from sagemeter.redaction import MASK, redact, register_secret
+from tests import cli_run
 from tests.test_outputs import APP
 from tests.wire import WireServer, json_response
 
@@ -59,17 +59,14 @@ def test_a_result_file_never_holds_an_echoed_key_with_a_quote(tmp_path: Path) ->
     assert json.loads(written)["warnings"][0].startswith("HTTP 401")
 
 
-def _sagemeter(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+def _sagemeter(
+    *args: str, home: Path, real_process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`sagemeter ARGS` in this process, or as its own process: what reaches the terminal, the
+    load workers' output included, shows whole only there."""
     env = {**os.environ, "SAGEMETER_HOME": str(home), "COLUMNS": "200"}
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return (cli_run.run if real_process else cli_run.invoke)(args, env)
 
 
 @pytest.mark.parametrize("command", ["load", "measure"])
@@ -104,6 +101,7 @@ def test_an_echoed_key_holding_a_quote_reaches_no_terminal(tmp_path: Path) -> No
         done = _sagemeter(
             "load", server.url, "--model", "m", "--api-key", QUOTED, "-c", "1",
             "--duration", "1s", "--out", str(tmp_path / "load.json"), home=tmp_path / "home",
+            real_process=True,
         )  # fmt: skip
     shown = done.stdout + done.stderr
     assert "HTTP 401" in shown and MASK in shown

@@ -14,7 +14,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import typer
 from typer.testing import CliRunner
 
 from sagemeter.errors import UserError
+from tests import cli_run
 from tests.conftest import reference_file
 
 NOTHING = (
@@ -414,9 +414,7 @@ def test_force_replaces_an_existing_file_only(tmp_path: Path) -> None:
 
 
 def _sagemeter(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args], capture_output=True, text=True, timeout=60
-    )
+    return cli_run.invoke(args)
 
 
 def test_combine_without_out_is_refused_even_with_force(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from sagemeter.measure.prefill import FILLER, measure_prefill, prompt_text
 from sagemeter.prompt_tokenizer import BYTES, load_tokenizer
 from sagemeter.results import PrefillDetail
 from sagemeter.transport.openai import OpenAIChat
+from tests import cli_run
 
 pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
 
@@ -118,17 +118,13 @@ def test_without_a_server_count_the_tokenizer_counts_and_the_rate_is_the_truth(
     assert "the model's tokenizer is not known (give --tokenizer" in missing.problems[0]
 
 
-def _cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _cli(
+    args: list[str], tmp_path: Path, *, real_process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`sagemeter measure ARGS` in this process, or as its own process (a whole timed run)."""
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env["SAGEMETER_HOME"] = str(tmp_path / "home")
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", "measure", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    return (cli_run.run if real_process else cli_run.invoke)(["measure", *args], env)
 
 
 @pytest.mark.slow  # the real command, a whole measurement
@@ -138,7 +134,9 @@ def test_the_command_counts_with_the_tokenizer_given(tmp_path: Path) -> None:
     args = ["--quick", "--levels", "1", "--prefill-tokens", "128,1024", "--timeout", "5s"]
     with running_truth_server(truth, faults=Faults(no_prompt_tokens=True)) as url:
         done = _cli(
-            [str(tmp_path / "o"), url, "--name", "t", "--tokenizer", str(folder), *args], tmp_path
+            [str(tmp_path / "o"), url, "--name", "t", "--tokenizer", str(folder), *args],
+            tmp_path,
+            real_process=True,
         )
     assert done.returncode == 0, done.stderr
     written = json.loads((tmp_path / "o" / "measure-t.json").read_text())

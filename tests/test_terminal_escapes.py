@@ -9,13 +9,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from rich.table import Table
 
 from sagemeter.printable import SafeConsole, printable_json
+from tests import cli_run
 from tests.conftest import reference_file
 from tests.wire import WireServer, json_response
 
@@ -37,16 +37,13 @@ def _server() -> WireServer:
     return WireServer({"/v1/models": models, "/v1/chat/completions": fail})
 
 
-def _sagemeter(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
+def _sagemeter(
+    args: list[str], home: Path, *, real_process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`sagemeter ARGS` in this process, or as its own process where more than this process's
+    streams could reach the terminal (load's workers; measure against a live server)."""
     env = {**os.environ, "SAGEMETER_HOME": str(home), "COLUMNS": "300"}
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return (cli_run.run if real_process else cli_run.invoke)(args, env)
 
 
 def _results_with_escapes(folder: Path) -> list[Path]:
@@ -68,9 +65,11 @@ def test_outside_text_is_shown_escaped(face: str, tmp_path: Path) -> None:
         with _server() as server:
             if face == "load":
                 args = ["load", server.url, "-c", "1", "--duration", "1s"]
-                done = _sagemeter([*args, "--out", str(tmp_path / "l.json")], home)
+                out = ["--out", str(tmp_path / "l.json")]
+                done = _sagemeter([*args, *out], home, real_process=True)
             else:
-                done = _sagemeter(["measure", str(tmp_path / "m"), server.url, "--quick"], home)
+                args = ["measure", str(tmp_path / "m"), server.url, "--quick"]
+                done = _sagemeter(args, home, real_process=True)
         expected = "boom"
     elif face == "combine":
         a, b = _results_with_escapes(tmp_path)

@@ -14,6 +14,7 @@ from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.answers import WrongShares
 from sagemeter.questions import load_question_set
 from sagemeter.questions.scoring import score
+from tests import cli_run
 
 BANK = load_question_set("bank-1000")
 IDS = [question.id for question in BANK.questions]
@@ -105,12 +106,7 @@ def test_the_command_answers_a_users_own_set(tmp_path: Path) -> None:
 
 
 def test_an_extra_share_without_the_common_one_is_refused() -> None:
-    done = subprocess.run(
-        _sagemeter("calibrate-server", "--wrong-share-extra=0.1"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = cli_run.invoke(["calibrate-server", "--wrong-share-extra=0.1"])
     assert done.returncode == 2
     assert "--wrong-share-extra and --questions need --wrong-share" in done.stderr + done.stdout
     assert "Traceback" not in done.stderr

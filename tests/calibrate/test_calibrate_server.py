@@ -24,6 +24,7 @@ from sagemeter.calibrate import TruthTiming, parse_duration, running_truth_serve
 from sagemeter.calibrate import arrival as receive_stamps
 from sagemeter.calibrate.wire import TOKEN_TEXT
 from sagemeter.errors import UserError
+from tests import cli_run
 
 TIMING = TruthTiming(ttft_s=0.03, itl_s=0.002)
 TOKENS = 20
@@ -359,13 +360,7 @@ def test_cli_serves_until_ctrl_c(tmp_path: Path, sagemeter_env: dict[str, str]) 
 
 
 def test_cli_bad_duration_is_one_line_and_exit_2(sagemeter_env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "calibrate-server", "--itl", "soon"],
-        capture_output=True,
-        text=True,
-        env=sagemeter_env,
-        timeout=60,
-    )
+    result = cli_run.invoke(["calibrate-server", "--itl", "soon"], sagemeter_env)
     assert result.returncode == 2
     assert "--itl 'soon': give a duration such as 50ms" in result.stderr
     assert "Traceback" not in result.stderr
@@ -376,12 +371,8 @@ def test_cli_port_in_use_is_one_line_and_exit_2(sagemeter_env: dict[str, str]) -
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "sagemeter", "calibrate-server", "--port", str(port)],
-            capture_output=True,
-            text=True,
-            env={**sagemeter_env, "COLUMNS": "200"},
-            timeout=60,
+        result = cli_run.invoke(
+            ["calibrate-server", "--port", str(port)], {**sagemeter_env, "COLUMNS": "200"}
         )
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr

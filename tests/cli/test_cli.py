@@ -1,4 +1,5 @@
-"""The `sagemeter` command as a user runs it: real subprocesses, exit codes, one-line errors."""
+"""The `sagemeter` command as a user runs it: real subprocesses, exit codes, one-line errors
+(bad input through the same entry point in this process)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli_run
 from tests.busy_host import assert_complete_or_busy, assert_decode_rate_or_busy
 from tests.conftest import reference_file
 
@@ -46,15 +48,7 @@ def run(
 def test_bad_input_is_one_line_and_exit_2(
     args: list[str], needle: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        env={**sagemeter_env, "COLUMNS": "200"},
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    done = cli_run.invoke(args, {**sagemeter_env, "COLUMNS": "200"}, tmp_path)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]

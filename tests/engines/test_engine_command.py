@@ -21,6 +21,7 @@ import pytest
 from sagemeter.engines.registry import engine_named, engines
 from sagemeter.errors import UserError
 from sagemeter.targets import CommandTarget, EngineTarget, masked_words, parse_target
+from tests import cli_run
 
 PYTHON = shlex.quote(sys.executable)
 TRUTH = f"{PYTHON} -m sagemeter calibrate-server --ttft 20ms --itl 2ms --port {{port}}"
@@ -243,9 +244,8 @@ def test_a_program_that_is_not_there_is_refused_before_any_work(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
     out = tmp_path / "out"
-    done = _run(
-        ["measure", str(out), "cmd:no-such-server-program --port {port}", "--quick"], sagemeter_env
-    )
+    args = ["measure", str(out), "cmd:no-such-server-program --port {port}", "--quick"]
+    done = cli_run.invoke(args, {**sagemeter_env, "COLUMNS": "200"})
     assert done.returncode == 2 and "'no-such-server-program' is not on PATH" in done.stderr
     assert not out.exists()
 

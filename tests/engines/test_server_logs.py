@@ -9,12 +9,12 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sagemeter.engines.llamacpp import LocalEngine
+from tests import cli_run
 
 pytestmark = pytest.mark.slow
 
@@ -29,15 +29,12 @@ INFO GPU KV cache size: 867,999 tokens, Maximum concurrency for 8,192 tokens per
 """
 
 
-def run_measure(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", "measure", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "COLUMNS": "200"},
-        timeout=300,
-        check=False,
-    )
+def run_measure(
+    env: dict[str, str], *args: str, real_process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`sagemeter measure ARGS` in this process, or as its own process (the slow timed run)."""
+    run_cli = cli_run.run if real_process else cli_run.invoke
+    return run_cli(["measure", *args], {**env, "COLUMNS": "200"})
 
 
 def test_server_log_facts_and_llamacpp_metrics(
@@ -45,7 +42,7 @@ def test_server_log_facts_and_llamacpp_metrics(
 ) -> None:
     done = run_measure(
         sagemeter_env, str(tmp_path), engine_url, "--quick", "--name", "q4",
-        "--server-log", str(engine.log_path),
+        "--server-log", str(engine.log_path), real_process=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "measure-q4.json").read_text())

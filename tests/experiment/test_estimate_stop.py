@@ -6,8 +6,6 @@ No engine: the arms are URLs nothing listens on (the estimate never sends a requ
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from sagemeter.evidence.sequential_simulation import simulate
 from sagemeter.experiment import parse_plan
 from sagemeter.experiment.estimate import estimate, measure_seconds
 from sagemeter.experiment.stop_estimate import FLIP_RATE, SIMULATED_SEQUENCES
+from tests import cli_run
 
 MEASURE = """[measure]
 short-tokens = 16
@@ -124,15 +123,8 @@ def test_a_set_within_one_block_is_asked_whole() -> None:
 def test_run_dry_run_prints_the_bounds(tmp_path: Path) -> None:
     stop = '[stop]\nquality = "decided"\nspeed = 0.03\nmax_minutes = 3\n'
     (tmp_path / "plan.toml").write_text(_plan(stop, order="interleaved"))
-    done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--dry-run"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "2000"},
-        timeout=120,
-        check=False,
-    )
+    env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "2000"}
+    done = cli_run.invoke(["run", "plan.toml", "--dry-run"], env, tmp_path)
     assert done.returncode == 0, done.stderr
     bounds = estimate(parse_plan(_plan(stop, order="interleaved")), {}).stop_bounds
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("assumptions: ")]

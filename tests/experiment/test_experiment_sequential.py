@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.answers import WrongShares
 from sagemeter.evidence.sequential import planned_looks
+from tests import cli_run
 
 TIMING = TruthTiming(ttft_s=0.0005, itl_s=0.0001)
 QUESTIONS = 400  # bank-1000, 20 per family
@@ -56,15 +55,8 @@ def _run(tmp_path: Path, a: WrongShares, b: WrongShares, stop: str | None = None
         url_b = stack.enter_context(running_truth_server(TIMING, wrong=b))
         plan = _plan(url_a, url_b) if stop is None else _plan(url_a, url_b, stop)
         (tmp_path / "plan.toml").write_text(plan)
-        done = subprocess.run(
-            [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--out", "run"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "200"},
-            timeout=300,
-            check=False,
-        )
+        env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+        done = cli_run.invoke(["run", "plan.toml", "--out", "run"], env, tmp_path)
     # Exit 3: done with a figure missing (a busy shared host may make the client set a batch's
     # pace); what is checked here is the quality phase.
     assert done.returncode in (0, 3), done.stderr
@@ -136,15 +128,8 @@ def test_a_sequential_stop_needs_the_interleaved_order(tmp_path: Path) -> None:
         'order = "interleaved"', 'order = "ABA"'
     )
     (tmp_path / "plan.toml").write_text(plan)
-    done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--dry-run"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home")},
-        timeout=60,
-        check=False,
-    )
+    env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home")}
+    done = cli_run.invoke(["run", "plan.toml", "--dry-run"], env, tmp_path)
     assert done.returncode == 2
     assert 'stop.quality: "decided" needs order = "interleaved"' in done.stderr
     assert "Traceback" not in done.stderr

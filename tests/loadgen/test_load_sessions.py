@@ -9,14 +9,13 @@ import itertools
 import json
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.prompts import TEMPLATE_TOKENS
+from tests import cli_run
 
 TIMING = TruthTiming(ttft_s=0.02, itl_s=0.002, prefill_s=0.0005)
 PROMPT = "one two three four five"
@@ -26,17 +25,12 @@ TURNS = 3
 THINK_S = 0.03
 
 
-def sagemeter(args: list[str], cwd: Path) -> tuple[int, str, str]:
+def sagemeter(args: list[str], cwd: Path, *, real_process: bool = False) -> tuple[int, str, str]:
+    """`sagemeter ARGS` in this process, or as its own process for a run held to timing truth."""
     env = {**os.environ, "SAGEMETER_HOME": str(cwd / "home"), "COLUMNS": "200"}
-    process = subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "SAGEMETER_PROGRESS": "0"},
-        cwd=cwd,
-        timeout=300,
-    )
-    return process.returncode, process.stdout, process.stderr
+    run_cli = cli_run.run if real_process else cli_run.invoke
+    done = run_cli(args, {**env, "SAGEMETER_PROGRESS": "0"}, cwd)
+    return done.returncode, done.stdout, done.stderr
 
 
 # A real load run held to the TTFT truth: its client must not lag, so it runs with the CPU to itself.
@@ -58,6 +52,7 @@ def test_each_turn_carries_the_conversation_and_its_ttft_is_the_truth(tmp_path: 
                 "--csv=sessions.csv",
             ],
             tmp_path,
+            real_process=True,
         )
     assert code == 0, err
     assert "TTFT p50 ms" in out

@@ -14,6 +14,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
+from tests import cli_run
 
 SHARED_KEYS = {
     "output_tokens_per_second",
@@ -44,7 +45,14 @@ def sagemeter(
     )
 
 
-def run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+def run(
+    args: list[str], env: dict[str, str], cwd: Path, *, in_process: bool = False
+) -> tuple[int, str, str]:
+    """`sagemeter ARGS` as its own process, or in this process (`tests/cli_run.invoke`) for a
+    check of what it prints and its exit code."""
+    if in_process:
+        done = cli_run.invoke(args, {**env, "COLUMNS": "200"}, cwd)
+        return done.returncode, done.stdout, done.stderr
     process = sagemeter(args, env, cwd)
     out, err = process.communicate(timeout=300)
     return process.returncode, out, err
@@ -109,7 +117,7 @@ def test_load_writes_the_shared_interface_keys(
 def test_bad_input_is_one_line_and_exit_2(
     args: list[str], needle: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
-    code, _, err = run(args, sagemeter_env, tmp_path)
+    code, _, err = run(args, sagemeter_env, tmp_path, in_process=True)
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
@@ -120,7 +128,8 @@ def test_a_target_nothing_listens_on_is_one_line_and_exit_6(
     sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
     """Connection refused before anything was measured: the endpoint's failure, not bad input."""
-    code, _, err = run(["load", "http://127.0.0.1:1", "--duration", "1s"], sagemeter_env, tmp_path)
+    args = ["load", "http://127.0.0.1:1", "--duration", "1s"]
+    code, _, err = run(args, sagemeter_env, tmp_path, in_process=True)
     assert code == 6, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: cannot reach http://127.0.0.1:1"), err
@@ -219,7 +228,9 @@ def test_load_exits_3_when_every_request_failed(
     with running_truth_server(TruthTiming(ttft_s=0.01, itl_s=0.001), faults=faults) as url:
         out_file = tmp_path / "load.json"
         args = ["load", url, "-c", "2", "--max-tokens", "4", "--duration", "0.5s"]
-        code, out, err = run([*args, "--out", str(out_file)], sagemeter_env, tmp_path)
+        code, out, err = run(
+            [*args, "--out", str(out_file)], sagemeter_env, tmp_path, in_process=True
+        )
     assert code == 3, (out, err)
     assert "requests completed / failed" in out
     lines = err.strip().splitlines()
@@ -236,7 +247,7 @@ def test_load_exits_0_when_the_run_is_good_and_reopens_show(
     faults = Faults(connection_close="on-reuse")
     with running_truth_server(TruthTiming(ttft_s=0.05, itl_s=0.005), faults=faults) as url:
         args = ["load", url, "-c", "2", "--max-tokens", "16", "--duration", "1.5s"]
-        code, out, err = run(args, sagemeter_env, tmp_path)
+        code, out, err = run(args, sagemeter_env, tmp_path, in_process=True)
     assert code == 0, (out, err)
     row = next(line for line in out.splitlines() if "reopened" in line)
     completed = next(line for line in out.splitlines() if "completed / failed" in line)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.loadgen.prompt_text import VOCABULARY, ExactSizing, block_prompt, own_prompt
 from sagemeter.prompt_tokenizer import BYTES, load_tokenizer
 from sagemeter.transport.deck import NONCE_DIGITS, nonce_text
+from tests import cli_run
 
 TIMING = TruthTiming(ttft_s=0.005, itl_s=0.001, prefix_cache=True)
 NOTHING = "http://127.0.0.1:9"
@@ -77,15 +76,12 @@ def _bpe(parts: list[str], merges: list[str]) -> list[str]:
         parts[at : at + 2] = [parts[at] + parts[at + 1]]
 
 
-def _load(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "load", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"},
-        cwd=cwd,
-        timeout=180,
-    )
+def _load(
+    args: list[str], env: dict[str, str], cwd: Path, *, real_process: bool = False
+) -> tuple[int, str, str]:
+    """`sagemeter load ARGS` in this process, or as its own process (the slow real-engine run)."""
+    run_cli = cli_run.run if real_process else cli_run.invoke
+    done = run_cli(["load", *args], {**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"}, cwd)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -227,6 +223,7 @@ def test_real_llama_cpp_counts_every_prompt_as_asked_with_its_gguf(
         [engine_url, f"--trace={trace}", f"--tokenizer={q4_path}", "--raw", f"--out={out}"],
         sagemeter_env,
         tmp_path,
+        real_process=True,
     )
     # Four requests have no steady part to take figures from (exit 3 says so, the result still
     # written): what this test checks is what was sent and how the engine counted it.

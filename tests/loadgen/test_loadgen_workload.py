@@ -15,8 +15,6 @@ import json
 import math
 import random
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.loadgen.schedule import gamma_schedule, poisson_schedule
 from sagemeter.loadgen.trace import BLOCK_TOKENS, read_trace
 from sagemeter.transport.deck import NONCE_WORDS, Deck, nonce_text
+from tests import cli_run
 
 TIMING = TruthTiming(ttft_s=0.01, itl_s=0.002, prefix_cache=True)
 NOTHING = "http://127.0.0.1:9"
@@ -34,16 +33,13 @@ CACHE_BLOCK = 16  # the truth server's prefix-cache block
 TEMPLATE = 3  # the truth server's chat-template tokens
 
 
-def _load(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    process = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "load", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"},
-        cwd=cwd,
-        timeout=120,
-    )
-    return process.returncode, process.stdout, process.stderr
+def _load(
+    args: list[str], env: dict[str, str], cwd: Path, *, real_process: bool = False
+) -> tuple[int, str, str]:
+    """`sagemeter load ARGS` in this process, or as its own process for a timed rate search."""
+    run_cli = cli_run.run if real_process else cli_run.invoke
+    done = run_cli(["load", *args], {**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"}, cwd)
+    return done.returncode, done.stdout, done.stderr
 
 
 def _ran(code: int, stderr: str) -> None:
@@ -429,6 +425,7 @@ def test_the_rate_search_takes_drawn_lengths(tmp_path: Path, sagemeter_env: dict
             ],
             sagemeter_env,
             tmp_path,
+            real_process=True,
         )
     assert code == 0, stderr
     result = json.loads(out.read_text())

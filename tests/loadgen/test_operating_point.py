@@ -9,8 +9,6 @@ So the largest concurrency whose TTFT p90 stays within 35 ms is exactly 2.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.mcp import ServerConfig, build_server
 from sagemeter.options.load import LOAD, LoadOptions
 from sagemeter.options.slo import SLO
+from tests import cli_run
 from tests.mcp_helpers import Progress, error_line
 
 TIMING = TruthTiming(ttft_s=0.02, itl_s=0.005)
@@ -31,16 +30,13 @@ SLOTS = 2
 PRICE = 3.6  # USD per hour: $1 per 1,000 s
 
 
-def _load(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    process = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "load", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"},
-        cwd=cwd,
-        timeout=300,
-    )
-    return process.returncode, process.stdout, process.stderr
+def _load(
+    args: list[str], env: dict[str, str], cwd: Path, *, in_process: bool = False
+) -> tuple[int, str, str]:
+    """`sagemeter load ARGS` as its own process, or in this process (`tests/cli_run.invoke`)."""
+    run_cli = cli_run.invoke if in_process else cli_run.run
+    done = run_cli(["load", *args], {**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"}, cwd)
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_the_concurrency_search_finds_the_slot_limit(
@@ -63,6 +59,7 @@ def test_the_concurrency_search_finds_the_slot_limit(
             ],
             sagemeter_env,
             tmp_path,
+            in_process=True,
         )
     assert code == 0, stderr
     result = json.loads(out.read_text())
@@ -132,6 +129,7 @@ def test_a_target_no_load_meets_is_a_finding_with_its_reason(
              f"--max-tokens={TOKENS}", "--duration=0.2s", "--price-per-hour=1", f"--out={out}"],
             sagemeter_env,
             tmp_path,
+            in_process=True,
         )  # fmt: skip
     assert code == 0, stderr  # every first token takes 20 ms: a finding, not a failure
     result = json.loads(out.read_text())
@@ -148,7 +146,10 @@ def test_search_input_is_checked_before_any_work(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
     code, _, stderr = _load(
-        ["http://127.0.0.1:9", "--search=latency", "--slo-ttft=1s"], sagemeter_env, tmp_path
+        ["http://127.0.0.1:9", "--search=latency", "--slo-ttft=1s"],
+        sagemeter_env,
+        tmp_path,
+        in_process=True,
     )
     assert code == 2
     assert "--search 'latency': give concurrency or rate" in stderr

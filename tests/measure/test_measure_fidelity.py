@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from sagemeter.compare import combine
 from sagemeter.measure.workflow import fidelity_reference, measure_target
 from sagemeter.settings import quick_settings
 from sagemeter.targets import parse_target
+from tests import cli_run
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +50,8 @@ def test_a_again_forced_along_a_agrees_everywhere(engine_url: str, tmp_path: Pat
 def test_a_result_without_a_record_is_refused_in_one_line(engine_url: str, tmp_path: Path) -> None:
     plain = tmp_path / "measure-plain.json"
     plain.write_text('{"decode_tokens_per_second": 5.0}')
-    command = [sys.executable, "-m", "sagemeter", "measure", str(tmp_path), engine_url]
-    done = subprocess.run(
-        [*command, "--quick", "--fidelity-reference", str(plain)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    command = ["measure", str(tmp_path), engine_url]
+    done = cli_run.invoke([*command, "--quick", "--fidelity-reference", str(plain)])
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "holds no fidelity record" in done.stderr
     assert not list(tmp_path.glob("measure-1*.json"))

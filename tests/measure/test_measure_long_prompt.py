@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -32,6 +31,7 @@ from sagemeter.results import LongPromptLoad, MeasureResult, PrefillDetail, load
 from sagemeter.settings import MeasureSettings, measure_settings
 from sagemeter.targets import parse_target
 from sagemeter.transport.openai import OpenAIChat
+from tests import cli_run
 from tests.report_parse import md_sections, md_tables, png_ink, png_size
 
 SHORT, LONG = 64, 512
@@ -242,17 +242,13 @@ def test_combine_compares_each_level_with_ratios_and_intervals(tmp_path: Path) -
     assert "4 at once, long prompts: TTFT p50 (ms)" in rows_by_title
 
 
-def _cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _cli(
+    args: list[str], tmp_path: Path, *, real_process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`sagemeter measure ARGS` in this process, or as its own process (a whole timed run)."""
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env["SAGEMETER_HOME"] = str(tmp_path / "home")
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", "measure", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    return (cli_run.run if real_process else cli_run.invoke)(["measure", *args], env)
 
 
 @pytest.mark.slow  # the real command, a whole measurement
@@ -261,7 +257,7 @@ def test_the_command_measures_long_prompts_at_each_level(tmp_path: Path) -> None
     args = ["--quick", "--levels", "1", "--load-tokens", str(REPLY), "--timeout", "5s"]
     args += ["--prefill-tokens", f"{SHORT},{LONG}", "--long-prompt-levels", "1,4"]
     with running_truth_server(truth) as url:
-        done = _cli([str(tmp_path / "o"), url, "--name", "lp", *args], tmp_path)
+        done = _cli([str(tmp_path / "o"), url, "--name", "lp", *args], tmp_path, real_process=True)
     assert done.returncode == 0, done.stderr
     assert "4 at once, 512-token prompts tok/s" in done.stdout
     written = json.loads((tmp_path / "o" / "measure-lp.json").read_text())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.measure.precision import relative_half_width
+from tests import cli_run
 
 
 @pytest.fixture(scope="module")
@@ -25,22 +25,18 @@ def truth_url() -> Iterator[str]:
 
 
 def _measure(
-    tmp_path: Path, url: str, *options: str, batches: int = 1
+    tmp_path: Path, url: str, *options: str, batches: int = 1, real_process: bool = False
 ) -> subprocess.CompletedProcess[str]:
+    """`sagemeter measure` in this process, or as its own process where the test needs the
+    loopback timing to jitter (a steadier client in this process can time two batches alike)."""
     command = [
-        sys.executable, "-m", "sagemeter", "measure", str(tmp_path / "out"), url,
+        "measure", str(tmp_path / "out"), url,
         "--name", "t", "--short-tokens", "4", "--long-tokens", "24", "--repeats", "3",
         "--levels", "1", "--batches", str(batches), "--load-tokens", "4", "--prefill-tokens", "none",
         "--questions-per-family", "1", "--quality-max-tokens", "4", *options,
     ]  # fmt: skip
-    return subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "200"},
-        timeout=300,
-        check=False,
-    )
+    env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    return (cli_run.run if real_process else cli_run.invoke)(command, env)
 
 
 def _detail(tmp_path: Path) -> dict[str, Any]:
@@ -86,9 +82,11 @@ def test_a_loose_target_stops_at_the_minimum(tmp_path: Path, truth_url: str) -> 
 
 def test_an_unreachable_target_stops_at_the_maximum(tmp_path: Path, truth_url: str) -> None:
     # One part in a million: loopback timing jitters far more, so the maximum ends it.
+    # In this process two batches' figures came out identical (221.30013831258643 tokens/s twice)
+    # in 2 of 8 runs, which meets even this target; as a process, 0 of 8.
     done = _measure(
         tmp_path, truth_url, "--speed-precision", "0.000001", "--max-repeats", "6",
-        "--max-batches", "3",
+        "--max-batches", "3", real_process=True,
     )  # fmt: skip
     assert done.returncode in (0, 3), done.stderr
     level = _level(tmp_path)["precision"]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import operator
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -32,6 +30,7 @@ from sagemeter.options.inspect import INSPECT
 from sagemeter.options.run import RUN
 from sagemeter.options.sagemaker import DEPLOY, INVOKE, LIST, LOGS, PRICE, QUOTA, STATUS
 from sagemeter.options.serve import SERVE
+from tests import cli_run
 
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import World
@@ -382,13 +381,7 @@ def test_the_command_exits_2_with_one_line(faces: Faces, tmp_path: Path) -> None
     name, text, _ = faces.refused[0]
     flag = faces.command.option(name).spelled("cli")
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in faces.cli_args]
-    done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", *faces.cli.split(), *args, flag, text],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    done = cli_run.invoke([*faces.cli.split(), *args, flag, text])
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr

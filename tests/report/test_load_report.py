@@ -8,14 +8,13 @@ import csv
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
+from tests import cli_run
 from tests.report_parse import md_images, md_sections, md_tables, parse_html, png_size
 
 # Its runs are real `sagemeter load` runs that must be valid: a client starved by other tests'
@@ -37,16 +36,14 @@ LAYOUT = """JSON.stringify({
 })"""
 
 
-def sagemeter(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    process = subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"},
-        cwd=cwd,
-        timeout=300,
-    )
-    return process.returncode, process.stdout, process.stderr
+def sagemeter(
+    args: list[str], env: dict[str, str], cwd: Path, *, real_process: bool = False
+) -> tuple[int, str, str]:
+    """`sagemeter ARGS` in this process, or as its own process (the load runs that must be valid:
+    their client must not lag)."""
+    run_cli = cli_run.run if real_process else cli_run.invoke
+    done = run_cli(args, {**env, "COLUMNS": "200", "SAGEMETER_PROGRESS": "0"}, cwd)
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +67,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
             ],
             env,
             folder,
+            real_process=True,
         )
         assert code == 0, err
         code, _, err = sagemeter(
@@ -87,6 +85,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
             ],
             env,
             folder,
+            real_process=True,
         )
         assert code == 0, err
     with running_truth_server(SLOT_TIMING, slots=2) as url:
@@ -107,6 +106,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
             ],
             env,
             folder,
+            real_process=True,
         )
         assert code == 0, err
     yield folder, env
@@ -346,7 +346,9 @@ def test_chromium_lays_the_load_report_out_on_a_phone(
 
     source, env = runs
     shutil.copy(source / "raw.json", tmp_path / "raw.json")
-    code, _, err = sagemeter(["report", "raw.json", "--format=html"], env, tmp_path)
+    code, _, err = sagemeter(
+        ["report", "raw.json", "--format=html"], env, tmp_path, real_process=True
+    )
     assert code == 0, err
     with Browser() as browser:
         browser.open(tmp_path / "raw-report.html", width=390, height=900, mobile=True)

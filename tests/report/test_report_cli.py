@@ -4,27 +4,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sagemeter.errors import UserError
 from sagemeter.report.runs import left_out_note, load_run
+from tests import cli_run
 from tests.conftest import reference_file
 from tests.report_parse import FIXED_RUN, copy_run, md_sections, md_tables, parse_html
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sagemeter", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "COLUMNS": "200"},
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
+    """`sagemeter ARGS` in this process (what it prints, its exit code and files)."""
+    return cli_run.invoke(args, {**env, "COLUMNS": "200"}, cwd)
 
 
 def article_run(folder: Path) -> Path:
