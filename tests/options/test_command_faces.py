@@ -31,6 +31,7 @@ from sagemeter.options.run import RUN
 from sagemeter.options.sagemaker import DEPLOY, INVOKE, LIST, LOGS, PRICE, QUOTA, STATUS
 from sagemeter.options.serve import SERVE
 from tests import cli_run
+from tests.mcp_helpers import error_line
 
 if TYPE_CHECKING:
     from tests.sagemaker_fakes import World
@@ -327,8 +328,6 @@ def _cli_refusal(faces: Faces, flag: str, text: str, tmp: Path) -> str:
 
 
 def _mcp_refusals(faces: Faces, tmp: Path) -> list[str]:
-    from tests.mcp_helpers import error_line
-
     async def refused() -> list[str]:
         server = build_server(ServerConfig(results_dir=tmp / "results"))
         lines = []
@@ -408,21 +407,13 @@ def test_deploy_refuses_a_missing_name_or_model_on_both_faces_before_aws(
     cli_said: str,
     mcp_said: str,
 ) -> None:
-    """The installed command: one line, exit 2; the tool (allowed to write): one error line
+    """The command line: one line, exit 2; the tool (allowed to write): one error line
     naming the argument. Neither reaches AWS (no call, no price or quota read, no record)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "sagemeter", "sagemaker", "deploy", *cli_args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    done = cli_run.invoke(["sagemaker", "deploy", *cli_args])
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and done.stdout == "", done.stderr
     assert done.stderr.startswith(f"error: {cli_said}"), done.stderr
     assert "sagemaker deploy --help" in done.stderr
-
-    from tests.mcp_helpers import error_line
 
     async def refused() -> str:
         config = ServerConfig(results_dir=tmp_path / "results", allow_write=True)
