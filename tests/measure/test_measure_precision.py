@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
-from sagemeter.measure.precision import relative_half_width
+from sagemeter.measure.precision import (
+    CLOCK_TICK_S,
+    counted_half_width,
+    precision_stop,
+    relative_half_width,
+)
+from sagemeter.results import Interval
 from tests import cli_run
 
 
@@ -25,10 +31,9 @@ def truth_url() -> Iterator[str]:
 
 
 def _measure(
-    tmp_path: Path, url: str, *options: str, batches: int = 1, real_process: bool = False
+    tmp_path: Path, url: str, *options: str, batches: int = 1
 ) -> subprocess.CompletedProcess[str]:
-    """`sagemeter measure` in this process, or as its own process where the test needs the
-    loopback timing to jitter (a steadier client in this process can time two batches alike)."""
+    """`sagemeter measure` against the known-truth server, in this process."""
     command = [
         "measure", str(tmp_path / "out"), url,
         "--name", "t", "--short-tokens", "4", "--long-tokens", "24", "--repeats", "3",
@@ -36,7 +41,7 @@ def _measure(
         "--questions-per-family", "1", "--quality-max-tokens", "4", *options,
     ]  # fmt: skip
     env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
-    return (cli_run.run if real_process else cli_run.invoke)(command, env)
+    return cli_run.invoke(command, env)
 
 
 def _detail(tmp_path: Path) -> dict[str, Any]:
@@ -81,12 +86,12 @@ def test_a_loose_target_stops_at_the_minimum(tmp_path: Path, truth_url: str) -> 
 
 
 def test_an_unreachable_target_stops_at_the_maximum(tmp_path: Path, truth_url: str) -> None:
-    # One part in a million: loopback timing jitters far more, so the maximum ends it.
-    # In this process two batches' figures came out identical (221.30013831258643 tokens/s twice)
-    # in 2 of 8 runs, which meets even this target; as a process, 0 of 8.
+    # One part in a million: finer than one microsecond (the records' clock tick) over a batch
+    # of tens of milliseconds, so even batches timed alike to the microsecond (which happened:
+    # 221.30013831258643 tokens/s twice) cannot claim it, and the maximum ends it.
     done = _measure(
         tmp_path, truth_url, "--speed-precision", "0.000001", "--max-repeats", "6",
-        "--max-batches", "3", real_process=True,
+        "--max-batches", "3",
     )  # fmt: skip
     assert done.returncode in (0, 3), done.stderr
     level = _level(tmp_path)["precision"]
@@ -116,8 +121,6 @@ def test_a_maximum_below_the_minimum_is_refused(
 
 
 def _interval(decode: dict[str, Any]) -> Any:
-    from sagemeter.results import Interval
-
     return Interval.model_validate(decode["tokens_per_second_ci95"])
 
 
@@ -141,3 +144,26 @@ def test_max_minutes_cuts_the_phase_in_progress_and_names_it(tmp_path: Path) -> 
     decode = result["detail"]["decode"]
     assert decode["tokens_per_second"] is None and len(decode["long_times_s"]) < 5
     assert result["detail"]["quality"]["answered"] == 0
+
+
+@pytest.mark.parametrize("span_s", [0.018075, 0.04])
+def test_an_interval_narrower_than_the_clock_tick_is_not_a_precision(span_s: float) -> None:
+    """Two batches alike to the microsecond give an interval of width 0: the half-width counted
+    is one microsecond over the span, so a target finer than that is never reached, and a
+    target coarser is."""
+    rate = 4 / span_s
+    flat = Interval(low=rate, high=rate)
+    tick = CLOCK_TICK_S / span_s
+    assert relative_half_width(rate, flat) == 0.0
+    assert counted_half_width(rate, flat, span_s) == pytest.approx(tick)
+    finer = precision_stop(rate, flat, tick / 2, 3, 2, 3, "1-at-once throughput", span_s)
+    assert not finer.reached and finer.achieved == pytest.approx(tick)
+    assert (
+        "one clock tick" in finer.stopping_reason
+        and "maximum of 3 repeats" in finer.stopping_reason
+    )
+    coarser = precision_stop(rate, flat, tick * 2, 2, 2, 3, "1-at-once throughput", span_s)
+    assert coarser.reached
+    wide = Interval(low=rate * 0.9, high=rate * 1.1)  # a real spread is counted as it is
+    assert counted_half_width(rate, wide, span_s) == pytest.approx(0.1)
+    assert counted_half_width(rate, flat, None) == 0.0  # no span known: no floor

@@ -22,7 +22,7 @@ from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
-from sagemeter.measure.precision import precision_stop, relative_half_width
+from sagemeter.measure.precision import counted_half_width, precision_stop
 from sagemeter.measure.stats import CpuClock, client_share, median
 from sagemeter.request_record import RequestRecord
 from sagemeter.results import ClientShare, DecodeDetail
@@ -117,6 +117,7 @@ async def measure_decode(
         detail.precision = precision_stop(
             detail.tokens_per_second, detail.tokens_per_second_ci95, precision, repeats,
             least, max_repeats or repeats, "decode rate",
+            _decode_span_s(detail.tokens_per_second, short_tokens, long_tokens),
         )  # fmt: skip
     return detail
 
@@ -134,7 +135,14 @@ def _wants_more(
     if precision is None or len(short) >= (max_repeats or 0):
         return False
     fitted = fit_decode(short, long, short_tokens=short_tokens, long_tokens=long_tokens)
-    return relative_half_width(fitted.tokens_per_second, fitted.tokens_per_second_ci95) > precision
+    rate = fitted.tokens_per_second
+    span = _decode_span_s(rate, short_tokens, long_tokens)
+    return counted_half_width(rate, fitted.tokens_per_second_ci95, span) > precision
+
+
+def _decode_span_s(rate: float | None, short_tokens: int, long_tokens: int) -> float | None:
+    """The time the decode rate is timed on: the long replies' extra tokens at that rate."""
+    return (long_tokens - short_tokens) / rate if rate else None
 
 
 def _counted(bucket: list[RequestRecord], aside: list[RequestRecord]) -> list[RequestRecord]:

@@ -25,7 +25,7 @@ from sagemeter.measure.agreement import AGAIN_LIMIT, level_doubt, level_doubt_fr
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import level_figure, level_samples
 from sagemeter.measure.identity_span import AfterLevel, dropped_level, spanned_reason
-from sagemeter.measure.precision import precision_stop, relative_half_width
+from sagemeter.measure.precision import counted_half_width, precision_stop
 from sagemeter.results import ClientShare, LoadBatch, LoadDetail, LoadLevel
 from sagemeter.transport.chat import BatchRun, ChatClient, ChatRequest
 
@@ -217,6 +217,7 @@ async def measure_level(
         level.precision = precision_stop(
             level.tokens_per_second, level.tokens_per_second_ci95, precision, batches, least,
             max(least, max_batches or least), f"{concurrency}-at-once throughput",
+            _shortest_wall_s(complete),
         )  # fmt: skip
     if len(complete) < batches:
         reasons = [batch.reason for batch in summaries if batch.reason]
@@ -244,7 +245,14 @@ def _wants_more(
         return False
     so_far = LoadLevel(concurrency=concurrency, batches=summaries)
     figure = level_figure(so_far, statistic)
-    return relative_half_width(figure, interval(level_samples(so_far, statistic))) > precision
+    samples = interval(level_samples(so_far, statistic))
+    span = _shortest_wall_s(so_far.complete_batches)
+    return counted_half_width(figure, samples, span) > precision
+
+
+def _shortest_wall_s(batches: list[LoadBatch]) -> float | None:
+    """The shortest complete batch: the span its throughput's clock tick counts against."""
+    return min((batch.wall_s for batch in batches), default=None)
 
 
 def set_aside(level: LoadLevel, why: str) -> LoadLevel:
