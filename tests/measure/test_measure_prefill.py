@@ -95,7 +95,9 @@ def test_the_prefill_rate_fixed_cost_and_prefix_cache_are_the_truth(prefill_s: f
 
 
 def test_a_long_prompt_is_cut_to_the_servers_context_with_a_note() -> None:
-    truth = _truth(20e-6)
+    # 50 µs a token, as above: at 20 µs the cut prompt's ~900 extra tokens took 18 ms, and one
+    # short prompt's first token 1 ms late on a busy host read the rate 5% high (2 repeats).
+    truth = _truth(50e-6)
     with running_truth_server(truth, max_model_len=1024) as url:
         detail = asyncio.run(_prefill(url, repeats=2, short=128, long=4096))
     assert detail.valid
