@@ -144,8 +144,10 @@ def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
     """Overloaded (503) or rate limited (429): both are sent again after the wait the server
     asked for, and neither becomes a figure."""
     faults = Faults(fail_every=4, fail_status=status, retry_after_s=0.1)
+    # One rerun a level: at 1 at once a batch sent again is replaced and the level counts; at 8
+    # every batch holds a failure, so it has no figure whatever the count (4 reruns took 3 s more).
     with running_truth_server(TRUTH, faults=faults) as url:
-        result = _measure(url, tmp_path)
+        result = _measure(url, tmp_path, _settings(batch_reruns=1))
     _assert_streaming_truth(result)
     detail = result.detail
     assert detail is not None and detail.quality is not None and detail.load is not None
@@ -160,6 +162,7 @@ def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
     # Every question was answered (after its retries), none scored as wrong for an error.
     assert detail.quality.answered_count == detail.quality.total
     assert result.quality is not None and result.quality.endswith(f"/{detail.quality.total}")
+    assert [level.tokens_per_second is None for level in detail.load.levels] == [False, True]
     for level in detail.load.levels:
         counted = level.complete_batches
         assert all(batch.retries == 0 for batch in counted)
