@@ -231,6 +231,11 @@ def test_nothing_listening_is_one_line(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("measure-*.json"))
 
 
+# What the command-line tests check is exit codes, reasons and the key, not quality: three
+# questions of 8 tokens, not --quick's six of 24 (1.5 s a run at this server's pace).
+FEW_QUESTIONS = ("--questions-per-family", "1", "--quality-max-tokens", "8")
+
+
 def _sagemeter(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     # No key from this machine's environment: a test says which key, if any, is sent.
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
@@ -242,7 +247,7 @@ def _sagemeter(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 def test_the_command_exits_2_or_3_and_says_why(tmp_path: Path) -> None:
-    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4"]
+    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4", *FEW_QUESTIONS]
     with running_truth_server(TRUTH, faults=Faults(answer="html")) as url:
         refused = _sagemeter("measure", str(tmp_path / "a"), url, *common, home=tmp_path)
     assert refused.returncode == 2, refused.stderr
@@ -268,7 +273,7 @@ def test_the_api_key_is_sent_by_the_main_process_and_by_the_batch_workers(tmp_pa
     """The server refuses generations without `Authorization: Bearer KEY`: the preflight and
     decode (this process) and every parallel batch (worker processes) must carry the key."""
     key = "sk-truth-test-4242"
-    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4"]
+    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4", *FEW_QUESTIONS]
     with running_truth_server(TRUTH, faults=Faults(require_key=key)) as url:
         without = _sagemeter("measure", str(tmp_path / "none"), url, *common, home=tmp_path)
         keyed = _sagemeter(
