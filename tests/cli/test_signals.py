@@ -188,7 +188,9 @@ def test_a_stopped_load_or_measure_leaves_nothing_sending(
 ) -> None:
     argv = {
         "load": ["load", truth_url, "-c", "4", "--workers", "2", "--duration", "60s"],
-        "measure": ["measure", str(tmp_path / "out"), truth_url],
+        # --quick: after 2 preflight and 5 decode requests its tenth is a parallel batch's, sent
+        # by a worker process, in about a second (the default lengths took four to get there).
+        "measure": ["measure", str(tmp_path / "out"), truth_url, "--quick"],
     }[command]
     stopped = Stopped(argv, tmp_path, how, terminal=terminal)
     stopped.stop_when(_sending(truth_url, 10))
