@@ -188,7 +188,9 @@ def test_a_stopped_load_or_measure_leaves_nothing_sending(
 ) -> None:
     argv = {
         "load": ["load", truth_url, "-c", "4", "--workers", "2", "--duration", "60s"],
-        "measure": ["measure", str(tmp_path / "out"), truth_url],
+        # --quick: after 2 preflight and 5 decode requests its tenth is a parallel batch's, sent
+        # by a worker process, in about a second (the default lengths took four to get there).
+        "measure": ["measure", str(tmp_path / "out"), truth_url, "--quick"],
     }[command]
     stopped = Stopped(argv, tmp_path, how, terminal=terminal)
     stopped.stop_when(_sending(truth_url, 10))
@@ -245,7 +247,7 @@ def test_the_mcp_server_stopped_by_a_signal_stops_its_calls(
     assert b'"result"' in cast(IO[bytes], process.stdout).readline()
     _call(process, {"method": "notifications/initialized"})
     arguments = {
-        "measure_endpoint": {"target": truth_url + "/v1", "name": "m"},
+        "measure_endpoint": {"target": truth_url + "/v1", "name": "m", "quick": True},
         "run_experiment": {"plan": PLAN.format(url=truth_url)},
     }[tool]
     _call(

@@ -254,13 +254,13 @@ def test_a_program_that_is_not_there_is_refused_before_any_work(
 def test_a_server_that_never_answers_is_stopped_at_the_startup_timeout(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
-    command = _script(tmp_path, "hang", HANGING)
+    command = _script(tmp_path, "hang", HANGING)  # says "loading weights" at once, then hangs
     done = _run(
-        ["measure", str(tmp_path / "out"), f"cmd:{command}", "--quick", "--startup-timeout", "3s"],
+        ["measure", str(tmp_path / "out"), f"cmd:{command}", "--quick", "--startup-timeout", "2s"],
         sagemeter_env,
     )
     assert done.returncode == 5, done.stderr  # the engine never started: EngineError
-    assert "did not answer within 3 s" in done.stderr and "loading weights" in done.stderr
+    assert "did not answer within 2 s" in done.stderr and "loading weights" in done.stderr
     assert _gone(int((tmp_path / "hang.pid").read_text()))
 
 

@@ -29,6 +29,11 @@ INFO GPU KV cache size: 867,999 tokens, Maximum concurrency for 8,192 tokens per
 """
 
 
+# These tests check where the startup facts and server counts come from, not quality: three
+# questions of 8 tokens rather than --quick's six of 24 (still a quality phase to count).
+FEW_QUESTIONS = ("--questions-per-family", "1", "--quality-max-tokens", "8")
+
+
 def run_measure(
     env: dict[str, str], *args: str, real_process: bool = False
 ) -> subprocess.CompletedProcess[str]:
@@ -41,7 +46,7 @@ def test_server_log_facts_and_llamacpp_metrics(
     engine: LocalEngine, engine_url: str, tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
     done = run_measure(
-        sagemeter_env, str(tmp_path), engine_url, "--quick", "--name", "q4",
+        sagemeter_env, str(tmp_path), engine_url, "--quick", *FEW_QUESTIONS, "--name", "q4",
         "--server-log", str(engine.log_path), real_process=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -78,8 +83,9 @@ def test_docker_logs_of_a_container(
     docker.chmod(docker.stat().st_mode | stat.S_IXUSR)
     env = {**sagemeter_env, "PATH": f"{bin_dir}{os.pathsep}{sagemeter_env['PATH']}"}
     done = run_measure(
-        env, str(tmp_path), engine_url, "--quick", "--name", "d", "--docker", "my-vllm"
-    )
+        env, str(tmp_path), engine_url, "--quick", *FEW_QUESTIONS, "--levels", "1",
+        "--name", "d", "--docker", "my-vllm",
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     startup = json.loads((tmp_path / "measure-d.json").read_text())["detail"]["startup"]
     assert startup["source"] == "vllm log (docker logs my-vllm)"

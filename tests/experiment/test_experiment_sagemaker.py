@@ -292,7 +292,8 @@ def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
 ) -> None:
     world.moto.initial_status = "Creating"
     price(world, "ml.g6.xlarge", "us-east-2", "1.1267")
-    (tmp_path / "plan.toml").write_text(plan_text(regions=""))
+    # A then B: the killed arm is adopted and B deployed; an A' arm would only measure again.
+    (tmp_path / "plan.toml").write_text(plan_text(top='order = "AB"', regions=""))
     process = start("run", "plan.toml", "--out", "run", *FAST, cwd=tmp_path)
     assert process.stderr is not None
     read_until(process.stderr, "creating Creating", [])
@@ -315,13 +316,13 @@ def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
     assert "gemma-bf16@us-east-2 is InService from before: measuring it" in resumed.stderr
     journal = journal_of(tmp_path / "run")
     assert journal["state"] == "done" and len(journal["sessions"]) == 2
-    assert len(journal["deployments"]) == 3  # the one from before was used, not deployed again
+    assert len(journal["deployments"]) == 2  # the one from before was used, not deployed again
     assert journal["schema"] == "sagemeter-experiment-journal/2"
     adopted = journal["deployments"][0]
     assert (adopted["platform"], adopted["target"]) == ("sagemaker", "gemma-bf16@us-east-2")
     assert adopted["record"]["region"] == "us-east-2" and adopted["state"] == "deleted"
     creates = [c for c in world.moto.calls if c[0] == "create_endpoint"]
-    assert len(creates) == 3
+    assert len(creates) == 2
     nothing_left(world)
 
 
@@ -388,7 +389,7 @@ def test_a_second_ctrl_c_leaves_the_rest_to_resume_and_says_what_still_runs(
 ) -> None:
     world.moto.initial_status = "Creating"
     price(world, "ml.g6.xlarge", "us-east-2", "1.1267")
-    (tmp_path / "plan.toml").write_text(plan_text(regions=""))
+    (tmp_path / "plan.toml").write_text(plan_text(top='order = "AB"', regions=""))
     process = start("run", "plan.toml", "--out", "run", *FAST, cwd=tmp_path)
     assert process.stderr is not None
     seen: list[str] = []

@@ -85,7 +85,7 @@ def _settings() -> MeasureSettings:
     return MeasureSettings(
         short_tokens=4,
         long_tokens=24,
-        decode_repeats=5,
+        decode_repeats=4,  # four long replies: one more than the figure's floor of three
         prefill_tokens=[],
         load_levels=[1],
         load_max_tokens=8,
@@ -287,6 +287,7 @@ async def test_the_mcp_measure_reply_carries_an_installed_figure(
     with running_truth_server(TRUTH) as url:
         async with Client(build_server(ServerConfig(results_dir=tmp_path))) as client:
             arguments = {"target": url, "quick": True, "decode_repeats": 3, "long_tokens": 24}
+            arguments |= {"questions_per_family": 1, "quality_max_tokens": 8}  # not checked here
             answer = await client.call_tool("measure_endpoint", arguments)
     reply = ok(answer)
     truth = 1 / TRUTH.itl_s

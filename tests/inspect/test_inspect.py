@@ -341,6 +341,9 @@ def test_measure_records_the_checkpoint_facts(
             str(tmp_path),
             "local:smollm2-q4_1",
             "--quick",
+            # The facts are read from the file, whatever is timed: one load level, three
+            # questions of 8 tokens (half of --quick's requests and time).
+            *("--levels", "1", "--questions-per-family", "1", "--quality-max-tokens", "8"),
         ],
         capture_output=True,
         text=True,

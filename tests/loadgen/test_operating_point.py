@@ -98,9 +98,12 @@ def test_the_rate_search_brackets_the_rate_within_its_precision(
     """Two slots of 60 ms replies serve at most 33 requests/s; Poisson arrivals queue before
     that, so the rate found is below it, met by its probe, and within 5 % of a rate that was not."""
     out = tmp_path / "rate.json"
+    # From 12/s (two fifths below where it ends, ~19.5/s): the same doubling then bisection,
+    # without the 4/s and 8/s probes that wait 2.5 s and 1.3 s for their ten requests.
+    start = 12
     with running_truth_server(TIMING, slots=SLOTS) as url:
         code, _, stderr = _load(
-            [url, "--search=rate", "--rate=4", "--slo-ttft=35ms", "--slo-percentile=90",
+            [url, "--search=rate", f"--rate={start}", "--slo-ttft=35ms", "--slo-percentile=90",
              f"--max-tokens={TOKENS}", "--duration=0.5s", f"--out={out}"],
             sagemeter_env,
             tmp_path,
@@ -110,7 +113,7 @@ def test_the_rate_search_brackets_the_rate_within_its_precision(
     search = result["slo_search"]
     rate = result["operating_point"]["rate"]
     capacity = SLOTS / TIMING.request_seconds(TOKENS)
-    assert 4 <= rate < capacity
+    assert start <= rate < capacity
     missed = [p["rate"] for p in search["probes"] if not p["passed"]]
     above = min(r for r in missed if r > rate)
     assert (above - rate) / rate <= 0.05 + 1e-9

@@ -17,7 +17,12 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_again_forced_along_a_agrees_everywhere(engine_url: str, tmp_path: Path) -> None:
-    settings = quick_settings().model_copy(update={"fidelity_prompts": 2, "fidelity_max_tokens": 4})
+    fidelity = {"fidelity_prompts": 2, "fidelity_max_tokens": 4}
+    # Fidelity is what is checked: 16-token long replies, one load level and three 8-token
+    # questions around it.
+    smaller = {"long_tokens": 16, "load_levels": [1], "questions_per_family": 1}
+    smaller |= {"quality_max_tokens": 8}
+    settings = quick_settings().model_copy(update=fidelity | smaller)
     target = parse_target(engine_url)
     first, first_path = asyncio.run(
         measure_target(target, name="a", settings=settings, out_dir=tmp_path)

@@ -144,8 +144,10 @@ def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
     """Overloaded (503) or rate limited (429): both are sent again after the wait the server
     asked for, and neither becomes a figure."""
     faults = Faults(fail_every=4, fail_status=status, retry_after_s=0.1)
+    # One rerun a level: at 1 at once a batch sent again is replaced and the level counts; at 8
+    # every batch holds a failure, so it has no figure whatever the count (4 reruns took 3 s more).
     with running_truth_server(TRUTH, faults=faults) as url:
-        result = _measure(url, tmp_path)
+        result = _measure(url, tmp_path, _settings(batch_reruns=1))
     _assert_streaming_truth(result)
     detail = result.detail
     assert detail is not None and detail.quality is not None and detail.load is not None
@@ -160,6 +162,7 @@ def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
     # Every question was answered (after its retries), none scored as wrong for an error.
     assert detail.quality.answered_count == detail.quality.total
     assert result.quality is not None and result.quality.endswith(f"/{detail.quality.total}")
+    assert [level.tokens_per_second is None for level in detail.load.levels] == [False, True]
     for level in detail.load.levels:
         counted = level.complete_batches
         assert all(batch.retries == 0 for batch in counted)
@@ -228,6 +231,11 @@ def test_nothing_listening_is_one_line(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("measure-*.json"))
 
 
+# What the command-line tests check is exit codes, reasons and the key, not quality: three
+# questions of 8 tokens, not --quick's six of 24 (1.5 s a run at this server's pace).
+FEW_QUESTIONS = ("--questions-per-family", "1", "--quality-max-tokens", "8")
+
+
 def _sagemeter(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     # No key from this machine's environment: a test says which key, if any, is sent.
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
@@ -239,7 +247,7 @@ def _sagemeter(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 def test_the_command_exits_2_or_3_and_says_why(tmp_path: Path) -> None:
-    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4"]
+    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4", *FEW_QUESTIONS]
     with running_truth_server(TRUTH, faults=Faults(answer="html")) as url:
         refused = _sagemeter("measure", str(tmp_path / "a"), url, *common, home=tmp_path)
     assert refused.returncode == 2, refused.stderr
@@ -265,7 +273,7 @@ def test_the_api_key_is_sent_by_the_main_process_and_by_the_batch_workers(tmp_pa
     """The server refuses generations without `Authorization: Bearer KEY`: the preflight and
     decode (this process) and every parallel batch (worker processes) must carry the key."""
     key = "sk-truth-test-4242"
-    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4"]
+    common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4", *FEW_QUESTIONS]
     with running_truth_server(TRUTH, faults=Faults(require_key=key)) as url:
         without = _sagemeter("measure", str(tmp_path / "none"), url, *common, home=tmp_path)
         keyed = _sagemeter(

@@ -130,8 +130,9 @@ def test_a_plugin_platform_deploys_measures_prices_and_deletes(
 def test_resume_after_kill_9_adopts_the_server_the_killed_run_left(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    # A slow first token: the kill lands while arm a is measured, after its deploy.
-    (tmp_path / "plan.toml").write_text(PLAN.replace("TTFT", "150ms"))
+    # A slow first token on arm a: the kill lands while a is measured, after its deploy (b,
+    # deployed only on resume, answers at the other test's pace).
+    (tmp_path / "plan.toml").write_text(PLAN.replace("TTFT", "150ms", 1).replace("TTFT", "10ms"))
     run = subprocess.Popen(
         [sys.executable, "-m", "sagemeter", "run", "plan.toml", "--out", "run"],
         env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

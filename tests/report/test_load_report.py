@@ -47,9 +47,9 @@ def sagemeter(
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
-    """Three real load results: a closed-loop run and a sweep with --raw, and an operating-point
-    search against a server of two slots (its result carries percentiles only)."""
+def raw_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A real closed-loop load result with --raw (raw.json): all the browser test needs, so the
+    slow tier, which runs that test alone from this file, makes no other run."""
     folder = tmp_path_factory.mktemp("load-runs")
     env = {**os.environ, "SAGEMETER_HOME": str(folder / "home")}
     with running_truth_server(TIMING) as url:
@@ -70,6 +70,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
             real_process=True,
         )
         assert code == 0, err
+    return folder, env
+
+
+@pytest.fixture(scope="module")
+def runs(raw_run: tuple[Path, dict[str, str]]) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Three real load results: the raw closed-loop run, a sweep with --raw, and an
+    operating-point search against a server of two slots (its result carries percentiles only)."""
+    folder, env = raw_run
+    with running_truth_server(TIMING) as url:
         code, _, err = sagemeter(
             [
                 "load",
@@ -340,11 +349,11 @@ def test_an_unusable_csv_path_is_refused_before_any_work(tmp_path: Path) -> None
 
 @pytest.mark.slow  # starts a real browser
 def test_chromium_lays_the_load_report_out_on_a_phone(
-    runs: tuple[Path, dict[str, str]], tmp_path: Path
+    raw_run: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     from tests.chromium import Browser
 
-    source, env = runs
+    source, env = raw_run
     shutil.copy(source / "raw.json", tmp_path / "raw.json")
     code, _, err = sagemeter(
         ["report", "raw.json", "--format=html"], env, tmp_path, real_process=True
