@@ -10,10 +10,15 @@ from pathlib import Path
 import pytest
 
 from sagemeter.engines.checkpoints import resolve_checkpoint
-from sagemeter.engines.llamacpp import LocalEngine
+from sagemeter.engines.llamacpp import THREADS_VARIABLE, LocalEngine
 
 # The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures.
 pytest_plugins = ("tests.sagemaker_fakes",)
+
+# Every embedded engine the tests start (the session's below, and those `measure local:`, `demo`,
+# `serve`, plans and the MCP tools start in the commands the tests run, which inherit this
+# environment) decodes on one llama.cpp thread: see `engine` for why.
+os.environ.setdefault(THREADS_VARIABLE, "1")
 
 # The source article's figures and data, shipped with the project (examples/, see its README).
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "examples" / "article-gemma-4-e2b-l4"

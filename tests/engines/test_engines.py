@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from sagemeter.engines import vllm_install
+from sagemeter.engines.checkpoints import resolve_checkpoint
+from sagemeter.engines.llamacpp import THREADS_VARIABLE, LocalEngine, engine_threads
 from sagemeter.engines.vllm_install import (
     STAMP_NAME,
     find_vllm,
@@ -22,6 +24,7 @@ from sagemeter.engines.vllm_install import (
     require_vllm,
 )
 from sagemeter.errors import UserError
+from tests import cli_run
 
 
 def fake_vllm(folder: Path) -> Path:
@@ -179,3 +182,34 @@ def test_serve_and_measure_give_the_embedded_engine_one_context_per_slot() -> No
     engine_default = inspect.signature(LocalEngine).parameters["ctx_per_slot"].default
     assert slot_context(defaults.max_reply_tokens) == DEFAULT_CTX_PER_SLOT == engine_default
     assert slot_context(2000) == 2560  # a longer reply gets the room it needs
+
+
+@pytest.mark.parametrize("given", ["0", "two", "1025", "-1"])
+def test_a_bad_thread_count_is_one_line_before_any_engine_starts(
+    tmp_path: Path, given: str
+) -> None:
+    """SAGEMETER_LLAMA_THREADS is checked as the target is: every command that would start an
+    embedded engine says so in one line, exit 2, and nothing is written or started."""
+    env = {**os.environ, "SAGEMETER_HOME": str(tmp_path / "home"), THREADS_VARIABLE: given}
+    out = tmp_path / "out"
+    for args in (
+        ["measure", str(out), "local:smollm2-q4_1"],
+        ["load", "local:smollm2-q4_1", "--out", str(out)],
+        ["serve", "local:smollm2-q4_1"],
+    ):
+        done = cli_run.invoke(args, env)
+        assert done.returncode == 2, (args, done.stderr)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and f"SAGEMETER_LLAMA_THREADS={given!r}" in lines[0], done.stderr
+    assert not out.exists()
+
+
+def test_the_thread_count_reaches_every_embedded_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    checkpoint = resolve_checkpoint("smollm2-q4_1")
+    monkeypatch.setenv(THREADS_VARIABLE, "3")
+    assert engine_threads() == 3 and LocalEngine(checkpoint).threads == 3
+    assert LocalEngine(checkpoint, threads=1).threads == 1  # a caller's own choice wins
+    monkeypatch.setenv(THREADS_VARIABLE, "")
+    assert LocalEngine(checkpoint).threads == -1  # unset or empty: llama.cpp's every core
+    monkeypatch.delenv(THREADS_VARIABLE)
+    assert engine_threads() == -1

@@ -25,6 +25,7 @@ from sagemeter.engines.llamacpp import (
     MAX_SLOTS,
     START_TIMEOUT_S,
     LocalEngine,
+    engine_threads,
     engine_version,
 )
 from sagemeter.engines.sources import local_source, vllm_source
@@ -107,6 +108,7 @@ class LocalEngineEntry:
 
     def check(self, target: EngineTarget) -> None:
         assert isinstance(target, LocalTarget)
+        engine_threads()  # a bad SAGEMETER_LLAMA_THREADS is one line before anything starts
         resolve_checkpoint(target.checkpoint, derive=False)
 
     def source(self, spec: str, text: str) -> LocalSource | HubSource:

@@ -39,6 +39,11 @@ DEFAULT_CTX_PER_SLOT = 1024
 # "n_seq_max must be <= 256").
 MAX_SLOTS = 256
 START_TIMEOUT_S = 180.0
+# How many threads llama.cpp decodes with; unset, every core. On a host whose cores are shared
+# (other engines, other jobs) fewer is faster: llama.cpp's threads wait for each other by
+# spinning, and two engines of two threads each on two cores decode many times slower.
+THREADS_VARIABLE = "SAGEMETER_LLAMA_THREADS"
+MAX_THREADS = 1024
 WaitFn = Callable[[float], None]  # told the seconds spent so far while the engine starts
 
 
@@ -52,6 +57,20 @@ def default_log_path(name: str) -> Path:
     folder = state_dir() / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkstemp(prefix=f"{name}-{stamp}-", suffix=".log", dir=folder)[1])
+
+
+def engine_threads() -> int:
+    """The threads every embedded engine sagemeter starts uses: `SAGEMETER_LLAMA_THREADS`, or
+    -1 (llama.cpp's every core) when it is unset or empty."""
+    given = os.environ.get(THREADS_VARIABLE, "").strip()
+    if not given:
+        return -1
+    if given.isdigit() and 1 <= int(given) <= MAX_THREADS:
+        return int(given)
+    raise UserError(
+        f"{THREADS_VARIABLE}={given!r}: give a whole number of threads from 1 to {MAX_THREADS}, "
+        "or leave it unset for every core"
+    )
 
 
 def engine_version() -> str:
@@ -76,14 +95,15 @@ class LocalEngine:
         parallel: int = DEFAULT_PARALLEL_SLOTS,
         ctx_per_slot: int = DEFAULT_CTX_PER_SLOT,
         port: int = 0,
-        threads: int = -1,
+        threads: int | None = None,
         log_path: Path | None = None,
     ) -> None:
+        """`threads` None: `engine_threads()`."""
         self.checkpoint = checkpoint
         self.parallel = parallel
         self.ctx_per_slot = ctx_per_slot
         self.port = port
-        self.threads = threads
+        self.threads = engine_threads() if threads is None else threads
         self.log_path = log_path or default_log_path(checkpoint.name)
         self.base_url: str | None = None
         self.started_s: float | None = None

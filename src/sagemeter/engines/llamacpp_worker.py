@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     params.endpoint_metrics = True
     params.endpoint_props = True
     params.verbosity = 4  # the level at which llama.cpp logs its buffer sizes
-    server = xllamacpp.Server(params)
+    _server = xllamacpp.Server(params)  # held until the process ends (never torn down)
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -76,9 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"listening": guard.url}), flush=True)
     stop.wait()
     guard.close()
-    del server
     private.cleanup()
-    return 0
+    # Out at once, the server not torn down: its teardown waits for every reply in flight to
+    # finish decoding (measured: still running 120 s after SIGTERM with four long replies
+    # queued), which left an engine whose parent was killed decoding for minutes, and made every
+    # stop of a busy engine wait for SIGKILL. Nothing the server holds outlives the process.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
