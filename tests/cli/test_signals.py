@@ -247,7 +247,7 @@ def test_the_mcp_server_stopped_by_a_signal_stops_its_calls(
     assert b'"result"' in cast(IO[bytes], process.stdout).readline()
     _call(process, {"method": "notifications/initialized"})
     arguments = {
-        "measure_endpoint": {"target": truth_url + "/v1", "name": "m", "quick": True},
+        "measure_endpoint": {"target": truth_url + "/v1", "name": "m"},
         "run_experiment": {"plan": PLAN.format(url=truth_url)},
     }[tool]
     _call(
