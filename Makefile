@@ -54,6 +54,11 @@ system-packages:
 # cores starve each other's client until sagemeter (rightly) refuses the figures (loop lag).
 WORKERS ?= 3
 SLOW_WORKERS ?= 1
+# llama.cpp threads of the engines the slow tier's commands start (SAGEMETER_LLAMA_THREADS; empty:
+# every core). The tests default to one (tests/conftest.py), right beside the fast tier's workers;
+# the slow tier runs one test at a time, and its engines decode faster on both cores (the same
+# tests took 3-69% longer on one thread: a real llama.cpp tokenizer load 6.5 s against 11.0 s).
+SLOW_ENGINE_THREADS ?=
 TIER := scripts/test-tier $(BIN)/pytest
 FAST_TIER := $(TIER) "not slow" $(WORKERS) load 10
 
@@ -62,6 +67,7 @@ FAST_TIER := $(TIER) "not slow" $(WORKERS) load 10
 # either did. Each tier runs its `alone` tests (timing truth) after the rest, one at a time.
 test: system-packages lint typecheck vllm-engine
 	@$(FAST_TIER) $(PYTEST_ARGS); fast=$$?; \
+	SAGEMETER_LLAMA_THREADS="$(SLOW_ENGINE_THREADS)" \
 	$(TIER) "slow" $(SLOW_WORKERS) loadfile 25 $(PYTEST_ARGS); slow=$$?; \
 	echo "fast tier exit $$fast, slow tier exit $$slow"; \
 	[ $$fast -eq 0 ] && [ $$slow -eq 0 ]

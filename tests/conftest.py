@@ -17,7 +17,8 @@ pytest_plugins = ("tests.sagemaker_fakes",)
 
 # Every embedded engine the tests start (the session's below, and those `measure local:`, `demo`,
 # `serve`, plans and the MCP tools start in the commands the tests run, which inherit this
-# environment) decodes on one llama.cpp thread: see `engine` for why.
+# environment) decodes on one llama.cpp thread: see `engine` for why. `make test` sets it empty
+# (every core) for the slow tier, whose tests run one at a time.
 os.environ.setdefault(THREADS_VARIABLE, "1")
 
 # The source article's figures and data, shipped with the project (examples/, see its README).
