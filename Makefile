@@ -56,8 +56,8 @@ WORKERS ?= 3
 SLOW_WORKERS ?= 1
 # llama.cpp threads of the engines the slow tier's commands start (SAGEMETER_LLAMA_THREADS; empty:
 # every core). The tests default to one (tests/conftest.py), right beside the fast tier's workers;
-# the slow tier runs one test at a time, and its engines decode faster on both cores (the same
-# tests took 3-69% longer on one thread: a real llama.cpp tokenizer load 6.5 s against 11.0 s).
+# the slow tier runs one test at a time, so its engines may take both cores (fresh clones, same
+# day: its non-alone part 10:50 on one thread, 10:40 on every core; the A-B-A demo 37 s, 31 s).
 SLOW_ENGINE_THREADS ?=
 TIER := scripts/test-tier $(BIN)/pytest
 FAST_TIER := $(TIER) "not slow" $(WORKERS) load 10
