@@ -93,54 +93,28 @@ def _endpoint(field: str) -> Callable[[MeasureResult], LevelValues]:
 # An endpoint's own account of each phase (a SageMaker endpoint's CloudWatch means), kept in the
 # result's detail rather than at its top level; each phase's four rows together, in the order
 # the files hold the phases.
-ENDPOINT_MODEL_LATENCY = LevelFigure(
-    name="endpoint_model_latency_ms",
-    key_template="endpoint_{level}_model_latency_ms",
-    label_template="Endpoint, {level}: model latency, mean (ms)",
-    level_name="phase",
-    level_unit="a phase of the measurement",
-    unit="ms",
-    better="lower",
-    group="endpoint",
-    stored=False,
-    read=_endpoint("model_latency_ms"),
-    named_levels=True,
+def _endpoint_family(field: str, what: str, unit: str, better: str = "none") -> LevelFigure:
+    """An endpoint's CloudWatch mean `field` at each phase: `endpoint_{phase}_{field}`."""
+    return LevelFigure(
+        name=f"endpoint_{field}",
+        key_template=f"endpoint_{{level}}_{field}",
+        label_template=f"Endpoint, {{level}}: {what}, mean ({unit})",
+        level_name="phase",
+        level_unit="a phase of the measurement",
+        unit=unit,
+        better=better,
+        group="endpoint",
+        stored=False,
+        read=_endpoint(field),
+        named_levels=True,
+    )
+
+
+ENDPOINT_MODEL_LATENCY = _endpoint_family("model_latency_ms", "model latency", "ms", "lower")
+ENDPOINT_OVERHEAD_LATENCY = _endpoint_family(
+    "overhead_latency_ms", "overhead latency", "ms", "lower"
 )
-ENDPOINT_OVERHEAD_LATENCY = LevelFigure(
-    name="endpoint_overhead_latency_ms",
-    key_template="endpoint_{level}_overhead_latency_ms",
-    label_template="Endpoint, {level}: overhead latency, mean (ms)",
-    level_name="phase",
-    level_unit="a phase of the measurement",
-    unit="ms",
-    better="lower",
-    group="endpoint",
-    stored=False,
-    read=_endpoint("overhead_latency_ms"),
-    named_levels=True,
+ENDPOINT_CLIENT_AND_NETWORK = _endpoint_family(
+    "client_and_network_ms", "client and network", "ms", "lower"
 )
-ENDPOINT_CLIENT_AND_NETWORK = LevelFigure(
-    name="endpoint_client_and_network_ms",
-    key_template="endpoint_{level}_client_and_network_ms",
-    label_template="Endpoint, {level}: client and network, mean (ms)",
-    level_name="phase",
-    level_unit="a phase of the measurement",
-    unit="ms",
-    better="lower",
-    group="endpoint",
-    stored=False,
-    read=_endpoint("client_and_network_ms"),
-    named_levels=True,
-)
-ENDPOINT_GPU_UTILIZATION = LevelFigure(
-    name="endpoint_gpu_utilization_pct",
-    key_template="endpoint_{level}_gpu_utilization_pct",
-    label_template="Endpoint, {level}: GPU utilization, mean (%)",
-    level_name="phase",
-    level_unit="a phase of the measurement",
-    unit="%",
-    group="endpoint",
-    stored=False,
-    read=_endpoint("gpu_utilization_pct"),
-    named_levels=True,
-)
+ENDPOINT_GPU_UTILIZATION = _endpoint_family("gpu_utilization_pct", "GPU utilization", "%")
