@@ -58,7 +58,7 @@ def precision_stop(
     reached = achieved <= target
     if math.isinf(achieved):
         shown = "no interval"
-    elif achieved == clock_resolution(span_s):
+    elif span_s is not None and achieved == clock_resolution(span_s):
         shown = f"±{achieved:.4%}, one clock tick over {span_s:.6f} s"
     else:
         shown = f"±{achieved:.1%}"
