@@ -250,7 +250,7 @@ def test_load_exits_0_when_the_run_is_good_and_reopens_show(
     with running_truth_server(TruthTiming(ttft_s=0.05, itl_s=0.005), faults=faults) as url:
         args = ["load", url, "-c", "2", "--max-tokens", "16", "--duration", "1.5s"]
         code, out, err = run(args, sagemeter_env, tmp_path, in_process=True)
-    assert code == 0, (out, err)
+    assert code == 0, out + err
     row = next(line for line in out.splitlines() if "reopened" in line)
     completed = next(line for line in out.splitlines() if "completed / failed" in line)
     done, failed = (int(n) for n in completed.split("│")[2].split("/"))
