@@ -31,6 +31,7 @@ ROOT: dict[str, str | None] = {
     "test_method_settings.py": "settings",
     "test_no_traceback.py": "errors",
     "test_outputs.py": "atomic",
+    "test_reruns.py": None,
     "test_secret_split.py": "redaction",
     "test_terminal_escapes.py": "printable",
     "test_tracebacks.py": "errors",
