@@ -5,6 +5,26 @@ from __future__ import annotations
 
 from typing import Any
 
+# The rules that say the client itself could not keep up: on a machine shared with other work a
+# run may honestly say so. Any other reason (concurrency short, a clock, a lost node) is a failure.
+# pyproject.toml's `only_rerun` runs a test again when its failure names one (tests/test_reruns.py).
+CLIENT_LIMITS = (
+    "LOOP_LAG_P99_LIMIT_S",
+    "WORKER_CPU_SHARE_MAX",
+    "CLIENT_CPU_SHARE_MAX",
+    "SEND_LAG_P99_LIMIT_S",
+)
+
+
+def only_client_limits(reasons: list[str]) -> bool:
+    return bool(reasons) and all(any(rule in why for rule in CLIENT_LIMITS) for why in reasons)
+
+
+def client_limits_named(text: str) -> list[str]:
+    """The client rules `text` (a command's output) names, so a failure can say them."""
+    return [rule for rule in CLIENT_LIMITS if rule in text]
+
+
 # measure/agreement.py: replies of one length that still disagree after the reruns leave no rate;
 # a level that truth orders against another and stayed so when run again ends "(a stall?)".
 STALL_REASONS = ("disagree", "the client may have set the pace", "(a stall?)")

@@ -29,10 +29,25 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from tests.busy_host import client_limits_named
+
 cli = importlib.import_module("sagemeter.cli.app")  # the module (the package names its app)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 THREAD_GRACE_SECONDS = 5.0  # how long a command's own threads may take to end after it returns
+
+
+class Completed(subprocess.CompletedProcess[str]):
+    """A command's outcome whose repr (what a failed `assert done.returncode == 0` shows) names
+    the client rules its output gave as reasons: such a failure is this busy host's, and the
+    suite runs it again (pyproject.toml's `only_rerun`). The whole output would be cut short."""
+
+    def __repr__(self) -> str:
+        named = client_limits_named(f"{self.stdout}{self.stderr}")
+        last = next((line for line in reversed(self.stderr.splitlines()) if line.strip()), "")
+        said = [", ".join(named)] if named else []
+        said += [repr(last[:160])] if last else []
+        return f"<sagemeter exit {self.returncode}{': ' + '; '.join(said) if said else ''}>"
 
 
 def command(*args: str | os.PathLike[str]) -> list[str]:
@@ -49,7 +64,7 @@ def run(
     input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`sagemeter ARGS` as a real process: exit code, stdout and stderr."""
-    return subprocess.run(
+    done = subprocess.run(
         command(*args),
         capture_output=True,
         text=True,
@@ -59,6 +74,7 @@ def run(
         input=input,
         check=False,
     )
+    return Completed(done.args, done.returncode, done.stdout, done.stderr)
 
 
 def invoke(
@@ -88,7 +104,7 @@ def invoke(
         stdout = out.getvalue().decode(runner.charset, "replace")
         stderr = err.getvalue().decode(runner.charset, "backslashreplace")
     _assert_no_thread_left(before, argv)
-    return subprocess.CompletedProcess(command(*argv), code, stdout, stderr)
+    return Completed(command(*argv), code, stdout, stderr)
 
 
 def _exit_code_of(argv: list[str]) -> int:

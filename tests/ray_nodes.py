@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.busy_host import only_client_limits
+
 START_TIMEOUT_S = 90.0
 # 80 MB of object store per node: the runs pass a few MB of records.
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
@@ -47,20 +49,6 @@ def node_main() -> None:
     services.resolve_ip_for_localhost = lambda host: host
     sys.argv = ["ray", *sys.argv[1:]]
     main()
-
-
-# The rules that say the client itself could not keep up: on a machine shared with other work a
-# run may honestly say so. Any other reason (concurrency short, a clock, a lost node) is a failure.
-CLIENT_LIMITS = (
-    "LOOP_LAG_P99_LIMIT_S",
-    "WORKER_CPU_SHARE_MAX",
-    "CLIENT_CPU_SHARE_MAX",
-    "SEND_LAG_P99_LIMIT_S",
-)
-
-
-def only_client_limits(reasons: list[str]) -> bool:
-    return bool(reasons) and all(any(rule in why for rule in CLIENT_LIMITS) for why in reasons)
 
 
 def assert_valid_unless_client_bound(judged: dict[str, Any]) -> None:

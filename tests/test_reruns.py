@@ -11,11 +11,14 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
 from sagemeter.loadgen import health as load_health
 from sagemeter.transport import health as wire_health
-from tests.ray_nodes import CLIENT_LIMITS
+from tests.busy_host import CLIENT_LIMITS
+from tests.cli_run import Completed
 
 pytest_plugins = ("pytester",)
 
@@ -87,3 +90,31 @@ def test_a_lagged_run_passes_when_run_again_and_a_wrong_one_fails_at_once(
     tries = {path.name: len(path.read_text()) for path in (inner.path / "tries").iterdir()}
     # Run again once and passed; run again twice and still failed; never run again.
     assert tries == {"lagged_once": 2, "always": 3, "wrong": 1}
+
+
+LAGGED = (
+    "problem: client event-loop lag p99 31.6 ms > 10 ms (LOOP_LAG_P99_LIMIT_S): the client "
+    "could not keep up; add --workers or cores\n" * 4  # longer than an assert's 240-char repr
+)
+
+
+def test_a_failed_exit_code_assert_names_the_client_rule_its_output_gave() -> None:
+    """`assert done.returncode == 0` shows only a repr, cut at 240 characters: the commands'
+    outcomes name the rules first, so the rerun rule sees them in the failure."""
+    done = Completed(["sagemeter", "load"], 3, LAGGED, "incomplete: the run is not valid\n")
+    with pytest.raises(AssertionError) as failed:
+        assert done.returncode == 0
+    assert "LOOP_LAG_P99_LIMIT_S" in str(failed.value)
+    assert "incomplete: the run is not valid" in repr(done)
+
+    @click.command()
+    def lagged() -> None:
+        click.echo(LAGGED)
+        raise SystemExit(3)
+
+    result = CliRunner().invoke(lagged)
+    with pytest.raises(AssertionError) as failed:
+        assert result.exit_code == 0
+    assert "LOOP_LAG_P99_LIMIT_S" in str(failed.value)
+    quiet = Completed(["sagemeter"], 3, "no figure: the server refused\n", "")
+    assert "LIMIT" not in repr(quiet) and "MAX" not in repr(quiet)

@@ -15,7 +15,7 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
 from tests import cli_run
-from tests.ray_nodes import only_client_limits
+from tests.busy_host import only_client_limits
 
 SHARED_KEYS = {
     "output_tokens_per_second",

@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
+from tests.busy_host import only_client_limits
 from tests.ray_nodes import (
     LoopbackCluster,
     assert_valid_unless_client_bound,
     descendants,
     listening_addresses,
-    only_client_limits,
     ran_unless_client_bound,
     start_loopback_cluster,
 )
