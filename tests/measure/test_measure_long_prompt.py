@@ -71,9 +71,9 @@ def test_each_level_is_the_truth_and_no_prompt_is_served_from_the_cache() -> Non
         assert level.tokens_per_second is not None, level.problem
         expected = level.concurrency * REPLY / truth.request_seconds(REPLY, LONG)
         assert level.tokens_per_second == pytest.approx(expected, rel=0.1)
-        assert level.ttft_s is not None and level.ttft_s.n == 2 * level.concurrency
+        assert level.ttft_s is not None and level.ttft_s.n == 2 * level.concurrency, level.problem
         assert first <= level.ttft_s.median < first + 0.015
-        assert len(level.counted_ttft_s) == 2 * level.concurrency
+        assert len(level.counted_ttft_s) == 2 * level.concurrency, level.problem
         assert all(r.prompt_tokens == LONG for r in level.records)
 
 
