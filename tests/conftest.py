@@ -6,9 +6,11 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import click.testing
 import pytest
-from click.testing import Result
+import typer.testing
 
 from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.engines.llamacpp import THREADS_VARIABLE, LocalEngine
@@ -17,18 +19,21 @@ from tests.busy_host import client_limits_named
 # The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures.
 pytest_plugins = ("tests.sagemaker_fakes",)
 
-_click_result_repr = Result.__repr__
 
-
-def _result_naming_client_limits(result: Result) -> str:
+def _naming_client_limits(plain: Callable[[Any], str]) -> Callable[[Any], str]:
     """A CliRunner result's repr (what a failed `assert result.exit_code == 0` shows) with the
     client rules its output gave as reasons, so the suite runs such a failure again (see
-    tests/cli_run.py's Completed)."""
-    named = client_limits_named(result.output)
-    return _click_result_repr(result) + (f" naming {', '.join(named)}" if named else "")
+    tests/cli_run.py's Completed). Click and typer each have their own Result."""
+
+    def described(result: Any) -> str:
+        named = client_limits_named(result.output)
+        return plain(result) + (f" naming {', '.join(named)}" if named else "")
+
+    return described
 
 
-Result.__repr__ = _result_naming_client_limits  # type: ignore[method-assign]
+for _result in (click.testing.Result, typer.testing.Result):
+    _result.__repr__ = _naming_client_limits(_result.__repr__)  # type: ignore[method-assign]
 
 # Every embedded engine the tests start (the session's below, and those `measure local:`, `demo`,
 # `serve`, plans and the MCP tools start in the commands the tests run, which inherit this

@@ -333,7 +333,7 @@ def test_a_restart_between_parallel_levels_keeps_the_levels_before_it(tmp_path: 
     assert by_level[level].tokens_per_second is None and by_level[level].records
     assert str(by_level[level].problem).startswith("dropped: measured across a change of server")
     if level == 2:  # the level before the change keeps its figure
-        assert by_level[1].tokens_per_second is not None
+        assert by_level[1].tokens_per_second is not None, by_level[1].problem
     else:
         assert by_level[2].problem == f"not measured: {identity.changed}"
     assert detail.quality is not None and detail.quality.answered_count == 0
@@ -378,7 +378,8 @@ def test_a_sequential_look_is_not_taken_on_a_swapped_arms_answers(tmp_path: Path
         "phase; figures of the quality phase dropped; later phases not measured"
     )
     assert b.detail.quality.answered_count == 0  # no answer of b counts
-    assert b.load_tokens_per_second["1"] is not None  # checked after it: the first server's
+    # Checked after it: the first server's.
+    assert b.load_tokens_per_second["1"] is not None, b.incomplete_because
     sequential = a.detail.quality.sequential
     assert sequential is None or sequential.verdict == "INCONCLUSIVE"
     if sequential is not None:
