@@ -51,9 +51,14 @@ CHILD = textwrap.dedent(
 
     coroutine = serve(TruthTiming(ttft_s=0.02, itl_s=0.001), 0, ready)
     try:
-        if sys.argv[1] == "precise":
+        if sys.argv[1] == "precise":  # calibrate-server's loop
             run_precisely(coroutine)
-        else:
+        elif sys.argv[1] == "anyio":  # the MCP server's
+            import anyio
+            from sagemeter.mcp.server import _woken_by_signals
+
+            anyio.run(_woken_by_signals, lambda: coroutine)
+        else:  # measure's, run's, fidelity's
             signal_wakeup.run(coroutine)
     except KeyboardInterrupt:
         print("stopped", flush=True)
@@ -61,7 +66,7 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("loop", ["precise", "default"])
+@pytest.mark.parametrize("loop", ["precise", "default", "anyio"])
 def test_a_ctrl_c_pending_while_the_loop_sleeps_stops_the_server(
     loop: str, tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
