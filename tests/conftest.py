@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,20 @@ for _result in (click.testing.Result, typer.testing.Result):
 # environment) decodes on one llama.cpp thread: see `engine` for why. `make test` sets it empty
 # (every core) for the slow tier, whose tests run one at a time.
 os.environ.setdefault(THREADS_VARIABLE, "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Processes the tests start take Ctrl-C, however the run itself was started.
+
+    A shell starts a background job (`make test &`, `cmd &` in a script or a subshell) with
+    SIGINT ignored, as POSIX asks, and every process under it inherits the ignore: Python then
+    installs no Ctrl-C handler, and each test that sends a real `sagemeter` SIGINT (a Ctrl-C
+    or `serve` test) waits in vain until its timeout. The tests send SIGINT as a user's terminal
+    delivers it, to a process that takes it: the ignore is undone here, in pytest and in each
+    xdist worker, before any worker or child starts."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # The source article's figures and data, shipped with the project (examples/, see its README).
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "examples" / "article-gemma-4-e2b-l4"

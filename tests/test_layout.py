@@ -23,6 +23,7 @@ ROOT: dict[str, str | None] = {
     "test_bounded_reads.py": "textfiles",
     "test_clean_clone.py": None,
     "test_failed_exit.py": "errors",
+    "test_harness_signals.py": None,
     "test_layers.py": None,
     "test_layout.py": None,
     "test_leak_faces.py": "redaction",

@@ -19,6 +19,8 @@ import selectors
 from collections.abc import Coroutine
 from typing import Any
 
+from sagemeter import signal_wakeup
+
 PR_SET_TIMERSLACK = 29
 PRIORITY_NICENESS = -10
 
@@ -64,8 +66,8 @@ def _precise_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_precisely(coro: Coroutine[Any, Any, None]) -> None:
-    """Run `coro` to the end on an asyncio loop with the precise selector."""
+    """Run `coro` to the end on an asyncio loop with the precise selector (a signal wakes it:
+    sagemeter.signal_wakeup)."""
     tighten_timer_slack()
     raise_priority()
-    with asyncio.Runner(loop_factory=_precise_loop) as runner:
-        runner.run(coro)
+    signal_wakeup.run(coro, loop_factory=_precise_loop)

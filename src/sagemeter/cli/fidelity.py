@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sagemeter import signal_wakeup
 from sagemeter.errors import UserError
 from sagemeter.printable import printable
 from sagemeter.redaction import redact_tree
@@ -108,7 +109,7 @@ def collect_command(
         from sagemeter.questions import load_question_set
 
         prompts = [q.prompt for q in load_question_set(questions).questions][:limit]
-    record = asyncio.run(
+    record = signal_wakeup.run(
         _collect_on(
             target,
             prompts,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from sagemeter import signal_wakeup
 from sagemeter.cli.common import console, err_console, new_progress
 from sagemeter.errors import UserError
 from sagemeter.printable import printable
@@ -160,7 +160,7 @@ def _measure_with_progress(
     total = total_requests(settings, len(selected_questions(settings).questions))
     with new_progress(transient=True) as bar:
         task = bar.add_task(name, total=total)
-        outcome = asyncio.run(
+        outcome = signal_wakeup.run(
             measure_target(
                 parsed,
                 name=name,

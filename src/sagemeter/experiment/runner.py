@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from sagemeter import filekinds
+from sagemeter import filekinds, signal_wakeup
 from sagemeter.atomic import check_output_file, check_output_folder, write_text_atomic
 from sagemeter.compare import Comparison, combine, save_comparison
 from sagemeter.compare.combine import recorded_price
@@ -729,7 +729,8 @@ class _Run:
         turns = Turns([visit.result_name for visit in todo]) if len(todo) > 1 else None
         looks = self._quality_stop(todo, turns)
         with batches_on_ray(self.plan.measure.ray):
-            results = asyncio.run(self._measure_async(todo, targets, references, turns, looks))
+            measuring = self._measure_async(todo, targets, references, turns, looks)
+            results = signal_wakeup.run(measuring)
         if results is None:
             raise Stopped(self.stop.reason or "stopped")
         self.journal.measured.extend(visit.result_name for visit in todo)

@@ -34,6 +34,7 @@ from sagemeter.loadgen.build import build_result
 from sagemeter.loadgen.result import LoadResult
 from sagemeter.loadgen.settings import LoadSettings, available_cores
 from sagemeter.request_record import RequestRecord
+from sagemeter.signal_wakeup import woken_by_signals
 from sagemeter.transport.address import parse_address
 from sagemeter.transport.client import HttpClient
 from sagemeter.transport.clock import LagSampler
@@ -258,7 +259,8 @@ def run_sessions(
     loop_name, loop = new_loop(settings.prefer_uvloop)
     cpu_before = time.process_time()
     try:
-        state, lags = loop.run_until_complete(_converse(settings, plan, client, model, api_key))
+        with woken_by_signals(loop):
+            state, lags = loop.run_until_complete(_converse(settings, plan, client, model, api_key))
     finally:
         loop.close()
     run_s = time.perf_counter() - client.origin

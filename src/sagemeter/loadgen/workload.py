@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+from sagemeter import signal_wakeup
 from sagemeter.errors import UserError
 from sagemeter.evidence.distribution import Distribution, distribution
 from sagemeter.loadgen.lengths import parse_lengths
@@ -94,7 +95,7 @@ T = TypeVar("T")
 
 def _blocking(coroutine: Coroutine[object, object, T]) -> T:
     """Run `coroutine` to its end from synchronous code, inside an event loop or not."""
-    probe = partial(asyncio.run, coroutine)
+    probe = partial(signal_wakeup.run, coroutine)
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case: load, or a search in its own thread

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,6 +30,7 @@ from sagemeter.mcp.measure_tools import register_measure_tools
 from sagemeter.mcp.sagemaker_read import register_sagemaker_reads
 from sagemeter.mcp.sagemaker_write import register_sagemaker_writes
 from sagemeter.mcp.slo_tools import register_slo_tools
+from sagemeter.signal_wakeup import woken_by_signals
 
 LOCALHOST = "127.0.0.1"
 
@@ -138,6 +140,13 @@ def loopback_only() -> TransportSecuritySettings:
     )
 
 
+async def _woken_by_signals(run: Callable[[], Awaitable[None]]) -> None:
+    """`run()` on a loop that Ctrl-C always wakes (sagemeter.signal_wakeup): anyio.run, like
+    asyncio.run, could leave it pending while the server waited idle for its client."""
+    with woken_by_signals(asyncio.get_running_loop()):
+        await run()
+
+
 def serve(config: ServerConfig, http_port: int | None = None) -> None:
     """Run until the client goes away: stdio, or streamable HTTP on 127.0.0.1:PORT/mcp."""
     if http_port is not None:
@@ -146,12 +155,13 @@ def serve(config: ServerConfig, http_port: int | None = None) -> None:
     server = build_server(config, engines)
     try:
         if http_port is None:
-            anyio.run(server.run_stdio_async)
+            anyio.run(_woken_by_signals, server.run_stdio_async)
         else:
             anyio.run(
+                _woken_by_signals,
                 lambda: server.run_streamable_http_async(
                     host=LOCALHOST, port=http_port, transport_security=loopback_only()
-                )
+                ),
             )
     finally:
         engines.stop_all()

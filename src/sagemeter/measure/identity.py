@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from sagemeter import signal_wakeup
 from sagemeter.errors import UserError
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
 from sagemeter.results.server_identity import ServerIdentity
@@ -220,7 +221,7 @@ class IdentityWatch:
 
     def open_blocking(self) -> None:
         """`open` from code without an event loop (a thread, the `load` command)."""
-        asyncio.run(self.open())
+        signal_wakeup.run(self.open())
 
     @classmethod
     def opened(cls, target: str, api_key: str | None = None) -> IdentityWatch:
@@ -234,7 +235,7 @@ class IdentityWatch:
         """`check_at` from code without an event loop."""
         if self.changed is not None or self.first is None:
             return self.changed
-        return asyncio.run(self.check_at(label, between))
+        return signal_wakeup.run(self.check_at(label, between))
 
     def record(self) -> ServerIdentity | None:
         """What the result keeps: the identity first read, the boundaries checked, any change."""
