@@ -51,7 +51,8 @@ system-packages:
 # pytest-xdist workers for the fast tier's tests that tolerate a busy host: most of their time
 # is spent waiting on loopback servers and subprocesses, so three workers beat two on two cores.
 # The slow tier runs on one: its tests drive real engines and time them, and two at once on two
-# cores starve each other's client until sagemeter (rightly) refuses the figures (loop lag).
+# cores starve each other's engines (tried 2026-12-05: 5 of 156 failed on stalls, and the part took
+# 13:49 and 1,449 CPU-s against 11:29 and 569 CPU-s on one; README, Tests).
 WORKERS ?= 3
 SLOW_WORKERS ?= 1
 # llama.cpp threads of the engines the slow tier's commands start (SAGEMETER_LLAMA_THREADS; empty:
