@@ -32,6 +32,10 @@ async def _measure(url: str, name: str) -> dict[str, Any]:
         "engine_tokens_per_second_max": detail.engine_tokens_per_second.max,
         "relative_difference": detail.tokens_per_second / engine - 1.0,
         "per_call_fixed_cost_s": detail.per_call_fixed_cost_s,
+        # Null with the measurement's own reason (a two-length line can put it below zero).
+        "per_call_fixed_cost_problem": next(
+            (p for p in detail.problems if p.startswith("no per-call fixed cost")), None
+        ),
         "long_reply_seconds": detail.long_times_s,
     }
 
@@ -62,7 +66,14 @@ def to_markdown(result: dict[str, Any]) -> str:
             f"{row['least_squares_tokens_per_second']:.2f} | "
             f"{row['engine_tokens_per_second_median']:.2f} "
             f"({row['engine_tokens_per_second_min']:.2f}–{row['engine_tokens_per_second_max']:.2f})"
-            f" | {row['relative_difference']:+.2%} | "
-            f"{row['per_call_fixed_cost_s']:.4f} |"
+            f" | {row['relative_difference']:+.2%} | {_fixed_cost(row)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _fixed_cost(row: dict[str, Any]) -> str:
+    """The per-call fixed cost, or none with the measurement's reason."""
+    fixed = row["per_call_fixed_cost_s"]
+    if fixed is not None:
+        return f"{fixed:.4f}"
+    return f"none: {row.get('per_call_fixed_cost_problem') or 'not measured'}"

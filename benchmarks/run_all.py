@@ -47,8 +47,11 @@ def main(names: list[str]) -> None:
         result = module.run()
         result["measured_utc"] = stamp
         result["machine"] = machine
-        write_text_atomic(OUT / f"{name}.json", json.dumps(result, indent=2) + "\n")
+        # Both pages rendered before either is written: a page that fails to render leaves the
+        # benchmark's previous pair as it was, never a new JSON beside an old page.
+        data = json.dumps(result, indent=2) + "\n"
         markdown = module.to_markdown(result) + f"\nMeasured {stamp} on {machine}.\n"
+        write_text_atomic(OUT / f"{name}.json", data)
         write_text_atomic(OUT / f"{name}.md", markdown)
         print(markdown)
 

@@ -20,6 +20,7 @@ PACKAGE = TESTS.parent / "src" / "sagemeter"
 # (None: the repository as a whole).
 ROOT: dict[str, str | None] = {
     "test_bad_input.py": "errors",
+    "test_benchmark_pages.py": None,
     "test_bounded_reads.py": "textfiles",
     "test_clean_clone.py": None,
     "test_failed_exit.py": "errors",
