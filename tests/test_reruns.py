@@ -103,11 +103,12 @@ LAGGED = (
 def test_a_failed_exit_code_assert_names_the_client_rule_its_output_gave() -> None:
     """`assert done.returncode == 0` shows only a repr, cut at 240 characters: the commands'
     outcomes name the rules first, so the rerun rule sees them in the failure."""
-    done = Completed(["sagemeter", "load"], 3, LAGGED, "incomplete: the run is not valid\n")
+    said = "incomplete: the run is not valid: client event-loop lag p99 31.6 ms > 10 ms (LOOP_LAG_P99_LIMIT_S)\n"
+    done = Completed(["sagemeter", "load"], 3, LAGGED, said)
     with pytest.raises(AssertionError) as failed:
         assert done.returncode == 0
     assert "LOOP_LAG_P99_LIMIT_S" in str(failed.value)
-    assert "incomplete: the run is not valid" in repr(done)
+    assert "incomplete: the run is not valid" in repr(done)  # its last line, cut at 160
 
     @click.command()
     def lagged() -> None:
@@ -122,3 +123,6 @@ def test_a_failed_exit_code_assert_names_the_client_rule_its_output_gave() -> No
         assert "LOOP_LAG_P99_LIMIT_S" in str(failed.value), type(result)
     quiet = Completed(["sagemeter"], 3, "no figure: the server refused\n", "")
     assert "LIMIT" not in repr(quiet) and "MAX" not in repr(quiet)
+    # Lag and something else wrong: the failure must not be run again, so no rule is named.
+    both = Completed(["sagemeter"], 3, LAGGED + "problem: 3 requests failed: HTTP 500\n", "")
+    assert "LIMIT" not in repr(both), repr(both)

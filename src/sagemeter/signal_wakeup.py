@@ -39,21 +39,31 @@ def woken_by_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
     try:
         loop.add_reader(reader.fileno(), _drain, reader)
         try:
-            previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+            previous: int | None = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
         except ValueError:  # signals are not Python's to handle in this interpreter
+            previous = None
+        if previous is None:
             loop.remove_reader(reader.fileno())
-            yield
+            yield  # outside the except: the body's own errors are not "during a ValueError"
             return
         try:
             yield
         finally:
-            current = signal.set_wakeup_fd(previous)
-            if current != writer.fileno():  # taken over inside (loop.add_signal_handler)
-                signal.set_wakeup_fd(current)  # its owner's choice stands
+            _hand_back(previous, writer.fileno())
             loop.remove_reader(reader.fileno())
     finally:
         reader.close()
         writer.close()
+
+
+def _hand_back(previous: int, ours: int) -> None:
+    """Put the wake-up target back as it was before, unless an owner inside took it over (a
+    loop's add_signal_handler) and still holds it: its choice stands. Never raises, so an
+    error here cannot hide the KeyboardInterrupt that may be on its way out."""
+    with contextlib.suppress(OSError, ValueError):
+        current = signal.set_wakeup_fd(previous)
+        if current not in (ours, -1):
+            signal.set_wakeup_fd(current)
 
 
 def _drain(reader: socket.socket) -> None:

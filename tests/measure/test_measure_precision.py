@@ -97,7 +97,8 @@ def test_an_unreachable_target_stops_at_the_maximum(tmp_path: Path, truth_url: s
     measured = _level(tmp_path)
     level = measured["precision"]
     refused = [batch.get("reason") for batch in measured["batches"] if batch.get("reason")]
-    assert not level["reached"] and level["repeats"] == level["max_repeats"] == 3, refused
+    assert not level["reached"]
+    assert level["repeats"] == level["max_repeats"] == 3, refused
     assert "the maximum of 3 repeats was reached" in level["stopping_reason"]
     decode = _decode(tmp_path)
     stop = decode["precision"]
