@@ -17,8 +17,9 @@ from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.engines.llamacpp import THREADS_VARIABLE, LocalEngine
 from tests.busy_host import client_limits_named
 
-# The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures.
-pytest_plugins = ("tests.sagemaker_fakes",)
+# The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures, and
+# the `quiet` marker's turns (a test the other xdist workers hold off for).
+pytest_plugins = ("tests.sagemaker_fakes", "tests.quiet_turns")
 
 
 def _naming_client_limits(plain: Callable[[Any], str]) -> Callable[[Any], str]:

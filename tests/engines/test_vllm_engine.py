@@ -279,6 +279,7 @@ def test_measure_quick_counts_equal_the_servers_metrics(
     assert detail["quality"]["chat_template_sha256"] == expected
 
 
+@pytest.mark.quiet  # its load's client must not lag, and the module's vLLM is already up
 def test_load_counts_equal_the_servers_metrics(
     vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:

@@ -1,0 +1,68 @@
+"""`quiet` tests: the other pytest-xdist workers hold off while one runs.
+
+A tier's parallel part runs its tests on several xdist workers, which share two cores. Most
+tests tolerate that; a few drive a real load whose client must never lag (sagemeter refuses
+the figure when it does) beside a server their module starts once, so they cannot move to the
+`alone` part without that server starting a second time. Marked `quiet`, such a test takes its
+turn in the parallel part: it holds a run-wide lock exclusively while every other test holds
+it shared, so it starts once the other workers' current tests have ended and they start no
+new one until it has.
+
+The lock wraps a test's whole protocol (setup, call, teardown, and the reruns of
+pytest-rerunfailures), so a module's server starting in another worker's setup holds off a
+quiet test too. A turnstile lets no new shared holder in while a quiet test waits, so a quiet
+test is never starved by a stream of others. Outside xdist (one process) there is nothing to
+hold off and no lock is taken.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MARKER = "quiet"  # registered in pyproject.toml
+TURNS = "quiet-turns.lock"
+TURNSTILE = "quiet-turnstile.lock"
+
+
+def run_folder(config: pytest.Config) -> Path | None:
+    """The folder every worker of this run shares (pytest's base temp folder holds one per
+    worker), or None outside xdist."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    factory: Any = getattr(config, "_tmp_path_factory", None)  # set by pytest's tmp_path plugin
+    if factory is None:
+        return None
+    return Path(factory.getbasetemp()).parent
+
+
+@contextmanager
+def turn(folder: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold the run's turn: alone when `exclusive`, beside the others' shared turns otherwise."""
+    with open(folder / TURNSTILE, "a") as turnstile, open(folder / TURNS, "a") as turns:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(turns, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(turns, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    folder = run_folder(item.config)
+    if folder is None:
+        return (yield)
+    with turn(folder, exclusive=item.get_closest_marker(MARKER) is not None):
+        return (yield)
