@@ -674,6 +674,9 @@ def _to_tgi_lines(sse: bytes) -> bytes:
     return b"".join(json.dumps(o).encode() + b"\n" for o in out)
 
 
+CUTS = ("cut-mid-reply", "stall-mid-reply")  # the runtime fake's streams that never end
+
+
 class RuntimeFake(LoopbackServer):
     """SageMaker runtime on loopback. `behaviour[name]` picks what an endpoint does: `engine`
     (forward to the embedded engine), `throttle-once`, `model-error`, `not-found`, `jsonlines`,
@@ -681,7 +684,8 @@ class RuntimeFake(LoopbackServer):
     a network or a crashed container drops them: `close-before-answer-once` (the next request
     is met by a close before any byte of an answer; the one after is served) and
     `cut-mid-reply` (the answer's status line and headers, then `cut_after_parts` event-stream
-    parts, or half of a whole reply's body, then a close without the rest). The first `spared`
+    parts, or half of a whole reply's body, then a close without the rest); `stall-mid-reply`
+    falls silent for `stall_s` after `cut_after_parts` parts first. The first `spared`
     requests to each endpoint are served whatever its behaviour (a preflight passes, and what
     follows meets the behaviour).
 
@@ -696,6 +700,7 @@ class RuntimeFake(LoopbackServer):
         self.placed: dict[str, str] = {}  # endpoint name -> the one region it runs in
         self.part_sizes: list[int] = [1, 3, 7, 19, 400]
         self.cut_after_parts = 6
+        self.stall_s = 1.0
         self.spared = 0
         self.requests: list[dict[str, Any]] = []
         self.connections: set[int] = set()
@@ -725,6 +730,7 @@ class RuntimeFake(LoopbackServer):
         self.placed.clear()
         self.part_sizes = [1, 3, 7, 19, 400]
         self.cut_after_parts = 6
+        self.stall_s = 1.0
         self.spared = 0
         self.requests.clear()
         self.connections.clear()
@@ -879,7 +885,9 @@ class RuntimeFake(LoopbackServer):
             for data in source:
                 pending += data
                 while pending:
-                    if behaviour == "cut-mid-reply" and parts >= self.cut_after_parts:
+                    if behaviour in CUTS and parts >= self.cut_after_parts:
+                        if behaviour == "stall-mid-reply":
+                            time.sleep(self.stall_s)
                         request.close_connection = True  # no end chunk: the connection ends
                         return
                     size = next(sizes)

@@ -14,6 +14,7 @@ llama.cpp closes idle ones, and the fake must send the lost request again, never
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -102,6 +103,24 @@ async def test_a_close_before_any_answer_without_retries_left_is_a_failed_record
         record = await client.chat(_request(stream=True))
     assert not record.ok and record.retries == 0
     assert (record.error or "").startswith("connection lost before any answer: ")
+
+
+async def test_a_stream_silent_past_the_read_timeout_is_a_timeout_record(
+    runtime: RuntimeFake,
+) -> None:
+    """urllib3 raises its own ReadTimeoutError from inside the event stream (botocore's is only
+    for a silence before the status line): a timeout, recorded as one, never sent again."""
+    runtime.behaviour[NAME] = "stall-mid-reply"
+    runtime.cut_after_parts, runtime.stall_s = 10, 2.0
+    target = SageMakerTarget(NAME, "us-east-2")
+    async with open_sagemaker_client(target, 1, model="m", timeout_s=0.3, retry=RETRY) as client:
+        started = time.perf_counter()
+        record = await client.chat(_request(stream=True))
+        waited = time.perf_counter() - started
+    assert not record.ok and record.error == "timeout: ReadTimeoutError", record.error
+    assert record.retries == 0 and len(runtime.requests) == 1
+    assert record.arrivals_us  # the silence came after tokens: inside the event stream
+    assert 0.3 <= waited < 1.8  # ended by the client's 0.3 s timeout, not the close at 2 s
 
 
 def _stats(url: str) -> dict[str, float]:
