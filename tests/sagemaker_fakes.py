@@ -674,18 +674,38 @@ def _to_tgi_lines(sse: bytes) -> bytes:
     return b"".join(json.dumps(o).encode() + b"\n" for o in out)
 
 
+CUTS = ("cut-mid-reply", "stall-mid-reply")  # the runtime fake's streams that never end
+
+
 class RuntimeFake(LoopbackServer):
     """SageMaker runtime on loopback. `behaviour[name]` picks what an endpoint does: `engine`
     (forward to the embedded engine), `throttle-once`, `model-error`, `not-found`, `jsonlines`,
-    `tgi-lines`, `model-stream-error`, `internal-stream-failure`."""
+    `tgi-lines`, `model-stream-error`, `internal-stream-failure`, and two connections dropped as
+    a network or a crashed container drops them: `close-before-answer-once` (the next request
+    is met by a close before any byte of an answer; the one after is served) and
+    `cut-mid-reply` (the answer's status line and headers, then `cut_after_parts` event-stream
+    parts, or half of a whole reply's body, then a close without the rest); `stall-mid-reply`
+    falls silent for `stall_s` after `cut_after_parts` parts first. The first `spared`
+    requests to each endpoint are served whatever its behaviour (a preflight passes, and what
+    follows meets the behaviour).
+
+    As SageMaker's front end does, it answers only once the engine has: its status line waits
+    for the engine's (an engine error is a ModelError, as SageMaker says it), and a request lost
+    on a kept-alive engine connection the engine had closed goes once more on a new connection
+    (`upstream_resent` counts them) instead of cutting the reply."""
 
     def __init__(self, engine_url: str) -> None:
         self.engine_url = engine_url.rstrip("/")
         self.behaviour: dict[str, str] = {}
         self.placed: dict[str, str] = {}  # endpoint name -> the one region it runs in
         self.part_sizes: list[int] = [1, 3, 7, 19, 400]
+        self.cut_after_parts = 6
+        self.stall_s = 1.0
+        self.spared = 0
         self.requests: list[dict[str, Any]] = []
         self.connections: set[int] = set()
+        self.upstream_resent = 0
+        self._lock = threading.Lock()
         # One client, its connections kept alive, as SageMaker's front end keeps its own to the
         # container: a new httpx client per request (its TLS context alone ~15 ms of CPU) and a
         # new connection put 18-44 ms between the fake and the engine, varying by request on a
@@ -693,18 +713,28 @@ class RuntimeFake(LoopbackServer):
         self.upstream = httpx.Client(
             timeout=60, limits=httpx.Limits(max_connections=None, max_keepalive_connections=256)
         )
+        # A request a kept connection lost goes again on a connection of its own (never kept,
+        # so never one the engine closed while it was idle).
+        self.fresh_upstream = httpx.Client(
+            timeout=60, limits=httpx.Limits(max_keepalive_connections=0)
+        )
         super().__init__()
 
     def close(self) -> None:
         super().close()
         self.upstream.close()
+        self.fresh_upstream.close()
 
     def reset(self) -> None:
         self.behaviour.clear()
         self.placed.clear()
         self.part_sizes = [1, 3, 7, 19, 400]
+        self.cut_after_parts = 6
+        self.stall_s = 1.0
+        self.spared = 0
         self.requests.clear()
         self.connections.clear()
+        self.upstream_resent = 0
 
     def handle(self, request: BaseHTTPRequestHandler) -> None:
         match = re.fullmatch(
@@ -717,35 +747,32 @@ class RuntimeFake(LoopbackServer):
             self._json(request, 404, {"message": "no such path"}, "UnknownOperationException")
             return
         name = match["name"]
-        self.requests.append(
-            {
-                "name": name,
-                "op": match["op"],
-                "body": json.loads(body),
-                "content_type": request.headers.get("Content-Type"),
-                "region": scope["region"] if scope else None,
-                "service": scope["service"] if scope else None,
-                "at": time.time(),  # when it arrived: SageMaker counts invocations by minute
-            }
-        )
-        behaviour = self.behaviour.get(name, "engine")
+        with self._lock:
+            self.requests.append(
+                {
+                    "name": name,
+                    "op": match["op"],
+                    "body": json.loads(body),
+                    "content_type": request.headers.get("Content-Type"),
+                    "region": scope["region"] if scope else None,
+                    "service": scope["service"] if scope else None,
+                    "at": time.time(),  # when it arrived: SageMaker counts invocations by minute
+                }
+            )
+            spared = sum(1 for each in self.requests if each["name"] == name) <= self.spared
+        behaviour = "engine" if spared else self.behaviour.get(name, "engine")
         if name in self.placed and scope and scope["region"] != self.placed[name]:
             behaviour = "not-found"
         if behaviour == "throttle-once":
             self.behaviour[name] = "engine"  # the next request is served
             self._json(request, 400, {"message": "Rate exceeded"}, "ThrottlingException")
             return
+        if behaviour == "close-before-answer-once":
+            self.behaviour[name] = "engine"  # the next request is served
+            request.close_connection = True  # nothing written: the client reads an end of file
+            return
         if behaviour == "model-error":
-            self._json(
-                request,
-                424,
-                {
-                    "ErrorCode": "CLIENT_ERROR_FROM_MODEL",
-                    "Message": 'Received client error (400) from primary with message "bad request"',
-                    "OriginalStatusCode": 400,
-                },
-                "ModelError",
-            )
+            self._model_error(request, 400, b"bad request")
             return
         if behaviour == "not-found":
             self._json(
@@ -755,17 +782,57 @@ class RuntimeFake(LoopbackServer):
                 "ValidationError",
             )
             return
-        if match["op"] == "invocations":
-            upstream = self.upstream.post(f"{self.engine_url}/chat/completions", content=body)
-            data = upstream.content
-            request.send_response(200)
-            request.send_header("Content-Type", "application/json")
-            request.send_header("x-Amzn-Invoked-Production-Variant", "AllTraffic")
-            request.send_header("Content-Length", str(len(data)))
-            request.end_headers()
-            request.wfile.write(data)
+        upstream = self._engine_answer(request, body)
+        if upstream is None:
             return
-        self._stream(request, body, behaviour)
+        try:
+            if upstream.status_code != 200:
+                self._model_error(request, upstream.status_code, upstream.read())
+            elif match["op"] == "invocations":
+                self._whole(request, upstream.read(), behaviour)
+            else:
+                self._stream(request, upstream, behaviour)
+        finally:
+            upstream.close()
+
+    def _engine_answer(self, request: BaseHTTPRequestHandler, body: bytes) -> httpx.Response | None:
+        """The engine's response with its status and headers read (the caller reads the body
+        and closes it), or None once the fake has answered the engine's silence itself.
+
+        A kept-alive connection the engine closed just as the request went out (llama.cpp closes
+        idle ones) ends before any byte of an answer: the engine never took that request, so it
+        goes once more on a new connection, as any proxy sends it."""
+        url = f"{self.engine_url}/chat/completions"
+        try:
+            try:
+                return self.upstream.send(
+                    self.upstream.build_request("POST", url, content=body), stream=True
+                )
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                with self._lock:
+                    self.upstream_resent += 1
+                return self.fresh_upstream.send(
+                    self.fresh_upstream.build_request("POST", url, content=body), stream=True
+                )
+        except httpx.HTTPError as exc:
+            message = f"the model container did not answer: {type(exc).__name__}: {exc}"
+            self._json(request, 500, {"message": message}, "InternalFailure")
+            return None
+
+    def _model_error(self, request: BaseHTTPRequestHandler, status: int, data: bytes) -> None:
+        """The engine's error answer as SageMaker relays it: ModelError (424) naming its status."""
+        kind = "client" if status < 500 else "server"
+        text = data.decode("utf-8", "replace")[:500]
+        self._json(
+            request,
+            424,
+            {
+                "ErrorCode": f"{kind.upper()}_ERROR_FROM_MODEL",
+                "Message": f'Received {kind} error ({status}) from primary with message "{text}"',
+                "OriginalStatusCode": status,
+            },
+            "ModelError",
+        )
 
     def _json(
         self, request: BaseHTTPRequestHandler, status: int, payload: dict[str, Any], kind: str
@@ -780,7 +847,21 @@ class RuntimeFake(LoopbackServer):
         request.end_headers()
         request.wfile.write(data)
 
-    def _stream(self, request: BaseHTTPRequestHandler, body: bytes, behaviour: str) -> None:
+    def _whole(self, request: BaseHTTPRequestHandler, data: bytes, behaviour: str) -> None:
+        request.send_response(200)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("x-Amzn-Invoked-Production-Variant", "AllTraffic")
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        if behaviour == "cut-mid-reply":
+            request.wfile.write(data[: len(data) // 2])
+            request.close_connection = True  # the rest never comes: the connection ends
+            return
+        request.wfile.write(data)
+
+    def _stream(
+        self, request: BaseHTTPRequestHandler, upstream: httpx.Response, behaviour: str
+    ) -> None:
         request.send_response(200)
         request.send_header("Content-Type", "application/vnd.amazon.eventstream")
         request.send_header("X-Amzn-SageMaker-Content-Type", "text/event-stream")
@@ -793,19 +874,22 @@ class RuntimeFake(LoopbackServer):
         sizes = itertools.cycle(self.part_sizes)
         pending = b""
         parts = 0
-        with self.upstream.stream(
-            "POST", f"{self.engine_url}/chat/completions", content=body
-        ) as upstream:
-            if behaviour in {"jsonlines", "tgi-lines"}:
-                whole = upstream.read()
-                source: Iterator[bytes] = iter(
-                    [(_to_jsonlines if behaviour == "jsonlines" else _to_tgi_lines)(whole)]
-                )
-            else:
-                source = upstream.iter_raw()
+        if behaviour in {"jsonlines", "tgi-lines"}:
+            whole = upstream.read()
+            source: Iterator[bytes] = iter(
+                [(_to_jsonlines if behaviour == "jsonlines" else _to_tgi_lines)(whole)]
+            )
+        else:
+            source = upstream.iter_raw()
+        try:
             for data in source:
                 pending += data
                 while pending:
+                    if behaviour in CUTS and parts >= self.cut_after_parts:
+                        if behaviour == "stall-mid-reply":
+                            time.sleep(self.stall_s)
+                        request.close_connection = True  # no end chunk: the connection ends
+                        return
                     size = next(sizes)
                     if len(pending) < size and size < 400:
                         break
@@ -824,6 +908,11 @@ class RuntimeFake(LoopbackServer):
                         chunk(stream_exception(kind, f"{kind} injected after {parts} parts"))
                         request.wfile.write(b"0\r\n\r\n")
                         return
+        except httpx.HTTPError as exc:  # the engine's stream broke: SageMaker says so in-stream
+            message = f"the model container's stream broke: {type(exc).__name__}: {exc}"
+            chunk(stream_exception("ModelStreamError", message))
+            request.wfile.write(b"0\r\n\r\n")
+            return
         if pending:
             chunk(payload_part(pending))
         request.wfile.write(b"0\r\n\r\n")

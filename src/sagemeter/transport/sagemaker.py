@@ -8,6 +8,12 @@ SSE events (`data: {...}`, `data: [DONE]`) or LMI's plain JSON lines arrive insi
 splitter and token-event rule as the HTTP engine, into the same record type. botocore's own
 retries are off: transient failures (throttling, the container's 429/5xx) are sent again by the
 same retry policy as every wire, and every try is kept on the record.
+
+botocore reads an event stream (and a whole body's error reply) straight from urllib3, so a
+connection cut mid-reply raises urllib3's own exceptions, not botocore's. Every exception those
+reads can raise ends as a failed record with its reason, never as a traceback, by the HTTP wire's
+rule: lost before any answer (botocore's `ConnectionClosedError`) is sent again; cut after the
+answer began (its status line came) is a failure that is not.
 """
 
 from __future__ import annotations
@@ -21,14 +27,21 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from botocore.config import Config
+from botocore.eventstream import ParserError as EventStreamParserError
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectionClosedError,
     ConnectTimeoutError,
     EventStreamError,
+    IncompleteReadError,
     NoCredentialsError,
     ReadTimeoutError,
+    ResponseStreamingError,
 )
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import ProtocolError as Urllib3ProtocolError
+from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeoutError
 
 from sagemeter import __version__
 from sagemeter.request_record import LiveRecord, RequestRecord
@@ -93,6 +106,25 @@ def _client_error_reason(exc: ClientError) -> tuple[str, bool, int | None]:
     if code == "ModelError" and status is not None:
         label = f"ModelError (container answered {status})"
     return (f"{label}: {message}" if message else label), transient, status
+
+
+# What a read of the reply can raise once its status line came: botocore's wrappers of a cut body,
+# and urllib3's own errors (an event stream is read from urllib3 unwrapped).
+CUT_MID_REPLY = (ResponseStreamingError, IncompleteReadError, Urllib3Error)
+
+
+def _network_reason(exc: Exception) -> str:
+    """The exception botocore wrapped (else `exc`) named by its type, on one line."""
+    inner = getattr(exc, "kwargs", {}).get("error", exc)
+    if isinstance(inner, Urllib3ProtocolError) and inner.args:
+        # ('Connection broken: IncompleteRead(…)', IncompleteRead(…)): the first says it all
+        # unless the second adds the cause (RemoteDisconnected('Remote end closed …')).
+        words = [str(inner.args[0])]
+        words += [f"({arg})" for arg in inner.args[1:2] if str(arg) not in words[0]]
+        text = " ".join(words)
+    else:
+        text = str(inner)
+    return f"{type(inner).__name__}: {one_line(text)}" if text else type(inner).__name__
 
 
 class SageMakerRuntimeClient:
@@ -242,8 +274,20 @@ class SageMakerRuntimeClient:
         except ClientError as exc:
             reason, record.transient, record.status = _client_error_reason(exc)
             record.error = reason
-        except (ReadTimeoutError, ConnectTimeoutError) as exc:
+        except (ReadTimeoutError, ConnectTimeoutError, Urllib3ReadTimeoutError) as exc:
             record.error = f"timeout: {type(exc).__name__}"
+        except ConnectionClosedError as exc:
+            # botocore raises it only before a status line came: the endpoint never answered
+            # this request, so sending it again is safe (as on the HTTP wire).
+            record.transient = True
+            record.error = f"connection lost before any answer: {_network_reason(exc)}"
+        except CUT_MID_REPLY as exc:
+            # The answer had begun: what came may have cost the endpoint its work, and a
+            # resend would be another request; a failure, not sent again.
+            record.transient = False
+            record.error = f"connection lost mid-reply: {_network_reason(exc)}"
+        except EventStreamParserError as exc:  # a frame whose lengths or checksum are wrong
+            record.error = f"bad event stream mid-reply: {_network_reason(exc)}"
         except NoCredentialsError:
             record.error = "no AWS credentials"
         except BotoCoreError as exc:
