@@ -54,12 +54,12 @@ system-packages:
 # cores starve each other's engines (tried 2026-12-05: 5 of 156 failed on stalls, and the part took
 # 13:49 and 1,449 CPU-s against 11:29 and 569 CPU-s on one; README, Tests).
 WORKERS ?= 3
-SLOW_WORKERS ?= 1
+SLOW_WORKERS ?= 2
 # llama.cpp threads of the engines the slow tier's commands start (SAGEMETER_LLAMA_THREADS; empty:
 # every core). The tests default to one (tests/conftest.py), right beside the fast tier's workers;
 # the slow tier runs one test at a time, so its engines may take both cores (fresh clones, same
 # day: its non-alone part 10:50 on one thread, 10:40 on every core; the A-B-A demo 37 s, 31 s).
-SLOW_ENGINE_THREADS ?=
+SLOW_ENGINE_THREADS ?= 1
 TIER := scripts/test-tier $(BIN)/pytest
 FAST_TIER := $(TIER) "not slow" $(WORKERS) load 10
 
