@@ -50,15 +50,15 @@ system-packages:
 
 # pytest-xdist workers for the fast tier's tests that tolerate a busy host: most of their time
 # is spent waiting on loopback servers and subprocesses, so three workers beat two on two cores.
-# The slow tier runs on one: its tests drive real engines and time them, and two at once on two
-# cores starve each other's engines (tried 2026-12-05: 5 of 156 failed on stalls, and the part took
-# 13:49 and 1,449 CPU-s against 11:29 and 569 CPU-s on one; README, Tests).
+# The slow tier's tests drive real engines: two workers, each engine on one llama.cpp thread
+# (SLOW_ENGINE_THREADS), so two engines fit two cores. With every-core engines two workers were
+# slower than one (2026-12-05: 13:49 and 1,449 CPU-s against 11:29 and 569 CPU-s: llama.cpp's
+# threads spin while they wait for a core); with one-thread engines the part took 6:11 and 507
+# CPU-s against 10:01 and 487 on one worker (2026-12-05, same machine). A test whose real load
+# must not lag beside its module's server is `quiet` (tests/quiet_turns.py): the other worker
+# waits while it runs. The tests default to one thread too (tests/conftest.py).
 WORKERS ?= 3
 SLOW_WORKERS ?= 2
-# llama.cpp threads of the engines the slow tier's commands start (SAGEMETER_LLAMA_THREADS; empty:
-# every core). The tests default to one (tests/conftest.py), right beside the fast tier's workers;
-# the slow tier runs one test at a time, so its engines may take both cores (fresh clones, same
-# day: its non-alone part 10:50 on one thread, 10:40 on every core; the A-B-A demo 37 s, 31 s).
 SLOW_ENGINE_THREADS ?= 1
 TIER := scripts/test-tier $(BIN)/pytest
 FAST_TIER := $(TIER) "not slow" $(WORKERS) load 10

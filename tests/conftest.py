@@ -39,8 +39,8 @@ for _result in (click.testing.Result, typer.testing.Result):
 
 # Every embedded engine the tests start (the session's below, and those `measure local:`, `demo`,
 # `serve`, plans and the MCP tools start in the commands the tests run, which inherit this
-# environment) decodes on one llama.cpp thread: see `engine` for why. `make test` sets it empty
-# (every core) for the slow tier, whose tests run one at a time.
+# environment) decodes on one llama.cpp thread: see `engine` for why. `make test` keeps one for
+# the slow tier too (SLOW_ENGINE_THREADS), whose two workers each drive an engine.
 os.environ.setdefault(THREADS_VARIABLE, "1")
 
 
