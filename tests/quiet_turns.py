@@ -18,7 +18,6 @@ hold off and no lock is taken.
 from __future__ import annotations
 
 import fcntl
-import os
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +33,7 @@ TURNSTILE = "quiet-turnstile.lock"
 def run_folder(config: pytest.Config) -> Path | None:
     """The folder every worker of this run shares (pytest's base temp folder holds one per
     worker), or None outside xdist."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not hasattr(config, "workerinput"):  # set on xdist's workers only, never inherited
         return None
     factory: Any = getattr(config, "_tmp_path_factory", None)  # set by pytest's tmp_path plugin
     if factory is None:

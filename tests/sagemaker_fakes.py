@@ -874,14 +874,14 @@ class RuntimeFake(LoopbackServer):
         sizes = itertools.cycle(self.part_sizes)
         pending = b""
         parts = 0
-        if behaviour in {"jsonlines", "tgi-lines"}:
-            whole = upstream.read()
-            source: Iterator[bytes] = iter(
-                [(_to_jsonlines if behaviour == "jsonlines" else _to_tgi_lines)(whole)]
-            )
-        else:
-            source = upstream.iter_raw()
         try:
+            if behaviour in {"jsonlines", "tgi-lines"}:
+                whole = upstream.read()
+                source: Iterator[bytes] = iter(
+                    [(_to_jsonlines if behaviour == "jsonlines" else _to_tgi_lines)(whole)]
+                )
+            else:
+                source = upstream.iter_raw()
             for data in source:
                 pending += data
                 while pending:

@@ -34,6 +34,7 @@ ROOT: dict[str, str | None] = {
     "test_no_traceback.py": "errors",
     "test_outputs.py": "atomic",
     "test_reruns.py": None,
+    "test_quiet_turns.py": None,
     "test_secret_split.py": "redaction",
     "test_terminal_escapes.py": "printable",
     "test_tracebacks.py": "errors",

@@ -83,12 +83,6 @@ def vllm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #   with `--distributed-executor-backend uni`) started 20-40 s sooner but served several times
 #   slower, so the tests took longer.
 TEST_VLLM_FLAGS = "--enforce-eager"
-
-# The tests that measure or load vLLM are `quiet` (tests/quiet_turns.py): on the slow tier's two
-# xdist workers a neighbouring test's engine beside vLLM's own busy threads lagged the client's
-# event loop (p99 15-467 ms against sagemeter's 10 ms limit), and sagemeter rightly refused the
-# figures; they cannot be `alone`, as that part would start the module's vLLM (and the export)
-# a second time.
 TEST_VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
 
 
@@ -246,6 +240,11 @@ def test_the_export_is_exact_cached_and_keeps_the_gguf_vocabulary(
     assert (folder / "model.safetensors").stat().st_mtime_ns == before
 
 
+# The tests that measure or load vLLM are `quiet` (tests/quiet_turns.py): on the slow tier's two
+# xdist workers a neighbouring test's engine beside vLLM's own busy threads lagged the client's
+# event loop (p99 15-467 ms against sagemeter's 10 ms limit), and sagemeter rightly refused the
+# figures; they cannot be `alone`, as that part would start the module's vLLM (and the export)
+# a second time.
 @pytest.mark.quiet
 def test_measure_quick_counts_equal_the_servers_metrics(
     vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
