@@ -223,7 +223,7 @@ def test_open_loop_on_ray_sends_the_whole_schedule_once(
             "--max-tokens",
             "32",
             "--duration",
-            "3s",
+            "1.5s",
             "--ray",
             cluster.address,
             "--out",
@@ -233,7 +233,7 @@ def test_open_loop_on_ray_sends_the_whole_schedule_once(
         tmp_path,
     )
     result = ran_unless_client_bound(code, err, tmp_path / "open.json")
-    schedule = poisson_schedule(40.0, 3.0, 5)
+    schedule = poisson_schedule(40.0, 1.5, 5)
     assert result["requests_completed"] == len(schedule) and result["requests_failed"] == 0
     nodes = result["cluster"]["nodes"]
     # Arrivals are dealt out in turn over the two workers, one on each node.
