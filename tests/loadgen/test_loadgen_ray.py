@@ -422,7 +422,7 @@ def test_a_killed_worker_node_is_reported_not_silently_left_out(
             "--max-tokens",
             str(TOKENS),
             "--duration",
-            "8s",
+            "5s",
             "--ray",
             cluster.address,
             "--out",
