@@ -257,11 +257,11 @@ def test_the_command_exits_2_or_3_and_says_why(tmp_path: Path) -> None:
     assert "does not answer as a chat API" in refused.stderr
     assert not (tmp_path / "a").exists()  # the folder it made, left empty, is gone
     # Every third stream cut (the preflight is the first two): no batch of 4 can be complete.
+    # One decode pair: its cut replies are sent again after a backoff, and decode is not checked.
     faults = Faults(drop_every=3, drop_after=2)
     with running_truth_server(TRUTH, faults=faults) as url:
-        partial = _sagemeter(
-            "measure", str(tmp_path / "b"), url, *common, "--reruns", "1", home=tmp_path
-        )
+        again = ("--reruns", "1", "--repeats", "1")
+        partial = _sagemeter("measure", str(tmp_path / "b"), url, *common, *again, home=tmp_path)
     assert partial.returncode == 3, partial.stderr
     assert "incomplete: " in partial.stderr and "4 at once" in partial.stderr
     written = json.loads(next((tmp_path / "b").glob("measure-*.json")).read_text())
