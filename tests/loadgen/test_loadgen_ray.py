@@ -249,7 +249,7 @@ def test_open_loop_on_ray_sends_the_whole_schedule_once(
 def test_ray_client_address_reaches_the_same_nodes(
     cluster: LoopbackCluster, truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
-    args = ["load", truth_url, "-c", "32", "--duration", "3s", "--out", "client.json"]
+    args = ["load", truth_url, "-c", "32", "--duration", "2s", "--out", "client.json"]
     code, _, err = run(
         [*args, "--ray", cluster.client_address], cluster.driver_env(sagemeter_env), tmp_path
     )
