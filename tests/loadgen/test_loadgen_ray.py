@@ -337,7 +337,7 @@ def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
     env = {k: v for k, v in sagemeter_env.items() if not k.startswith("RAY_")}
     env["HOME"] = str(home)
     before = _truth_requests(truth_url)
-    args = ["load", truth_url, "-c", "16", "--duration", "4s", "--out", "local.json"]
+    args = ["load", truth_url, "-c", "16", "--duration", "3s", "--out", "local.json"]
     process = sagemeter([*args, "--ray", "local"], env, tmp_path)
     deadline = time.monotonic() + 120
     while _truth_requests(truth_url) < before + 16 * 2:
