@@ -175,8 +175,10 @@ def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
 @pytest.mark.slow
 def test_a_stall_mid_reply_is_cut_and_sent_again(tmp_path: Path) -> None:
     faults = Faults(stall_every=5, stall_s=3.0, stall_after=3)
+    # Cut after 0.25 s of silence (25 token gaps; the server stalls 3 s): each stall is waited
+    # out once before it is cut, so a shorter limit is less time waiting, the same check.
     with running_truth_server(TRUTH, faults=faults) as url:
-        result = _measure(url, tmp_path, _settings(load_levels=[1]))
+        result = _measure(url, tmp_path, _settings(load_levels=[1], stall_s=0.25))
     _assert_streaming_truth(result)
     _assert_level(result, 1)
     assert result.detail is not None and result.detail.decode is not None
