@@ -183,7 +183,7 @@ def test_a_node_whose_clock_is_2_s_ahead_is_measured_and_corrected(
     skewed_cluster: LoopbackCluster, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
     with running_truth_server(TRUTH) as url:
-        args = ["load", url, "-c", "32", "--duration", "4s", "--out", "skew.json", "--raw"]
+        args = ["load", url, "-c", "32", "--duration", "2.5s", "--out", "skew.json", "--raw"]
         process = subprocess.run(
             [sys.executable, "-m", "sagemeter", *args, "--ray", skewed_cluster.address],
             capture_output=True,

@@ -175,8 +175,10 @@ def test_errors_with_retry_after_are_sent_again_and_never_become_figures(
 @pytest.mark.slow
 def test_a_stall_mid_reply_is_cut_and_sent_again(tmp_path: Path) -> None:
     faults = Faults(stall_every=5, stall_s=3.0, stall_after=3)
+    # Cut after 0.25 s of silence (25 token gaps; the server stalls 3 s): each stall is waited
+    # out once before it is cut, so a shorter limit is less time waiting, the same check.
     with running_truth_server(TRUTH, faults=faults) as url:
-        result = _measure(url, tmp_path, _settings(load_levels=[1]))
+        result = _measure(url, tmp_path, _settings(load_levels=[1], stall_s=0.25))
     _assert_streaming_truth(result)
     _assert_level(result, 1)
     assert result.detail is not None and result.detail.decode is not None
@@ -188,8 +190,10 @@ def test_a_stall_mid_reply_is_cut_and_sent_again(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_cut_streams_are_failures_and_their_batches_do_not_count(tmp_path: Path) -> None:
     faults = Faults(drop_every=4, drop_after=3)
+    # One rerun a level, as for Retry-After: at 1 at once a cut batch is replaced and the level
+    # counts; at 8 every batch holds a cut stream, so more reruns only wait (0.7 s).
     with running_truth_server(TRUTH, faults=faults) as url:
-        result = _measure(url, tmp_path)
+        result = _measure(url, tmp_path, _settings(batch_reruns=1))
     _assert_streaming_truth(result)  # cut replies were asked again, never timed
     detail = result.detail
     assert detail is not None and detail.load is not None
@@ -255,11 +259,11 @@ def test_the_command_exits_2_or_3_and_says_why(tmp_path: Path) -> None:
     assert "does not answer as a chat API" in refused.stderr
     assert not (tmp_path / "a").exists()  # the folder it made, left empty, is gone
     # Every third stream cut (the preflight is the first two): no batch of 4 can be complete.
+    # One decode pair: its cut replies are sent again after a backoff, and decode is not checked.
     faults = Faults(drop_every=3, drop_after=2)
     with running_truth_server(TRUTH, faults=faults) as url:
-        partial = _sagemeter(
-            "measure", str(tmp_path / "b"), url, *common, "--reruns", "1", home=tmp_path
-        )
+        again = ("--reruns", "1", "--repeats", "1")
+        partial = _sagemeter("measure", str(tmp_path / "b"), url, *common, *again, home=tmp_path)
     assert partial.returncode == 3, partial.stderr
     assert "incomplete: " in partial.stderr and "4 at once" in partial.stderr
     written = json.loads(next((tmp_path / "b").glob("measure-*.json")).read_text())
@@ -276,9 +280,8 @@ def test_the_api_key_is_sent_by_the_main_process_and_by_the_batch_workers(tmp_pa
     common = ["--quick", "--timeout", "2s", "--stall", "500ms", "--levels", "1,4", *FEW_QUESTIONS]
     with running_truth_server(TRUTH, faults=Faults(require_key=key)) as url:
         without = _sagemeter("measure", str(tmp_path / "none"), url, *common, home=tmp_path)
-        keyed = _sagemeter(
-            "measure", str(tmp_path / "keyed"), url, *common, "--api-key", key, home=tmp_path
-        )
+        keyed_args = (*common, "--repeats", "1", "--api-key", key)  # one decode pair: not checked
+        keyed = _sagemeter("measure", str(tmp_path / "keyed"), url, *keyed_args, home=tmp_path)
     assert without.returncode == 2, without.stderr
     assert "does not answer as a chat API" in without.stderr and "HTTP 401" in without.stderr
     assert keyed.returncode == 0, keyed.stderr
@@ -299,7 +302,8 @@ def test_unanswered_questions_leave_quality_open_and_the_verdict_inconclusive(
     """Every third request fails and is not sent again: some questions go unanswered. The
     quality is `correct/answered`, the result incomplete, and a verdict against a clean run is
     INCONCLUSIVE because more than a tenth of the questions are missing."""
-    settings = _settings(load_levels=[1], retries=0, questions_per_family=2)
+    # One decode pair: decode is not what this test checks (0.5 s a run less).
+    settings = _settings(load_levels=[1], retries=0, questions_per_family=2, decode_repeats=1)
     with running_truth_server(TRUTH) as url:
         clean = _measure(url, tmp_path, settings, name="a")
     with running_truth_server(TRUTH, faults=Faults(fail_every=3)) as url:

@@ -63,9 +63,13 @@ def test_a_recommended_plan_run_reports_predicted_beside_measured(
         assert predicted.ceiling_tokens_per_second == round(ceiling(sage.instance_type), 1)
         low, high = predicted.likely_tokens_per_second or [0, 0]
         assert 0 < low <= high < predicted.ceiling_tokens_per_second
-    # Measure quickly: the plan's levels stay, one decode request set, few questions, and each
-    # type once (A then B: the A' arm of the written ABA order would only repeat A's rows).
-    quick = 'order = "AB"\n\n[measure]\nquick = true\n'
+    # Measure quickly: the plan's levels stay, one decode request set, three short questions
+    # (quality is not what this test checks), and each type once (A then B: the A' arm of the
+    # written ABA order would only repeat A's rows).
+    quick = (
+        'order = "AB"\n\n[measure]\nquick = true\n'
+        "questions-per-family = 1\nquality-max-tokens = 8\n"
+    )
     plan_path.write_text(text.replace("[measure]\n", quick, 1))
 
     monkeypatch.chdir(tmp_path)
