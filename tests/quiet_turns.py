@@ -18,10 +18,9 @@ hold off and no lock is taken.
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -41,27 +40,52 @@ def run_folder(config: pytest.Config) -> Path | None:
     return Path(factory.getbasetemp()).parent
 
 
-@contextmanager
-def turn(folder: Path, *, exclusive: bool) -> Iterator[None]:
-    """Hold the run's turn: alone when `exclusive`, beside the others' shared turns otherwise."""
-    with open(folder / TURNSTILE, "a") as turnstile, open(folder / TURNS, "a") as turns:
+def take_turn(folder: Path, *, exclusive: bool) -> IO[str]:
+    """The run's turn, held by the returned open file until `end_turn`: alone when
+    `exclusive`, beside the others' shared turns otherwise."""
+    turns = open(folder / TURNS, "a")  # noqa: SIM115 (held across the hook's yield)
+    with open(folder / TURNSTILE, "a") as turnstile:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         try:
             fcntl.flock(turns, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         finally:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(turns, fcntl.LOCK_UN)
+    return turns
+
+
+def end_turn(turns: IO[str]) -> None:
+    fcntl.flock(turns, fcntl.LOCK_UN)
+    turns.close()
+
+
+def is_quiet(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker(MARKER) is not None
+
+
+# A quiet test followed on this worker by another quiet one keeps its turn for it, so the
+# other workers do not start a test between the two (each would otherwise wait again for the
+# other workers' current tests to end).
+_kept: IO[str] | None = None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
+    global _kept
     folder = run_folder(item.config)
     if folder is None:
         return (yield)
-    with turn(folder, exclusive=item.get_closest_marker(MARKER) is not None):
+    quiet = is_quiet(item)
+    if _kept is not None and not quiet:  # (never: a turn is kept only for a quiet next test)
+        end_turn(_kept)
+        _kept = None
+    turns = _kept or take_turn(folder, exclusive=quiet)
+    _kept = None
+    try:
         return (yield)
+    finally:
+        if quiet and is_quiet(nextitem):
+            _kept = turns
+        else:
+            end_turn(turns)

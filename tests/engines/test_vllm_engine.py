@@ -240,11 +240,37 @@ def test_the_export_is_exact_cached_and_keeps_the_gguf_vocabulary(
     assert (folder / "model.safetensors").stat().st_mtime_ns == before
 
 
+def test_fidelity_against_the_embedded_engine_at_32_bits(
+    vllm_server: Served, shared_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SAGEMETER_HOME", str(shared_home))
+    checkpoint = resolve_checkpoint("smollm2-f32")
+    with LocalEngine(checkpoint, parallel=1, log_path=tmp_path / "llamacpp.log") as llama:
+        assert llama.base_url is not None
+        a = asyncio.run(collect_fidelity(llama.base_url, PROMPTS, top_k=5, max_tokens=16))
+    b = asyncio.run(collect_fidelity(vllm_server.root_url, [], top_k=5, reference=a))
+    assert (a.engine, b.engine) == ("llamacpp", "vllm")
+    # Without the tokenizers' maps: ids are checked by what both engines render whole (the
+    # spellings of <|im_end|> and of byte fragments differ between the two engines).
+    plain = compare_fidelity(a, b)
+    assert "checked by the text both engines render" in plain.vocabulary_check
+    # With them: one vocabulary, read from the GGUF and from the exported tokenizer.json.
+    a.vocabulary = gguf_vocabulary(checkpoint.path)
+    b.vocabulary = hf_vocabulary(vllm_server.folder)
+    c = compare_fidelity(a, b)
+    assert c.vocabulary_check.startswith("token ids compared; one vocabulary (49,152 tokens)")
+    # The same F32 weights in two engines: the same top token nearly everywhere, tiny KL.
+    assert c.positions > 30
+    assert c.agreement.share is not None and c.agreement.share >= 0.97
+    assert c.kl_mean < 1e-3
+    assert c.template_mismatches == 0
+
+
 # The tests that measure or load vLLM are `quiet` (tests/quiet_turns.py): on the slow tier's two
 # xdist workers a neighbouring test's engine beside vLLM's own busy threads lagged the client's
 # event loop (p99 15-467 ms against sagemeter's 10 ms limit), and sagemeter rightly refused the
 # figures; they cannot be `alone`, as that part would start the module's vLLM (and the export)
-# a second time.
+# a second time. They come one after another, so the first keeps its turn for the next.
 @pytest.mark.quiet
 def test_measure_quick_counts_equal_the_servers_metrics(
     vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
@@ -308,32 +334,6 @@ def test_load_counts_equal_the_servers_metrics(
     )
     assert generated == result["output_tokens"]
     assert finished == result["requests_completed"]
-
-
-def test_fidelity_against_the_embedded_engine_at_32_bits(
-    vllm_server: Served, shared_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("SAGEMETER_HOME", str(shared_home))
-    checkpoint = resolve_checkpoint("smollm2-f32")
-    with LocalEngine(checkpoint, parallel=1, log_path=tmp_path / "llamacpp.log") as llama:
-        assert llama.base_url is not None
-        a = asyncio.run(collect_fidelity(llama.base_url, PROMPTS, top_k=5, max_tokens=16))
-    b = asyncio.run(collect_fidelity(vllm_server.root_url, [], top_k=5, reference=a))
-    assert (a.engine, b.engine) == ("llamacpp", "vllm")
-    # Without the tokenizers' maps: ids are checked by what both engines render whole (the
-    # spellings of <|im_end|> and of byte fragments differ between the two engines).
-    plain = compare_fidelity(a, b)
-    assert "checked by the text both engines render" in plain.vocabulary_check
-    # With them: one vocabulary, read from the GGUF and from the exported tokenizer.json.
-    a.vocabulary = gguf_vocabulary(checkpoint.path)
-    b.vocabulary = hf_vocabulary(vllm_server.folder)
-    c = compare_fidelity(a, b)
-    assert c.vocabulary_check.startswith("token ids compared; one vocabulary (49,152 tokens)")
-    # The same F32 weights in two engines: the same top token nearly everywhere, tiny KL.
-    assert c.positions > 30
-    assert c.agreement.share is not None and c.agreement.share >= 0.97
-    assert c.kl_mean < 1e-3
-    assert c.template_mismatches == 0
 
 
 @pytest.mark.quiet
