@@ -26,6 +26,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.sagemaker.ledger import Ledger
+from tests.cli_run import invoke
 from tests.sagemaker_fakes import RuntimeFake, World
 
 pytestmark = pytest.mark.slow
@@ -312,7 +313,11 @@ def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
         _as_written_before_platforms(tmp_path / "run")
         assert journal_of(tmp_path / "run")["deployments"][0]["endpoint"] == "gemma-bf16"
 
-    listed = sagemeter("sagemaker", "list", "--region", "us-east-2", cwd=tmp_path)
+    # The listing reads moto and the ledger, nothing of the killed process: in this process
+    # (no interpreter to start).
+    listed = invoke(
+        ["sagemaker", "list", "--region", "us-east-2"], {**os.environ, "COLUMNS": "200"}, tmp_path
+    )
     assert "gemma-bf16@us-east-2" in listed.stdout and "Creating" in listed.stdout
 
     world.moto.set_status("us-east-2", "gemma-bf16", "InService")
