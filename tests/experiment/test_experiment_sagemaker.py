@@ -26,6 +26,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.sagemaker.ledger import Ledger
+from tests.cli_run import invoke
 from tests.sagemaker_fakes import RuntimeFake, World
 
 pytestmark = pytest.mark.slow
@@ -45,6 +46,9 @@ def runtime_fake() -> Iterator[RuntimeFake]:
         fake.close()
 
 
+# These runs are about endpoints' lifecycles, not figures: one load level and three 8-token
+# questions per measurement (still a complete result with a load figure to price) take about
+# 2 s off a three-measurement run.
 def plan_text(
     top: str = "", arm: str = "", regions: str = 'fallback_regions = ["us-east-1"]'
 ) -> str:
@@ -52,6 +56,9 @@ def plan_text(
 {top}
 [measure]
 quick = true
+levels = "1"
+questions_per_family = 1
+quality_max_tokens = 8
 
 [[arm]]
 name = "bf16"
@@ -306,7 +313,11 @@ def test_kill_9_while_creating_shows_in_list_and_resume_finishes(
         _as_written_before_platforms(tmp_path / "run")
         assert journal_of(tmp_path / "run")["deployments"][0]["endpoint"] == "gemma-bf16"
 
-    listed = sagemeter("sagemaker", "list", "--region", "us-east-2", cwd=tmp_path)
+    # The listing reads moto and the ledger, nothing of the killed process: in this process
+    # (no interpreter to start).
+    listed = invoke(
+        ["sagemaker", "list", "--region", "us-east-2"], {**os.environ, "COLUMNS": "200"}, tmp_path
+    )
     assert "gemma-bf16@us-east-2" in listed.stdout and "Creating" in listed.stdout
 
     world.moto.set_status("us-east-2", "gemma-bf16", "InService")
