@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.parentwatch import child_env
+from tests.truth_stats import truth_requests
 
 LOAD = [sys.executable, "-m", "sagemeter", "load"]
 
@@ -25,11 +25,6 @@ LOAD = [sys.executable, "-m", "sagemeter", "load"]
 def truth_url() -> Iterator[str]:
     with running_truth_server(TruthTiming(0.01, 0.002)) as url:
         yield url
-
-
-def _requests(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/stats", timeout=5) as answer:
-        return int(json.load(answer)["requests"])
 
 
 def _children(pid: int) -> set[int]:
@@ -57,7 +52,7 @@ def _alive(pid: int) -> bool:
 
 def _start_load(url: str, home: Path) -> tuple[subprocess.Popen[str], set[int]]:
     """`sagemeter load` for a minute with two workers; returns once they are sending."""
-    before = _requests(url)
+    before = truth_requests(url)
     process = subprocess.Popen(
         [*LOAD, url, "-c", "4", "--workers", "2", "--duration", "60s", "--max-tokens", "8"],
         stdout=subprocess.PIPE,
@@ -66,7 +61,7 @@ def _start_load(url: str, home: Path) -> tuple[subprocess.Popen[str], set[int]]:
         env={**os.environ, "SAGEMETER_HOME": str(home)},
     )
     deadline = time.monotonic() + 20
-    while _requests(url) <= before + 10:
+    while truth_requests(url) <= before + 10:
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
     workers = _children(process.pid)
@@ -80,9 +75,9 @@ def _assert_stops_sending(url: str, workers: set[int]) -> None:
         assert time.monotonic() < deadline, "a worker outlived its parent"
         time.sleep(0.05)
     time.sleep(0.2)  # replies in flight when the workers died
-    settled = _requests(url)
+    settled = truth_requests(url)
     time.sleep(0.5)
-    assert _requests(url) == settled
+    assert truth_requests(url) == settled
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, cast
@@ -26,6 +25,7 @@ from typing import IO, cast
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
+from tests.truth_stats import truth_requests
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -57,11 +57,6 @@ target = "{url}"
 def truth_url() -> Iterator[str]:
     with running_truth_server(TruthTiming(0.01, 0.002)) as url:
         yield url
-
-
-def requests_seen(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/stats", timeout=5) as answer:
-        return int(json.load(answer)["requests"])
 
 
 def _parents() -> dict[int, int]:
@@ -164,14 +159,14 @@ class Stopped:
             time.sleep(0.05)
         if url is not None:
             time.sleep(0.2)  # replies in flight when the last sender went
-            settled = requests_seen(url)
+            settled = truth_requests(url)
             time.sleep(0.6)
-            assert requests_seen(url) == settled, "something kept sending"
+            assert truth_requests(url) == settled, "something kept sending"
 
 
 def _sending(url: str, more: int) -> Callable[[], bool]:
-    floor = requests_seen(url) + more
-    return lambda: requests_seen(url) >= floor
+    floor = truth_requests(url) + more
+    return lambda: truth_requests(url) >= floor
 
 
 STOPS = [
@@ -266,9 +261,9 @@ def test_the_mcp_server_stopped_by_a_signal_stops_its_calls(
     assert stderr.decode().strip().splitlines()[-1] == "stopped"
     time.sleep(0.2)
     assert not {pid for pid in started if alive(pid)}
-    settled = requests_seen(truth_url)
+    settled = truth_requests(truth_url)
     time.sleep(0.6)
-    assert requests_seen(truth_url) == settled
+    assert truth_requests(truth_url) == settled
     journals = list((results / "runs").glob("*/journal.json"))
     assert len(journals) == (1 if tool == "run_experiment" else 0)
     for journal in journals:

@@ -20,7 +20,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from tests.ray_nodes import (
     ran_unless_client_bound,
     start_loopback_cluster,
 )
+from tests.truth_stats import truth_requests
 
 pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
 
@@ -315,11 +315,6 @@ def test_measure_sends_its_batches_from_the_cluster(
     assert level["client"]["workers"] == 2  # one worker on each node
 
 
-def _truth_requests(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/stats", timeout=5) as answer:
-        return int(json.loads(answer.read())["requests"])
-
-
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -336,11 +331,11 @@ def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
     home.mkdir()
     env = {k: v for k, v in sagemeter_env.items() if not k.startswith("RAY_")}
     env["HOME"] = str(home)
-    before = _truth_requests(truth_url)
+    before = truth_requests(truth_url)
     args = ["load", truth_url, "-c", "16", "--duration", "3s", "--out", "local.json"]
     process = sagemeter([*args, "--ray", "local"], env, tmp_path)
     deadline = time.monotonic() + 120
-    while _truth_requests(truth_url) < before + 16 * 2:
+    while truth_requests(truth_url) < before + 16 * 2:
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.2)
     pids = [process.pid, *descendants(process.pid)]
@@ -412,7 +407,7 @@ def test_a_killed_worker_node_is_reported_not_silently_left_out(
     cluster: LoopbackCluster, truth_url: str, sagemeter_env: dict[str, str], tmp_path: Path
 ) -> None:
     """Last in this file: the worker node does not come back."""
-    before = _truth_requests(truth_url)
+    before = truth_requests(truth_url)
     process = sagemeter(
         [
             "load",
@@ -432,7 +427,7 @@ def test_a_killed_worker_node_is_reported_not_silently_left_out(
         tmp_path,
     )
     deadline = time.monotonic() + 120
-    while _truth_requests(truth_url) < before + 64 * 2:  # both nodes are sending
+    while truth_requests(truth_url) < before + 64 * 2:  # both nodes are sending
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.2)
     killed = cluster.kill_node(cluster.nodes[1])

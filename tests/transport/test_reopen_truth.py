@@ -10,8 +10,6 @@ so here), and the tolerances are those of the clean server's own tests.
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from sagemeter.measure.workflow import measure_target
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
 from sagemeter.transport.client import HttpClient
+from tests.truth_stats import truth_stats
 
 # Seconds of timing against the truth server each: the full suite, not the fast tier.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
@@ -45,12 +44,6 @@ def servers() -> Iterator[dict[str, str]]:
         running_truth_server(TRUTH, faults=Faults(connection_close="on-reuse")) as reuse,
     ):
         yield {"": clean, "always": always, "after-reply": after, "on-reuse": reuse}
-
-
-def _stats(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{url}/stats", timeout=5) as answer:
-        stats: dict[str, float] = json.loads(answer.read())
-    return stats
 
 
 def _load(url: str, concurrency: int) -> LoadResult:
@@ -83,9 +76,9 @@ def test_load_loses_nothing_when_the_server_closes_connections(
 ) -> None:
     clean = _clean(servers, clean_runs, concurrency)
     url = servers[mode]
-    before = _stats(url)
+    before = truth_stats(url)
     result = _load(url, concurrency)
-    after = _stats(url)
+    after = truth_stats(url)
     assert result.requests_failed == 0, result.problems
     if concurrency <= 16:
         # Within noise of the clean server. At 64 two shared cores leave the client short of

@@ -13,9 +13,7 @@ llama.cpp closes idle ones, and the fake must send the lost request again, never
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -28,6 +26,7 @@ from sagemeter.transport.chat import ChatRequest
 from sagemeter.transport.retry import RetryPolicy
 from sagemeter.transport.sagemaker import SageMakerRuntimeClient
 from tests.sagemaker_fakes import RuntimeFake, World
+from tests.truth_stats import truth_stats
 
 TRUTH = TruthTiming(ttft_s=0.01, itl_s=0.002)
 NAME = "cut-endpoint"
@@ -126,12 +125,6 @@ async def test_a_stream_silent_past_the_read_timeout_is_a_timeout_record(
     assert 1.0 <= waited < 2.8
 
 
-def _stats(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{url}/stats", timeout=5) as answer:
-        stats: dict[str, float] = json.loads(answer.read())
-    return stats
-
-
 async def test_the_fake_sends_a_request_its_kept_engine_connection_lost_once_more(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -145,7 +138,7 @@ async def test_the_fake_sends_a_request_its_kept_engine_connection_lost_once_mor
             monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", fake.url)
             async with _client(RetryPolicy(retries=0)) as client:
                 records = [await client.chat(_request(stream=i % 2 == 0)) for i in range(4)]
-            stats = _stats(url)
+            stats = truth_stats(url)
         finally:
             fake.close()
     assert all(r.ok and r.usage_tokens == 40 for r in records), [r.error for r in records]
