@@ -27,11 +27,10 @@ def client_limits_named(text: str) -> list[str]:
     """The client rules `text` (a command's output) names, so a failure can say them; none when
     a reason line of the output names no client rule (something else went wrong too, which a
     rerun must not hide)."""
-    named = [rule for rule in CLIENT_LIMITS if rule in text]
     reasons = [line for line in text.splitlines() if line.lstrip().startswith(REASON_LINES)]
-    if not all(any(rule in line for rule in CLIENT_LIMITS) for line in reasons):
+    if reasons and not only_client_limits(reasons):
         return []
-    return named
+    return [rule for rule in CLIENT_LIMITS if rule in text]
 
 
 # measure/agreement.py: replies of one length that still disagree after the reruns leave no rate;

@@ -698,13 +698,9 @@ class RuntimeFake(LoopbackServer):
         self.engine_url = engine_url.rstrip("/")
         self.behaviour: dict[str, str] = {}
         self.placed: dict[str, str] = {}  # endpoint name -> the one region it runs in
-        self.part_sizes: list[int] = [1, 3, 7, 19, 400]
-        self.cut_after_parts = 6
-        self.stall_s = 1.0
-        self.spared = 0
         self.requests: list[dict[str, Any]] = []
         self.connections: set[int] = set()
-        self.upstream_resent = 0
+        self._settings_as_new()
         self._lock = threading.Lock()
         # One client, its connections kept alive, as SageMaker's front end keeps its own to the
         # container: a new httpx client per request (its TLS context alone ~15 ms of CPU) and a
@@ -725,16 +721,20 @@ class RuntimeFake(LoopbackServer):
         self.upstream.close()
         self.fresh_upstream.close()
 
-    def reset(self) -> None:
-        self.behaviour.clear()
-        self.placed.clear()
-        self.part_sizes = [1, 3, 7, 19, 400]
+    def _settings_as_new(self) -> None:
+        """The knobs a test may turn, as a new fake has them."""
+        self.part_sizes: list[int] = [1, 3, 7, 19, 400]
         self.cut_after_parts = 6
         self.stall_s = 1.0
         self.spared = 0
+        self.upstream_resent = 0
+
+    def reset(self) -> None:
+        self.behaviour.clear()
+        self.placed.clear()
         self.requests.clear()
         self.connections.clear()
-        self.upstream_resent = 0
+        self._settings_as_new()
 
     def handle(self, request: BaseHTTPRequestHandler) -> None:
         match = re.fullmatch(
