@@ -174,13 +174,7 @@ def start_loopback_cluster(worker_env: dict[str, str] | None = None) -> Loopback
             "--include-dashboard=false",
             f"--temp-dir={folder / 'ray'}",
             *common,
-            # A Ray Client join whose per-client server hung before it ran (4 of 9 runs of the
-            # Ray Client test, 38-50 s against 7) is given up after 10 s rather than Ray's 30;
-            # sagemeter joins again (CLIENT_JOIN_ATTEMPTS) and the next one starts in about 1 s.
-            env={
-                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-                "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "10",
-            },
+            env={"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
         )
         cluster.start_node(f"--address={cluster.address}", *common, env=worker_env)
     except BaseException:
