@@ -1,9 +1,13 @@
 """A plan's `[slo]` table: each arm's operating point and its cost, compared A-B-A.
 
 Two arms on two known-truth servers that differ only in their slot limit (2 and 4 generations at
-once): at a TTFT p90 of 35 ms (a TTFT of 20 ms, replies of 60 ms) arm "two" serves 2 streams at
+once): at a TTFT p90 of 35 ms (a TTFT of 20 ms, replies of 125 ms) arm "two" serves 2 streams at
 once and arm "four" 4, so "four" costs half as much per million tokens at the SLO. The search
 stops at 5 at once, one past "four"'s limit (at 8 it probed 8 and 6 as well, both missed).
+
+The replies are long enough that a slow, shared host's client still counts: its gap between a
+reply's end and the next send (0.7 ms on a slow two-core host, with 60 ms replies) must stay
+under 1% of a request (CLOSED_GAP_SHARE_MAX) for a probe to be a measurement at all.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from sagemeter.calibrate import TruthTiming, running_truth_server
 
 pytestmark = pytest.mark.slow
 
-TIMING = TruthTiming(ttft_s=0.02, itl_s=0.005)
+TIMING = TruthTiming(ttft_s=0.02, itl_s=0.015)
 PRICE = 3.6
 
 MEASURE = """

@@ -28,6 +28,10 @@ TIMING = TruthTiming(ttft_s=0.02, itl_s=0.005)
 TOKENS = 8
 SLOTS = 2
 PRICE = 3.6  # USD per hour: $1 per 1,000 s
+# The same limit with 125 ms replies, for a search in the parallel part beside other tests: a
+# busy host's client gap between a reply's end and the next send (0.7 ms seen on a slow two-core
+# host) must stay under 1% of a request (CLOSED_GAP_SHARE_MAX) for a probe to count at all.
+LONG_REPLIES = TruthTiming(ttft_s=0.02, itl_s=0.015)
 
 
 def _load(
@@ -239,7 +243,7 @@ async def test_the_mcp_tool_finds_the_slot_limit_with_a_note_per_probe(tmp_path:
         "min_probe_s": 0.2,
         "price_per_hour": PRICE,
     }
-    with running_truth_server(TIMING, slots=SLOTS) as url:
+    with running_truth_server(LONG_REPLIES, slots=SLOTS) as url:
         async with Client(build_server(ServerConfig(results_dir=results))) as client:
             progress = Progress()
             answer = await client.call_tool(
@@ -251,7 +255,8 @@ async def test_the_mcp_tool_finds_the_slot_limit_with_a_note_per_probe(tmp_path:
     assert not answer.is_error, answer
     found = answer.structured_content
     assert found is not None
-    assert found["found"] is True and found["operating_point"]["concurrency"] == SLOTS
+    whys = [probe["why"] for probe in found["probes"]]  # a busy host's rule names itself here
+    assert found["found"] is True and found["operating_point"]["concurrency"] == SLOTS, whys
     assert [p["concurrency"] for p in found["probes"]] == [1, 2, 4, 3]
     assert [message for _, _, message in progress.seen][2].startswith("probe 4 at once: misses")
     written = json.loads((results / "load-slots.json").read_text())
