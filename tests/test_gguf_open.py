@@ -3,25 +3,41 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+from gguf import GGUFWriter
 
 from sagemeter.errors import UserError
 from sagemeter.gguf_open import open_gguf
 
+TENSORS = 3
 
-def test_a_file_is_parsed_once_per_version(q4_path: Path, tmp_path: Path) -> None:
-    copy = tmp_path / "model.gguf"
-    shutil.copyfile(q4_path, copy)
-    first = open_gguf(copy, "checkpoint file")
-    assert open_gguf(str(copy)) is first  # the same file, however it is named: no new parse
-    assert len(first.tensors) == 272
+
+def _small_gguf(path: Path) -> Path:
+    """A GGUF of three small tensors: the cache is about files and versions, not their size (the
+    shipped checkpoint takes seconds to parse, the most of it its 49,152-word vocabulary)."""
+    writer = GGUFWriter(path, "llama")
+    for index in range(TENSORS):
+        writer.add_tensor(f"blk.{index}.weight", np.full((4, 8), index, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_file_is_parsed_once_per_version(tmp_path: Path) -> None:
+    path = _small_gguf(tmp_path / "model.gguf")
+    first = open_gguf(path, "checkpoint file")
+    assert open_gguf(str(path)) is first  # the same file, however it is named: no new parse
+    assert len(first.tensors) == TENSORS
     # Written again (a new mtime): parsed again, never the old version's reader.
-    stat = copy.stat()
-    os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    assert open_gguf(copy) is not first
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    again = open_gguf(path)
+    assert again is not first and len(again.tensors) == TENSORS
 
 
 def test_a_file_that_is_no_gguf_is_one_line(tmp_path: Path) -> None:
