@@ -27,10 +27,10 @@ DAMAGED = (OSError, ValueError, KeyError, IndexError, TypeError, OverflowError, 
 def open_gguf(path: Path | str, what: str = "") -> GGUFReader:
     """The `gguf` package's reader for `path`; `what` names its role in the message.
 
-    The reader parses every field, the vocabulary's ~100,000 strings included (1.6 s for the
-    135M model's file), and one measurement of a local checkpoint reads the file for its
-    summary, its facts, its tokenizer and its vocabulary: one parse per file version serves
-    them all (the readers are read-only, over a memory map of the file).
+    The reader parses every field, the vocabulary's ~100,000 strings included (2.3 s of CPU for
+    the 135M model's file on a slow two-core host), and one measurement of a local checkpoint
+    reads the file for its summary, its facts, its tokenizer and its vocabulary: one parse per
+    file version serves them all (the readers are read-only, over a memory map of the file).
     """
     try:
         from gguf import GGUFReader  # noqa: F401 (the message below, before any parse)
@@ -50,6 +50,35 @@ def open_gguf(path: Path | str, what: str = "") -> GGUFReader:
 @functools.lru_cache(maxsize=4)
 def _parsed(path: str, size: int, mtime_ns: int) -> GGUFReader:
     """One parse per file version (a file written again gets a new size or mtime)."""
+    return read_gguf(path)
+
+
+def read_gguf(path: Path | str) -> GGUFReader:
+    """A new parse of `path` by the `gguf` package's reader, over plain arrays.
+
+    The package slices its memory map once or more per field part: about a million slices for
+    the vocabulary, each paying numpy's memmap subclass hooks (`__getitem__`,
+    `__array_finalize__`), two thirds of the parse. A plain ndarray view of the same map holds the
+    same bytes and keeps the map open, and parses 2.5 times faster (2.3 s of CPU against 5.9 s
+    on a slow two-core host), field for field and tensor for tensor the same.
+    """
+    return _plain_reader_class()(str(path))
+
+
+@functools.cache
+def _plain_reader_class() -> type[GGUFReader]:
+    import numpy as np
     from gguf import GGUFReader
 
-    return GGUFReader(path)
+    class PlainArrayReader(GGUFReader):
+        """GGUFReader whose `data` (the whole file's memory map) is kept as a plain ndarray."""
+
+        @property  # type: ignore[override]
+        def data(self) -> np.ndarray:
+            return self._plain_data
+
+        @data.setter
+        def data(self, mapped: np.ndarray) -> None:
+            self._plain_data = mapped.view(np.ndarray)
+
+    return PlainArrayReader

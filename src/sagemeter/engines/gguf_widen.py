@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sagemeter.gguf_open import read_gguf
+
 LLAMA_FTYPE_ALL_F32 = 0
 
 # Called as (tensors done, tensors in all) while the file is derived.
@@ -23,10 +25,10 @@ def _quiet(done: int, total: int) -> None:
 
 
 def widen_to_f32(source: Path, destination: Path, progress: WidenProgress = _quiet) -> None:
-    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+    from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
     from gguf.quants import dequantize
 
-    reader = GGUFReader(str(source))
+    reader = read_gguf(source)
     architecture_field = reader.get_field("general.architecture")
     if architecture_field is None:
         raise ValueError(f"{source} has no general.architecture; not a llama.cpp model file")
