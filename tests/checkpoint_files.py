@@ -23,6 +23,8 @@ from gguf.quants import dequantize
 from safetensors import TensorSpec, serialize_file
 from safetensors.numpy import save_file
 
+from sagemeter.gguf_open import read_gguf
+
 LAYER_NAMES = {
     "attn_norm": "input_layernorm",
     "ffn_norm": "post_attention_layernorm",
@@ -67,7 +69,7 @@ def _unpermute(weights: np.ndarray, heads: int) -> np.ndarray:
 
 def hf_tensors(gguf_path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Every tensor of the GGUF dequantized to F32 under its Hugging Face name, and config.json."""
-    reader = GGUFReader(str(gguf_path))
+    reader = read_gguf(gguf_path)  # the fast parse: test data, not the check
     heads = int(_field(reader, "llama.attention.head_count"))
     kv_heads = int(_field(reader, "llama.attention.head_count_kv"))
     tensors: dict[str, np.ndarray] = {}
