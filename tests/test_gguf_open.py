@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gguf import GGUFWriter
+from gguf import GGUFReader, GGUFWriter
 
 from sagemeter.errors import UserError
-from sagemeter.gguf_open import open_gguf
+from sagemeter.gguf_open import open_gguf, read_gguf
 
 TENSORS = 3
 
@@ -21,6 +21,9 @@ def _small_gguf(path: Path) -> Path:
     writer = GGUFWriter(path, "llama")
     for index in range(TENSORS):
         writer.add_tensor(f"blk.{index}.weight", np.full((4, 8), index, dtype=np.float32))
+    writer.add_token_list(["<s>", "hello", "wörld", ""])  # an array of strings, as a vocabulary
+    writer.add_token_scores([0.0, -1.5, -2.25, 3.0])
+    writer.add_context_length(2048)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -38,6 +41,24 @@ def test_a_file_is_parsed_once_per_version(tmp_path: Path) -> None:
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     again = open_gguf(path)
     assert again is not first and len(again.tensors) == TENSORS
+
+
+def test_the_plain_array_parse_reads_what_the_package_reads(tmp_path: Path) -> None:
+    path = _small_gguf(tmp_path / "model.gguf")
+    ours, theirs = read_gguf(path), GGUFReader(str(path))
+    assert list(ours.fields) == list(theirs.fields)
+    for name, field in theirs.fields.items():
+        mine = ours.fields[name]
+        assert (mine.types, mine.data, mine.offset) == (field.types, field.data, field.offset), name
+        assert all(np.array_equal(a, b) for a, b in zip(mine.parts, field.parts, strict=True))
+    assert ours.fields["tokenizer.ggml.tokens"].contents() == ["<s>", "hello", "wörld", ""]
+    assert [(t.name, list(t.shape), t.n_bytes, t.data_offset) for t in ours.tensors] == [
+        (t.name, list(t.shape), t.n_bytes, t.data_offset) for t in theirs.tensors
+    ]
+    assert all(
+        np.array_equal(a.data, b.data) for a, b in zip(ours.tensors, theirs.tensors, strict=True)
+    )
+    assert type(ours.tensors[0].data) is np.ndarray  # no memmap subclass left to slow a slice
 
 
 def test_a_file_that_is_no_gguf_is_one_line(tmp_path: Path) -> None:
