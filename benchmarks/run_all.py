@@ -15,6 +15,7 @@ from benchmarks import (
     measure_truth,
     ray_overhead,
     sequential_quality,
+    start_up,
 )
 from sagemeter.atomic import check_output_file, write_text_atomic
 from sagemeter.measure.workflow import host_cpu
@@ -29,6 +30,7 @@ BENCHMARKS = {
     "measure-truth": measure_truth,
     "ray-overhead": ray_overhead,
     "sequential-quality": sequential_quality,
+    "start-up": start_up,
 }
 
 
