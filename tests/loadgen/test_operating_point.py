@@ -3,7 +3,9 @@
 With --slots 2, a TTFT of 20 ms and replies of 8 tokens 5 ms apart (60 ms each), two streams at
 once are served at once (TTFT 20 ms), and a third always waits for a slot: in step, one request in
 three waits a whole reply (TTFT ≥ 80 ms); out of step, every one waits half a reply (≥ 50 ms).
-So the largest concurrency whose TTFT p90 stays within 35 ms is exactly 2.
+So the largest concurrency whose TTFT p90 stays within 35 ms is exactly 2. The same holds with
+replies 15 ms a token apart (125 ms each; a third waits ≥ 82 ms), which the closed-loop searches
+in the parallel parts use (LONG_REPLIES below).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def test_the_concurrency_search_finds_the_slot_limit(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
     out = tmp_path / "point.json"
-    with running_truth_server(TIMING, slots=SLOTS) as url:
+    with running_truth_server(LONG_REPLIES, slots=SLOTS) as url:
         code, stdout, stderr = _load(
             [
                 url,
@@ -76,14 +78,14 @@ def test_the_concurrency_search_finds_the_slot_limit(
     for probe in search["probes"]:
         if probe["passed"]:
             assert probe["requests_counted"] >= 10
-            assert TIMING.ttft_s <= probe["ttft_s"] <= 0.035
+            assert LONG_REPLIES.ttft_s <= probe["ttft_s"] <= 0.035
         else:
             assert probe["stopped_early"] or probe["ttft_s"] > 0.035
             assert "missed" in probe["why"] or "TTFT p90" in probe["why"]
     # Four streams on two slots: every second request queues, so the probe stopped early.
     assert search["probes"][2]["stopped_early"] is True
     # The throughput at the point is the truth's for 2 streams (within the client's gap).
-    truth = TIMING.tokens_per_second(SLOTS, TOKENS)  # 267 tokens/s
+    truth = LONG_REPLIES.tokens_per_second(SLOTS, TOKENS)  # 128 tokens/s
     assert point["output_tokens_per_second"] == pytest.approx(truth, rel=0.1)
     expected_usd = PRICE / (point["output_tokens_per_second"] * 3600) * 1e6
     assert point["usd_per_million_tokens"] == pytest.approx(expected_usd)
@@ -130,7 +132,7 @@ def test_a_target_no_load_meets_is_a_finding_with_its_reason(
     tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
     out = tmp_path / "none.json"
-    with running_truth_server(TIMING, slots=SLOTS) as url:
+    with running_truth_server(LONG_REPLIES, slots=SLOTS) as url:
         code, stdout, stderr = _load(
             [url, "--search=concurrency", "--slo-ttft=10ms", "--slo-percentile=50",
              f"--max-tokens={TOKENS}", "--duration=0.2s", "--price-per-hour=1", f"--out={out}"],
@@ -145,7 +147,7 @@ def test_a_target_no_load_meets_is_a_finding_with_its_reason(
     assert search["found"] is False and search["client_limited"] is False
     assert search["reason"].startswith("even 1 at once misses the SLO (")
     assert [p["concurrency"] for p in search["probes"]] == [1]
-    assert search["probes"][0]["ttft_s"] >= TIMING.ttft_s
+    assert search["probes"][0]["ttft_s"] >= LONG_REPLIES.ttft_s
     assert "even 1 at once misses" in stdout
 
 
