@@ -37,7 +37,7 @@ from sagemeter.request_record import RequestRecord
 from sagemeter.signal_wakeup import woken_by_signals
 from sagemeter.transport.address import parse_address
 from sagemeter.transport.client import HttpClient
-from sagemeter.transport.clock import LagSampler
+from sagemeter.transport.clock import LagSampler, sleep_until
 from sagemeter.transport.pool import RunOutput, WorkerSummary
 from sagemeter.transport.request import discover_model, request_body, request_bytes
 from sagemeter.transport.worker import new_loop
@@ -214,9 +214,7 @@ async def _converse(
                 body = request_body("chat", model, settings.prompt, settings.max_tokens)
                 body["messages"] = list(messages)
                 payload = request_bytes(address, "chat", body, api_key)
-                wait = due - time.perf_counter()
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                await sleep_until(due)
                 live = await client.exchange(
                     payload, max_tokens=settings.max_tokens, keep_text=True
                 )

@@ -26,6 +26,17 @@ def perf_counter_at(wall_instant: float, samples: int = 7) -> float:
     return best_mid + (wall_instant - best_wall)
 
 
+async def sleep_until(due: float) -> None:
+    """Return at `due` (a perf_counter reading) or after it, never before.
+
+    uvloop's timers count whole milliseconds from a loop clock read at the start of each turn, so
+    one `asyncio.sleep(due - now)` can wake up to about a millisecond early (seen: a session's
+    next turn sent 1.05 ms before its think time was up). A scheduled send must not go out before
+    its instant, so the rest is slept again; what is left then is below a millisecond."""
+    while (left := due - time.perf_counter()) > 0:
+        await asyncio.sleep(left)
+
+
 class LagSampler:
     """Asks the loop to wake it every `interval_s` and records how late each wake-up was.
 

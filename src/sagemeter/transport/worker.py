@@ -29,7 +29,7 @@ from sagemeter.parentwatch import die_with_parent
 from sagemeter.redaction import known_secrets, register_secret
 from sagemeter.request_record import LiveRecord, RequestRecord
 from sagemeter.transport.address import host_port
-from sagemeter.transport.clock import LagSampler, perf_counter_at
+from sagemeter.transport.clock import LagSampler, perf_counter_at, sleep_until
 from sagemeter.transport.deck import Deck
 from sagemeter.transport.done_count import DoneSlot
 from sagemeter.transport.events import check_reply_model, first_reply_model
@@ -199,7 +199,7 @@ class Worker:
         start_wall: float = receive_message(channel_in)
         self.start = perf_counter_at(start_wall)
         self.deadline = self.start + plan.duration_s
-        await asyncio.sleep(max(0.0, self.start - time.perf_counter()))
+        await sleep_until(self.start)
         self.output.start_late_s = max(0.0, time.perf_counter() - self.start)
         sampler = LagSampler(self.loop, plan.lag_interval_s)
         cpu_before = time.process_time()
@@ -381,9 +381,7 @@ class Worker:
             if self.output.stopped_early is not None or self.slo_stopped:
                 break
             due = self.start + offset
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until(due)
             tasks.append(self.loop.create_task(self.open_one(index, due)))
         if tasks:
             await asyncio.gather(*tasks)
