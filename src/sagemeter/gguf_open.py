@@ -59,8 +59,9 @@ def read_gguf(path: Path | str) -> GGUFReader:
     The package slices its memory map once or more per field part: about a million slices for
     the vocabulary, each paying numpy's memmap subclass hooks (`__getitem__`,
     `__array_finalize__`), two thirds of the parse. A plain ndarray view of the same map holds the
-    same bytes and keeps the map open, and parses 2.5 times faster (2.3 s of CPU against 5.9 s
-    on a slow two-core host), field for field and tensor for tensor the same.
+    same bytes and keeps the map open, and parses 2.7 times faster (docs/benchmarks/start-up.md:
+    2.29 s of CPU against 6.14 s on a slow two-core host), field for field and tensor for tensor
+    the same.
     """
     return _plain_reader_class()(str(path))
 
