@@ -29,6 +29,7 @@ from sagemeter.errors import UserError
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
 from sagemeter.results.server_identity import ServerIdentity
 from sagemeter.sagemaker.aws import CONTROL_CONFIG
+from sagemeter.transport.aws_session import new_session
 from sagemeter.transport.client import HttpClient, TransportError
 from sagemeter.transport.models_list import first_model
 from sagemeter.transport.retry import RetryPolicy
@@ -258,13 +259,10 @@ def sagemaker_identity(name: str, region: str) -> Callable[[], Reading]:
     another server). A failed read is no identity (the first) or a change (later)."""
 
     def read() -> Reading:
-        import boto3
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            client = boto3.session.Session().client(
-                "sagemaker", region_name=region, config=CONTROL_CONFIG
-            )
+            client = new_session().client("sagemaker", region_name=region, config=CONTROL_CONFIG)
             endpoint = client.describe_endpoint(EndpointName=name)
             config = client.describe_endpoint_config(
                 EndpointConfigName=endpoint["EndpointConfigName"]

@@ -34,6 +34,7 @@ from sagemeter import __version__
 from sagemeter.errors import PlatformError, UserError
 from sagemeter.redaction import register_secret
 from sagemeter.sagemaker.redact import redact
+from sagemeter.transport.aws_session import new_session
 from sagemeter.transport.request import has_control
 from sagemeter.transport.upstream import MAX_CHARS
 from sagemeter.transport.upstream import one_line as upstream_one_line
@@ -104,11 +105,9 @@ class Aws:
     """A boto3 session and its clients, made once per (service, region) and shared by threads."""
 
     def __init__(self, session: boto3.session.Session | None = None, profile: str | None = None):
-        import boto3  # heavy (s3transfer, botocore.session): only once a session is made
-
         _check_credential_variables()
         with aws_errors("open the AWS session"):
-            self.session = session or boto3.session.Session(profile_name=profile)
+            self.session = session or new_session(profile)
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self._credentials_held = False

@@ -17,6 +17,7 @@ from sagemeter.sagemaker.aws import CONTROL_CONFIG
 from sagemeter.sagemaker.endpoint import deployed_image, placed_instance_types
 from sagemeter.sagemaker.image import vllm_version
 from sagemeter.sagemaker.ledger import Ledger
+from sagemeter.transport.aws_session import new_session
 
 if TYPE_CHECKING:
     import boto3.session
@@ -72,10 +73,8 @@ def deployment_info(
             **_engine(record.image),
         }
         return {key: value for key, value in info.items() if value is not None}
-    import boto3  # heavy (s3transfer, botocore.session): only once AWS is asked
-
     try:
-        client = (session or boto3.session.Session()).client(
+        client = (session or new_session()).client(
             "sagemaker", region_name=region, config=CONTROL_CONFIG
         )
         endpoint: dict[str, Any] = dict(client.describe_endpoint(EndpointName=name))

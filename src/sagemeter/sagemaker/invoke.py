@@ -9,6 +9,7 @@ from sagemeter.errors import UserError
 from sagemeter.request_record import LiveRecord, RequestRecord
 from sagemeter.sagemaker.describe import deployment_info
 from sagemeter.targets import SageMakerTarget
+from sagemeter.transport.aws_session import new_session
 from sagemeter.transport.chat import ChatRequest
 from sagemeter.transport.retry import RetryPolicy
 from sagemeter.transport.sagemaker import DEFAULT_READ_TIMEOUT_S, SageMakerRuntimeClient
@@ -54,9 +55,7 @@ def open_sagemaker_client(
     Without `model`, the first request looks up the name vLLM serves (from the local record or
     the endpoint's model) so the body names it, as the AWS vLLM container expects.
     """
-    import boto3  # heavy (s3transfer, botocore.session): only once a session is made
-
-    session = boto3.session.Session()
+    session = new_session()
     if session.get_credentials() is None:
         raise UserError(
             f"target {target}: no AWS credentials found: run `aws configure` (or `aws sso "

@@ -33,6 +33,7 @@ from sagemeter.sagemaker.pricing import PriceQuote, hosting_prices
 from sagemeter.sagemaker.quota import QuotaRow, default_quota_regions, endpoint_quotas
 from sagemeter.sagemaker.spec import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_MODEL_LEN
 from sagemeter.targets import AWS_REGION_NAME
+from sagemeter.transport.aws_session import new_session
 
 ACCEPTED = "a Hub model id (ORG/NAME, hf:ORG/NAME[@REVISION]) or a local checkpoint folder"
 
@@ -132,9 +133,7 @@ def parse_checkpoint(text: str) -> Checkpoint:
 
 def known_regions() -> frozenset[str]:
     """Every region botocore's SageMaker endpoints know, in every partition."""
-    import boto3
-
-    session = boto3.session.Session()
+    session = new_session()
     return frozenset(
         region
         for partition in session.get_available_partitions()

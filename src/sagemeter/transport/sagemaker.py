@@ -45,6 +45,7 @@ from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeoutError
 
 from sagemeter import __version__
 from sagemeter.request_record import LiveRecord, RequestRecord
+from sagemeter.transport.aws_session import new_session
 from sagemeter.transport.chat import (
     BatchRun,
     ChatRequest,
@@ -152,9 +153,7 @@ class SageMakerRuntimeClient:
         self._model_resolved = model is not None
         self.reply_model: str | None = None  # the `model` the first reply named
         self._info: dict[str, Any] = {}
-        import boto3  # heavy (s3transfer, botocore.session): only once a client is made
-
-        self._session = session or boto3.session.Session()
+        self._session = session or new_session()
         self._runtime: Boto3RuntimeClient = self._session.client(
             "sagemaker-runtime",
             region_name=region,
