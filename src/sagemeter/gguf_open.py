@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sagemeter.errors import UserError
+from sagemeter.gguf_plain import plain_reader_class
 
 if TYPE_CHECKING:
     from gguf import GGUFReader
@@ -54,32 +55,6 @@ def _parsed(path: str, size: int, mtime_ns: int) -> GGUFReader:
 
 
 def read_gguf(path: Path | str) -> GGUFReader:
-    """A new parse of `path` by the `gguf` package's reader, over plain arrays.
-
-    The package slices its memory map once or more per field part: about a million slices for
-    the vocabulary, each paying numpy's memmap subclass hooks (`__getitem__`,
-    `__array_finalize__`), two thirds of the parse. A plain ndarray view of the same map holds the
-    same bytes and keeps the map open, and parses 2.7 times faster (docs/benchmarks/start-up.md:
-    2.29 s of CPU against 6.14 s on a slow two-core host), field for field and tensor for tensor
-    the same.
-    """
-    return _plain_reader_class()(str(path))
-
-
-@functools.cache
-def _plain_reader_class() -> type[GGUFReader]:
-    import numpy as np
-    from gguf import GGUFReader
-
-    class PlainArrayReader(GGUFReader):
-        """GGUFReader whose `data` (the whole file's memory map) is kept as a plain ndarray."""
-
-        @property  # type: ignore[override]
-        def data(self) -> np.ndarray:
-            return self._plain_data
-
-        @data.setter
-        def data(self, mapped: np.ndarray) -> None:
-            self._plain_data = mapped.view(np.ndarray)
-
-    return PlainArrayReader
+    """A new parse of `path` by the `gguf` package's reader, over a plain array (`gguf_plain`:
+    2.7 times faster, the same fields and tensors)."""
+    return plain_reader_class()(str(path))
