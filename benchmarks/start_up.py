@@ -8,7 +8,10 @@ CPU seconds (what a busy host pays), medians over repeats taken in one run:
 - the shipped 4-bit checkpoint's parse, by the `gguf` package's own reader and by
   `sagemeter.gguf_open.read_gguf` (the same reader over a plain array), alternated, with their
   ratio;
-- the CPU a fresh interpreter spends importing each process's module.
+- the CPU a fresh interpreter spends importing each process's module;
+- a SageMaker client from a new AWS session, as the MCP server makes one per tool call: from a
+  plain boto3 session (botocore parses the service's model again) and from
+  `sagemeter.transport.aws_session.new_session` (parsed once per process), alternated.
 """
 
 from __future__ import annotations
@@ -61,6 +64,33 @@ def _gguf_parses() -> dict[str, Any]:
     }
 
 
+def _client_cpu_s(make_session: Any) -> float:
+    began = time.process_time()
+    client = make_session().client("sagemaker", region_name="us-east-2")
+    spent = time.process_time() - began
+    assert client.meta.service_model.service_name == "sagemaker"
+    return spent
+
+
+def _aws_clients() -> dict[str, Any]:
+    import boto3.session
+
+    from sagemeter.transport.aws_session import new_session
+
+    _client_cpu_s(new_session)  # the process's one parse, not in a figure
+    plain: list[float] = []
+    shared: list[float] = []
+    for _ in range(REPEATS):
+        plain.append(_client_cpu_s(boto3.session.Session))
+        shared.append(_client_cpu_s(new_session))
+    return {
+        "repeats": REPEATS,
+        "plain_session_cpu_s": statistics.median(plain),
+        "new_session_cpu_s": statistics.median(shared),
+        "ratio": statistics.median(plain) / statistics.median(shared),
+    }
+
+
 def _import_cpu_s(statement: str) -> float:
     """The CPU a new interpreter spends on `statement` and its own start, as the child's rusage."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -79,6 +109,7 @@ def run() -> dict[str, Any]:
         "gguf_parse": _gguf_parses(),
         "bare_interpreter_cpu_s": statistics.median(_import_cpu_s("pass") for _ in range(REPEATS)),
         "process_import_cpu_s": processes,
+        "aws_client": _aws_clients(),
     }
 
 
@@ -108,4 +139,16 @@ def to_markdown(result: dict[str, Any]) -> str:
     ]
     for name, seconds in result["process_import_cpu_s"].items():
         lines.append(f"| {name} | {seconds:.3f} |")
+    aws = result["aws_client"]
+    lines += [
+        "",
+        "## A SageMaker client from a new AWS session (the MCP server makes one a tool call)",
+        "",
+        "| session | CPU s |",
+        "| --- | ---: |",
+        f"| `boto3.session.Session()` (parses it again) | {aws['plain_session_cpu_s']:.3f} |",
+        f"| `sagemeter.transport.aws_session.new_session()` | {aws['new_session_cpu_s']:.3f} |",
+        "",
+        f"A shared parse makes a new session's client {aws['ratio']:.1f}× cheaper.",
+    ]
     return "\n".join(lines) + "\n"

@@ -2,11 +2,12 @@
 
 Why: every new botocore session parses each service's JSON model again when its first client is
 made (SageMaker's model alone is about 1 MB of JSON). A command makes one session, but the MCP
-server makes one per tool call, and a long run makes several: each paid that parse again. The
-models are read-only files of the installed botocore and boto3, so one parse per process is
-enough. Credentials, the profile and the region stay each session's own; only the loader's cache
-of model files is shared, per `data_path` (AWS_DATA_PATH or the profile's), since that setting
-decides which files are read.
+server makes one per tool call, and a long run makes several: each paid that parse again (a
+SageMaker client from a new session: 0.39 CPU-s, 0.05 with the shared parse, on a slow two-core
+host: docs/benchmarks/start-up.md). The models are read-only files of the installed botocore and
+boto3, so one parse per process is enough. Credentials, the profile and the region stay each
+session's own; only the loader's cache of model files is shared, per `data_path` (AWS_DATA_PATH or
+the profile's), since that setting decides which files are read.
 """
 
 from __future__ import annotations
