@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gguf import GGUFReader
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from sagemeter.engines.checkpoints import derived_f32_path, resolve_checkpoint
 from sagemeter.engines.hf_export import export_folder, record_export
 from sagemeter.errors import UserError
+from sagemeter.gguf_open import open_gguf
 from sagemeter.inspect.build import inspect_sources
 from sagemeter.inspect.environment_facts import facts_for_environment
 from sagemeter.inspect.sources import parse_source
@@ -54,7 +54,7 @@ def groups_of(facts: CheckpointFacts) -> dict[str, tuple[int, int, list[str]]]:
 @pytest.mark.slow
 def test_gguf_groups_and_bytes_per_token_follow_its_tensor_table(q4_path: Path) -> None:
     facts = one("local:smollm2-q4_1")
-    reader = GGUFReader(str(q4_path))
+    reader = open_gguf(q4_path)
     embedding = next(t for t in reader.tensors if t.name == "token_embd.weight")
     total = sum(int(t.n_bytes) for t in reader.tensors)
     assert facts.format == "gguf" and facts.tensors == len(reader.tensors) == 272
