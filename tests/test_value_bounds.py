@@ -339,7 +339,8 @@ def test_resume_refuses_a_journal_that_is_a_fifo(tmp_path: Path) -> None:
 
 def test_the_one_levels_reader_is_what_every_face_uses() -> None:
     """The CLI, the plan and MCP read levels through limits.parse_levels / check_levels."""
-    from sagemeter.limits import MAX_LEVELS, parse_levels
+    from sagemeter.bounds import MAX_LEVELS
+    from sagemeter.limits import parse_levels
 
     assert parse_levels("1, 4,16") == [1, 4, 16]
     assert parse_levels("none", allow_none=True) == []

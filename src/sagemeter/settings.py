@@ -16,8 +16,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sagemeter.errors import UserError
-from sagemeter.limits import (
+from sagemeter.bounds import (
     MAX_BATCHES,
     MAX_LEVELS,
     MAX_MINUTES,
@@ -26,9 +25,9 @@ from sagemeter.limits import (
     MAX_SEED,
     MAX_TOKENS,
     MAX_WAIT_S,
-    check_levels,
-    parse_levels,
 )
+from sagemeter.errors import UserError
+from sagemeter.limits import check_levels, parse_levels
 from sagemeter.questions.scoring import ScoringRule
 
 Method = Literal["sagemeter", "article"]

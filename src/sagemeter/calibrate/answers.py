@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sagemeter.questions import Question, QuestionSet, builtin_sets, load_question_set
+if TYPE_CHECKING:
+    from sagemeter.questions import Question, QuestionSet
 
 WRONG_REPLY = "I do not know."
 
@@ -81,7 +82,12 @@ class KnownAnswers:
 
     @classmethod
     def of(cls, shares: WrongShares, extra_sets: tuple[str, ...] = ()) -> KnownAnswers:
-        """Every built-in set and the named files; a prompt in two sets keeps its first id."""
+        """Every built-in set and the named files; a prompt in two sets keeps its first id.
+
+        The question sets load here, not when the module does: a truth server answers them only
+        when asked (`--wrong-share`), and their models are half of its start-up otherwise."""
+        from sagemeter.questions import builtin_sets, load_question_set
+
         sets: list[QuestionSet] = [load_question_set(name) for name in builtin_sets()]
         sets += [load_question_set(spec) for spec in extra_sets]
         known = cls(shares)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sagemeter.bounds import MAX_WAIT_S
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_WAIT_S
 
 _DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|us|µs|s|m|h)?\s*$")
 _UNIT_SECONDS = {

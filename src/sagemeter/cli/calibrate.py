@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
+from sagemeter.bounds import MAX_CONTEXT_TOKENS
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_CONTEXT_TOKENS
 from sagemeter.printable import SafeConsole
 
 

@@ -140,7 +140,7 @@ def load_settings(url: str, o: LoadOptions) -> LoadSettings:
     URL kept as its base with /v1, as every command records a server."""
     from sagemeter import filekinds
     from sagemeter.atomic import check_distinct_outputs, check_output_file
-    from sagemeter.limits import MAX_WAIT_S
+    from sagemeter.bounds import MAX_WAIT_S
     from sagemeter.loadgen.schedule import parse_shard
     from sagemeter.loadgen.settings import LoadSettings
     from sagemeter.targets import http_target

@@ -28,16 +28,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from sagemeter.bounds import MAX_DEADLINE_MINUTES, MAX_QUESTIONS
 from sagemeter.engines.endpoints import check_target
 from sagemeter.errors import SETTING_NAME, ManyProblems, UserError
 from sagemeter.evidence.sequential import DEFAULT_BLOCK, planned_looks
 from sagemeter.experiment.steps import visits
-from sagemeter.limits import (
-    MAX_DEADLINE_MINUTES,
-    MAX_QUESTIONS,
-    CostUsd,
-    PricePerHour,
-)
+from sagemeter.limits import CostUsd, PricePerHour
 from sagemeter.options.measure import MeasureOptions, SpeedStop
 from sagemeter.options.slo import SloOptions
 from sagemeter.platforms.registry import Facts, endpoint_facts, platform_named, platform_of

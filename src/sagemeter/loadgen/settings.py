@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from sagemeter.bounds import MAX_STREAMS, MAX_WAIT_S
 from sagemeter.errors import SettingsError
-from sagemeter.limits import MAX_STREAMS, MAX_WAIT_S
 from sagemeter.loadgen.trace import read_trace_cached
 from sagemeter.prompt_tokenizer import check_tokenizer_path, tokenizer_at
 from sagemeter.transport.pool import available_cores

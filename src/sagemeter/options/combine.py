@@ -11,7 +11,8 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from sagemeter.limits import MAX_PRICE_PER_HOUR, check_price
+from sagemeter.bounds import MAX_PRICE_PER_HOUR
+from sagemeter.limits import check_price
 from sagemeter.options.base import Opt, OptionsModel
 from sagemeter.options.checked import Checked
 from sagemeter.options.command import Command

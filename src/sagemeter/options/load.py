@@ -17,8 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from sagemeter.errors import UserError
-from sagemeter.limits import (
+from sagemeter.bounds import (
     MAX_PRICE_PER_HOUR,
     MAX_RATE,
     MAX_SEED,
@@ -29,6 +28,7 @@ from sagemeter.limits import (
     MAX_WAIT_S,
     MAX_WORKERS,
 )
+from sagemeter.errors import UserError
 from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.options.base import Opt, OptionsModel, taken
 from sagemeter.options.command import Command

@@ -12,8 +12,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from sagemeter.errors import UserError
-from sagemeter.limits import (
+from sagemeter.bounds import (
     MAX_BATCHES,
     MAX_LEVELS,
     MAX_MINUTES,
@@ -21,9 +20,9 @@ from sagemeter.limits import (
     MAX_REPEATS,
     MAX_TOKENS,
     MAX_WAIT_S,
-    check_levels,
-    parse_levels,
 )
+from sagemeter.errors import UserError
+from sagemeter.limits import check_levels, parse_levels
 from sagemeter.options.base import Face, Opt, OptionsModel, Text
 from sagemeter.options.command import Command, Variant
 from sagemeter.settings import (

@@ -15,7 +15,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from sagemeter.limits import MAX_COST_USD
+from sagemeter.bounds import MAX_COST_USD
 from sagemeter.options.base import Face, Opt, OptionsModel
 from sagemeter.options.command import Command
 

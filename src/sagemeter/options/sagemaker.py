@@ -33,7 +33,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from sagemeter.limits import MAX_PRICE_PER_HOUR, MAX_TOKENS, check_price
+from sagemeter.bounds import MAX_PRICE_PER_HOUR, MAX_TOKENS
+from sagemeter.limits import check_price
 from sagemeter.options.base import Face, Opt, OptionsModel, taken
 from sagemeter.options.checked import Checked
 from sagemeter.options.command import Command

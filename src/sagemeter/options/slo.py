@@ -13,9 +13,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from sagemeter.bounds import MAX_RATE, MAX_STREAMS, MAX_TOKENS, MAX_WAIT_S, SLO_PERCENTILES
 from sagemeter.calibrate.timing import parse_duration
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_RATE, MAX_STREAMS, MAX_TOKENS, MAX_WAIT_S, SLO_PERCENTILES
 from sagemeter.loadgen.lengths import parse_lengths
 from sagemeter.options.base import Opt, OptionsModel, Text
 from sagemeter.options.checked import Checked

@@ -20,12 +20,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from sagemeter.bounds import MAX_CONCURRENCY
 from sagemeter.errors import UserError
 from sagemeter.inspect.build import facts_of
 from sagemeter.inspect.hub import REPO_ID, HubSource
 from sagemeter.inspect.kv_cache import KvCache, kv_cache_of
 from sagemeter.inspect.sources import open_source, parse_source
-from sagemeter.limits import MAX_CONCURRENCY
 from sagemeter.sagemaker.aws import Aws
 from sagemeter.sagemaker.instances import GPU_INSTANCE_TYPES, InstanceType
 from sagemeter.sagemaker.known_decode import KnownError, known_errors, measured_share_range

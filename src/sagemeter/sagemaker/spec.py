@@ -18,8 +18,8 @@ import botocore.session
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from sagemeter import __version__
+from sagemeter.bounds import MAX_CONTEXT_TOKENS
 from sagemeter.errors import UserError
-from sagemeter.limits import MAX_CONTEXT_TOKENS
 from sagemeter.sagemaker.image import inference_ami_for, vllm_image_uri
 from sagemeter.sagemaker.redact import is_secret_key, redact_env, register_secret
 from sagemeter.targets import AWS_REGION_NAME, SAGEMAKER_ENDPOINT_NAME
