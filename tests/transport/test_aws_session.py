@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.loaders import JSONFileLoader
 
-from sagemeter.transport.aws_session import new_session
+from sagemeter.transport.aws_session import new_session, service_model
 
 
 @pytest.fixture
@@ -74,3 +74,16 @@ def test_a_profile_is_the_sessions_own(monkeypatch: pytest.MonkeyPatch, tmp_path
 
     assert new_session("east").region_name == "us-east-1"
     assert new_session("west").region_name == "us-west-2"
+
+
+def test_the_service_model_comes_from_the_same_parse(
+    file_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_DATA_PATH", raising=False)
+    _sagemaker_client()
+    file_reads.clear()
+
+    model = service_model("sagemaker")
+
+    assert file_reads == []
+    assert "ml.g6e.xlarge" in model.shape_for("ProductionVariantInstanceType").enum  # type: ignore[attr-defined]

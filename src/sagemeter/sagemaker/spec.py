@@ -14,7 +14,6 @@ from datetime import datetime
 from functools import cache
 from typing import Annotated, Any
 
-import botocore.session
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from sagemeter import __version__
@@ -23,6 +22,7 @@ from sagemeter.errors import UserError
 from sagemeter.sagemaker.image import inference_ami_for, vllm_image_uri
 from sagemeter.sagemaker.redact import is_secret_key, redact_env, register_secret
 from sagemeter.targets import AWS_REGION_NAME, SAGEMAKER_ENDPOINT_NAME
+from sagemeter.transport.aws_session import service_model
 
 DEFAULT_INSTANCE_TYPE = "ml.g6.xlarge"
 # The container downloads the checkpoint from Hugging Face and loads it before it answers /ping:
@@ -78,7 +78,7 @@ def inference_amis_known() -> frozenset[str]:
 
 
 def _enum(shape: str) -> frozenset[str]:
-    model = botocore.session.get_session().get_service_model("sagemaker")
+    model = service_model("sagemaker")
     values: list[str] = getattr(model.shape_for(shape), "enum", [])
     return frozenset(values)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import boto3.session
     from botocore.loaders import Loader
+    from botocore.model import ServiceModel
 
 # data_path -> the model files read so far under it: botocore's Loader caches into `_cache`.
 _MODEL_CACHES: dict[str | None, dict[Any, Any]] = {}
@@ -44,3 +45,13 @@ def new_session(profile_name: str | None = None) -> boto3.session.Session:
         "data_loader", lambda: _shared_loader(core.get_config_variable("data_path"))
     )
     return boto3.session.Session(botocore_session=core, profile_name=profile_name)
+
+
+def service_model(service: str) -> ServiceModel:
+    """botocore's model of `service` (the values its API accepts), from the process's one parse.
+
+    A client carries it, and it is the same in every region; making the client asks nothing of
+    AWS and needs no credentials."""
+    client = new_session().client(service, region_name="us-east-1")  # type: ignore[call-overload]
+    model: ServiceModel = client.meta.service_model
+    return model
