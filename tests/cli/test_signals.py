@@ -4,8 +4,9 @@ Real processes against a known-truth server: each command is stopped once the se
 its requests, by SIGKILL, by SIGTERM, or by SIGHUP after its terminal has gone (stdio on a
 pseudo-terminal whose other end is closed first, so every later write fails as it does when an
 SSH session drops). Afterwards the server's own request count must stand still, every process
-the command had started must be gone, the exit code must say which signal it was (143, 129), and
-a run's journal must say "stopped", not "running" or "failed".
+the command had started must be gone, the exit code must say which signal it was (143, 129), a
+run's journal must say "stopped", not "running" or "failed", and the command's temporary folder
+(TMPDIR, its own per test) must hold nothing: not even SIGKILL may leave a file behind.
 """
 
 from __future__ import annotations
@@ -83,6 +84,17 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def own_tmpdir(folder: Path) -> dict[str, str]:
+    """An environment whose temporary folder is `folder` (made empty here), to see what is left."""
+    folder.mkdir()
+    return {**os.environ, "TMPDIR": str(folder)}
+
+
+def assert_empty(folder: Path) -> None:
+    left = sorted(path.name for path in folder.iterdir())
+    assert not left, f"left in the temporary folder: {left}"
+
+
 def alive(pid: int) -> bool:
     try:
         state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -96,7 +108,8 @@ class Stopped:
 
     def __init__(self, argv: list[str], cwd: Path, how: str, *, terminal: bool = False) -> None:
         self.how = how
-        env = {**os.environ, "SAGEMETER_HOME": str(cwd / "home"), "COLUMNS": "200"}
+        self.tmpdir = cwd / "tmp"
+        env = {**own_tmpdir(self.tmpdir), "SAGEMETER_HOME": str(cwd / "home"), "COLUMNS": "200"}
         self.master: int | None = None
         if terminal:
             self.master, slave = pty.openpty()
@@ -162,6 +175,7 @@ class Stopped:
             settled = truth_requests(url)
             time.sleep(0.6)
             assert truth_requests(url) == settled, "something kept sending"
+        assert_empty(self.tmpdir)
 
 
 def _sending(url: str, more: int) -> Callable[[], bool]:
@@ -231,7 +245,7 @@ def test_the_mcp_server_stopped_by_a_signal_stops_its_calls(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "SAGEMETER_HOME": str(tmp_path / "home")},
+        env={**own_tmpdir(tmp_path / "tmp"), "SAGEMETER_HOME": str(tmp_path / "home")},
     )
     hello = {
         "protocolVersion": "2025-06-18",
@@ -266,6 +280,7 @@ def test_the_mcp_server_stopped_by_a_signal_stops_its_calls(
     assert truth_requests(truth_url) == settled
     journals = list((results / "runs").glob("*/journal.json"))
     assert len(journals) == (1 if tool == "run_experiment" else 0)
+    assert_empty(tmp_path / "tmp")
     for journal in journals:
         state = json.loads(journal.read_text())
         assert state["state"] == "stopped", state
@@ -298,11 +313,17 @@ else:
 
 
 @pytest.mark.parametrize("started_from", ["main", "thread"])
-def test_a_truth_server_dies_with_the_process_that_started_it(started_from: str) -> None:
+def test_a_truth_server_dies_with_the_process_that_started_it(
+    tmp_path: Path, started_from: str
+) -> None:
     """`running_truth_server` (selfcheck's, the benchmarks'): a killed parent leaves no server,
-    whichever thread started it (the kernel's signal follows the thread, the watch does not)."""
+    whichever thread started it (the kernel's signal follows the thread, the watch does not),
+    and no file in its temporary folder."""
     parent = subprocess.Popen(
-        [sys.executable, "-c", TRUTH_PARENT, started_from], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", TRUTH_PARENT, started_from],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=own_tmpdir(tmp_path / "tmp"),
     )
     server = int(cast(IO[str], parent.stdout).readline())
     assert alive(server)
@@ -312,6 +333,7 @@ def test_a_truth_server_dies_with_the_process_that_started_it(started_from: str)
     while alive(server):
         assert time.monotonic() < deadline, "the truth server outlived its parent"
         time.sleep(0.05)
+    assert_empty(tmp_path / "tmp")
 
 
 @pytest.mark.slow

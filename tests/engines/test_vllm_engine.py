@@ -17,9 +17,11 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.engines.hf_export import ensure_export, export_record
 from sagemeter.engines.llamacpp import LocalEngine
 from sagemeter.engines.vllm_install import VllmInstall, find_vllm
+from sagemeter.engines.vllm_server import torch_compile_cache
 from sagemeter.fidelity.collect import collect_fidelity
 from sagemeter.fidelity.compare import compare_fidelity
 from sagemeter.fidelity.vocabulary import gguf_vocabulary, hf_vocabulary
@@ -118,6 +121,9 @@ def vllm_server(
         "--served-model-name smollm2-f32 --max-model-len 2048 --dtype float32 "
         f"--enable-tokenizer-info-endpoint {TEST_VLLM_FLAGS}"
     )
+    # vLLM run as a user's command leaves its sockets in the temporary folder: a short one of
+    # the test's own (a socket's path is limited to about 100 bytes), removed at the end.
+    temporary = Path(tempfile.mkdtemp(prefix="vf-"))
     env = {
         **os.environ,
         "SAGEMETER_HOME": str(shared_home),
@@ -126,6 +132,7 @@ def vllm_server(
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
         "COLUMNS": "1000",
+        "TMPDIR": str(temporary),
     }
     errors = tmp_path_factory.mktemp("serve") / "stderr.txt"
     began = time.perf_counter()
@@ -160,6 +167,7 @@ def vllm_server(
     while any(alive(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in started if alive(pid)] == []  # vLLM's engine processes too
+    shutil.rmtree(temporary, ignore_errors=True)
 
 
 async def read_metrics(server: Served) -> Snapshot:
@@ -347,7 +355,35 @@ def test_measure_quick_on_a_vllm_target(
     sagemeter_env: dict[str, str],
 ) -> None:
     """vllm:smollm2-f32 end to end: a second vLLM started, measured and stopped by measure,
-    run like the fixture's (TEST_VLLM_FLAGS in `SAGEMETER_VLLM_ARGS`, TEST_VLLM_ENV)."""
+    run like the fixture's (TEST_VLLM_FLAGS in `SAGEMETER_VLLM_ARGS`, TEST_VLLM_ENV). Its
+    temporary folder is its own (short: vLLM's sockets go below it), and keeps nothing of vLLM's
+    but torch's compile cache afterwards."""
+    temporary = Path(tempfile.mkdtemp(prefix="vt-"))
+    try:
+        _measure_vllm_target(
+            vllm_install,
+            vllm_server,
+            vllm_cache,
+            shared_home,
+            tmp_path,
+            {**sagemeter_env, "TMPDIR": str(temporary)},
+        )
+        # vLLM's sockets and file store went to the launcher's scratch folder, gone with it;
+        # only torch's compile cache is left, where torch keeps it, on purpose (warm next time).
+        left = {path.name for path in temporary.iterdir()}
+        assert left <= {Path(torch_compile_cache()).name}, left
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _measure_vllm_target(
+    vllm_install: VllmInstall,
+    vllm_server: Served,
+    vllm_cache: Path,
+    shared_home: Path,
+    tmp_path: Path,
+    sagemeter_env: dict[str, str],
+) -> None:
     env = {
         **sagemeter_env,
         "SAGEMETER_HOME": str(shared_home),  # the exported folder is reused, not made again

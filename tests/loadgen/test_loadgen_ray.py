@@ -17,8 +17,10 @@ that its own client fell behind (loop lag, CPU); that alone is allowed, any othe
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -329,8 +331,29 @@ def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
+    # Its own temporary folder, short: Ray puts its sockets below it, and a socket's path is
+    # limited to about 100 bytes.
+    temporary = Path(tempfile.mkdtemp(prefix="sm-ray-"))
     env = {k: v for k, v in sagemeter_env.items() if not k.startswith("RAY_")}
     env["HOME"] = str(home)
+    env["TMPDIR"] = str(temporary)
+    try:
+        _run_locally(truth_url, env, tmp_path, temporary)
+        assert not (home / ".ray").exists()  # no token or address left in the user's home
+        assert {path.name for path in temporary.iterdir()} <= {"ray"}
+    finally:
+        _remove_after_ray(temporary)
+
+
+def _remove_after_ray(folder: Path) -> None:
+    """Ray's last processes may still write their logs a moment after the command ended."""
+    deadline = time.monotonic() + 10
+    while folder.exists() and time.monotonic() < deadline:
+        shutil.rmtree(folder, ignore_errors=True)
+        time.sleep(0.5)
+
+
+def _run_locally(truth_url: str, env: dict[str, str], tmp_path: Path, temporary: Path) -> None:
     before = truth_requests(truth_url)
     args = ["load", truth_url, "-c", "16", "--duration", "3s", "--out", "local.json"]
     process = sagemeter([*args, "--ray", "local"], env, tmp_path)
@@ -340,6 +363,9 @@ def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
         time.sleep(0.2)
     pids = [process.pid, *descendants(process.pid)]
     addresses = listening_addresses(pids)
+    # Not even while it runs does sagemeter keep a file there (its token lives only in the
+    # cluster's environment), so a killed command leaves none; Ray keeps its own folder.
+    assert {path.name for path in temporary.iterdir()} <= {"ray"}
     _, err = process.communicate(timeout=300)
     result = ran_unless_client_bound(process.returncode, err, tmp_path / "local.json")
     # Ray's servers (GCS, raylet, its workers) listened on loopback only.
@@ -351,7 +377,6 @@ def test_local_is_a_throwaway_cluster_on_loopback_that_leaves_nothing(
     assert result["output_tokens_per_second"] == pytest.approx(
         TRUTH.tokens_per_second(16, TOKENS), rel=0.02
     )
-    assert not (home / ".ray").exists()  # no token or address left in the user's home
     deadline = time.monotonic() + 30
     while any(_alive(pid) for pid in pids[1:]) and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,15 +33,26 @@ def die_with_parent(parent_pid: int) -> None:
     watch_parent(signal.SIGTERM)
 
 
-def _wait_for_port(process: subprocess.Popen[bytes], port_file: Path) -> int:
+def _wait_for_port(process: subprocess.Popen[bytes], pipe: int) -> int:
+    """The port the server writes to its end of `pipe` once it listens."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if port_file.exists() and (text := port_file.read_text().strip()):
-            return int(text)
-        if process.poll() is not None:
-            code = process.returncode
-            raise RuntimeError(f"the known-truth server exited at start (code {code})")
-        time.sleep(0.01)
+    line = b""
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([pipe], [], [], min(left, 0.05))[0]:
+            if process.poll() is not None:
+                break
+            continue
+        chunk = os.read(pipe, 64)
+        line += chunk
+        if line.endswith(b"\n"):
+            return int(line)
+        if not chunk:  # the server closed its end without a port: it is ending
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.0, min(left, 5.0)))
+            break
+    if process.poll() is not None:
+        code = process.returncode
+        raise RuntimeError(f"the known-truth server exited at start (code {code})")
     raise RuntimeError(f"the known-truth server did not start within {START_TIMEOUT_S:.0f} s")
 
 
@@ -63,43 +74,54 @@ def running_truth_server(
     most that many generations at once; `arrival_log` gets a JSON line per generation; `wrong`
     makes it answer known quality questions with those shares wrong (calibrate/answers.py).
     """
-    with tempfile.TemporaryDirectory(prefix="truth-server-") as folder:
-        port_file = Path(folder) / "port"
-        command = [
-            sys.executable,
-            "-m",
-            "sagemeter.calibrate.server",
-            f"--ttft={timing.ttft_s!r}",
-            f"--itl={timing.itl_s!r}",
-            f"--port-file={port_file}",
-            f"--parent-pid={os.getpid()}",
-        ]
-        if timing.prefill_s:
-            command.append(f"--prefill={timing.prefill_s!r}")
-        if timing.prefix_cache:
-            command.append("--prefix-cache")
-        if max_model_len is not None:
-            command.append(f"--max-model-len={max_model_len}")
-        if slots is not None:
-            command.append(f"--slots={slots}")
-        if arrival_log is not None:
-            command.append(f"--arrival-log={arrival_log}")
-        if batch_gap_s is not None:
-            command.append(f"--batch-gap={batch_gap_s!r}")
-        if faults is not None:
-            command += faults.args()
-        if wrong is not None:
-            command += wrong.args()
+    reading, writing = os.pipe()  # the port comes back on a pipe: no file to leave behind
+    command = [
+        sys.executable,
+        "-m",
+        "sagemeter.calibrate.server",
+        f"--ttft={timing.ttft_s!r}",
+        f"--itl={timing.itl_s!r}",
+        f"--port-fd={writing}",
+        f"--parent-pid={os.getpid()}",
+    ]
+    if timing.prefill_s:
+        command.append(f"--prefill={timing.prefill_s!r}")
+    if timing.prefix_cache:
+        command.append("--prefix-cache")
+    if max_model_len is not None:
+        command.append(f"--max-model-len={max_model_len}")
+    if slots is not None:
+        command.append(f"--slots={slots}")
+    if arrival_log is not None:
+        command.append(f"--arrival-log={arrival_log}")
+    if batch_gap_s is not None:
+        command.append(f"--batch-gap={batch_gap_s!r}")
+    if faults is not None:
+        command += faults.args()
+    if wrong is not None:
+        command += wrong.args()
+    try:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, env=child_env(os.environ.copy())
+            command,
+            stdin=subprocess.DEVNULL,
+            env=child_env(os.environ.copy()),
+            pass_fds=(writing,),
         )
+    except BaseException:
+        os.close(reading)
+        raise
+    finally:
+        os.close(writing)
+    try:
         try:
-            port = _wait_for_port(process, port_file)
-            yield f"http://127.0.0.1:{port}"
+            port = _wait_for_port(process, reading)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            os.close(reading)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

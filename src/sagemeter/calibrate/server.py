@@ -404,7 +404,8 @@ async def serve(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The child-process entry point: seconds as plain numbers, the port written to a file."""
+    """The child-process entry point: seconds as plain numbers, the port written to a file or
+    an inherited pipe."""
     parser = argparse.ArgumentParser(prog="python -m sagemeter.calibrate.server")
     parser.add_argument("--ttft", type=float, required=True, help="seconds to the first token")
     parser.add_argument("--itl", type=float, required=True, help="seconds between tokens")
@@ -413,6 +414,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-model-len", type=int, help="context length in tokens")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", type=Path)
+    parser.add_argument("--port-fd", type=int, help="an inherited pipe to write the port line to")
     parser.add_argument("--batch-gap", type=float, default=DEFAULT_BATCH_GAP_S)
     parser.add_argument("--parent-pid", type=int, help="stop when this process ends")
     parser.add_argument("--slots", type=int, help="generations served at once (the rest queue)")
@@ -429,6 +431,9 @@ def main(argv: list[str] | None = None) -> None:
     def ready(port: int) -> None:
         if args.port_file is not None:
             write_text_atomic(args.port_file, f"{port}\n")
+        if args.port_fd is not None:
+            with open(args.port_fd, "w", closefd=True) as pipe:
+                pipe.write(f"{port}\n")
 
     faults = faults_from(args)
     answers = None

@@ -86,6 +86,9 @@ class LaunchedServer:
 
     what = "the server"  # how messages name it
     grace_s = 20.0  # from SIGTERM to SIGKILL when it is stopped
+    # A variable naming a private scratch folder the launcher makes for the server and removes
+    # after it (engines/launcher.py); None: the server's temporary files are its own business.
+    scratch_env: str | None = None
 
     def __init__(self, *, log_path: Path, port: int = 0) -> None:
         self.log_path = log_path
@@ -142,6 +145,8 @@ class LaunchedServer:
         began = time.perf_counter()
         launcher = [sys.executable, "-m", "sagemeter.engines.launcher"]
         launcher += ["--grace", str(self.grace_s)]
+        if self.scratch_env is not None:
+            launcher += ["--scratch-env", self.scratch_env]
         with open_output(self.log_path, "the engine log") as log, self._lock:
             if self._stopped:
                 raise UserError(f"{self.what} was stopped before it started")

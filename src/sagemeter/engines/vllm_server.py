@@ -47,6 +47,10 @@ class VllmServer(LaunchedServer):
     """One `vllm serve` process (and its engine processes) for one model folder."""
 
     what = "vLLM"
+    # vLLM leaves its inter-process sockets and a file store in the temporary folder at every
+    # start: the launcher gives it a private one and removes it afterwards (torch's compile
+    # cache stays where torch keeps it: `environment`).
+    scratch_env = "TMPDIR"
 
     def __init__(
         self,
@@ -89,6 +93,7 @@ class VllmServer(LaunchedServer):
         env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
         env["HF_HUB_OFFLINE"] = "1"  # every model vllm: serves is a local folder
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", torch_compile_cache())
         if self.install.origin == MANAGED_ORIGIN:
             env.setdefault("VLLM_CACHE_ROOT", str(cache_dir() / "engines" / "vllm-cache"))
         return env
@@ -119,6 +124,23 @@ class VllmServer(LaunchedServer):
     def __enter__(self) -> Self:
         self.start()
         return self
+
+
+def torch_compile_cache() -> str:
+    """Where torch keeps its compile cache by default (the temporary folder's
+    `torchinductor_USER`), said outright: vLLM's own temporary folder is a scratch one that goes
+    with it, and the cache should stay warm from one start to the next."""
+    import getpass
+    import re
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(
+        tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+    )
 
 
 EXTRA_ARGS_ENV = "SAGEMETER_VLLM_ARGS"

@@ -87,7 +87,7 @@ def worker_plans(
     payload: bytes,
     share: Share,
     workers: int,
-    done_path: str = "",
+    done_fd: int = -1,
     slo_stop: SloStop | None = None,
     deck: Deck | None = None,
 ) -> list[WorkerPlan]:
@@ -119,7 +119,7 @@ def worker_plans(
                 arrivals=arrivals,
                 preopen=preopen,
                 prefer_uvloop=settings.prefer_uvloop,
-                done_path=done_path,
+                done_fd=done_fd,
                 slo_stop=slo_stop,
                 deck=deck,
                 deck_workers=workers,
@@ -146,7 +146,8 @@ def run_once(
     units = len(share.streams) or len(share.arrivals)
     workers = max(1, min(settings.worker_count(), units))
     done = DoneCount(workers) if watch is not None or slo_stop is not None else None
-    with WorkerPool(workers) as pool, contextlib.ExitStack() as cleanup:
+    shared_fd = done.fd if done is not None else None
+    with WorkerPool(workers, shared_fd) as pool, contextlib.ExitStack() as cleanup:
         if done is not None:
             cleanup.callback(done.close)
         model = settings.model or discover_model(endpoint, api_key)
@@ -162,7 +163,7 @@ def run_once(
             payload,
             share,
             workers,
-            done.path if done is not None else "",
+            done.fd if done is not None else -1,
             slo_stop,
             prepared.deck if prepared is not None else None,
         )

@@ -4,6 +4,10 @@ The parent makes a small file of one 8-byte slot per worker; each worker maps it
 own count when a request finishes (one memory write, nothing on the wire), and the parent reads
 the sum whenever it redraws. Workers on other machines (Ray) get no file and count nothing.
 
+The file has no name (`tempfile.TemporaryFile`): the workers inherit its descriptor when they
+are started (`WorkerPool(shared_fd=...)`), so a command killed at any instant, even by SIGKILL,
+leaves nothing behind in the temporary folder.
+
 A second block of slots, one per worker, counts requests that missed an SLO (`transport/slo_stop`):
 every worker reads the sum, so a probe stops as soon as the misses of all workers together say it
 cannot pass.
@@ -11,7 +15,6 @@ cannot pass.
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import struct
@@ -24,51 +27,47 @@ class DoneCount:
     """The parent's side: the file, and the sum of every worker's slot."""
 
     def __init__(self, workers: int) -> None:
-        handle, name = tempfile.mkstemp(prefix="sagemeter-done-", suffix=".bin")
-        self.path = name
+        self.file = tempfile.TemporaryFile(prefix="sagemeter-done-")  # noqa: SIM115 (closed by close())
         self.workers = workers
-        with os.fdopen(handle, "wb") as file:
-            file.write(bytes(_SLOT.size * workers * 2))
+        self.file.write(bytes(_SLOT.size * workers * 2))
+        self.file.flush()
+        self.fd = self.file.fileno()  # what each worker is handed (`WorkerPlan.done_fd`)
+
+    def _slots(self, first: int, count: int) -> int:
+        """The sum of `count` slots from slot `first` (0 once the file is closed)."""
+        try:
+            data = os.pread(self.fd, _SLOT.size * count, _SLOT.size * first)
+        except (OSError, ValueError):
+            return 0
+        slots = range(len(data) // _SLOT.size)
+        return sum(_SLOT.unpack_from(data, i * _SLOT.size)[0] for i in slots)
 
     def total(self) -> int:
-        """Requests finished so far by every worker (0 when the file is gone)."""
-        try:
-            with open(self.path, "rb") as file:
-                data = file.read(_SLOT.size * self.workers)
-        except OSError:
-            return 0
-        count = len(data) // _SLOT.size
-        return sum(_SLOT.unpack_from(data, i * _SLOT.size)[0] for i in range(count))
+        """Requests finished so far by every worker."""
+        return self._slots(0, self.workers)
 
     def misses(self) -> int:
-        """Requests that missed the SLO so far, by every worker (0 when the file is gone)."""
-        try:
-            with open(self.path, "rb") as file:
-                data = file.read()
-        except OSError:
-            return 0
-        count = len(data) // _SLOT.size
-        return sum(_SLOT.unpack_from(data, i * _SLOT.size)[0] for i in range(count // 2, count))
+        """Requests that missed the SLO so far, by every worker."""
+        return self._slots(self.workers, self.workers)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        self.file.close()
 
 
 class DoneSlot:
-    """A worker's side: its slot of the parent's file; a no-op when there is none."""
+    """A worker's side: its slot of the parent's file, by the descriptor it inherited; a no-op
+    when there is none (-1)."""
 
-    def __init__(self, path: str, worker: int) -> None:
+    def __init__(self, fd: int, worker: int) -> None:
         self.count = 0
         self.missed = 0
         self.offset = worker * _SLOT.size
         self.miss_offset = 0
         self.map: mmap.mmap | None = None
-        if not path:
+        if fd < 0:
             return
         try:
-            with open(path, "r+b") as file:
-                self.map = mmap.mmap(file.fileno(), 0)
+            self.map = mmap.mmap(fd, 0)
         except (OSError, ValueError):
             self.map = None
         if self.map is not None and len(self.map) < self.offset + _SLOT.size:

@@ -97,9 +97,12 @@ def _worker_env() -> dict[str, str]:
 
 
 class WorkerPool:
-    """`count` worker processes, started at once so they boot while the parent prepares."""
+    """`count` worker processes, started at once so they boot while the parent prepares.
 
-    def __init__(self, count: int) -> None:
+    `shared_fd`: a descriptor every worker inherits under the same number (the run's nameless
+    `DoneCount` file, which they map)."""
+
+    def __init__(self, count: int, shared_fd: int | None = None) -> None:
         self.started = time.perf_counter()
         env = _worker_env()
         self.processes = [
@@ -108,6 +111,7 @@ class WorkerPool:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
+                pass_fds=() if shared_fd is None else (shared_fd,),
             )
             for _ in range(count)
         ]

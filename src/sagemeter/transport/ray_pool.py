@@ -18,21 +18,17 @@ Ray is an optional extra, imported only here (`pip install 'sagemeter[ray]'`).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib.util
 import logging
 import os
 import re
 import secrets
-import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sagemeter import __version__
@@ -64,6 +60,8 @@ CLIENT_JOIN_ATTEMPTS = 3
 CLIENT_JOIN_PAUSE_S = 2.0
 # A HOST:PORT cluster address must accept a TCP connection within this long.
 PROBE_TIMEOUT_S = 5.0
+# Ray's own token settings: when the user set any of them, `--ray local` leaves its token alone.
+_TOKEN_SETTINGS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 _HOST_PORT = re.compile(r"^(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d+)$")
 
@@ -135,21 +133,17 @@ def _local_cluster_env() -> None:
     """Settings for the throwaway cluster of `--ray local`, each unless the user set it.
 
     Its servers bind 127.0.0.1 only (Ray reads this switch when it is imported; on Linux it
-    otherwise binds every interface). It asks for a token of its own, kept in a private folder
-    that lives as long as this process, rather than the one Ray would otherwise create and
-    leave in ~/.ray (which later turns on token checks for every `ray start` of the user's).
+    otherwise binds every interface). It asks for a token of its own, held only in this
+    process's environment (`RAY_AUTH_TOKEN`, which the cluster's processes inherit), rather than
+    the one Ray would otherwise create and leave in ~/.ray (which later turns on token checks for
+    every `ray start` of the user's); with no file, a killed command leaves no token on disk.
     """
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if "RAY_AUTH_MODE" in os.environ or "RAY_AUTH_TOKEN_PATH" in os.environ:
+    if any(name in os.environ for name in _TOKEN_SETTINGS):
         return
-    folder = tempfile.mkdtemp(prefix="sagemeter-ray-")
-    atexit.register(shutil.rmtree, folder, True)
-    token = Path(folder) / "token"
-    token.touch(mode=0o600)
-    token.write_text(secrets.token_hex(32))
     os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
 def join_for_batches(address: str) -> None:

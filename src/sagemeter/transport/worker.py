@@ -110,7 +110,7 @@ class WorkerPlan:
     stall_s: float = 0.0
     retry: RetryPolicy = NO_RETRIES
     expected_model: str | None = None  # a reply naming another model is a failure
-    done_path: str = ""  # a `DoneCount` file this worker writes its finished count into
+    done_fd: int = -1  # the inherited `DoneCount` file this worker writes its finished count into
     slo_stop: SloStop | None = None  # stop sending once the run's misses say it cannot pass
     # A workload's own requests (transport/deck.py): an arrival sends deck entry `index`; a
     # closed-loop stream the worker's next entry (every `deck_workers`-th from its own).
@@ -165,7 +165,7 @@ class Worker:
         self.succeeded = 0
         self.failed = 0
         self.slo_stopped = False
-        self.done = DoneSlot(plan.done_path, plan.worker)
+        self.done = DoneSlot(plan.done_fd, plan.worker)
         self.serial = 0  # sends of a deck's payloads so far (each its own nonce)
 
     def next_payload(self, position: int | None) -> tuple[bytes, int | None]:
