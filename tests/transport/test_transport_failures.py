@@ -194,3 +194,35 @@ async def test_a_connection_closed_before_any_answer_is_sent_again() -> None:
     assert not record.ok
     assert record.error is not None and "before any answer" in record.error
     assert len(server.requests) == 2  # one retry, as asked, not a loop
+
+
+async def test_an_error_status_whose_body_is_cut_keeps_its_status_and_is_sent_again() -> None:
+    """A 503 is a 503 even when the connection drops inside its body: named by its status, and
+    sent again like any transient status (a 400 cut so is named, and not sent again)."""
+    calls = {"n": 0}
+
+    def cut_reply(status: int):  # type: ignore[no-untyped-def]
+        async def reply(writer, body):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            writer.write(
+                f"HTTP/1.1 {status} Oops\r\nContent-Type: application/json\r\n"
+                "Content-Length: 200\r\n\r\n".encode()
+                + b'{"error": "overloa'
+            )
+            await writer.drain()
+            writer.transport.abort()
+
+        return reply
+
+    quick = RetryPolicy(retries=1, base_s=0.01)
+    for stream in (True, False):
+        calls["n"] = 0
+        record, _ = await _chat({CHAT: cut_reply(503)}, _request(stream), retry=quick)
+        assert not record.ok and record.status == 503
+        assert record.error is not None and record.error.startswith("HTTP 503"), record.error
+        assert "cut" in record.error and "overloa" in record.error
+        assert calls["n"] == 2 and record.retries == 1
+        calls["n"] = 0
+        record, _ = await _chat({CHAT: cut_reply(400)}, _request(stream), retry=quick)
+        assert not record.ok and record.status == 400 and calls["n"] == 1
+        assert record.error is not None and record.error.startswith("HTTP 400"), record.error

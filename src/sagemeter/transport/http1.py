@@ -135,6 +135,12 @@ class Connection(asyncio.Protocol):
             self.on_message_complete()
             return
         reason = f"connection lost: {exc}" if exc else "connection closed by the server"
+        if record is not None and self._status and self._status != 200:
+            # An error status whose body was cut is still that status (a 503 is sent again
+            # like any other 503); the body so far says what it could.
+            record.transient = self._status in TRANSIENT_STATUSES
+            line = status_line(self._status, bytes(self._body))
+            reason = f"{line} (its body cut: {reason})"
         self._finish(reason)
 
     def data_received(self, data: bytes) -> None:
