@@ -1,11 +1,13 @@
 """The command table: every command maps to the module that registers it, and a command run by
-name imports only what it needs (no boto3 for `load`, no scipy for `questions`)."""
+name imports only what it needs (no boto3 for `load`, no scipy for `questions`, nothing of
+SageMaker's for a measurement of an HTTP server)."""
 
 from __future__ import annotations
 
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -30,27 +32,36 @@ def test_every_command_is_in_the_table_with_its_own_module() -> None:
 
 PROBE = (
     "import atexit, sys\n"
-    "atexit.register(lambda: print('loaded:' + ','.join(m for m in ('boto3', 'scipy', 'ray') "
-    "if m in sys.modules), file=sys.stderr))\n"
+    "atexit.register(lambda: print('loaded:' + ','.join(m for m in ('boto3', 'scipy', 'ray', "
+    "'botocore', 'sagemeter.sagemaker') if m in sys.modules), file=sys.stderr))\n"
     "from sagemeter.cli.app import main\n"
     "main(sys.argv[1:])\n"
 )
 
 
+NO_CLOUD = {"boto3", "botocore", "sagemeter.sagemaker", "scipy", "ray"}
+CLOSED = "http://127.0.0.1:9"  # nothing listens: the command runs until it tries to connect
+
+
 @pytest.mark.parametrize(
-    ("args", "absent"),
+    ("args", "absent", "code"),
     [
-        (["questions", "list"], {"boto3", "scipy", "ray"}),
-        (["load", "--help"], {"boto3", "scipy", "ray"}),
-        (["measure", "--help"], {"boto3", "scipy", "ray"}),
-        (["combine", "--help"], {"boto3", "ray"}),
+        (["questions", "list"], {"boto3", "scipy", "ray"}, 0),
+        (["load", "--help"], {"boto3", "scipy", "ray"}, 0),
+        (["measure", "--help"], {"boto3", "scipy", "ray"}, 0),
+        (["combine", "--help"], {"boto3", "ray"}, 0),
+        (["load", CLOSED, "--duration", "1s"], NO_CLOUD, 6),
+        (["measure", "{tmp}/out", CLOSED, "--quick"], NO_CLOUD, 2),
     ],
 )
-def test_a_named_command_imports_only_what_it_needs(args: list[str], absent: set[str]) -> None:
+def test_a_named_command_imports_only_what_it_needs(
+    tmp_path: Path, args: list[str], absent: set[str], code: int
+) -> None:
+    args = [arg.format(tmp=tmp_path) for arg in args]
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == code, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("loaded:")
     loaded = set(filter(None, last.removeprefix("loaded:").split(",")))

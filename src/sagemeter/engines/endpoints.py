@@ -12,13 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sagemeter import sagemaker as backend
 from sagemeter.engine_registry import StartRequest, engine_of
 from sagemeter.engines.llamacpp import DEFAULT_CTX_PER_SLOT
 from sagemeter.results import StartupFacts
 from sagemeter.results.fidelity_record import Vocabulary
-from sagemeter.sagemaker import placed_elsewhere
-from sagemeter.sagemaker.invoke import open_sagemaker_client
 from sagemeter.targets import EngineTarget, OpenAITarget, SageMakerTarget, Target
 from sagemeter.transport.chat import ChatClient
 from sagemeter.transport.client import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
@@ -143,6 +140,7 @@ def placement_hint(target: Target) -> str:
     """For a SageMaker target this machine placed in another region, where it is; else ""."""
     if not isinstance(target, SageMakerTarget):
         return ""
+    from sagemeter.sagemaker import placed_elsewhere  # SageMaker's package: only when needed
 
     hint = placed_elsewhere(target.name, target.region)
     return f" ({hint})" if hint else ""
@@ -182,6 +180,11 @@ def chat_client(base_url: str, wire: WireOptions, model: str | None = None) -> O
 async def _sagemaker_endpoint(
     target: SageMakerTarget, concurrency: int, wire: WireOptions
 ) -> AsyncIterator[Endpoint]:
+    # Imported here: the SageMaker package (botocore's config and its modules) would cost every
+    # measurement of an HTTP server or a local engine about 0.2 s of start-up.
+    from sagemeter import sagemaker as backend
+    from sagemeter.sagemaker.invoke import open_sagemaker_client
+
     client = open_sagemaker_client(target, concurrency, timeout_s=wire.timeout_s, retry=wire.retry)
     try:
         yield Endpoint(

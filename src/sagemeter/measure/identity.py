@@ -28,7 +28,6 @@ from sagemeter import signal_wakeup
 from sagemeter.errors import UserError
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
 from sagemeter.results.server_identity import ServerIdentity
-from sagemeter.sagemaker.aws import CONTROL_CONFIG
 from sagemeter.transport.aws_session import new_session
 from sagemeter.transport.client import HttpClient, TransportError
 from sagemeter.transport.models_list import first_model
@@ -260,6 +259,10 @@ def sagemaker_identity(name: str, region: str) -> Callable[[], Reading]:
 
     def read() -> Reading:
         from botocore.exceptions import BotoCoreError, ClientError
+
+        # Here, not at the top: the SageMaker package costs every `load` and `measure` of an
+        # HTTP server about 0.15 s to import (botocore's config and the package's modules).
+        from sagemeter.sagemaker.aws import CONTROL_CONFIG
 
         try:
             client = new_session().client("sagemaker", region_name=region, config=CONTROL_CONFIG)

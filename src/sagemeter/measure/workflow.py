@@ -45,7 +45,6 @@ from sagemeter.measure import ProgressFn, no_progress
 from sagemeter.measure.agreement import one_at_once_expected
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.decode import client_bound, decode_request_count, measure_decode
-from sagemeter.measure.endpoint_metrics_recorder import EndpointMetricsRecorder
 from sagemeter.measure.figure_samples import speed_summaries
 from sagemeter.measure.host_load import HostSampler
 from sagemeter.measure.identity import IdentityWatch, sagemaker_identity
@@ -111,8 +110,9 @@ from sagemeter.transport.chat import ChatClient, Unreachable
 from sagemeter.transport.client import TransportError
 from sagemeter.transport.token_check import answered, disagreement_note, usage_disagreements
 
-if TYPE_CHECKING:  # declared in the options layer, above this one
-    from sagemeter.options.slo import SloOptions
+if TYPE_CHECKING:
+    from sagemeter.measure.endpoint_metrics_recorder import EndpointMetricsRecorder
+    from sagemeter.options.slo import SloOptions  # declared in the options layer, above this one
 
 PhaseFn = Callable[[str], None]
 
@@ -498,6 +498,8 @@ def _endpoint_metrics(target: Target, settings: MeasureSettings) -> EndpointMetr
     """A SageMaker target's CloudWatch recorder (other targets have `/metrics` instead)."""
     if not isinstance(target, SageMakerTarget):
         return None
+    # Imported here: it brings the SageMaker package, which every other target can do without.
+    from sagemeter.measure.endpoint_metrics_recorder import EndpointMetricsRecorder
 
     return EndpointMetricsRecorder(target.name, target.region, settings.metrics_wait_s, SentLog())
 
