@@ -32,7 +32,7 @@ LINE = '{"prompt": "What is 2+2?", "answer": "4"}\n'
 
 @pytest.fixture(scope="module", autouse=True)
 def _every_command() -> Iterator[None]:
-    """The app with every command, registered once (main would add them again on each call)."""
+    """The app with every command, as `sagemeter --help` has it: one click command, built once."""
     cli._register_optional_commands([])
     yield
 
@@ -40,7 +40,6 @@ def _every_command() -> Iterator[None]:
 def run_main(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
              ) -> tuple[int, list[str], str]:  # fmt: skip
     """`sagemeter ARGS` in this process: exit code, stderr's non-empty lines, all of stderr."""
-    monkeypatch.setattr(cli, "_register_optional_commands", lambda argv=None: None)
     monkeypatch.setattr(cli, "_handle_stop_signals", lambda: None)  # pytest keeps its own
     monkeypatch.setenv("COLUMNS", "250")
     monkeypatch.delenv("SAGEMETER_DEBUG", raising=False)
@@ -326,7 +325,6 @@ def test_an_unexpected_error_is_one_line_and_a_hint(
 
 
 def test_debug_shows_the_traceback(failing_command: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "_register_optional_commands", lambda argv=None: None)
     monkeypatch.setattr(cli, "_handle_stop_signals", lambda: None)
     monkeypatch.setenv(cli.DEBUG_VARIABLE, "1")
     with pytest.raises(KeyError, match="a key nobody expected"):

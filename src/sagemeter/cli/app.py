@@ -11,9 +11,13 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 import typer
+import typer.main
+from typer.models import CommandInfo, TyperInfo
 
 from sagemeter.cli.common import err_console
 from sagemeter.errors import UserError, exit_code
@@ -63,18 +67,53 @@ def _register_optional_commands(argv: list[str] | None = None) -> None:
     """Add the commands of every feature module that is present in this install; when `argv`
     names a known command, only the module that command needs (help and an unknown command get
     them all, so the list and click's suggestions are whole)."""
-    import importlib
-
     words = sys.argv[1:] if argv is None else argv
     named = COMMANDS.get(words[0]) if words else None
     for module_name in (named,) if named else COMMAND_MODULES:
+        infos = _module_commands(module_name)
+        if infos is None:
+            continue
+        commands, groups = infos
+        app.registered_commands += [c for c in commands if c not in app.registered_commands]
+        app.registered_groups += [g for g in groups if g not in app.registered_groups]
+
+
+# Each module's commands, made once per process: a process that runs several commands (an
+# embedding program, the tests) adds the same ones again rather than new copies, so the click
+# command built from them can be kept (`_click_command`).
+_made: dict[str, tuple[list[CommandInfo], list[TyperInfo]]] = {}
+
+
+def _module_commands(module_name: str) -> tuple[list[CommandInfo], list[TyperInfo]] | None:
+    """The commands and groups `module_name` registers (None: the module is not installed)."""
+    import importlib
+
+    if module_name not in _made:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name != module_name:
                 raise
-            continue
-        module.register(app)
+            return None
+        scratch = typer.Typer()
+        module.register(scratch)
+        _made[module_name] = (scratch.registered_commands, scratch.registered_groups)
+    return _made[module_name]
+
+
+# typer builds its click command from the app's commands on every call (0.07 CPU-s with every
+# command): kept here per set of commands, since a command list is made once (`_made`).
+_built: dict[tuple[object, ...], Callable[..., Any]] = {}
+MAX_BUILT = 16
+
+
+def _click_command() -> Callable[..., Any]:
+    key = (*app.registered_commands, *app.registered_groups)
+    if key not in _built:
+        if len(_built) >= MAX_BUILT:
+            _built.clear()
+        _built[key] = typer.main.get_command(app)
+    return _built[key]
 
 
 def _redact_output() -> None:
@@ -128,7 +167,7 @@ def _run(argv: list[str] | None) -> object:
     """The command `argv` names, registered and run (a module that fails to import is inside
     the guard too)."""
     _register_optional_commands(argv)
-    return app(args=argv, standalone_mode=False)
+    return _click_command()(args=argv, standalone_mode=False)
 
 
 def _usage_line(exc: Exception) -> str:
