@@ -16,6 +16,7 @@ import typer.testing
 from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.engines.llamacpp import THREADS_VARIABLE, LocalEngine
 from tests.busy_host import client_limits_named
+from tests.typer_builds import keep_builds
 
 # The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures, and
 # the `quiet` marker's turns (a test the other xdist workers hold off for).
@@ -36,6 +37,7 @@ def _naming_client_limits(plain: Callable[[Any], str]) -> Callable[[Any], str]:
 
 for _result in (click.testing.Result, typer.testing.Result):
     _result.__repr__ = _naming_client_limits(_result.__repr__)  # type: ignore[method-assign]
+keep_builds()  # CliRunner().invoke(APP, …) builds APP's click command once, not every time
 
 # Every embedded engine the tests start (the session's below, and those `measure local:`, `demo`,
 # `serve`, plans and the MCP tools start in the commands the tests run, which inherit this
