@@ -21,7 +21,6 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
-from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -54,6 +53,7 @@ from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.progress import Relay
+from sagemeter.mcp.server_tools import ServerTools
 from sagemeter.measure import ProgressFn
 from sagemeter.measure.workflow import PhaseFn
 from sagemeter.options.faces import read_options, with_options
@@ -193,7 +193,7 @@ def _outcome_text(outcome: RunOutcome) -> str:
     return "\n".join(lines)
 
 
-def register_experiment_tools(server: MCPServer, config: ServerConfig) -> None:
+def register_experiment_tools(server: ServerTools, config: ServerConfig) -> None:
     """Add run_experiment to `server`."""
 
     @server.tool(title="Run an experiment (A-B-A, resumable)", annotations=RUNS)

@@ -7,7 +7,6 @@ and writes nothing.
 from typing import Annotated, Any
 
 import anyio.to_thread
-from mcp.server import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -16,6 +15,7 @@ from sagemeter.inspect.text import report_text
 from sagemeter.mcp import names
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
+from sagemeter.mcp.server_tools import ServerTools
 from sagemeter.options.faces import read_options, with_options
 from sagemeter.options.inspect import INSPECT, InspectOptions
 from sagemeter.results.checkpoint_facts import InspectReport
@@ -25,7 +25,7 @@ INSPECTS = ToolAnnotations(
 )
 
 
-def register_inspect_tools(server: MCPServer, config: ServerConfig) -> None:
+def register_inspect_tools(server: ServerTools, config: ServerConfig) -> None:
     """Add inspect_checkpoint to `server`."""
 
     @server.tool(title="Inspect a checkpoint", annotations=INSPECTS)

@@ -7,7 +7,6 @@ Starting and stopping an engine needs no --allow-write: it is a child of this se
 from typing import Annotated, Any
 
 import anyio.to_thread
-from mcp.server import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -17,6 +16,7 @@ from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.engines import LocalEngines
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CheckpointsAnswer, LocalEngineAnswer, StopAnswer
+from sagemeter.mcp.server_tools import ServerTools
 from sagemeter.options.faces import read_options, with_options
 from sagemeter.options.serve import SERVE, ServeOptions
 from sagemeter.targets import LocalTarget
@@ -40,7 +40,7 @@ Checkpoint = Annotated[
 ]
 
 
-def register_local_tools(server: MCPServer, engines: LocalEngines, config: ServerConfig) -> None:
+def register_local_tools(server: ServerTools, engines: LocalEngines, config: ServerConfig) -> None:
     """Add list_checkpoints, start_local and stop_local to `server`."""
 
     @server.tool(title="List the embedded engine's checkpoints", annotations=LISTS)

@@ -8,7 +8,6 @@ import io
 from pathlib import Path
 from typing import Annotated, Any
 
-from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
@@ -32,6 +31,7 @@ from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.models import CompareAnswer, MeasureAnswer
 from sagemeter.mcp.progress import Relay
+from sagemeter.mcp.server_tools import ServerTools
 from sagemeter.measure.workflow import measure_target, selected_questions, total_requests
 from sagemeter.options.combine import COMBINE, CombineOptions
 from sagemeter.options.faces import read_options, with_options
@@ -123,7 +123,7 @@ def _shown(family: LevelFamily) -> bool:
     return family.stored and declared
 
 
-def register_measure_tools(server: MCPServer, config: ServerConfig) -> None:
+def register_measure_tools(server: ServerTools, config: ServerConfig) -> None:
     """Add measure_endpoint and compare_results to `server`."""
 
     @server.tool(title="Measure an endpoint", annotations=MEASURES)

@@ -5,7 +5,6 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
-from mcp.server import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -14,6 +13,7 @@ from sagemeter.errors import UserError
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply, require_logs
 from sagemeter.mcp.models import InvokeAnswer, QuotaAnswer
+from sagemeter.mcp.server_tools import ServerTools
 from sagemeter.options.base import OptionsModel
 from sagemeter.options.command import Command
 from sagemeter.options.faces import read_options, with_options
@@ -86,7 +86,7 @@ def info_line(info: sm.EndpointInfo) -> str:
     return ", ".join(parts) + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def register_sagemaker_reads(server: MCPServer, config: ServerConfig) -> None:
+def register_sagemaker_reads(server: ServerTools, config: ServerConfig) -> None:
     """Add the looking SageMaker tools to `server`."""
 
     @server.tool(title="Check SageMaker quota", annotations=LOOKS)

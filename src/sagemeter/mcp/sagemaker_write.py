@@ -8,7 +8,6 @@ to the endpoint's name and, like the CLI, removes only what carries sagemeter's 
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
@@ -20,6 +19,7 @@ from sagemeter.mcp.guard import guarded, reply, require_write
 from sagemeter.mcp.models import DeployAnswer
 from sagemeter.mcp.progress import Relay, in_worker
 from sagemeter.mcp.sagemaker_read import Endpoint, Region, blocking, given_options
+from sagemeter.mcp.server_tools import ServerTools
 from sagemeter.options.faces import with_options
 from sagemeter.options.sagemaker import DEPLOY, DeployOptions
 from sagemeter.sagemaker.verbs import (
@@ -92,7 +92,7 @@ def delete_lines(report: sm.DeleteReport) -> str:
     return "\n".join(lines)
 
 
-def register_sagemaker_writes(server: MCPServer, config: ServerConfig) -> None:
+def register_sagemaker_writes(server: ServerTools, config: ServerConfig) -> None:
     """Add deploy_endpoint and delete_endpoint to `server`."""
 
     @server.tool(title="Deploy a checkpoint to SageMaker", annotations=CREATES)

@@ -29,6 +29,7 @@ from sagemeter.mcp.local_tools import register_local_tools
 from sagemeter.mcp.measure_tools import register_measure_tools
 from sagemeter.mcp.sagemaker_read import register_sagemaker_reads
 from sagemeter.mcp.sagemaker_write import register_sagemaker_writes
+from sagemeter.mcp.server_tools import ServerTools
 from sagemeter.mcp.slo_tools import register_slo_tools
 from sagemeter.signal_wakeup import woken_by_signals
 
@@ -90,7 +91,15 @@ def build_server(
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(engines.stop_all)
 
-    server = SagemeterServer(
+    tools = ServerTools()
+    register_sagemaker_reads(tools, config)
+    register_sagemaker_writes(tools, config)
+    register_local_tools(tools, engines, config)
+    register_measure_tools(tools, config)
+    register_inspect_tools(tools, config)
+    register_experiment_tools(tools, config)
+    register_slo_tools(tools, config)
+    return SagemeterServer(
         "sagemeter",
         title="sagemeter",
         description="Deploy, measure, compare and tear down LLM checkpoints.",
@@ -98,15 +107,8 @@ def build_server(
         version=__version__,
         lifespan=lifespan,
         log_level="WARNING",
+        tools=tools.tools,
     )
-    register_sagemaker_reads(server, config)
-    register_sagemaker_writes(server, config)
-    register_local_tools(server, engines, config)
-    register_measure_tools(server, config)
-    register_inspect_tools(server, config)
-    register_experiment_tools(server, config)
-    register_slo_tools(server, config)
-    return server
 
 
 def check_port(port: int) -> None:

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -23,6 +22,7 @@ from sagemeter.loadgen.result import LoadResult, OperatingPoint, Probe
 from sagemeter.mcp.config import ServerConfig
 from sagemeter.mcp.guard import guarded, reply
 from sagemeter.mcp.progress import Relay, in_worker
+from sagemeter.mcp.server_tools import ServerTools
 from sagemeter.options.faces import read_scaled, with_options
 from sagemeter.options.load import LOAD as LOAD_OPTIONS
 from sagemeter.options.slo import SLO, SloOptions
@@ -57,7 +57,7 @@ def answer_text(answer: OperatingPointAnswer) -> str:
     return "\n".join(lines)
 
 
-def register_slo_tools(server: MCPServer, config: ServerConfig) -> None:
+def register_slo_tools(server: ServerTools, config: ServerConfig) -> None:
     """Add find_operating_point to `server`."""
 
     @server.tool(title="Find the operating point at a latency target", annotations=SEARCHES)
