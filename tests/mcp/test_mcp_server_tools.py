@@ -39,7 +39,9 @@ def _sdk_made(config: ServerConfig) -> MCPServer[Any]:
 async def test_every_server_lists_what_the_sdk_makes_of_its_tools(tmp_path: Path) -> None:
     configs = [
         ServerConfig(results_dir=tmp_path / "a"),
-        ServerConfig(results_dir=tmp_path / "b", allow_write=True, allow_logs=True, allow_commands=True),
+        ServerConfig(
+            results_dir=tmp_path / "b", allow_write=True, allow_logs=True, allow_commands=True
+        ),
     ]
     for config in configs:
         built = [tool.model_dump() for tool in await build_server(config).list_tools()]
