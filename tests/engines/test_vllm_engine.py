@@ -345,6 +345,15 @@ def test_load_counts_equal_the_servers_metrics(
     assert finished == result["requests_completed"]
 
 
+@pytest.fixture
+def short_tmpdir() -> Iterator[Path]:
+    """A temporary folder of the test's own, with a short path: vLLM's sockets go below it, and
+    a socket's path is limited to about 100 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="vt-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.quiet
 def test_measure_quick_on_a_vllm_target(
     vllm_install: VllmInstall,
@@ -352,38 +361,13 @@ def test_measure_quick_on_a_vllm_target(
     vllm_cache: Path,
     shared_home: Path,
     tmp_path: Path,
+    short_tmpdir: Path,
     sagemeter_env: dict[str, str],
 ) -> None:
     """vllm:smollm2-f32 end to end: a second vLLM started, measured and stopped by measure,
     run like the fixture's (TEST_VLLM_FLAGS in `SAGEMETER_VLLM_ARGS`, TEST_VLLM_ENV). Its
-    temporary folder is its own (short: vLLM's sockets go below it), and keeps nothing of vLLM's
-    but torch's compile cache afterwards."""
-    temporary = Path(tempfile.mkdtemp(prefix="vt-"))
-    try:
-        _measure_vllm_target(
-            vllm_install,
-            vllm_server,
-            vllm_cache,
-            shared_home,
-            tmp_path,
-            {**sagemeter_env, "TMPDIR": str(temporary)},
-        )
-        # vLLM's sockets and file store went to the launcher's scratch folder, gone with it;
-        # only torch's compile cache is left, where torch keeps it, on purpose (warm next time).
-        left = {path.name for path in temporary.iterdir()}
-        assert left <= {Path(torch_compile_cache()).name}, left
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
-
-
-def _measure_vllm_target(
-    vllm_install: VllmInstall,
-    vllm_server: Served,
-    vllm_cache: Path,
-    shared_home: Path,
-    tmp_path: Path,
-    sagemeter_env: dict[str, str],
-) -> None:
+    temporary folder is its own, and keeps nothing of vLLM's but torch's compile cache
+    afterwards."""
     env = {
         **sagemeter_env,
         "SAGEMETER_HOME": str(shared_home),  # the exported folder is reused, not made again
@@ -391,6 +375,7 @@ def _measure_vllm_target(
         "VLLM_CACHE_ROOT": str(vllm_cache),
         "SAGEMETER_VLLM_ARGS": TEST_VLLM_FLAGS,
         **TEST_VLLM_ENV,  # a KV cache size set is kept, not sagemeter's default
+        "TMPDIR": str(short_tmpdir),
     }
     began = time.perf_counter()
     done = run_cli(env, "measure", str(tmp_path), "vllm:smollm2-f32", "--quick", "--fidelity", "2")
@@ -418,3 +403,7 @@ def _measure_vllm_target(
     port = int(re.search(r"--port (\d+)", command).group(1))  # type: ignore[union-attr]
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+    # vLLM's sockets and file store went to the launcher's scratch folder, gone with it; only
+    # torch's compile cache is left, where torch keeps it, on purpose (warm next time).
+    left = {path.name for path in short_tmpdir.iterdir()}
+    assert left <= {Path(torch_compile_cache()).name}, left
