@@ -16,6 +16,7 @@ still answers, and deletes it (TERM, then KILL). Its price is the table's fixed 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -182,6 +183,7 @@ class LoopbackPlatform:
         record = LoopbackRecord.model_validate(deployment.record)
         pid = record.pid
         if pid is None or not _is_ours(pid):
+            shutil.rmtree(record.folder, ignore_errors=True)
             hooks.deleted(f"{deployment.target}: nothing running")
             return
         hooks.note(f"stopping the calibrate-server {deployment.target} (pid {pid})")
@@ -194,6 +196,7 @@ class LoopbackPlatform:
         child = _STARTED.pop(pid, None)
         if child is not None:
             child.wait(timeout=STOP_WAIT_S)
+        shutil.rmtree(record.folder, ignore_errors=True)  # its port file and log go with it
         hooks.deleted(f"{deployment.target}: stopped (pid {pid})")
 
     def target(self, deployment: Deployment) -> Target:

@@ -117,6 +117,7 @@ def test_a_plugin_platform_deploys_measures_prices_and_deletes(
         assert deployment["hourly_usd"] == 1.5
         assert deployment["target"].startswith("http://127.0.0.1:")
         assert not _running(deployment["record"]["pid"])
+        assert not Path(deployment["record"]["folder"]).exists()  # deleted means gone
     assert journal["cost_usd"] > 0
     result = json.loads((tmp_path / "run" / "measure-a.json").read_text())
     assert result["detail"]["environment"]["target"] == deployments[0]["target"]
@@ -162,3 +163,4 @@ def test_resume_after_kill_9_adopts_the_server_the_killed_run_left(
     assert deployments[0]["record"]["pid"] == pid
     assert all(d["state"] == "deleted" for d in deployments)
     assert not any(_running(d["record"]["pid"]) for d in deployments)
+    assert not any(Path(d["record"]["folder"]).exists() for d in deployments)
