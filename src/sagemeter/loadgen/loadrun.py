@@ -146,8 +146,8 @@ def run_once(
     units = len(share.streams) or len(share.arrivals)
     workers = max(1, min(settings.worker_count(), units))
     done = DoneCount(workers) if watch is not None or slo_stop is not None else None
-    shared_fd = done.fd if done is not None else None
-    with WorkerPool(workers, shared_fd) as pool, contextlib.ExitStack() as cleanup:
+    done_fd = done.fd if done is not None else -1  # every worker inherits it and maps it
+    with WorkerPool(workers, done_fd) as pool, contextlib.ExitStack() as cleanup:
         if done is not None:
             cleanup.callback(done.close)
         model = settings.model or discover_model(endpoint, api_key)
@@ -163,7 +163,7 @@ def run_once(
             payload,
             share,
             workers,
-            done.fd if done is not None else -1,
+            done_fd,
             slo_stop,
             prepared.deck if prepared is not None else None,
         )

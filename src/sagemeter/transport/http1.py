@@ -138,9 +138,7 @@ class Connection(asyncio.Protocol):
         if record is not None and self._status and self._status != 200:
             # An error status whose body was cut is still that status (a 503 is sent again
             # like any other 503); the body so far says what it could.
-            record.transient = self._status in TRANSIENT_STATUSES
-            line = status_line(self._status, bytes(self._body))
-            reason = f"{line} (its body cut: {reason})"
+            reason = f"{self._status_failure(record)} (its body cut: {reason})"
         self._finish(reason)
 
     def data_received(self, data: bytes) -> None:
@@ -261,10 +259,9 @@ class Connection(asyncio.Protocol):
     def _outcome(self, record: LiveRecord) -> str | None:
         """The error of a response that has ended, or None when it is a good answer."""
         if self._status != 200:
-            record.transient = self._status in TRANSIENT_STATUSES
             if not self._streamed:
                 record.body = bytes(self._body)
-            return status_line(self._status, bytes(self._body))
+            return self._status_failure(record)
         if self._expect_stream and not self._streamed:
             return "the server answered 200 without an event stream (no streaming?)"
         if not self._expect_stream:
@@ -273,6 +270,12 @@ class Connection(asyncio.Protocol):
             record.body = bytes(self._body)
             return None
         return stream_outcome(record)
+
+    def _status_failure(self, record: LiveRecord) -> str:
+        """The error of an answer with a status other than 200: its line, sent again when the
+        status is a transient one."""
+        record.transient = self._status in TRANSIENT_STATUSES
+        return status_line(self._status, bytes(self._body))
 
     def _on_timeout(self, timeout_s: float) -> None:
         self._timer = None

@@ -100,9 +100,9 @@ class WorkerPool:
     """`count` worker processes, started at once so they boot while the parent prepares.
 
     `shared_fd`: a descriptor every worker inherits under the same number (the run's nameless
-    `DoneCount` file, which they map)."""
+    `DoneCount` file, which they map); -1 for none."""
 
-    def __init__(self, count: int, shared_fd: int | None = None) -> None:
+    def __init__(self, count: int, shared_fd: int = -1) -> None:
         self.started = time.perf_counter()
         env = _worker_env()
         self.processes = [
@@ -111,7 +111,7 @@ class WorkerPool:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
-                pass_fds=() if shared_fd is None else (shared_fd,),
+                pass_fds=(shared_fd,) if shared_fd >= 0 else (),
             )
             for _ in range(count)
         ]
