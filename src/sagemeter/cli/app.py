@@ -80,7 +80,7 @@ def _register_optional_commands(argv: list[str] | None = None) -> None:
 
 # Each module's commands, made once per process: a process that runs several commands (an
 # embedding program, the tests) adds the same ones again rather than new copies, so the click
-# command built from them can be kept (`_click_command`).
+# command built from them can be kept (`built_command`).
 _made: dict[str, tuple[list[CommandInfo], list[TyperInfo]]] = {}
 
 
@@ -101,18 +101,24 @@ def _module_commands(module_name: str) -> tuple[list[CommandInfo], list[TyperInf
     return _made[module_name]
 
 
-# typer builds its click command from the app's commands on every call (0.07 CPU-s with every
-# command): kept here per set of commands, since a command list is made once (`_made`).
+# typer builds its click command from an app's commands on every call (0.07 CPU-s with every
+# command): kept here per app and set of commands, since a command list is made once (`_made`).
 _built: dict[tuple[object, ...], Callable[..., Any]] = {}
-MAX_BUILT = 16
+MAX_BUILT = 64
 
 
-def _click_command() -> Callable[..., Any]:
-    key = (*app.registered_commands, *app.registered_groups)
+def built_command(typer_app: typer.Typer) -> Callable[..., Any]:
+    """`typer.main.get_command(typer_app)`, kept while the app holds the same commands."""
+    key = (
+        typer_app,
+        typer_app.registered_callback,
+        *typer_app.registered_commands,
+        *typer_app.registered_groups,
+    )
     if key not in _built:
         if len(_built) >= MAX_BUILT:
             _built.clear()
-        _built[key] = typer.main.get_command(app)
+        _built[key] = typer.main.get_command(typer_app)
     return _built[key]
 
 
@@ -167,7 +173,7 @@ def _run(argv: list[str] | None) -> object:
     """The command `argv` names, registered and run (a module that fails to import is inside
     the guard too)."""
     _register_optional_commands(argv)
-    return _click_command()(args=argv, standalone_mode=False)
+    return built_command(app)(args=argv, standalone_mode=False)
 
 
 def _usage_line(exc: Exception) -> str:
