@@ -18,9 +18,9 @@ from sagemeter.engines.llamacpp import THREADS_VARIABLE, LocalEngine
 from tests.busy_host import client_limits_named
 from tests.typer_builds import keep_builds
 
-# The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures, and
-# the `quiet` marker's turns (a test the other xdist workers hold off for).
-pytest_plugins = ("tests.sagemaker_fakes", "tests.quiet_turns")
+# The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures, the
+# `quiet` marker's turns (a test the other xdist workers hold off for), and `long` modules first.
+pytest_plugins = ("tests.sagemaker_fakes", "tests.quiet_turns", "tests.long_modules")
 
 
 def _naming_client_limits(plain: Callable[[Any], str]) -> Callable[[Any], str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long(85)]  # seconds (tests/long_modules.py)
 
 
 def test_demo_quick_runs_a_b_a_and_reports_drift(shared_home: Path, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.platforms.deployment import parse_utc
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long(110)]  # seconds (tests/long_modules.py)
 
 SHORT = """
 [measure]

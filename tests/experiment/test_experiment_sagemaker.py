@@ -29,7 +29,7 @@ from sagemeter.sagemaker.ledger import Ledger
 from tests.cli_run import invoke
 from tests.sagemaker_fakes import RuntimeFake, World
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long(90)]  # seconds (tests/long_modules.py)
 
 REGIONS = ("us-east-1", "us-east-2", "us-west-2")
 FAST = ("--poll-seconds", "0.05")

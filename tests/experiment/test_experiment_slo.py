@@ -22,7 +22,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long(35)]  # seconds (tests/long_modules.py)
 
 TIMING = TruthTiming(ttft_s=0.02, itl_s=0.015)
 PRICE = 3.6
