@@ -13,7 +13,11 @@ import pytest
 from sagemeter.evidence.sequential_simulation import simulate
 from sagemeter.experiment import parse_plan
 from sagemeter.experiment.estimate import estimate, measure_seconds
-from sagemeter.experiment.stop_estimate import FLIP_RATE, SIMULATED_SEQUENCES
+from sagemeter.experiment.stop_estimate import (
+    FLIP_RATE,
+    SIMULATED_SEQUENCES,
+    expected_questions,
+)
 from tests import cli_run
 
 MEASURE = """[measure]
@@ -108,6 +112,11 @@ def test_a_sequential_quality_stop_counts_the_whole_set_and_says_what_to_expect(
     assert "(5 points) (200 simulated runs, 3% of questions flipping each way)" in note
     # ... and near docs/statistics.md's 4,000-sequence table (389 and 649 of 1,000).
     assert 389 * 0.9 <= agree <= 389 * 1.1 and 649 * 0.9 <= at_margin <= 649 * 1.1
+    # Seeded, so worked out once a process: the plan estimated again says the same from the
+    # same kept figures (a dry run and its run in one MCP server simulate once).
+    assert estimate(plan, {}).stop_bounds == planned.stop_bounds
+    kept = expected_questions(1000, 50, 5.0)
+    assert kept is expected_questions(1000, 50, 5.0) and kept.no_drop == agree
 
 
 def test_a_set_within_one_block_is_asked_whole() -> None:
