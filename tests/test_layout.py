@@ -30,6 +30,7 @@ ROOT: dict[str, str | None] = {
     "test_leak_faces.py": "redaction",
     "test_leaks.py": "redaction",
     "test_lifecycle.py": "parentwatch",
+    "test_long_modules.py": None,
     "test_method_settings.py": "settings",
     "test_no_traceback.py": "errors",
     "test_outputs.py": "atomic",
