@@ -36,6 +36,7 @@ def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
     return [item for module in ordered for item in module]
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` deselected: a module's count is of its tests that run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # `--no-loadscope-reorder` (xdist's own option, which a worker keeps while its `--dist` reads
     # "no") asks for the modules in collection order: this order.
