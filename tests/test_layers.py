@@ -128,9 +128,10 @@ def test_each_experiment_and_report_module_loads_when_imported_first() -> None:
     script = """
 import importlib, sys
 fresh = tuple(sys.argv[1].split(","))
+below = tuple(f + "." for f in fresh)
 failed = []
 for name in sys.argv[2:]:
-    for loaded in [m for m in sys.modules if m in fresh or m.startswith(tuple(f + "." for f in fresh))]:
+    for loaded in [m for m in sys.modules if m in fresh or m.startswith(below)]:
         del sys.modules[loaded]
     for package in fresh:
         parent, _, child = package.rpartition(".")

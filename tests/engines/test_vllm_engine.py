@@ -283,8 +283,8 @@ def test_fidelity_against_the_embedded_engine_at_32_bits(
 # rightly refused the figures; it cannot be `alone`, as that part would start the module's vLLM
 # (and the export) a second time. The load counts and the `vllm:` target check counts, files and
 # the server's life, never a rate: they run beside the other worker (the `vllm:` start alone is
-# about a minute of it) and take a timing figure refused for a busy host's reason (tests/busy_host.py)
-# as the honest answer it is.
+# about a minute of it) and take a timing figure refused for a busy host's reason
+# (tests/busy_host.py) as the honest answer it is.
 @pytest.mark.quiet
 def test_measure_quick_counts_equal_the_servers_metrics(
     vllm_server: Served, tmp_path: Path, sagemeter_env: dict[str, str]
