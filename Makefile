@@ -49,7 +49,9 @@ system-packages:
 	@bash scripts/system-packages
 
 # pytest-xdist workers for the fast tier's tests that tolerate a busy host: most of their time
-# is spent waiting on loopback servers and subprocesses, so three workers beat two on two cores.
+# is spent waiting on loopback servers and subprocesses, so more workers than cores fill the
+# waits. Four beat three and five on two cores (2026-12-06, one host, one after another: the
+# workers part 193-199 s against 213-221 s on three and 218 s on five).
 # The slow tier's tests drive real engines: two workers, each engine on one llama.cpp thread
 # (SLOW_ENGINE_THREADS), so two engines fit two cores. With every-core engines two workers were
 # slower than one (2026-12-05: 13:49 and 1,449 CPU-s against 11:29 and 569 CPU-s: llama.cpp's
@@ -57,7 +59,7 @@ system-packages:
 # CPU-s against 10:01 and 487 on one worker (2026-12-05, same machine). A test whose real load
 # must not lag beside its module's server is `quiet` (tests/quiet_turns.py): the other worker
 # waits while it runs. The tests default to one thread too (tests/conftest.py).
-WORKERS ?= 3
+WORKERS ?= 4
 SLOW_WORKERS ?= 2
 SLOW_ENGINE_THREADS ?= 1
 TIER := scripts/test-tier $(BIN)/pytest
