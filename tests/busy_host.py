@@ -34,9 +34,12 @@ def client_limits_named(text: str) -> list[str]:
     return [rule for rule in CLIENT_LIMITS if rule in text]
 
 
-# measure/agreement.py: replies of one length that still disagree after the reruns leave no rate;
-# a level that truth orders against another and stayed so when run again ends "(a stall?)".
-STALL_REASONS = ("disagree", "the client may have set the pace", "(a stall?)")
+# measure/agreement.py's stall rule: replies of one length that still disagree after the reruns
+# leave no rate, and a level that truth orders against another and stayed so when run again has
+# no figure; each reason ends "(a stall?)". measure/decode.py's client rule: a saturated client
+# "may have set the pace". Not any reason that says "disagree": usage and content events that
+# disagree are a server's or sagemeter's fault, never a busy host's.
+STALL_REASONS = ("the client may have set the pace", "(a stall?)")
 
 
 def assert_decode_rate_or_busy(result: dict[str, Any]) -> None:

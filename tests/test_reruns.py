@@ -18,8 +18,13 @@ import typer.testing
 from click.testing import CliRunner
 
 from sagemeter.loadgen import health as load_health
+from sagemeter.measure.agreement import level_doubt_from_above
+from sagemeter.measure.decode import client_bound
+from sagemeter.request_record import RequestRecord
+from sagemeter.results.model import ClientShare
 from sagemeter.transport import health as wire_health
-from tests.busy_host import CLIENT_LIMITS
+from sagemeter.transport.token_check import disagreement_note
+from tests.busy_host import CLIENT_LIMITS, assert_complete_or_busy, assert_decode_rate_or_busy
 from tests.cli_run import Completed
 
 pytest_plugins = ("pytester",)
@@ -38,6 +43,53 @@ def test_only_the_rules_that_say_the_client_fell_behind_are_run_again() -> None:
     for rule in CLIENT_LIMITS:  # each is a rule the product names in its reasons
         assert hasattr(wire_health, rule) or hasattr(load_health, rule), rule
     assert int(str(settings["reruns"])) == 2
+
+
+def _incomplete(reasons: list[str]) -> dict[str, object]:
+    return {"complete": False, "incomplete_because": reasons, "decode_tokens_per_second": None}
+
+
+def test_a_busy_host_answer_is_a_stall_or_the_clients_pace_and_nothing_else() -> None:
+    """The reasons tests/busy_host.py accepts in place of a figure, made by the product's own
+    rules: a stall that stayed (agreement.py) or a saturated client (decode.py). Any other
+    reason is a failure, even one that says "disagree" (usage against content events)."""
+    stall = level_doubt_from_above(4, 10.0, [(8, 100.0)])
+    assert stall is not None
+    saturated = ClientShare(
+        calls=8, client_cpu_s=0.95, timed_wall_s=1.0, cpu_per_call_ms=1.0, share=0.95
+    )
+    busy = [stall, *client_bound(saturated)]
+    assert len(busy) == 2, busy
+    for reason in busy:
+        assert_complete_or_busy(3, _incomplete([reason]))
+        assert_decode_rate_or_busy(_incomplete([reason]))
+    lying = RequestRecord(
+        stream=0,
+        index=0,
+        scheduled_us=None,
+        send_us=0,
+        end_us=1,
+        arrivals_us=[1, 2],
+        usage_tokens=5,
+        engine_tokens=None,
+        finish_reason="length",
+        done=True,
+        error=None,
+    )
+    other = [
+        disagreement_note([lying], 1),
+        "the server answered as another model",
+        "a level has fewer requests at once than asked",
+    ]
+    for reason in other:
+        with pytest.raises(AssertionError):
+            assert_complete_or_busy(3, _incomplete([reason]))
+        with pytest.raises(AssertionError):
+            assert_decode_rate_or_busy(_incomplete([reason]))
+    with pytest.raises(AssertionError):  # one busy reason does not excuse another beside it
+        assert_complete_or_busy(3, _incomplete([stall, other[0]]))
+    with pytest.raises(AssertionError):  # only exit 3 says a result is incomplete
+        assert_complete_or_busy(1, _incomplete([stall]))
 
 
 @pytest.fixture
