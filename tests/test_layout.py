@@ -38,6 +38,7 @@ ROOT: dict[str, str | None] = {
     "test_quiet_turns.py": None,
     "test_secret_split.py": "redaction",
     "test_terminal_escapes.py": "printable",
+    "test_test_tier.py": None,
     "test_tracebacks.py": "errors",
     "test_value_bounds.py": "limits",
     "test_values.py": "limits",

@@ -1,0 +1,100 @@
+"""`scripts/test-tier`, the runner `make test` and `make check` call for each tier: its two parts
+(the tests on workers, then the `alone` tests one at a time), the line each part prints, and its
+exit code, the worse of the two parts'; a tier whose marker selects no test is an error.
+
+Each case runs the script on a small inner tree of tests, one worker, as `make` runs it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-tier"
+PYTEST = str(Path(sys.executable).parent / "pytest")
+INI = """[pytest]
+markers =
+    slow: slow
+    alone: alone
+"""
+PART_LINE = re.compile(
+    r"^(?P<marker>.+) tier, (?P<part>workers|alone): (?P<wall>\d+) s wall, (?P<cpu>\d+) s CPU "
+    r"on (?P<cores>\d+) cores(, the machine's CPUs (?P<busy>\d+)% busy)?$"
+)
+
+
+def _tier(tree: Path, marker: str, tests: str) -> tuple[int, list[re.Match[str]], str]:
+    (tree / "pytest.ini").write_text(INI)
+    (tree / "test_inner.py").write_text("import pytest\n\n" + tests)
+    done = subprocess.run(
+        ["bash", str(SCRIPT), PYTEST, marker, "1", "load", "0", "-p", "no:cacheprovider", "-q"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        # One worker needs no plug-in: the inner runs start a third faster without them.
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        timeout=120,
+        check=False,
+    )
+    lines = [m for line in done.stdout.splitlines() if (m := PART_LINE.match(line))]
+    return done.returncode, lines, done.stdout + done.stderr
+
+
+PASSING = """
+def test_plain():
+    pass
+
+
+@pytest.mark.alone
+def test_timed():
+    pass
+
+
+@pytest.mark.slow
+def test_slow():
+    raise AssertionError("the slow tier is not asked for")
+"""
+
+
+def test_each_part_prints_its_wall_time_cpu_and_the_machines_busy_share(tmp_path: Path) -> None:
+    code, lines, output = _tier(tmp_path, "not slow", PASSING)
+    assert code == 0, output
+    assert [(m["marker"], m["part"]) for m in lines] == [
+        ("not slow", "workers"),
+        ("not slow", "alone"),
+    ], output
+    assert "2 passed" not in output and output.count("1 passed") == 2, output
+    for line in lines:
+        assert int(line["cores"]) >= 1
+        if Path("/proc/stat").is_file():  # Linux: the machine's share is read, 0 to 100
+            assert line["busy"] is not None and 0 <= int(line["busy"]) <= 100, line[0]
+        else:
+            assert line["busy"] is None, line[0]
+
+
+@pytest.mark.parametrize(
+    ("failing", "expected"),
+    [("test_plain", "the workers part"), ("test_timed", "the alone part")],
+    ids=["workers", "alone"],
+)
+def test_a_failure_in_either_part_fails_the_tier_and_both_parts_run(
+    tmp_path: Path, failing: str, expected: str
+) -> None:
+    tests = PASSING.replace(f"def {failing}():\n    pass", f"def {failing}():\n    assert 2 == 3")
+    assert tests != PASSING, expected
+    code, lines, output = _tier(tmp_path, "not slow", tests)
+    assert code == 1, output
+    assert [m["part"] for m in lines] == ["workers", "alone"], output
+    assert output.count("1 failed") == 1 and output.count("1 passed") == 1, output
+
+
+def test_one_empty_part_is_fine_and_a_tier_selecting_nothing_is_an_error(tmp_path: Path) -> None:
+    code, lines, output = _tier(tmp_path, "slow", PASSING.replace("raise AssertionError", "str"))
+    assert code == 0, output  # the slow test on the workers, no slow `alone` test
+    assert [m["part"] for m in lines] == ["workers", "alone"], output
+    code, _, output = _tier(tmp_path, "slow and alone", PASSING)
+    assert code == 5 and "no test selected by: slow and alone" in output, output
