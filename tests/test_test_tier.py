@@ -22,21 +22,27 @@ markers =
     alone: alone
 """
 PART_LINE = re.compile(
-    r"^(?P<marker>.+) tier, (?P<part>workers|alone): (?P<wall>\d+) s wall, (?P<cpu>\d+) s CPU "
+    r"^(?P<marker>.+) tier, (?P<part>bytecode caches|workers|alone): (?P<wall>\d+) s wall, (?P<cpu>\d+) s CPU "
     r"on (?P<cores>\d+) cores(, the machine's CPUs (?P<busy>\d+)% busy)?$"
 )
 
 
-def _tier(tree: Path, marker: str, tests: str) -> tuple[int, list[re.Match[str]], str]:
+def _tier(
+    tree: Path, marker: str, tests: str, workers: int = 1
+) -> tuple[int, list[re.Match[str]], str]:
     (tree / "pytest.ini").write_text(INI)
-    (tree / "test_inner.py").write_text("import pytest\n\n" + tests)
+    (tree / "tests").mkdir(exist_ok=True)
+    (tree / "tests" / "test_inner.py").write_text("import pytest\n\n" + tests)
+    env = {**os.environ}
+    if workers == 1:  # one worker needs no plug-in: the inner runs start a third faster
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    pytest_args = ["-p", "no:cacheprovider", "-q", "tests"]
     done = subprocess.run(
-        ["bash", str(SCRIPT), PYTEST, marker, "1", "load", "0", "-p", "no:cacheprovider", "-q"],
+        ["bash", str(SCRIPT), PYTEST, marker, str(workers), "load", "0", *pytest_args],
         cwd=tree,
         capture_output=True,
         text=True,
-        # One worker needs no plug-in: the inner runs start a third faster without them.
-        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        env=env,
         timeout=120,
         check=False,
     )
@@ -98,3 +104,15 @@ def test_one_empty_part_is_fine_and_a_tier_selecting_nothing_is_an_error(tmp_pat
     assert [m["part"] for m in lines] == ["workers", "alone"], output
     code, _, output = _tier(tmp_path, "slow and alone", PASSING)
     assert code == 5 and "no test selected by: slow and alone" in output, output
+
+
+def test_workers_find_the_bytecode_caches_made_once_when_they_were_cold(tmp_path: Path) -> None:
+    """With workers, a cold tests folder's caches are made before they start (a line says so);
+    warm, nothing is made again."""
+    code, lines, output = _tier(tmp_path, "not slow", PASSING, workers=2)
+    assert code == 0, output
+    assert [m["part"] for m in lines] == ["bytecode caches", "workers", "alone"], output
+    assert list((tmp_path / "tests" / "__pycache__").glob("test_inner.*-pytest-*.pyc")), output
+    code, lines, output = _tier(tmp_path, "not slow", PASSING, workers=2)
+    assert code == 0, output
+    assert [m["part"] for m in lines] == ["workers", "alone"], output
