@@ -109,10 +109,22 @@ def test_one_empty_part_is_fine_and_a_tier_selecting_nothing_is_an_error(tmp_pat
 def test_workers_find_the_bytecode_caches_made_once_when_they_were_cold(tmp_path: Path) -> None:
     """With workers, a cold tests folder's caches are made before they start (a line says so);
     warm, nothing is made again."""
-    code, lines, output = _tier(tmp_path, "not slow", PASSING, workers=2)
+    imports = tmp_path / "imports.log"
+    # The inner module notes each process that imports it: a collection only, or a test run.
+    tests = (
+        f"""import sys
+with open({str(imports)!r}, "a") as log:
+    log.write(("collect" if "--collect-only" in sys.argv else "run") + "\\n")
+"""
+        + PASSING
+    )
+    code, lines, output = _tier(tmp_path, "not slow", tests, workers=2)
     assert code == 0, output
     assert [m["part"] for m in lines] == ["bytecode caches", "workers", "alone"], output
     assert list((tmp_path / "tests" / "__pycache__").glob("test_inner.*-pytest-*.pyc")), output
-    code, lines, output = _tier(tmp_path, "not slow", PASSING, workers=2)
+    assert imports.read_text().split().count("collect") == 1, imports.read_text()
+    imports.unlink()
+    code, lines, output = _tier(tmp_path, "not slow", tests, workers=2)
     assert code == 0, output
     assert [m["part"] for m in lines] == ["workers", "alone"], output
+    assert "collect" not in imports.read_text().split(), imports.read_text()
