@@ -2,7 +2,8 @@
 (the tests on workers, then the `alone` tests one at a time), the line each part prints, and its
 exit code, the worse of the two parts'; a tier whose marker selects no test is an error.
 
-Each case runs the script on a small inner tree of tests, one worker, as `make` runs it."""
+Each case runs the script on a small inner tree of tests, as `make` runs it: on one worker, and
+on two where the part that fills cold bytecode caches first is checked."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ markers =
     alone: alone
 """
 PART_LINE = re.compile(
-    r"^(?P<marker>.+) tier, (?P<part>bytecode caches|workers|alone): (?P<wall>\d+) s wall, (?P<cpu>\d+) s CPU "
-    r"on (?P<cores>\d+) cores(, the machine's CPUs (?P<busy>\d+)% busy)?$"
+    r"^(?P<marker>.+) tier, (?P<part>bytecode caches|workers|alone): "
+    r"(?P<wall>\d+) s wall, (?P<cpu>\d+) s CPU on (?P<cores>\d+) cores"
+    r"(, the machine's CPUs (?P<busy>\d+)% busy)?$"
 )
 
 
