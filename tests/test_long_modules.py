@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ("pytester",)
+# Slow: each case is an inner pytest run on an xdist worker (about 2 CPU-s each); the order it
+# checks is the slow tier's.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 

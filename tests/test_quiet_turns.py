@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ("pytester",)
+# Slow: an inner pytest run on two workers (about 6 s); `quiet` is the slow tier's marker.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 Span = tuple[float, float]

@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+# Slow: each case runs inner pytest sessions (about 15 s and 10 CPU-s for the module on a 2-core
+# host); they check the runner of both tiers, which `make test` runs.
+pytestmark = pytest.mark.slow
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-tier"
 PYTEST = str(Path(sys.executable).parent / "pytest")
 INI = """[pytest]

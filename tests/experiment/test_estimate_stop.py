@@ -89,6 +89,7 @@ def test_max_minutes_caps_each_arms_measuring() -> None:
     )
 
 
+@pytest.mark.slow  # simulates sequential runs at two margins, twice: about 4 CPU-s
 def test_a_sequential_quality_stop_counts_the_whole_set_and_says_what_to_expect() -> None:
     stop = '[stop]\nquality = "decided"\nblock = 50\n'
     plan = parse_plan(_plan(stop, order="interleaved"))

@@ -68,6 +68,7 @@ def _json(path: Path) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow  # a whole plan of up to 400 questions a side and its report: about 6 CPU-s
 def test_a_candidate_missing_a_fifth_fails_early(tmp_path: Path) -> None:
     stop = '[stop]\nquality = "decided"\nblock = 50\nspeed = 0.5\nmax_repeats = 4\n'
     run = _run(tmp_path, WrongShares(0.0), WrongShares(0.20), stop)
@@ -107,6 +108,7 @@ def test_a_candidate_missing_a_fifth_fails_early(tmp_path: Path) -> None:
         assert f"Decode of {name}: {stop_record['stopping_reason']}." in report
 
 
+@pytest.mark.slow  # a whole plan of up to 400 questions a side: about 5 CPU-s
 def test_equal_shares_stop_at_pass_or_run_out(tmp_path: Path) -> None:
     """Same shares, different seeds: a true tie with about 8.5% of questions flipping both ways.
     At a 5-point margin with 400 questions the verdict is PASS (early or at the end) or, rarely,

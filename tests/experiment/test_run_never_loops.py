@@ -38,6 +38,10 @@ from sagemeter.experiment import freeze_paths, load_plan, read_journal
 from sagemeter.experiment.frozen import sha256_of
 from tests.experiment.test_experiment_resume import TIMING, two_arm_plan
 
+# Slow: most tests run whole plans, resumes and reports (2-16 s each, 52 CPU-s for the module
+# on a 2-core host); one starts a `cmd:` arm's server three times by command line.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,7 +250,6 @@ def test_every_plan_path_means_the_plan_folder_and_is_frozen(
     assert value == frozen(plans.resolve())
 
 
-@pytest.mark.slow  # three server starts by command line
 def test_a_cmd_arm_runs_in_the_plan_folder_on_start_and_on_resume(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -204,6 +204,7 @@ def test_grid_check_finds_4_bit_weights_stored_wide_and_rejects_ordinary_ones(
             assert check.blocks_on_grid == 0 and check.levels_median == 32
 
 
+@pytest.mark.slow  # the session's derived F32 folder (tests/conftest.py), made in the slow tier
 def test_sources_are_checked_before_anything_is_read(tmp_path: Path, f32_folder: Path) -> None:
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"\xff" * 64)

@@ -21,6 +21,10 @@ from sagemeter.inspect.build import inspect_sources
 from tests.article_header import QAT_CONFIG, qat_entries, write_checkpoint
 from tests.hub_fake import Hub, Repo, serve_hub
 
+# Slow: the Hub's files are the session's derived F32 and compressed-tensors checkpoints (about
+# 20 s to make once a run), which the slow tier makes for its own tests anyway.
+pytestmark = pytest.mark.slow
+
 TOKEN = "hf_secret_token_for_the_gated_test"
 FIRST_READ = (
     100_001  # huggingface_hub asks for the first 100,000 bytes and then the rest of a header
@@ -102,7 +106,6 @@ def hub(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub
         yield served
 
 
-@pytest.mark.slow
 def test_only_the_header_is_fetched_and_the_facts_match_the_local_file(
     hub: Hub, files: dict[str, Path]
 ) -> None:
@@ -126,7 +129,6 @@ def test_only_the_header_is_fetched_and_the_facts_match_the_local_file(
     assert ranges == ["bytes=0-100000"]
 
 
-@pytest.mark.slow
 def test_the_article_sized_checkpoint_costs_its_header_not_its_8_gb(
     hub: Hub, files: dict[str, Path]
 ) -> None:
@@ -189,7 +191,6 @@ def test_hub_errors_are_one_sentence(hub: Hub) -> None:
             inspect_sources([source])
 
 
-@pytest.mark.slow
 def test_cli_reads_a_gated_model_with_hf_token_and_never_prints_it(
     hub: Hub, sagemeter_env: dict[str, str], files: dict[str, Path]
 ) -> None:

@@ -139,6 +139,7 @@ target = "{b}"
 QUESTIONS = 400  # bank-1000, 20 per family
 
 
+@pytest.mark.slow  # a dry run's simulation, then a whole plan: about 6 CPU-s
 async def test_run_experiment_takes_the_stop_table_and_its_dry_run_says_the_bounds(
     tmp_path: Path,
 ) -> None:

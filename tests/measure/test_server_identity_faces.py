@@ -223,6 +223,7 @@ async def test_the_mcp_operating_point_tool_stops_at_a_swap(tmp_path: Path) -> N
 # -- an experiment arm -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a whole two-arm plan: about 3 CPU-s
 def test_a_plan_arm_whose_server_is_swapped_ends_incomplete_with_the_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,8 +18,9 @@ from tests import cli_run
 from tests.report_parse import md_images, md_sections, md_tables, parse_html, png_size
 
 # Its runs are real `sagemeter load` runs that must be valid: a client starved by other tests'
-# workers is (rightly) refused, so these run with the CPU to themselves.
-pytestmark = pytest.mark.alone
+# workers is (rightly) refused, so these run with the CPU to themselves. Slow: the runs take
+# about 11 s, and the browser test (slow) shares the raw run, made once in the slow tier.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 TIMING = TruthTiming(ttft_s=0.05, itl_s=0.005)
 TOKENS = 16
@@ -347,7 +348,6 @@ def test_an_unusable_csv_path_is_refused_before_any_work(tmp_path: Path) -> None
     assert (tmp_path / "taken.csv").read_text() == "old\n"
 
 
-@pytest.mark.slow  # starts a real browser
 def test_chromium_lays_the_load_report_out_on_a_phone(
     raw_run: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:

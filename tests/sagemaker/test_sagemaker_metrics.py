@@ -377,6 +377,7 @@ def test_phases_that_share_their_only_minute_say_their_figures_are_mixed(world: 
         assert "also held other phases' requests (" in phase.missing["client_and_network_ms"]
 
 
+@pytest.mark.slow  # a whole prefill phase timed against the truth: about 7 s
 @pytest.mark.alone
 def test_the_prefill_phase_runs_through_the_runtime_and_reads_the_truth(
     world: World, runtime: RuntimeFake, tmp_path: Path
