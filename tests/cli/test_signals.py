@@ -190,8 +190,11 @@ STOPS = [
 ]
 
 
+# Slow: real processes stopped by each signal, about 4 s each; the fast tier keeps one of each
+# kind for `load` and `run` (tests/test_lifecycle.py).
+@pytest.mark.slow
 @pytest.mark.parametrize(("how", "terminal"), STOPS)
-@pytest.mark.parametrize("command", ["load", pytest.param("measure", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("command", ["load", "measure"])
 def test_a_stopped_load_or_measure_leaves_nothing_sending(
     truth_url: str, tmp_path: Path, command: str, how: str, terminal: bool
 ) -> None:
@@ -208,6 +211,7 @@ def test_a_stopped_load_or_measure_leaves_nothing_sending(
         assert stopped.stderr.strip().splitlines()[-1].startswith("interrupted while")
 
 
+@pytest.mark.slow  # a whole plan's processes stopped by each signal
 @pytest.mark.parametrize(("how", "terminal"), STOPS)
 def test_a_stopped_run_leaves_nothing_sending_and_its_journal_stopped(
     truth_url: str, tmp_path: Path, how: str, terminal: bool
@@ -232,7 +236,8 @@ def _call(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:
     stdin.flush()
 
 
-@pytest.mark.parametrize("how", ["term", pytest.param("hangup", marks=pytest.mark.slow)])
+@pytest.mark.slow  # a real `sagemeter mcp` and its calls' processes, about 6 s each
+@pytest.mark.parametrize("how", ["term", "hangup"])
 @pytest.mark.parametrize("tool", ["measure_endpoint", "run_experiment"])
 def test_the_mcp_server_stopped_by_a_signal_stops_its_calls(
     truth_url: str, tmp_path: Path, tool: str, how: str
