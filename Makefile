@@ -51,7 +51,8 @@ system-packages:
 # pytest-xdist workers for the fast tier's tests that tolerate a busy host: most of their time
 # is spent waiting on loopback servers and subprocesses, so more workers than cores fill the
 # waits. Four beat three and five on two cores (2026-12-06, one host, one after another: the
-# workers part 193-199 s against 213-221 s on three and 218 s on five).
+# workers part 193-199 s against 213-221 s on three and 218 s on five; after the costliest tests
+# moved to the slow tier, 143 s against 151 s on three).
 # The slow tier's tests drive real engines: two workers, each engine on one llama.cpp thread
 # (SLOW_ENGINE_THREADS), so two engines fit two cores. With every-core engines two workers were
 # slower than one (2026-12-05: 13:49 and 1,449 CPU-s against 11:29 and 569 CPU-s: llama.cpp's

@@ -19,8 +19,14 @@ from tests.busy_host import client_limits_named
 from tests.typer_builds import keep_builds
 
 # The AWS wire fakes (moto's server, Service Quotas/Pricing and runtime fakes) as fixtures, the
-# `quiet` marker's turns (a test the other xdist workers hold off for), and `long` modules first.
-pytest_plugins = ("tests.sagemaker_fakes", "tests.quiet_turns", "tests.long_modules")
+# `quiet` marker's turns (a test the other xdist workers hold off for), `long` modules first, and
+# the files of the `alone` tests a tier's workers part deselected (its second part's to collect).
+pytest_plugins = (
+    "tests.sagemaker_fakes",
+    "tests.quiet_turns",
+    "tests.long_modules",
+    "tests.alone_files",
+)
 
 
 def _naming_client_limits(plain: Callable[[Any], str]) -> Callable[[Any], str]:

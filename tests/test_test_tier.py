@@ -1,6 +1,7 @@
 """`scripts/test-tier`, the runner `make test` and `make check` call for each tier: its two parts
 (the tests on workers, then the `alone` tests one at a time), the line each part prints, and its
-exit code, the worse of the two parts'; a tier whose marker selects no test is an error.
+exit code, the worse of the two parts'; a tier whose marker selects no test is an error; without
+pytest arguments the second part collects only the files that hold `alone` tests.
 
 Each case runs the script on a small inner tree of tests, as `make` runs it: on one worker, and
 on two where the part that fills cold bytecode caches first is checked."""
@@ -19,7 +20,8 @@ import pytest
 # host); they check the runner of both tiers, which `make test` runs.
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-tier"
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "test-tier"
 PYTEST = str(Path(sys.executable).parent / "pytest")
 INI = """[pytest]
 markers =
@@ -34,15 +36,23 @@ PART_LINE = re.compile(
 
 
 def _tier(
-    tree: Path, marker: str, tests: str, workers: int = 1
+    tree: Path,
+    marker: str,
+    tests: str,
+    workers: int = 1,
+    pytest_args: list[str] | None = None,
+    ini: str = INI,
 ) -> tuple[int, list[re.Match[str]], str]:
-    (tree / "pytest.ini").write_text(INI)
+    """The script run on `tree` as `make` runs it, with these pytest arguments (by default the
+    tree's tests folder, quietly and without a cache; `[]` gives none)."""
+    (tree / "pytest.ini").write_text(ini)
     (tree / "tests").mkdir(exist_ok=True)
     (tree / "tests" / "test_inner.py").write_text("import pytest\n\n" + tests)
     env = {**os.environ}
     if workers == 1:  # one worker needs no plug-in: the inner runs start a third faster
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    pytest_args = ["-p", "no:cacheprovider", "-q", "tests"]
+    if pytest_args is None:
+        pytest_args = ["-p", "no:cacheprovider", "-q", "tests"]
     done = subprocess.run(
         ["bash", str(SCRIPT), PYTEST, marker, str(workers), "load", "0", *pytest_args],
         cwd=tree,
@@ -134,3 +144,27 @@ with open({str(imports)!r}, "a") as log:
     assert code == 0, output
     assert [m["part"] for m in lines] == ["workers", "alone"], output
     assert "collect" not in imports.read_text().split(), imports.read_text()
+
+
+def test_without_arguments_the_alone_part_collects_only_the_files_holding_alone_tests(
+    tmp_path: Path,
+) -> None:
+    """The workers part notes the files of the `alone` tests it deselects (tests/alone_files.py,
+    the tree's conftest here); given no pytest arguments the alone part collects those only.
+    Given any, it collects as they say: never a file of theirs widened to its `alone` tests."""
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "alone_files.py").read_text())
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_other.py").write_text("def test_a():\n    pass\n")
+    ini = INI + "testpaths = tests\naddopts = -q -p no:cacheprovider\n"
+    code, lines, output = _tier(tmp_path, "not slow", PASSING, pytest_args=[], ini=ini)
+    assert code == 0, output
+    assert [m["part"] for m in lines] == ["workers", "alone"], output
+    assert "1 passed, 2 deselected" in output, output  # test_inner.py's three tests only
+    code, lines, output = _tier(tmp_path, "not slow", PASSING, pytest_args=["tests"], ini=ini)
+    assert code == 0, output
+    assert "1 passed, 3 deselected" in output, output  # test_other.py collected too
+    two_alone = PASSING + "\n\n@pytest.mark.alone\ndef test_timed_too():\n    pass\n"
+    named = ["tests/test_inner.py::test_timed"]
+    code, lines, output = _tier(tmp_path, "not slow", two_alone, pytest_args=named, ini=ini)
+    assert code == 0, output  # nothing for the workers, the one `alone` test asked for alone
+    assert output.count(" passed") == 1 and "1 passed in" in output, output
