@@ -3,9 +3,9 @@
 A tier runs in two parts (`scripts/test-tier`): its other tests on pytest-xdist workers, then its
 `alone` tests one at a time in a new pytest process. That process would collect every test module
 again (about 6 CPU-seconds on a slow two-core host) to keep the few that hold `alone` tests. The
-workers part has collected them all already: when `ALONE_FILES` names a folder, each process
-writes there the files of the `alone` tests it deselected, and the script gives the second part
-those files only. The tier's marker still selects within them.
+workers part has collected them all already: when SAGEMETER_TEST_ALONE_FILES names a folder,
+each process writes there the files of the `alone` tests it deselected, and the script gives the
+second part those files only. The tier's marker still selects within them.
 
 Only files under this module's own folder are written: a pytest that a test starts inherits the
 variable, and its own tests (in a temporary tree) are no files of the tier's.
