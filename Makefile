@@ -68,7 +68,8 @@ FAST_TIER := $(TIER) "not slow" $(WORKERS) load 10
 
 # The fast tier first (its answer comes in minutes), then the slow one; both always run and
 # print their slowest tests (where the time goes, in the CI log too); the target fails when
-# either did. Each tier runs its `alone` tests (timing truth) after the rest, one at a time.
+# either did. Each tier runs its `alone` tests (timing truth) one at a time: beside the rest
+# where the rest can run in an idle CPU group (root, cgroup v1), after it elsewhere.
 test: system-packages lint typecheck vllm-engine
 	@$(FAST_TIER) $(PYTEST_ARGS); fast=$$?; \
 	SAGEMETER_LLAMA_THREADS="$(SLOW_ENGINE_THREADS)" \

@@ -12,12 +12,15 @@ The lock wraps a test's whole protocol (setup, call, teardown, and the reruns of
 pytest-rerunfailures), so a module's server starting in another worker's setup holds off a
 quiet test too. A turnstile lets no new shared holder in while a quiet test waits, so a quiet
 test is never starved by a stream of others. Outside xdist (one process) there is nothing to
-hold off and no lock is taken.
+hold off and no lock is taken, unless SAGEMETER_TEST_TURNS names a folder: `scripts/test-tier`
+sets it when a tier's `alone` tests run in a pytest of their own beside the workers part, so
+that a quiet test holds them off too.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import IO, Any
@@ -27,11 +30,36 @@ import pytest
 MARKER = "quiet"  # registered in pyproject.toml
 TURNS = "quiet-turns.lock"
 TURNSTILE = "quiet-turnstile.lock"
+SHARED_TURNS = "SAGEMETER_TEST_TURNS"  # a folder the parts of a tier share (scripts/test-tier)
+
+
+_shared = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Takes SAGEMETER_TEST_TURNS out of the environment (an xdist worker has it from its
+    controller): a pytest a test starts is no part of this run, and a quiet test of its own
+    waiting for this run's turn would wait for the test that started it."""
+    workerinput: dict[str, Any] = getattr(config, "workerinput", {})
+    shared = os.environ.pop(SHARED_TURNS, None) or workerinput.get(SHARED_TURNS)
+    if shared:
+        config.stash[_shared] = shared
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's controller gives each worker it starts the shared folder."""
+    shared = node.config.stash.get(_shared, None)
+    if shared:
+        node.workerinput[SHARED_TURNS] = shared
 
 
 def run_folder(config: pytest.Config) -> Path | None:
-    """The folder every worker of this run shares (pytest's base temp folder holds one per
-    worker), or None outside xdist."""
+    """The folder every pytest process of this run shares: the one SAGEMETER_TEST_TURNS named,
+    else the xdist workers' (pytest's base temp folder holds one per worker), else None."""
+    shared = config.stash.get(_shared, None)
+    if shared:
+        return Path(shared)
     if not hasattr(config, "workerinput"):  # set on xdist's workers only, never inherited
         return None
     factory: Any = getattr(config, "_tmp_path_factory", None)  # set by pytest's tmp_path plugin

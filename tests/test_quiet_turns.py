@@ -1,4 +1,5 @@
-"""The `quiet` marker: on several xdist workers, a quiet test never runs beside another test.
+"""The `quiet` marker: on several xdist workers, a quiet test never runs beside another test,
+nor beside the tests of another pytest given the same turns folder.
 
 An inner pytest run on two workers with tests/quiet_turns.py: each inner test logs when it
 began and ended. The plain tests of the two plain files must overlap each other (the run was
@@ -10,6 +11,8 @@ between them.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,59 @@ def test_a_quiet_test_runs_while_no_other_worker_runs_a_test(
     both = (spans["quiet0"][0], spans["quiet1"][1])
     assert not [name for name, span in plain.items() if _overlap(both, span)], spans
     assert max(span[1] for span in plain.values()) > both[1]
+
+
+def test_a_quiet_test_holds_off_another_pytest_that_shares_the_turns_folder(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """`scripts/test-tier` runs a tier's `alone` tests in a pytest of their own beside the
+    workers part, both given one SAGEMETER_TEST_TURNS: a quiet test on the workers holds off the
+    other pytest's tests too, and no pytest a test starts inherits the folder."""
+    log = pytester.path / "spans.log"
+    pytester.makeini("[pytest]\nmarkers =\n    quiet: held off\n")
+    workers = pytester.mkdir("workers")
+    (workers / "test_a_plain.py").write_text(_inner_file(log, "plain", 2, quiet=False))
+    (workers / "test_b_quiet.py").write_text(_inner_file(log, "quiet", 2, quiet=True))
+    beside = pytester.mkdir("beside")
+    (beside / "test_beside.py").write_text(
+        _inner_file(log, "beside", 24, quiet=False)
+        + f"""
+
+def test_the_folder_is_not_passed_on():
+    with open({str(tmp_path / "inherited.txt")!r}, "w") as out:
+        out.write(repr(os.environ.get("SAGEMETER_TEST_TURNS")))
+"""
+    )
+    turns = tmp_path / "turns"
+    turns.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "SAGEMETER_TEST_TURNS": str(turns),
+    }
+    common = ["-p", "tests.quiet_turns", "-p", "no:cacheprovider", "-q"]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pytest", *common, *extra],
+            cwd=pytester.path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for extra in (["-n", "2", "--dist", "loadfile", "workers"], ["beside"])
+    ]
+    outputs = [run.communicate(timeout=120)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    spans: dict[str, Span] = {}
+    for line in log.read_text().splitlines():
+        name, began, ended = line.split()
+        spans[name] = (float(began), float(ended))
+    beside_spans = [span for name, span in spans.items() if name.startswith("beside")]
+    assert len(beside_spans) == 24 and {"quiet0", "quiet1", "plain0", "plain1"} <= set(spans)
+    quiet = (spans["quiet0"][0], spans["quiet1"][1])  # the turn kept from one to the next
+    # The other pytest ran before and after the quiet tests, never beside them.
+    assert min(span[0] for span in beside_spans) < quiet[0], spans
+    assert max(span[1] for span in beside_spans) > quiet[1], spans
+    assert not [span for span in beside_spans if _overlap(quiet, span)], spans
+    assert (tmp_path / "inherited.txt").read_text() == "None"

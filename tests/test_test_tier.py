@@ -42,13 +42,17 @@ def _tier(
     workers: int = 1,
     pytest_args: list[str] | None = None,
     ini: str = INI,
+    beside: bool = True,
 ) -> tuple[int, list[re.Match[str]], str]:
     """The script run on `tree` as `make` runs it, with these pytest arguments (by default the
-    tree's tests folder, quietly and without a cache; `[]` gives none)."""
+    tree's tests folder, quietly and without a cache; `[]` gives none); `beside=False` asks for
+    the alone part after the workers part even where it could run beside it."""
     (tree / "pytest.ini").write_text(ini)
     (tree / "tests").mkdir(exist_ok=True)
     (tree / "tests" / "test_inner.py").write_text("import pytest\n\n" + tests)
     env = {**os.environ}
+    if not beside:
+        env["SAGEMETER_TEST_BESIDE"] = "0"
     if workers == 1:  # one worker needs no plug-in: the inner runs start a third faster
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if pytest_args is None:
@@ -150,13 +154,16 @@ def test_without_arguments_the_alone_part_collects_only_the_files_holding_alone_
     tmp_path: Path,
 ) -> None:
     """The workers part notes the files of the `alone` tests it deselects (tests/alone_files.py,
-    the tree's conftest here); given no pytest arguments the alone part collects those only.
-    Given any, it collects as they say: never a file of theirs widened to its `alone` tests."""
+    the tree's conftest here); given no pytest arguments the alone part run after it collects
+    those only. Given any, it collects as they say: never a file of theirs widened to its
+    `alone` tests."""
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "alone_files.py").read_text())
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_other.py").write_text("def test_a():\n    pass\n")
     ini = INI + "testpaths = tests\naddopts = -q -p no:cacheprovider\n"
-    code, lines, output = _tier(tmp_path, "not slow", PASSING, pytest_args=[], ini=ini)
+    code, lines, output = _tier(
+        tmp_path, "not slow", PASSING, pytest_args=[], ini=ini, beside=False
+    )
     assert code == 0, output
     assert [m["part"] for m in lines] == ["workers", "alone"], output
     assert "1 passed, 2 deselected" in output, output  # test_inner.py's three tests only
@@ -168,3 +175,99 @@ def test_without_arguments_the_alone_part_collects_only_the_files_holding_alone_
     code, lines, output = _tier(tmp_path, "not slow", two_alone, pytest_args=named, ini=ini)
     assert code == 0, output  # nothing for the workers, the one `alone` test asked for alone
     assert output.count(" passed") == 1 and "1 passed in" in output, output
+
+
+def _idle_groups_can_be_made() -> bool:
+    """What the script needs to run the alone part beside the workers part: Linux's cgroup v1
+    `cpu` controller with `cpu.idle`, writable here (root)."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return False
+    mount = next(
+        (f[1] for f in map(str.split, mounts) if f[2] == "cgroup" and "cpu" in f[3].split(",")),
+        None,
+    )
+    path = next(
+        (f[2] for f in (line.split(":", 2) for line in own) if "cpu" in f[1].split(",")), None
+    )
+    if mount is None or path is None:
+        return False
+    folder = Path(mount + path.rstrip("/"))
+    return (folder / "cpu.idle").exists() and os.access(folder, os.W_OK)
+
+
+BESIDE_TESTS = """
+import os, time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def note(name):
+    try:
+        lines = open("/proc/self/cgroup").read().splitlines()
+    except OSError:  # not Linux
+        lines = []
+    fields = [line.split(":", 2) for line in lines]
+    cgroup = next((f[2] for f in fields if "cpu" in f[1].split(",")), "-")
+    (HERE / f"{name}.txt").write_text(f"{cgroup}\\n{os.environ.get('SAGEMETER_TEST_TURNS')}\\n")
+
+
+def wait_for(name):
+    (HERE / f"{name}.started").touch()
+    other = "timed" if name == "plain" else "plain"
+    deadline = time.monotonic() + 60
+    while not (HERE / f"{other}.started").exists():
+        assert time.monotonic() < deadline, f"{other} never ran beside {name}"
+        time.sleep(0.05)
+
+
+def test_plain():
+    note("plain")
+    wait_for("plain")
+
+
+@pytest.mark.alone
+def test_timed():
+    note("timed")
+    wait_for("timed")
+"""
+
+
+@pytest.mark.skipif(
+    not _idle_groups_can_be_made(),
+    reason="needs root on Linux's cgroup v1 cpu controller (README, Tests: beside)",
+)
+def test_where_it_can_the_alone_part_runs_beside_the_workers_in_their_idle_cpu_group(
+    tmp_path: Path,
+) -> None:
+    """Each inner test waits until the other has started, so the tier passes only when its two
+    parts ran side by side; the workers' test runs in the script's idle CPU group, the alone
+    test outside it, both given one turns folder, and the group is gone at the end."""
+    code, lines, output = _tier(tmp_path, "not slow", BESIDE_TESTS)
+    assert code == 0, output
+    assert [m["part"] for m in lines] == ["workers", "alone"], output
+    said = re.search(
+        r"the alone part runs beside the workers part, whose CPU group is idle \((\S+)\)", output
+    )
+    assert said is not None, output
+    group = Path(said.group(1))
+    assert group.name.startswith("sagemeter-tests-") and not group.exists(), output
+    plain_group, plain_turns = (tmp_path / "tests" / "plain.txt").read_text().split()
+    timed_group, timed_turns = (tmp_path / "tests" / "timed.txt").read_text().split()
+    assert plain_group.endswith(f"/{group.name}") and group.name not in timed_group
+    assert plain_turns == timed_turns != "None"
+
+
+def test_asked_not_to_the_alone_part_runs_after_the_workers_part(tmp_path: Path) -> None:
+    """SAGEMETER_TEST_BESIDE=0 (and wherever no idle CPU group can be made): one part after the
+    other, so the tests that wait for each other fail, and no group is made."""
+    code, lines, output = _tier(tmp_path, "not slow", BESIDE_TESTS.replace("60", "1"), beside=False)
+    assert code == 1, output
+    assert [m["part"] for m in lines] == ["workers", "alone"], output
+    assert "timed never ran beside plain" in output and "runs beside" not in output, output
+    assert output.count("1 failed") == 1, output  # the second part found the first's file
+    own = (tmp_path / "tests" / "timed.txt").read_text().split()[0]
+    assert (tmp_path / "tests" / "plain.txt").read_text().split()[0] == own
