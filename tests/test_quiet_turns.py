@@ -84,22 +84,41 @@ def test_a_quiet_test_holds_off_another_pytest_that_shares_the_turns_folder(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
     """`scripts/test-tier` runs a tier's `alone` tests in a pytest of their own beside the
-    workers part, both given one SAGEMETER_TEST_TURNS: a quiet test on the workers holds off the
-    other pytest's tests too, and no pytest a test starts inherits the folder."""
+    workers part, both given one SAGEMETER_TEST_TURNS: a quiet test on an xdist worker holds off
+    the other pytest's tests too, and no pytest a test starts inherits the folder.
+
+    The worker's first test waits until the other pytest has begun its 40 tests (16 s of them),
+    so its quiet tests come while those still run, however slowly either pytest started."""
     log = pytester.path / "spans.log"
+    begun = tmp_path / "beside-begun"
     pytester.makeini("[pytest]\nmarkers =\n    quiet: held off\n")
     workers = pytester.mkdir("workers")
-    (workers / "test_a_plain.py").write_text(_inner_file(log, "plain", 2, quiet=False))
+    waiting = f"""
+import time
+from pathlib import Path
+
+
+def test_0_waits_for_the_other_pytest():
+    deadline = time.monotonic() + 60
+    while not Path({str(begun)!r}).exists():
+        assert time.monotonic() < deadline, "the other pytest never began"
+        time.sleep(0.05)
+"""
+    (workers / "test_a_plain.py").write_text(waiting + _inner_file(log, "plain", 1, quiet=False))
     (workers / "test_b_quiet.py").write_text(_inner_file(log, "quiet", 2, quiet=True))
     beside = pytester.mkdir("beside")
     (beside / "test_beside.py").write_text(
-        _inner_file(log, "beside", 24, quiet=False)
-        + f"""
+        f"""
+import os
+from pathlib import Path
 
-def test_the_folder_is_not_passed_on():
+
+def test_0_begins():
+    Path({str(begun)!r}).touch()
     with open({str(tmp_path / "inherited.txt")!r}, "w") as out:
         out.write(repr(os.environ.get("SAGEMETER_TEST_TURNS")))
 """
+        + _inner_file(log, "beside", 40, quiet=False)
     )
     turns = tmp_path / "turns"
     turns.mkdir()
@@ -118,19 +137,25 @@ def test_the_folder_is_not_passed_on():
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for extra in (["-n", "2", "--dist", "loadfile", "workers"], ["beside"])
+        for extra in (["-n", "1", "workers"], ["beside"])
     ]
-    outputs = [run.communicate(timeout=120)[0] for run in runs]
+    try:
+        outputs = [run.communicate(timeout=180)[0] for run in runs]
+    finally:
+        for run in runs:
+            run.kill()
     assert [run.returncode for run in runs] == [0, 0], outputs
     spans: dict[str, Span] = {}
     for line in log.read_text().splitlines():
         name, began, ended = line.split()
         spans[name] = (float(began), float(ended))
     beside_spans = [span for name, span in spans.items() if name.startswith("beside")]
-    assert len(beside_spans) == 24 and {"quiet0", "quiet1", "plain0", "plain1"} <= set(spans)
+    assert len(beside_spans) == 40 and {"quiet0", "quiet1", "plain0"} <= set(spans)
     quiet = (spans["quiet0"][0], spans["quiet1"][1])  # the turn kept from one to the next
     # The other pytest ran before and after the quiet tests, never beside them.
     assert min(span[0] for span in beside_spans) < quiet[0], spans
     assert max(span[1] for span in beside_spans) > quiet[1], spans
     assert not [span for span in beside_spans if _overlap(quiet, span)], spans
+    # Taken out of the environment: what the tests of that pytest (and the processes they
+    # start) see.
     assert (tmp_path / "inherited.txt").read_text() == "None"

@@ -51,6 +51,7 @@ def _tier(
     (tree / "tests").mkdir(exist_ok=True)
     (tree / "tests" / "test_inner.py").write_text("import pytest\n\n" + tests)
     env = {**os.environ}
+    env.pop("SAGEMETER_TEST_BESIDE", None)  # the outer run's choice is not the case's
     if not beside:
         env["SAGEMETER_TEST_BESIDE"] = "0"
     if workers == 1:  # one worker needs no plug-in: the inner runs start a third faster
@@ -124,6 +125,23 @@ def test_one_empty_part_is_fine_and_a_tier_selecting_nothing_is_an_error(tmp_pat
     assert [m["part"] for m in lines] == ["workers", "alone"], output
     code, _, output = _tier(tmp_path, "slow and alone", PASSING)
     assert code == 5 and "no test selected by: slow and alone" in output, output
+
+
+def test_lf_finds_the_alone_parts_last_failures(tmp_path: Path) -> None:
+    """The alone part keeps pytest's cache in a folder of its own: beside the workers part, the
+    pytest that ended last would otherwise write back the cache it read at its start, without
+    the other's failures (the workers part ends last here)."""
+    tests = PASSING.replace(
+        "def test_plain():\n    pass", "def test_plain():\n    __import__('time').sleep(3)"
+    ).replace("def test_timed():\n    pass", "def test_timed():\n    assert 2 == 3")
+    code, _, output = _tier(tmp_path, "not slow", tests, pytest_args=["-q", "tests"])
+    assert code == 1 and output.count("1 failed") == 1, output
+    rerun = ["-q", "--lf", "--lfnf=none", "tests"]  # nothing known to have failed: run nothing
+    code, lines, output = _tier(tmp_path, "not slow", tests, pytest_args=rerun)
+    assert code == 1, output
+    assert [m["part"] for m in lines] == ["workers", "alone"], output
+    assert output.count("1 failed") == 1 and "FAILED tests/test_inner.py::test_timed" in output
+    assert "passed" not in output, output  # test_plain passed last time: not run again
 
 
 def test_workers_find_the_bytecode_caches_made_once_when_they_were_cold(tmp_path: Path) -> None:
@@ -236,6 +254,10 @@ def test_timed():
 """
 
 
+# `alone`: in the outer run's alone part, outside its workers' idle group, so the inner workers'
+# group is a sibling of theirs; made inside it, the inner workers would get a core only when
+# the outer tier's other worker left one, and could wait out their minute for it.
+@pytest.mark.alone
 @pytest.mark.skipif(
     not _idle_groups_can_be_made(),
     reason="needs root on Linux's cgroup v1 cpu controller (README, Tests: beside)",
@@ -261,10 +283,20 @@ def test_where_it_can_the_alone_part_runs_beside_the_workers_in_their_idle_cpu_g
     assert plain_turns == timed_turns != "None"
 
 
-def test_asked_not_to_the_alone_part_runs_after_the_workers_part(tmp_path: Path) -> None:
-    """SAGEMETER_TEST_BESIDE=0 (and wherever no idle CPU group can be made): one part after the
+@pytest.mark.parametrize(
+    ("beside", "pytest_args"),
+    [(False, []), (True, ["-s"]), (True, ["--capture=no"])],
+    ids=["SAGEMETER_TEST_BESIDE=0", "-s", "--capture=no"],
+)
+def test_asked_not_to_the_alone_part_runs_after_the_workers_part(
+    tmp_path: Path, beside: bool, pytest_args: list[str]
+) -> None:
+    """SAGEMETER_TEST_BESIDE=0, a pytest argument that wants the terminal (the alone part's
+    output would go to a file), and wherever no idle CPU group can be made: one part after the
     other, so the tests that wait for each other fail, and no group is made."""
-    code, lines, output = _tier(tmp_path, "not slow", BESIDE_TESTS.replace("60", "1"), beside=False)
+    args = ["-p", "no:cacheprovider", "-q", *pytest_args, "tests"]
+    tests = BESIDE_TESTS.replace("60", "1")
+    code, lines, output = _tier(tmp_path, "not slow", tests, pytest_args=args, beside=beside)
     assert code == 1, output
     assert [m["part"] for m in lines] == ["workers", "alone"], output
     assert "timed never ran beside plain" in output and "runs beside" not in output, output
