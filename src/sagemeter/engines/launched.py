@@ -16,7 +16,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from typing import Any, Self
 
 from sagemeter.atomic import open_output
 from sagemeter.engines.launcher import STOP
+from sagemeter.engines.ports import free_port
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
 from sagemeter.redaction import redact
@@ -42,13 +42,6 @@ POLL_S = 0.5
 
 def no_wait(_: float) -> None:
     """Default: nothing to show while the server starts."""
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (for servers that take a port number, not 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def answers_ok(url: str, timeout_s: float = 5.0) -> bool:

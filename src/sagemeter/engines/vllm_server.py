@@ -24,11 +24,11 @@ from sagemeter.engines.launched import (
     LaunchedServer,
     WaitFn,
     answers_ok,
-    free_port,
     listed_models,
     no_wait,
     tail,
 )
+from sagemeter.engines.ports import free_port
 from sagemeter.engines.startup_causes import VLLM_CAUSES, matched_cause
 from sagemeter.engines.vllm_install import MANAGED_ORIGIN, VllmInstall, require_vllm
 from sagemeter.errors import UserError
