@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagemeter.engines.ports import free_port
 from tests.busy_host import only_client_limits
 
 START_TIMEOUT_S = 90.0
@@ -67,12 +68,6 @@ def ran_unless_client_bound(code: int, err: str, out: Path) -> dict[str, Any]:
         assert "incomplete:" in err, err
         assert all(only_client_limits(item["invalid_because"]) for item in judged), err
     return data
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

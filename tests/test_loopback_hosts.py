@@ -18,6 +18,7 @@ import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.engines.llamacpp import LocalEngine
+from sagemeter.engines.ports import free_port
 from sagemeter.hostguard import HostGuard
 from sagemeter.loopback import MISDIRECTED, is_loopback_host
 
@@ -86,9 +87,7 @@ def _mcp_http(port: int, results: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # below the kernel's ephemeral range: no bind(0) takes it meanwhile
     yield from _mcp_http(port, tmp_path_factory.mktemp("mcp") / "results")
 
 

@@ -26,6 +26,7 @@ from typing import IO, cast
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.engines.ports import free_port
 from tests.truth_stats import truth_requests
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -349,9 +350,7 @@ def test_the_mcp_http_server_stops_on_a_signal_with_its_code(
     """Over HTTP uvicorn takes SIGTERM itself and shuts down; the exit code still names it."""
     import socket
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     process = subprocess.Popen(
         [*SAGEMETER, "mcp", "--http", str(port), "--results-dir", str(tmp_path / "results")],
         stdout=subprocess.DEVNULL,

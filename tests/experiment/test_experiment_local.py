@@ -12,7 +12,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import httpx
 import pytest
 
 from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.engines.ports import free_port
 from sagemeter.platforms.deployment import parse_utc
 
 pytestmark = [pytest.mark.slow, pytest.mark.long(110)]  # seconds (tests/long_modules.py)
@@ -376,9 +376,7 @@ def test_every_step_line_of_a_local_plan_carries_the_cost_so_far(
 def test_a_plans_ray_address_is_joined_before_its_measure_step_sends_anything(
     truth_url: str, tmp_path: Path
 ) -> None:
-    with socket.socket() as probe:  # a port where nothing listens: no Ray cluster is needed
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a port where nothing listens: no Ray cluster is needed
     plan = truth_plan(truth_url, measure=f'ray = "127.0.0.1:{port}"\n')
     (tmp_path / "plan.toml").write_text(plan)
     done = sagemeter("run", "plan.toml", "--out", "run", home=tmp_path / "home", cwd=tmp_path)

@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from sagemeter import sagemaker as sm
+from sagemeter.engines.ports import free_port
 from tests.mcp_helpers import alive, error_line, ok
 
 pytestmark = pytest.mark.slow
@@ -112,14 +113,8 @@ async def test_stdio_lists_tools_and_answers_for_real(world: World) -> None:
     assert not alive(pid)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_http_serves_on_loopback(sagemeter_env: dict[str, str]) -> None:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         _command("--http", str(port)),
         env=sagemeter_env,
