@@ -53,8 +53,8 @@ def kernel_pick() -> int:
 def free_port(range_file: Path = EPHEMERAL_RANGE) -> int:
     """A port free on 127.0.0.1 now, below the ephemeral range where it can be (see above)."""
     low = ephemeral_low(range_file)
-    high = PICK_HIGH if low is None else min(PICK_HIGH, low)
-    if low is not None and high - PICK_LOW >= TRIES:
+    high = PICK_LOW if low is None else min(PICK_HIGH, low)  # no range read: no room below it
+    if high - PICK_LOW >= TRIES:
         for _ in range(TRIES):
             port = random.randrange(PICK_LOW, high)
             if is_free(port):

@@ -28,7 +28,6 @@ from sagemeter.engines.launched import (
     no_wait,
     tail,
 )
-from sagemeter.engines.ports import free_port
 from sagemeter.engines.startup_causes import VLLM_CAUSES, matched_cause
 from sagemeter.engines.vllm_install import MANAGED_ORIGIN, VllmInstall, require_vllm
 from sagemeter.errors import UserError
@@ -36,7 +35,7 @@ from sagemeter.paths import cache_dir, state_dir
 from sagemeter.results import StartupFacts
 from sagemeter.startup_log import parse_vllm_log
 
-__all__ = ["VllmServer", "free_port", "prepare_server"]
+__all__ = ["VllmServer", "prepare_server"]
 
 START_TIMEOUT_S = 900.0  # two busy cores compile for minutes
 DEFAULT_MAX_MODEL_LEN = 2048
