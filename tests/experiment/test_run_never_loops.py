@@ -127,7 +127,9 @@ def test_every_way_an_arm_ends_incomplete_finishes_the_run_marked_not_looping(
     measure_steps = [step for step in journal["steps"] if step["kind"] == "measure"]
     for step in measure_steps:
         expected = "incomplete" if any(name in short for name in step["results"]) else "done"
-        assert step["state"] == expected, step
+        # The step's note in full (a dict's repr is cut in the report): a good arm refused a
+        # figure on a busy host names the client rule, which pyproject's only_rerun runs again.
+        assert step["state"] == expected, f"{step['label']}: {step.get('note')} {step}"
     assert [line.split(":")[0] for line in journal["incomplete"]] == short
     assert all(why in line for line in journal["incomplete"]), journal["incomplete"]
 
