@@ -29,6 +29,7 @@ from typing import Any, Self
 
 from sagemeter.atomic import open_output
 from sagemeter.engines.launcher import STOP
+from sagemeter.engines.listener import other_listener
 from sagemeter.engines.ports import free_port
 from sagemeter.engines.startup_causes import start_failed
 from sagemeter.errors import EngineError, UserError
@@ -174,6 +175,7 @@ class LaunchedServer:
                 cause = self.failure_cause(self.log_text())
                 raise start_failed(f"{self.exited(code)}: {cause} (log {self.log_path})", cause)
             if self.ready():
+                self._refuse_another_listener(process.pid)
                 return
             on_wait(time.perf_counter() - began)
             time.sleep(POLL_S)
@@ -181,6 +183,17 @@ class LaunchedServer:
             f"{self.what} did not answer within {deadline - began:.0f} s; log {self.log_path}: "
             f"{self.failure_cause(self.log_text())}"
         )
+
+    def _refuse_another_listener(self, launched_pid: int) -> None:
+        """The port answered: refuse it when the program listening there is not the server but
+        one that held the port before it started (engines/listener.py)."""
+        other = other_listener(self.port, launched_pid)
+        if other is not None:
+            raise EngineError(
+                f"port {self.port} is answered by another program, {other}, that was listening "
+                f"before {self.what} started (the port was free when sagemeter picked it): its "
+                f"answers are not the server's; run again for another port (log {self.log_path})"
+            )
 
     def stop(self, timeout_s: float | None = None) -> None:
         """End the server: close the launcher's stdin (SIGTERM to the server, the grace period),
