@@ -42,6 +42,7 @@ class CommandServer(LaunchedServer):
 
     what = "the command"
     grace_s = GRACE_S
+    listens_itself = False  # `docker run -p {port}:8000` under rootless Docker: its forwarder
 
     def __init__(
         self,

@@ -29,10 +29,10 @@ from typing import Any, Self
 
 from sagemeter.atomic import open_output
 from sagemeter.engines.launcher import STOP
-from sagemeter.engines.listener import other_listener
+from sagemeter.engines.listener import accepts_connections, holder, other_listener
 from sagemeter.engines.ports import free_port
 from sagemeter.engines.startup_causes import start_failed
-from sagemeter.errors import EngineError, UserError
+from sagemeter.errors import EngineError, InputError, SagemeterError, UserError
 from sagemeter.redaction import redact
 from sagemeter.transport.bad_json import BAD_JSON
 from sagemeter.transport.models_list import model_ids
@@ -83,9 +83,14 @@ class LaunchedServer:
     # A variable naming a private scratch folder the launcher makes for the server and removes
     # after it (engines/launcher.py); None: the server's temporary files are its own business.
     scratch_env: str | None = None
+    # The server listens from its own processes (vLLM): once its port answers, a program that
+    # ran before it and listens there is refused (engines/listener.py). False for a command,
+    # which may hand its port to a program that ran before it (rootless Docker's forwarder).
+    listens_itself = True
 
     def __init__(self, *, log_path: Path, port: int = 0) -> None:
         self.log_path = log_path
+        self.port_given = port != 0  # the user's port: another program on it is bad input
         self.port = port or free_port()
         self.base_url: str | None = None
         self.started_s: float | None = None
@@ -139,6 +144,8 @@ class LaunchedServer:
         began = time.perf_counter()
         launcher = [sys.executable, "-m", "sagemeter.engines.launcher"]
         launcher += ["--grace", str(self.grace_s)]
+        if accepts_connections(self.port):  # before anything starts: another program answers
+            raise self._port_taken(holder(self.port))
         if self.scratch_env is not None:
             launcher += ["--scratch-env", self.scratch_env]
         with open_output(self.log_path, "the engine log") as log, self._lock:
@@ -175,7 +182,8 @@ class LaunchedServer:
                 cause = self.failure_cause(self.log_text())
                 raise start_failed(f"{self.exited(code)}: {cause} (log {self.log_path})", cause)
             if self.ready():
-                self._refuse_another_listener(process.pid)
+                if self.listens_itself:
+                    self._refuse_another_listener(process.pid)
                 return
             on_wait(time.perf_counter() - began)
             time.sleep(POLL_S)
@@ -186,14 +194,25 @@ class LaunchedServer:
 
     def _refuse_another_listener(self, launched_pid: int) -> None:
         """The port answered: refuse it when the program listening there is not the server but
-        one that held the port before it started (engines/listener.py)."""
+        one that ran before it (engines/listener.py)."""
         other = other_listener(self.port, launched_pid)
         if other is not None:
-            raise EngineError(
-                f"port {self.port} is answered by another program, {other}, that was listening "
-                f"before {self.what} started (the port was free when sagemeter picked it): its "
-                f"answers are not the server's; run again for another port (log {self.log_path})"
+            raise self._port_taken(other)
+
+    def _port_taken(self, other: str | None) -> SagemeterError:
+        """Another program holds the port: the user's to mend when they gave the port (bad
+        input, exit 2, as when a server's own log says the address is in use), else a pick
+        another program took first (exit 5), which a new run's pick escapes."""
+        by = f", by another program, {other}" if other else ""
+        if self.port_given:
+            return InputError(
+                f"port {self.port} on 127.0.0.1 is already in use{by}: give another port or "
+                "stop that program"
             )
+        return EngineError(
+            f"port {self.port}, picked free for {self.what}, was taken{by} before {self.what} "
+            f"answered on it: its answers are not the server's; run again for another port"
+        )
 
     def stop(self, timeout_s: float | None = None) -> None:
         """End the server: close the launcher's stdin (SIGTERM to the server, the grace period),
