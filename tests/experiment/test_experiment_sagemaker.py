@@ -39,8 +39,11 @@ FAST = ("--poll-seconds", "0.05")
 def runtime_fake() -> Iterator[RuntimeFake]:
     """The loopback runtime in front of a known-truth server rather than the embedded engine:
     these runs are about endpoints' lifecycles, and the truth server answers in milliseconds
-    (the real engine behind the runtime is tested in test_sagemaker_measure.py)."""
-    with running_truth_server(TruthTiming(ttft_s=0.01, itl_s=0.002)) as url:
+    (the real engine behind the runtime is tested in test_sagemaker_measure.py). 5 ms a token
+    puts --quick's long replies 220 ms behind its short ones: at 2 ms (88 ms) a busy host's
+    stall on both short replies once left no decode rate ("long replies were not slower than
+    short ones") and the run incomplete, about 0.5 s more a measurement."""
+    with running_truth_server(TruthTiming(ttft_s=0.01, itl_s=0.005)) as url:
         fake = RuntimeFake(url + "/v1")
         yield fake
         fake.close()
