@@ -141,11 +141,11 @@ class LaunchedServer:
 
     def start(self, timeout_s: float, on_wait: WaitFn = no_wait) -> str:
         """Start the server and return its OpenAI base URL (ending in /v1) once it is ready."""
+        if accepts_connections(self.port):  # before anything starts: another program answers
+            raise self._port_taken(holder(self.port))
         began = time.perf_counter()
         launcher = [sys.executable, "-m", "sagemeter.engines.launcher"]
         launcher += ["--grace", str(self.grace_s)]
-        if accepts_connections(self.port):  # before anything starts: another program answers
-            raise self._port_taken(holder(self.port))
         if self.scratch_env is not None:
             launcher += ["--scratch-env", self.scratch_env]
         with open_output(self.log_path, "the engine log") as log, self._lock:
