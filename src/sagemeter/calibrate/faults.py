@@ -14,7 +14,8 @@ checked against `TruthTiming`.
 - `fail_every`, `fail_status`, `retry_after_s`: an HTTP error at once instead of a reply, with a
   `Retry-After` header when given.
 - `stall_every`, `stall_s`, `stall_after`: the stream pauses `stall_s` after its first
-  `stall_after` tokens, then goes on (every later deadline moves by the pause).
+  `stall_after` tokens, then goes on (every later deadline moves by the pause); with
+  `stall_after` 0 the pause comes before the first token (a slow prefill).
 - `stall_once`: only the Nth generation request stalls so (`stall_s`, `stall_after`), once: a
   server that hiccupped one time, whose every other figure is still the truth.
 - `drop_every`, `drop_after`: the connection is closed after `drop_after` tokens of the stream.
@@ -97,8 +98,8 @@ class Faults:
             raise ValueError("fail_status must be an HTTP error status (400–599)")
         if self.echo_key_split == 1:
             raise ValueError("echo_key_split must be 0 (off) or at least 2 pieces")
-        if self.stall_s < 0 or self.stall_after < 1 or self.drop_after < 1:
-            raise ValueError("stall_s must be 0 or more; stall_after and drop_after at least 1")
+        if self.stall_s < 0 or self.stall_after < 0 or self.drop_after < 1:
+            raise ValueError("stall_s and stall_after must be 0 or more; drop_after at least 1")
         if self.answer not in ANSWERS:
             raise ValueError(f"answer must be one of {ANSWERS}")
         if self.connection_close not in CONNECTION_CLOSES:

@@ -345,7 +345,7 @@ class TruthApp:
                     wire.stream_end(kind, model, reported, prompt),
                 )
                 reply = StreamReply(sink, self.counters, first_at, itl, tokens, chunks, faults)
-                self.scheduler.add(first_at, reply)
+                self.scheduler.add(reply.first_at, reply)
             else:
                 data = wire.whole_reply(kind, model, tokens, reported, prompt, echo, text)
                 whole = WholeReply(sink, self.counters, tokens, data)

@@ -57,7 +57,9 @@ class Counters:
 
 
 class StreamReply:
-    """Chunk k (1-based) at first_at + (k - 1) * itl; the end at first_at + tokens * itl."""
+    """Chunk k (1-based) at first_at + (k - 1) * itl; the end at first_at + tokens * itl.
+
+    A pause after 0 tokens moves `first_at` itself: schedule the reply at its `first_at`."""
 
     __slots__ = (
         "counters",
@@ -92,6 +94,9 @@ class StreamReply:
         self.first, self.token, self.end = chunks
         self.faults = faults
         self.paused = False
+        if faults is not None and faults.pause_after == 0:  # the pause before the first token
+            self.first_at += faults.pause_s
+            self.paused = True
         self.sent = 0
         self.exact = True  # the first token: it makes TTFT
 

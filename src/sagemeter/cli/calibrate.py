@@ -82,7 +82,9 @@ def calibrate_server_command(
         int, typer.Option(help="fault: every Nth stream pauses mid-reply (--stall long)")
     ] = 0,
     stall: Annotated[str, typer.Option(help="fault: how long a stalled stream pauses")] = "0s",
-    stall_after: Annotated[int, typer.Option(help="fault: tokens before the pause")] = 1,
+    stall_after: Annotated[
+        int, typer.Option(help="fault: tokens before the pause (0: before the first token)")
+    ] = 1,
     stall_once: Annotated[
         int, typer.Option(help="fault: only the Nth generation request pauses (--stall long), once")
     ] = 0,
