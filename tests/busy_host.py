@@ -36,7 +36,8 @@ def client_limits_named(text: str) -> list[str]:
 
 # measure/agreement.py's stall rule: replies of one length that still disagree after the reruns
 # leave no rate, and a level that truth orders against another and stayed so when run again has
-# no figure; each reason ends "(a stall?)". measure/decode.py's client rule: a saturated client
+# no figure; so do short replies (or prompts) that stayed as slow as the long ones, which truth
+# orders; each reason ends "(a stall?)". measure/decode.py's client rule: a saturated client
 # "may have set the pace". Not any reason that says "disagree": usage and content events that
 # disagree are a server's or sagemeter's fault, never a busy host's.
 STALL_REASONS = ("the client may have set the pace", "(a stall?)")

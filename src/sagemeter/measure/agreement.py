@@ -5,7 +5,8 @@ than its twins. A median of five hides it; a figure of one or two batches become
 repeat far slower than the fastest of its kind is set aside and measured again (a bounded number
 of times); one that stays leaves no figure, with its reason. The same holds between figures that
 truth orders: more requests at once never make fewer tokens per second by a wide margin, nor
-each stream faster by a wide margin, and one at a time runs near the decode rate.
+each stream faster by a wide margin, one at a time runs near the decode rate, and a short reply
+(or prompt) is never slower than the long ones.
 
 The margins are wide on purpose (a busy host's jitter is not a stall): a repeat disagrees when
 it took `SLOW_FACTOR` times the fastest and `SLOW_MARGIN_S` more.
@@ -14,6 +15,8 @@ it took `SLOW_FACTOR` times the fastest and `SLOW_MARGIN_S` more.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 SLOW_FACTOR = 1.5
 SLOW_MARGIN_S = 0.25
@@ -34,6 +37,18 @@ def too_slow(times_s: Sequence[float]) -> list[int]:
         for index, time_s in enumerate(times_s)
         if time_s > SLOW_FACTOR * fastest and time_s > fastest + SLOW_MARGIN_S
     ]
+
+
+def out_of_order(short_s: Sequence[float], long_s: Sequence[float]) -> list[int]:
+    """Indexes of the short times no faster than the long times' median, when the short median
+    is not below it (empty otherwise, or with either side empty). Truth orders the two: more
+    tokens never take less time, so those short ones stalled, however briefly."""
+    if not short_s or not long_s:
+        return []
+    long_median = float(np.median(long_s))
+    if float(np.median(short_s)) < long_median:
+        return []
+    return [index for index, time_s in enumerate(short_s) if time_s >= long_median]
 
 
 def one_at_once_expected(

@@ -9,7 +9,11 @@ A reply that failed (after the wire's own retries) or stopped short is never a p
 line: the pair is asked again, up to `repeats` extra times, so the figure rests on `repeats`
 good replies of each length or is absent with its reason. A good reply far slower than the
 fastest of its length (a stall, measure/agreement.py) is set aside and its length asked again, up
-to AGAIN_LIMIT rounds; if they still disagree there is no rate.
+to AGAIN_LIMIT rounds; if they still disagree there is no rate. Truth orders the two lengths too:
+a long reply is never faster than a short one, so when the short replies' median is not below
+the long ones', the short replies that took as long as that median stalled: they are set aside
+and asked again the same way (a stall shorter than the margins above still erases a gap of a few
+tokens).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 from sagemeter.evidence.bootstrap import interval
 from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
-from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
+from sagemeter.measure.agreement import AGAIN_LIMIT, out_of_order, too_slow
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
 from sagemeter.measure.precision import counted_half_width, precision_stop
@@ -77,6 +81,7 @@ async def measure_decode(
         counted_long = _counted(long, aside)
         if len(counted_short) >= repeats and len(counted_long) >= repeats:
             slow = _disagreeing("short", counted_short) + _disagreeing("long", counted_long)
+            slow = slow or _out_of_order(counted_short, counted_long)
             if slow and rounds < AGAIN_LIMIT:
                 rounds += 1
                 for records, why in slow:
@@ -164,6 +169,24 @@ def _disagreeing(label: str, records: list[RequestRecord]) -> list[tuple[list[Re
     ]
 
 
+def _out_of_order(
+    short: list[RequestRecord], long: list[RequestRecord]
+) -> list[tuple[list[RequestRecord], str]]:
+    """The short replies no faster than the long replies' median, when the short median is not
+    below it, and why (empty otherwise)."""
+    late = [short[i] for i in out_of_order([r.total_s for r in short], [r.total_s for r in long])]
+    if not late:
+        return []
+    long_median = median([r.total_s for r in long])
+    return [
+        (
+            late,
+            f"{len(late)} short replies took up to {max(r.total_s for r in late):.2f} s, no "
+            f"faster than the long replies' median of {long_median:.2f} s (a stall?)",
+        )
+    ]
+
+
 def _request(prompt: str, max_tokens: int) -> ChatRequest:
     return ChatRequest(prompt=prompt, max_tokens=max_tokens, ignore_eos=True, stream=True)
 
@@ -228,7 +251,9 @@ def fit_decode(
     else:
         delta_t = median(detail.long_times_s) - median(detail.short_times_s)
         if delta_t <= 0:
-            blocking.append("no decode rate: long replies were not slower than short ones")
+            blocking.append(
+                "no decode rate: long replies were not slower than short ones (a stall?)"
+            )
         else:
             detail.tokens_per_second = (long_tokens - short_tokens) / delta_t
             fixed = median(detail.short_times_s) - short_tokens / detail.tokens_per_second

@@ -13,7 +13,8 @@ Three rules keep the figure honest:
   the checkpoint it started, or `--tokenizer`), else leaves no figure (never a guessed one),
   with the reason.
 - Repeats alternate short and long (drift hits both alike); a reply far slower than the fastest
-  of its length is set aside and asked again (measure/agreement.py), as decode does.
+  of its length is set aside and asked again (measure/agreement.py), as decode does; so are
+  short prompts no faster than the long ones' median, when the short median is not below it.
 
 Then the prefix cache is measured on purpose: one fresh long prompt sent twice in a row.
 """
@@ -32,7 +33,7 @@ from sagemeter.errors import UserError
 from sagemeter.evidence.bootstrap import interval
 from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
-from sagemeter.measure.agreement import AGAIN_LIMIT, too_slow
+from sagemeter.measure.agreement import AGAIN_LIMIT, out_of_order, too_slow
 from sagemeter.measure.figure_samples import prefill_samples
 from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.stats import CpuClock, client_share, median
@@ -276,18 +277,14 @@ async def _points(
     while sends < 2 * repeats + AGAIN_LIMIT:
         counted = [_kept(bucket, aside, run.count) for _, bucket in lengths]
         if all(len(found) >= repeats for found in counted):
-            slow = [
-                found
-                for label, found in zip(("short", "long"), counted, strict=True)
-                if _disagreeing(label, found)
-            ]
+            slow = _disagreeing("short", counted[0]) + _disagreeing("long", counted[1])
+            slow = slow or _out_of_order(*counted)
             if not slow or rounds >= AGAIN_LIMIT:
                 break
             rounds += 1
-            for label, found in zip(("short", "long"), counted, strict=True):
-                for records, why in _disagreeing(label, found):
-                    aside.extend(records)
-                    again.append(why)
+            for records, why in slow:
+                aside.extend(records)
+                again.append(why)
             continue
         if any(r.ok and run.count(r) is None for r in (*short, *long)):
             break  # the server stopped counting prompts: asking again cannot make the rate
@@ -352,6 +349,26 @@ async def _cache_pair(
     return check
 
 
+def _out_of_order(
+    short: list[RequestRecord], long: list[RequestRecord]
+) -> list[tuple[list[RequestRecord], str]]:
+    """The short prompts no faster to a first token than the long prompts' median, when the
+    short median is not below it, and why (empty otherwise)."""
+    short_s = [r.first_token_s or 0.0 for r in short]
+    long_s = [r.first_token_s or 0.0 for r in long]
+    late = [short[index] for index in out_of_order(short_s, long_s)]
+    if not late:
+        return []
+    return [
+        (
+            late,
+            f"{len(late)} short prompts took up to {max(r.first_token_s or 0.0 for r in late):.2f}"
+            " s to a first token, no "
+            f"faster than the long prompts' median of {median(long_s):.2f} s (a stall?)",
+        )
+    ]
+
+
 def fit_prefill(
     detail: PrefillDetail,
     short: list[RequestRecord],
@@ -404,7 +421,7 @@ def _rate(detail: PrefillDetail, notes: list[str], blocking: list[str]) -> None:
         blocking.append("no prefill rate: the server counted the long prompts no longer")
         return
     if delta_t <= 0:
-        blocking.append("no prefill rate: long prompts were not slower to a first token")
+        blocking.append("no prefill rate: long prompts were not slower to a first token (a stall?)")
         return
     rate = extra_tokens / delta_t
     detail.tokens_per_second = rate

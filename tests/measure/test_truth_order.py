@@ -1,0 +1,88 @@
+"""Truth orders the two lengths: a long reply (or prompt) is never faster than a short one.
+
+A stall shorter than the agreement rule's margins (1.5 × the fastest and 0.25 s more,
+measure/agreement.py) is not set aside by that rule, yet on a short/long pair only tens of
+milliseconds apart it can push the short median past the long one. Before this rule such a run
+had no decode (or prefill) rate at all ("long replies were not slower than short ones"); now the
+short ones that took as long as the long median are set aside and asked again, and the rate is
+the truth's. The truth server's one-time stall is placed so that only this rule can see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sagemeter.calibrate import TruthTiming, running_truth_server
+from sagemeter.calibrate.faults import Faults
+from sagemeter.measure.agreement import SLOW_MARGIN_S, out_of_order
+from sagemeter.measure.decode import measure_decode
+from sagemeter.measure.prefill import measure_prefill
+from sagemeter.results import DecodeDetail, PrefillDetail
+from sagemeter.transport.openai import OpenAIChat
+
+pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
+
+
+def test_out_of_order_names_the_short_times_at_or_past_the_long_median() -> None:
+    assert out_of_order([0.02, 0.02], [0.06, 0.06]) == []
+    assert out_of_order([0.17, 0.02], [0.06, 0.06]) == [0]  # median 0.095 ≥ 0.06
+    assert out_of_order([0.05, 0.02, 0.05], [0.04, 0.06]) == [0, 2]  # median 0.05 ≥ 0.05
+    assert out_of_order([0.07, 0.02, 0.02], [0.06, 0.06]) == []  # one slow, the median holds
+    assert out_of_order([], [0.06]) == [] and out_of_order([0.1], []) == []
+
+
+# Decode: 10 ms to the first token, 2 ms a token. 4 tokens end at 18 ms, 24 at 58 ms: 40 ms
+# apart. The first short reply (request 2, after the warm-up) pauses 150 ms after its first
+# token: 168 ms, far past the long replies yet 100 ms inside the agreement rule's margin.
+DECODE = TruthTiming(ttft_s=0.01, itl_s=0.002)
+DECODE_STALL_S = 0.15
+
+
+async def _decode(url: str) -> DecodeDetail:
+    async with OpenAIChat(url) as client:
+        return await measure_decode(client, short_tokens=4, long_tokens=24, repeats=2)
+
+
+def test_a_short_reply_as_slow_as_the_long_ones_is_asked_again() -> None:
+    assert DECODE_STALL_S + 0.018 < 0.018 + SLOW_MARGIN_S  # only the order rule can see it
+    faults = Faults(stall_once=2, stall_s=DECODE_STALL_S)
+    with running_truth_server(DECODE, faults=faults) as url:
+        detail = asyncio.run(_decode(url))
+    assert detail.valid, detail.problems
+    assert detail.measured_again and detail.measured_again[0].startswith(
+        "1 short replies took up to"
+    ), detail.measured_again
+    assert "no faster than the long replies' median" in detail.measured_again[0]
+    assert len([r for r in detail.records if r.max_tokens == 4]) == 3  # the stalled one kept
+    assert max(detail.short_times_s) < DECODE_STALL_S  # and not counted
+    assert detail.tokens_per_second == pytest.approx(1 / DECODE.itl_s, rel=0.15)
+
+
+# Prefill: 20 ms, then 50 µs a prompt token. Short prompts (256) reach a first token at 33 ms,
+# long ones (2,048) at 122 ms. The first short prompt (request 3, after the two sizing probes)
+# pauses 220 ms before its first token: 253 ms, a short median of 143 ms, 30 ms inside the
+# agreement rule's margin.
+PREFILL = TruthTiming(ttft_s=0.02, itl_s=0.001, prefill_s=50e-6, prefix_cache=True)
+PREFILL_STALL_S = 0.22
+
+
+async def _prefill(url: str) -> PrefillDetail:
+    async with OpenAIChat(url) as client:
+        return await measure_prefill(client, short_tokens=256, long_tokens=2048, repeats=2)
+
+
+def test_a_short_prompt_as_slow_as_the_long_ones_is_asked_again() -> None:
+    faults = Faults(stall_once=3, stall_s=PREFILL_STALL_S, stall_after=0)
+    with running_truth_server(PREFILL, faults=faults) as url:
+        detail = asyncio.run(_prefill(url))
+    assert detail.valid, detail.problems
+    assert detail.measured_again and detail.measured_again[0].startswith(
+        "1 short prompts took up to"
+    ), detail.measured_again
+    assert "no faster than the long prompts' median" in detail.measured_again[0]
+    stalled = detail.records[0]
+    assert stalled.first_token_s is not None and stalled.first_token_s >= PREFILL_STALL_S
+    assert len(detail.short_ttft_s) == 2 and max(detail.short_ttft_s) < PREFILL_STALL_S
+    assert detail.tokens_per_second == pytest.approx(PREFILL.prefill_tokens_per_second, rel=0.03)
