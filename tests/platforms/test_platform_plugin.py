@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.busy_host import assert_decode_rate_or_busy
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "platform-plugin"
 pytestmark = pytest.mark.slow  # pip builds a distribution; each run starts servers
 
@@ -121,7 +123,9 @@ def test_a_plugin_platform_deploys_measures_prices_and_deletes(
     assert journal["cost_usd"] > 0
     result = json.loads((tmp_path / "run" / "measure-a.json").read_text())
     assert result["detail"]["environment"]["target"] == deployments[0]["target"]
-    assert result["decode_tokens_per_second"] == pytest.approx(500, rel=0.25)
+    assert_decode_rate_or_busy(result)  # exit 3 above: none, for a busy host's reason only
+    if result["decode_tokens_per_second"] is not None:
+        assert result["decode_tokens_per_second"] == pytest.approx(500, rel=0.25)
     compared = json.loads((tmp_path / "run" / "compare.json").read_text())
     assert compared["price_per_hour"] == 1.5
     assert any(row["key"] == "usd_per_million_tokens_c2" for row in compared["rows"])
