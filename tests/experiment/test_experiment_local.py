@@ -27,6 +27,7 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.engines.ports import free_port
 from sagemeter.platforms.deployment import parse_utc
+from tests.busy_host import assert_whole_or_busy
 
 pytestmark = [pytest.mark.slow, pytest.mark.long(110)]  # seconds (tests/long_modules.py)
 
@@ -91,6 +92,9 @@ def journal_of(run_dir: Path) -> dict[str, Any]:
     return data
 
 
+ARMS = ("f32", "q4", "f32-again")  # LOCAL_PLAN's measurements, in their order
+
+
 def test_a_local_plan_runs_a_b_a_end_to_end(shared_home: Path, tmp_path: Path) -> None:
     (tmp_path / "plan.toml").write_text(LOCAL_PLAN)
     planned = sagemeter("run", "plan.toml", "--dry-run", home=shared_home, cwd=tmp_path)
@@ -103,11 +107,18 @@ def test_a_local_plan_runs_a_b_a_end_to_end(shared_home: Path, tmp_path: Path) -
     began = time.monotonic()
     done = sagemeter("run", "plan.toml", "--out", "run", home=shared_home, cwd=tmp_path)
     wall = time.monotonic() - began
-    assert done.returncode == 0, done.stderr
+    # Exit 3: an arm lacks a figure, for a busy host's reason only (the client set the pace, or a
+    # stall stayed), checked below; anything else fails at once, with no rerun of the whole plan.
+    assert done.returncode in (0, 3), done.stderr
     run = tmp_path / "run"
-    for name in ("f32", "q4", "f32-again"):
-        assert (run / f"measure-{name}.json").is_file()
+    incomplete = []
+    for name in ARMS:
+        result = json.loads((run / f"measure-{name}.json").read_text())
+        assert_whole_or_busy(result)
+        if result["complete"] is False:
+            incomplete.append(name)
         assert (run / f"engine-{name}.log").is_file()
+    assert bool(incomplete) == (done.returncode == 3), done.stderr
     assert (run / "plan.toml").read_text() == LOCAL_PLAN
     comparison = json.loads((run / "compare.json").read_text())
     assert comparison["names"] == ["f32", "q4", "f32-again"]
@@ -120,9 +131,10 @@ def test_a_local_plan_runs_a_b_a_end_to_end(shared_home: Path, tmp_path: Path) -
     assert (run / "report.html").is_file() and (run / "plots" / "throughput.png").is_file()
     journal = journal_of(run)
     assert journal["state"] == "done" and len(journal["sessions"]) == 1
-    assert [step["state"] for step in journal["steps"]] == ["done"] * 5
+    states = [step["state"] for step in journal["steps"]]
+    assert states == [*("incomplete" if n in incomplete else "done" for n in ARMS), "done", "done"]
     assert all(step["elapsed_s"] is not None for step in journal["steps"])
-    assert "[3/5] measure f32-again done" in done.stderr
+    assert re.search(r"^\[3/5\] measure f32-again (done|incomplete) \(", done.stderr, re.M)
     assert "A-B-A drift (f32 → f32-again)" in done.stdout
     print(f"\nlocal A-B-A plan: {wall:.1f} s wall")
 
