@@ -116,3 +116,20 @@ def test_a_server_that_gives_no_prompt_count() -> None:
         first, usage = _ask(client, _prompt("only", 400))
     assert "prompt_tokens" not in usage and usage["completion_tokens"] == 1
     assert first >= timing.first_token_seconds(400 + TEMPLATE_TOKENS)  # prefill still costs
+
+
+def test_a_pause_before_the_first_token_delays_that_reply_once() -> None:
+    """`stall_after=0`: the Nth generation's first token comes `stall_s` late (a prefill that
+    stalled once); the next reply's is on time."""
+    timing = TruthTiming(ttft_s=0.01, itl_s=0.001, prefill_s=50e-6)
+    faults = Faults(stall_once=1, stall_s=0.5, stall_after=0)
+    with (
+        running_truth_server(timing, faults=faults) as url,
+        httpx.Client(base_url=url, timeout=10) as client,
+    ):
+        stalled, usage = _ask(client, _prompt("one", 100), max_tokens=3)
+        on_time, _ = _ask(client, _prompt("two", 100), max_tokens=3)
+    truth = timing.first_token_seconds(100 + TEMPLATE_TOKENS)
+    assert usage["completion_tokens"] == 3  # every token still sent after the pause
+    assert stalled >= truth + 0.5  # the server never writes early
+    assert on_time < truth + 0.25  # once: half the pause is far beyond a busy host's jitter

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagemeter.measure.decode import fit_decode
+from sagemeter.measure.decode import OUT_OF_ORDER, fit_decode
 from sagemeter.request_record import RequestRecord
 from tests.records import timed_record
 
@@ -70,6 +70,27 @@ def test_no_rate_when_long_is_not_slower() -> None:
     detail = fit_decode([_record(16, 2.0)], [_record(512, 1.0)], short_tokens=16, long_tokens=512)
     assert not detail.valid
     assert any("not slower" in p for p in detail.problems)
+    # Not asked again for the order: not called a stall (a busy host's reason).
+    assert not any("(a stall?)" in p for p in detail.problems)
+
+
+def test_an_order_that_stayed_after_asking_again_is_called_a_stall() -> None:
+    """The measuring loop set the short replies aside for the order (OUT_OF_ORDER) and asked
+    again, and the order stayed: only then is the refusal a stall's."""
+    again = [f"1 short replies took up to 2.00 s, {OUT_OF_ORDER} of 1.00 s (a stall?)"]
+    detail = fit_decode(
+        [_record(16, 2.0)],
+        [_record(512, 1.0)],
+        short_tokens=16,
+        long_tokens=512,
+        measured_again=again,
+    )
+    assert not detail.valid and detail.tokens_per_second is None
+    refusal = [p for p in detail.problems if "not slower" in p]
+    assert refusal == [
+        "no decode rate: long replies were not slower than short ones, and stayed so when the "
+        "short ones were asked again (a stall?)"
+    ]
 
 
 def test_replies_that_disagree_leave_no_rate() -> None:

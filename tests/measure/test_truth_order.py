@@ -17,10 +17,13 @@ import pytest
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.calibrate.faults import Faults
 from sagemeter.measure.agreement import SLOW_MARGIN_S, out_of_order
+from sagemeter.measure.decode import OUT_OF_ORDER as DECODE_ORDER
 from sagemeter.measure.decode import measure_decode
+from sagemeter.measure.prefill import OUT_OF_ORDER as PREFILL_ORDER
 from sagemeter.measure.prefill import measure_prefill
 from sagemeter.results import DecodeDetail, PrefillDetail
 from sagemeter.transport.openai import OpenAIChat
+from tests.wire import STREAM_HEAD, WireServer, chunk, sse
 
 pytestmark = pytest.mark.alone  # timing against truth: the CPU to itself
 
@@ -46,7 +49,9 @@ async def _decode(url: str) -> DecodeDetail:
 
 
 def test_a_short_reply_as_slow_as_the_long_ones_is_asked_again() -> None:
-    assert DECODE_STALL_S + 0.018 < 0.018 + SLOW_MARGIN_S  # only the order rule can see it
+    short_s, long_s = DECODE.request_seconds(4), DECODE.request_seconds(24)
+    assert DECODE_STALL_S < SLOW_MARGIN_S  # the agreement rule cannot see it
+    assert (2 * short_s + DECODE_STALL_S) / 2 >= long_s  # the order rule can
     faults = Faults(stall_once=2, stall_s=DECODE_STALL_S)
     with running_truth_server(DECODE, faults=faults) as url:
         detail = asyncio.run(_decode(url))
@@ -54,7 +59,7 @@ def test_a_short_reply_as_slow_as_the_long_ones_is_asked_again() -> None:
     assert detail.measured_again and detail.measured_again[0].startswith(
         "1 short replies took up to"
     ), detail.measured_again
-    assert "no faster than the long replies' median" in detail.measured_again[0]
+    assert DECODE_ORDER in detail.measured_again[0]
     assert len([r for r in detail.records if r.max_tokens == 4]) == 3  # the stalled one kept
     assert max(detail.short_times_s) < DECODE_STALL_S  # and not counted
     assert detail.tokens_per_second == pytest.approx(1 / DECODE.itl_s, rel=0.15)
@@ -74,6 +79,10 @@ async def _prefill(url: str) -> PrefillDetail:
 
 
 def test_a_short_prompt_as_slow_as_the_long_ones_is_asked_again() -> None:
+    short_s, long_s = PREFILL.first_token_seconds(256), PREFILL.first_token_seconds(2048)
+    stalled_s = short_s + PREFILL_STALL_S
+    assert stalled_s < short_s + SLOW_MARGIN_S  # the agreement rule cannot see it
+    assert (stalled_s + short_s) / 2 >= long_s  # the order rule can
     faults = Faults(stall_once=3, stall_s=PREFILL_STALL_S, stall_after=0)
     with running_truth_server(PREFILL, faults=faults) as url:
         detail = asyncio.run(_prefill(url))
@@ -81,8 +90,46 @@ def test_a_short_prompt_as_slow_as_the_long_ones_is_asked_again() -> None:
     assert detail.measured_again and detail.measured_again[0].startswith(
         "1 short prompts took up to"
     ), detail.measured_again
-    assert "no faster than the long prompts' median" in detail.measured_again[0]
+    assert PREFILL_ORDER in detail.measured_again[0]
     stalled = detail.records[0]
     assert stalled.first_token_s is not None and stalled.first_token_s >= PREFILL_STALL_S
     assert len(detail.short_ttft_s) == 2 and max(detail.short_ttft_s) < PREFILL_STALL_S
     assert detail.tokens_per_second == pytest.approx(PREFILL.prefill_tokens_per_second, rel=0.03)
+
+
+# A server whose short replies are always the slow ones: 60 ms before the first of 4 tokens, no
+# wait before the first of 24. No stall ends, so the order stays through every round.
+SLOW_SHORT_S = 0.06
+
+
+async def _short_is_slow(writer: asyncio.StreamWriter, body: dict[str, object]) -> None:
+    tokens = body["max_tokens"]
+    assert isinstance(tokens, int)
+    writer.write(STREAM_HEAD)
+    if tokens <= 4:
+        await asyncio.sleep(SLOW_SHORT_S)
+    for _ in range(tokens):
+        writer.write(sse(chunk("tok ")))
+    writer.write(sse({**chunk(finish="length"), "usage": {"completion_tokens": tokens}}))
+    writer.write(b"data: [DONE]\n\n")
+
+
+def test_an_order_that_stays_leaves_no_rate_after_the_rounds_not_for_want_of_replies() -> None:
+    """Five pairs, then twice all five short replies set aside and asked again: 15 short
+    replies, each round's in the budget, and the refusal says the order stayed (a stall?), not
+    that replies were missing."""
+    with WireServer({"/v1/chat/completions": _short_is_slow}) as server:
+
+        async def decode() -> DecodeDetail:
+            async with OpenAIChat(server.url) as client:
+                return await measure_decode(client, short_tokens=4, long_tokens=24, repeats=5)
+
+        detail = asyncio.run(decode())
+    assert not detail.valid and detail.tokens_per_second is None
+    assert len(detail.measured_again) == 2, detail.measured_again
+    assert all(why.startswith("5 short replies") for why in detail.measured_again)
+    assert len([r for r in detail.records if r.max_tokens == 4]) == 15
+    assert detail.problems == [
+        "no decode rate: long replies were not slower than short ones, and stayed so when the "
+        "short ones were asked again (a stall?)"
+    ]

@@ -79,7 +79,10 @@ def calibrate_server_command(
         str | None, typer.Option(help="fault: a Retry-After header on the error, e.g. 1s")
     ] = None,
     stall_every: Annotated[
-        int, typer.Option(help="fault: every Nth stream pauses mid-reply (--stall long)")
+        int,
+        typer.Option(
+            help="fault: every Nth stream pauses (--stall long, after --stall-after tokens)"
+        ),
     ] = 0,
     stall: Annotated[str, typer.Option(help="fault: how long a stalled stream pauses")] = "0s",
     stall_after: Annotated[

@@ -9,7 +9,9 @@ each stream faster by a wide margin, one at a time runs near the decode rate, an
 (or prompt) is never slower than the long ones.
 
 The margins are wide on purpose (a busy host's jitter is not a stall): a repeat disagrees when
-it took `SLOW_FACTOR` times the fastest and `SLOW_MARGIN_S` more.
+it took `SLOW_FACTOR` times the fastest and `SLOW_MARGIN_S` more. The order of the two lengths
+has no margin: where they end only milliseconds apart, jitter that inverts their medians is asked
+again like a stall (a bounded number of rounds), since no figure can come from that order.
 """
 
 from __future__ import annotations

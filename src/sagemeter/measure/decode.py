@@ -74,9 +74,9 @@ async def measure_decode(
     aside: list[RequestRecord] = []
     again: list[str] = []
     cpu = CpuClock()
-    pairs = rounds = 0
+    pairs = rounds = extra = 0  # extra: replies set aside, each owed one more pair
     cut: str | None = None
-    while pairs < 2 * repeats + AGAIN_LIMIT:
+    while pairs < 2 * repeats + AGAIN_LIMIT + extra:
         counted_short = _counted(short, aside)
         counted_long = _counted(long, aside)
         if len(counted_short) >= repeats and len(counted_long) >= repeats:
@@ -87,6 +87,7 @@ async def measure_decode(
                 for records, why in slow:
                     aside.extend(records)
                     again.append(why)
+                    extra += len(records)
                 continue
             if slow or not _wants_more(
                 counted_short, counted_long, short_tokens, long_tokens, precision, max_repeats
@@ -169,6 +170,10 @@ def _disagreeing(label: str, records: list[RequestRecord]) -> list[tuple[list[Re
     ]
 
 
+# How a reason for setting short replies aside by the lengths' order reads (`measured_again`).
+OUT_OF_ORDER = "no faster than the long replies' median"
+
+
 def _out_of_order(
     short: list[RequestRecord], long: list[RequestRecord]
 ) -> list[tuple[list[RequestRecord], str]]:
@@ -181,8 +186,8 @@ def _out_of_order(
     return [
         (
             late,
-            f"{len(late)} short replies took up to {max(r.total_s for r in late):.2f} s, no "
-            f"faster than the long replies' median of {long_median:.2f} s (a stall?)",
+            f"{len(late)} short replies took up to {max(r.total_s for r in late):.2f} s, "
+            f"{OUT_OF_ORDER} of {long_median:.2f} s (a stall?)",
         )
     ]
 
@@ -251,8 +256,16 @@ def fit_decode(
     else:
         delta_t = median(detail.long_times_s) - median(detail.short_times_s)
         if delta_t <= 0:
+            # After short replies were asked again for the order, it stayed: a stall that keeps
+            # coming back, most likely; else the server's time does not grow with the tokens.
+            asked = any(OUT_OF_ORDER in why for why in detail.measured_again)
             blocking.append(
-                "no decode rate: long replies were not slower than short ones (a stall?)"
+                "no decode rate: long replies were not slower than short ones"
+                + (
+                    ", and stayed so when the short ones were asked again (a stall?)"
+                    if asked
+                    else ""
+                )
             )
         else:
             detail.tokens_per_second = (long_tokens - short_tokens) / delta_t

@@ -272,9 +272,9 @@ async def _points(
     long: list[RequestRecord] = []
     aside: list[RequestRecord] = []
     again: list[str] = []
-    sends = rounds = 0
+    sends = rounds = extra = 0  # extra: points set aside, each owed one more send
     lengths = ((detail.short_words or 1, short), (detail.long_words or 1, long))
-    while sends < 2 * repeats + AGAIN_LIMIT:
+    while sends < 2 * repeats + AGAIN_LIMIT + extra:
         counted = [_kept(bucket, aside, run.count) for _, bucket in lengths]
         if all(len(found) >= repeats for found in counted):
             slow = _disagreeing("short", counted[0]) + _disagreeing("long", counted[1])
@@ -285,6 +285,7 @@ async def _points(
             for records, why in slow:
                 aside.extend(records)
                 again.append(why)
+                extra += len(records)
             continue
         if any(r.ok and run.count(r) is None for r in (*short, *long)):
             break  # the server stopped counting prompts: asking again cannot make the rate
@@ -349,6 +350,10 @@ async def _cache_pair(
     return check
 
 
+# How a reason for setting short prompts aside by the lengths' order reads (`measured_again`).
+OUT_OF_ORDER = "no faster than the long prompts' median"
+
+
 def _out_of_order(
     short: list[RequestRecord], long: list[RequestRecord]
 ) -> list[tuple[list[RequestRecord], str]]:
@@ -363,8 +368,7 @@ def _out_of_order(
         (
             late,
             f"{len(late)} short prompts took up to {max(r.first_token_s or 0.0 for r in late):.2f}"
-            " s to a first token, no "
-            f"faster than the long prompts' median of {median(long_s):.2f} s (a stall?)",
+            f" s to a first token, {OUT_OF_ORDER} of {median(long_s):.2f} s (a stall?)",
         )
     ]
 
@@ -421,7 +425,11 @@ def _rate(detail: PrefillDetail, notes: list[str], blocking: list[str]) -> None:
         blocking.append("no prefill rate: the server counted the long prompts no longer")
         return
     if delta_t <= 0:
-        blocking.append("no prefill rate: long prompts were not slower to a first token (a stall?)")
+        asked = any(OUT_OF_ORDER in why for why in detail.measured_again)
+        blocking.append(
+            "no prefill rate: long prompts were not slower to a first token"
+            + (", and stayed so when the short ones were asked again (a stall?)" if asked else "")
+        )
         return
     rate = extra_tokens / delta_t
     detail.tokens_per_second = rate
