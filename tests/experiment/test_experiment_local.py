@@ -376,6 +376,8 @@ def test_every_step_line_of_a_local_plan_carries_the_cost_so_far(
     assert [index for index, _, _ in ended] == ["1", "2", "3", "4", "5"], done.stderr
     short = [index for index, state, _ in ended if state == "incomplete"]
     assert bool(short) == (done.returncode == 3), done.stderr
+    for name in ("a", "b", "a-again"):  # and only for a busy host's reasons
+        assert_whole_or_busy(json.loads((tmp_path / "run" / f"measure-{name}.json").read_text()))
     journal = journal_of(tmp_path / "run")
     assert journal["deployments"] == []
     measuring = [step for step in journal["steps"] if step["kind"] == "measure"]

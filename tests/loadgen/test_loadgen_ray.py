@@ -341,8 +341,9 @@ def test_measure_sends_its_batches_from_the_cluster(
         # No faster than the truth (2 ms for the nodes' clock offsets), and no slower than the
         # truth plus 5% (on a quiet host the loopback, the 64 first tokens written one after
         # another and the last reads take 6-9 ms) plus what the run measured of its own
-        # delays on a busy host: the start spread, the truth server's latest write, the
-        # workers' loop lag (a CI run read 18 ms over the truth, a fixed 5% failed it). A batch
+        # delays on a busy host: the start spread, the truth server's latest write (over the
+        # whole run, so an upper bound), the workers' loop lag (a CI run read 18 ms over the
+        # truth, a fixed 5% failed it). A batch
         # timed from the wrong instant, or a node's replies put on the wrong timeline, falls
         # outside it.
         lag_s = level["client"]["loop_lag_p99_s"] or 0.0
