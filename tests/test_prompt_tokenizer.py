@@ -98,7 +98,9 @@ def _prefill(url: str, tokenizer: Path | None) -> PrefillDetail:
 def test_without_a_server_count_the_tokenizer_counts_and_the_rate_is_the_truth(
     tmp_path: Path,
 ) -> None:
-    truth = _truth(50e-6)
+    # 100 µs a token: the long prompts 90 ms slower, so 1 ms of a busy host's jitter is 1%
+    # (tests/measure/test_measure_prefill.py's SPAN_NOTE).
+    truth = _truth(100e-6)
     folder = word_tokenizer(tmp_path / "tok")
     faults = Faults(no_prompt_tokens=True)
     with running_truth_server(truth, faults=faults) as url:
@@ -129,7 +131,7 @@ def _cli(
 
 @pytest.mark.slow  # the real command, a whole measurement
 def test_the_command_counts_with_the_tokenizer_given(tmp_path: Path) -> None:
-    truth = _truth(40e-6)
+    truth = _truth(100e-6)  # the long prompts 90 ms slower, as above
     folder = word_tokenizer(tmp_path / "tok")
     args = ["--quick", "--levels", "1", "--prefill-tokens", "128,1024", "--timeout", "5s"]
     with running_truth_server(truth, faults=Faults(no_prompt_tokens=True)) as url:
@@ -140,7 +142,7 @@ def test_the_command_counts_with_the_tokenizer_given(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stderr
     written = json.loads((tmp_path / "o" / "measure-t.json").read_text())
-    assert written["prefill_tokens_per_second"] == pytest.approx(25_000, rel=0.03)
+    assert written["prefill_tokens_per_second"] == pytest.approx(10_000, rel=0.03)
     assert written["detail"]["prefill"]["prompt_count_source"].startswith("tokenizer:")
     assert written["detail"]["settings"]["tokenizer"] == str(folder.resolve())
 

@@ -64,6 +64,10 @@ def _cached_tokens(url: str) -> int:
 
 # 50 µs per token and up: the truth server's own handling of a long prompt (its text parsed and
 # counted, in Python) costs a few µs per token on a busy host, a 5% error at 25 µs.
+# SPAN_NOTE: a rate held within 3% from two or three repeats needs long prompts about 90 ms
+# slower than short ones: a first token 1 ms late on a busy host (the `alone` tier runs beside
+# the slow tier's workers) is then 1%. Over 22 ms (64 against 512 tokens at 50 µs) one such
+# millisecond read the rate 4% low; over 18 ms, 5% high.
 @pytest.mark.parametrize("prefill_s", [50e-6, 200e-6])
 def test_the_prefill_rate_fixed_cost_and_prefix_cache_are_the_truth(prefill_s: float) -> None:
     truth = _truth(prefill_s)
@@ -95,9 +99,8 @@ def test_the_prefill_rate_fixed_cost_and_prefix_cache_are_the_truth(prefill_s: f
 
 
 def test_a_long_prompt_is_cut_to_the_servers_context_with_a_note() -> None:
-    # 50 µs a token, as above: at 20 µs the cut prompt's ~900 extra tokens took 18 ms, and one
-    # short prompt's first token 1 ms late on a busy host read the rate 5% high (2 repeats).
-    truth = _truth(50e-6)
+    # 100 µs a token: the cut prompt's ~900 extra tokens take about 90 ms (SPAN_NOTE below).
+    truth = _truth(100e-6)
     with running_truth_server(truth, max_model_len=1024) as url:
         detail = asyncio.run(_prefill(url, repeats=2, short=128, long=4096))
     assert detail.valid
@@ -138,7 +141,8 @@ def _measure(url: str, out: Path, settings: MeasureSettings) -> tuple[MeasureRes
 
 @pytest.mark.slow  # a whole measurement: about 4 s, most of it the phases around prefill
 def test_measure_writes_the_prefill_figures_and_counts_its_requests(tmp_path: Path) -> None:
-    truth = _truth(50e-6)
+    # 200 µs a token: 448 extra tokens take 90 ms (SPAN_NOTE below; at 50 µs, 22 ms read 4% low).
+    truth = _truth(200e-6)
     settings = _settings()
     with running_truth_server(truth) as url:
         result, progressed = _measure(url, tmp_path, settings)
@@ -146,7 +150,7 @@ def test_measure_writes_the_prefill_figures_and_counts_its_requests(tmp_path: Pa
     assert progressed == total_requests(settings, questions)
     assert prefill_request_count(settings.prefill_tokens, settings.decode_repeats) == 8
     assert result.complete is True, result.incomplete_because
-    assert result.prefill_tokens_per_second == pytest.approx(20_000, rel=0.03)
+    assert result.prefill_tokens_per_second == pytest.approx(5_000, rel=0.03)
     assert result.ttft_long_prompt_ms is not None
     assert result.ttft_long_prompt_ms == pytest.approx(truth.first_token_seconds(512) * 1000, abs=5)
     assert result.intervals["prefill_tokens_per_second"].ci95 is not None
