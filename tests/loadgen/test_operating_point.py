@@ -11,6 +11,7 @@ in the parallel parts use (LONG_REPLIES below).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,12 @@ from mcp import Client
 from sagemeter.calibrate import TruthTiming, running_truth_server
 from sagemeter.errors import SettingsError, UserError, exit_code
 from sagemeter.loadgen.operating_point import allowed_misses, min_requests, usd_per_million
+from sagemeter.loadgen.result import LoadResult
 from sagemeter.loadgen.settings import LoadSettings
 from sagemeter.mcp import ServerConfig, build_server
 from sagemeter.options.load import LOAD, LoadOptions
 from sagemeter.options.slo import SLO
+from sagemeter.transport.slo_stop import SloStop
 from tests import cli_run
 from tests.mcp_helpers import Progress, error_line
 
@@ -264,3 +267,36 @@ async def test_the_mcp_tool_finds_the_slot_limit_with_a_note_per_probe(tmp_path:
     written = json.loads((results / "load-slots.json").read_text())
     assert written["operating_point"]["concurrency"] == SLOTS
     assert "give http://HOST:PORT" in error_line(refused)
+
+
+def test_a_probe_still_too_short_after_every_try_is_no_verdict_not_a_miss() -> None:
+    """Every try of the first probe is cut to 0.2 s, as when a busy host's client could not
+    measure the longer tries: at 1 at once a 125 ms reply leaves one or two requests, and p90
+    needs 10. The search ends with no point and says why; it never calls the probe a miss
+    ("even 1 at once misses the SLO" was a CI run's wrong finding, exit 0)."""
+    from sagemeter.loadgen.loadrun import run_once
+    from sagemeter.loadgen.operating_point import TRIES, search_operating_point
+
+    started = time.perf_counter()
+    asked: list[float] = []
+
+    def cut_short(level: LoadSettings, stop: SloStop) -> LoadResult:
+        asked.append(level.duration_s)
+        return run_once(level.model_copy(update={"duration_s": 0.2}), started, None, None, stop)
+
+    with running_truth_server(LONG_REPLIES, slots=SLOTS) as url:
+        settings = LoadSettings(
+            target=url, search="concurrency", slo_ttft_s=0.035, slo_percentile=90,
+            max_tokens=TOKENS, concurrency=4, duration_s=0.2,
+        )  # fmt: skip
+        result = search_operating_point(settings, cut_short, lambda: time.perf_counter() - started)
+    search = result.slo_search
+    assert search is not None and result.operating_point is None
+    assert search.found is False and search.client_limited is True
+    assert len(asked) == TRIES and asked == sorted(asked) and asked[-1] > asked[0]  # longer
+    [probe] = search.probes
+    assert probe.concurrency == 1 and probe.valid and not probe.passed
+    assert probe.requests_counted < min_requests(90)
+    assert search.reason.startswith("the client could not measure 1 at once long enough (")
+    assert f"p90 needs 10 after {TRIES} tries" in search.reason
+    assert "misses" not in search.reason

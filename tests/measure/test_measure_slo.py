@@ -42,7 +42,7 @@ def test_a_search_that_could_not_run_or_finish_makes_the_result_incomplete() -> 
     result = with_slo(MeasureResult(name="a", complete=True), search_slo(None, _options(), 1.0))
     assert result.complete is False and result.slo_concurrency is None
     assert result.incomplete_because[0].startswith("slo: not searched: the load generator")
-    limited = SloFigures(slo_note="no load met the SLO: the client could not measure 8 at once",
+    limited = SloFigures(slo_note="no operating point: the client could not measure 8 at once",
                          slo_search={**SEARCH, "client_limited": True})  # fmt: skip
     assert with_slo(MeasureResult(name="b"), limited).complete is False
     none_met = SloFigures(slo_note="no load met the SLO: even 1 at once misses",

@@ -6,7 +6,9 @@ arrivals per second): doubling from the first until a probe misses, then bisecti
 last that met the SLO and the first that did not (to one stream; a rate to RATE_PRECISION).
 
 Each probe is long enough for its percentile: its steady window counts at least `min_requests`
-(100 for p99; a probe found too short is run again, longer). A probe that already fails stops
+(100 for p99; a probe found too short, measured or not, is run again, longer; still too short
+after every try, it is no verdict: the search ends there as for a probe the client could not
+measure, never with the probe called a miss). A probe that already fails stops
 early: once more requests missed the SLO than the percentile allows of the whole probe, the
 workers stop sending (transport/slo_stop.py). A probe the client could not measure (invalid: the
 client, not the server, fell behind) is run again; still invalid, it ends the search with no
@@ -144,6 +146,7 @@ class Search:
             update["rate"] = load
         else:
             update["concurrency"] = int(load)
+        unmeasured: list[str] = []  # the reasons of the tries the client could not measure
         for attempt in range(TRIES):
             expected = self.expected_requests(load, length)
             stop = SloStop(
@@ -163,9 +166,11 @@ class Search:
             stopped = missed > stop.after_misses
             enough = result.window.requests_counted >= self.needed
             measured = client_kept_up(result) if stopped else result.valid
+            if not measured:
+                unmeasured.append("; ".join(result.invalid_because) or "the client fell behind")
             if attempt == TRIES - 1 or (measured and (stopped or enough)):
                 break
-            if measured:  # too short for its percentile; an unmeasured one is tried again
+            if not enough:  # too short for its percentile, measured or not: longer
                 length = max(self.planned_length(load), length * 2)
         kept = result if settings.raw else result.model_copy(update={"raw": None})
         self.results[load] = kept
@@ -175,6 +180,12 @@ class Search:
             self.on_probe(probe)
         if not measured:
             raise Unmeasurable(f"{self.load_text(load)} ({probe.why})")
+        if not stopped and not enough:
+            # Too short for its percentile after every try: no verdict, never a miss.
+            before = f"; the tries before it: {'; '.join(unmeasured)}" if unmeasured else ""
+            raise Unmeasurable(
+                f"{self.load_text(load)} long enough ({probe.why} after {TRIES} tries{before})"
+            )
         return probe.passed
 
     def load_text(self, load: float) -> str:

@@ -72,7 +72,10 @@ def search_slo(
     record = search.model_dump(mode="json") if search is not None else None
     if point is None:
         reason = search.reason if search is not None else "no operating point"
-        return SloFigures(slo_note=f"no load met the SLO: {reason}", slo_search=record)
+        # A search the client could not finish found nothing either way: not a finding.
+        unknown = search is None or search.client_limited
+        lead = "no operating point" if unknown else "no load met the SLO"
+        return SloFigures(slo_note=f"{lead}: {reason}", slo_search=record)
     return SloFigures(
         slo_concurrency=point.concurrency,
         slo_rate=point.rate,
