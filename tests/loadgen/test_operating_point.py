@@ -269,6 +269,7 @@ async def test_the_mcp_tool_finds_the_slot_limit_with_a_note_per_probe(tmp_path:
     assert "give http://HOST:PORT" in error_line(refused)
 
 
+@pytest.mark.alone  # its short tries must be measured: the client keeping up
 def test_a_probe_still_too_short_after_every_try_is_no_verdict_not_a_miss() -> None:
     """Every try of the first probe is cut to 0.2 s, as when a busy host's client could not
     measure the longer tries: at 1 at once a 125 ms reply leaves one or two requests, and p90
@@ -276,6 +277,7 @@ def test_a_probe_still_too_short_after_every_try_is_no_verdict_not_a_miss() -> N
     ("even 1 at once misses the SLO" was a CI run's wrong finding, exit 0)."""
     from sagemeter.loadgen.loadrun import run_once
     from sagemeter.loadgen.operating_point import TRIES, search_operating_point
+    from sagemeter.loadgen.tables import probe_line
 
     started = time.perf_counter()
     asked: list[float] = []
@@ -295,8 +297,12 @@ def test_a_probe_still_too_short_after_every_try_is_no_verdict_not_a_miss() -> N
     assert search.found is False and search.client_limited is True
     assert len(asked) == TRIES and asked == sorted(asked) and asked[-1] > asked[0]  # longer
     [probe] = search.probes
-    assert probe.concurrency == 1 and probe.valid and not probe.passed
-    assert probe.requests_counted < min_requests(90)
-    assert search.reason.startswith("the client could not measure 1 at once long enough (")
-    assert f"p90 needs 10 after {TRIES} tries" in search.reason
+    assert probe.concurrency == 1 and not probe.passed and not probe.judged
+    assert probe_line(probe, 90).startswith("probe 1 at once: no verdict (")
     assert "misses" not in search.reason
+    if probe.valid:  # the last try measured (else a busy host's client: no verdict either)
+        assert probe.requests_counted < min_requests(90)
+        assert search.reason.startswith("the client could not measure 1 at once long enough (")
+        assert f"p90 needs 10 after {TRIES} tries" in search.reason
+    else:
+        assert search.reason.startswith("the client could not measure 1 at once (the client ")

@@ -164,10 +164,12 @@ class Search:
                 self.learn(result)
             missed = raw_misses(result.raw.records, stop) if result.raw is not None else 0
             stopped = missed > stop.after_misses
-            enough = result.window.requests_counted >= self.needed
+            # A run with no steady span counts the whole run: never enough, however many.
+            enough = result.window.steady and result.window.requests_counted >= self.needed
             measured = client_kept_up(result) if stopped else result.valid
             if not measured:
-                unmeasured.append("; ".join(result.invalid_because) or "the client fell behind")
+                why = "; ".join(result.invalid_because) or "the client fell behind"
+                unmeasured.append(f"try {attempt + 1}: {why}")
             if attempt == TRIES - 1 or (measured and (stopped or enough)):
                 break
             if not enough:  # too short for its percentile, measured or not: longer
@@ -253,6 +255,7 @@ class Search:
             valid=result.valid,
             stopped_early=stopped,
             passed=passed,
+            judged=stopped or (result.valid and counted >= self.needed),
             why="; ".join(why),
         )
 

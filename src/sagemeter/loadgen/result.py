@@ -216,6 +216,11 @@ class Probe(BaseModel):
         "percentile allows of the whole probe"
     )
     passed: bool
+    judged: bool = Field(
+        default=True,
+        description="False: no verdict, neither met nor missed (the client could not measure the "
+        "probe, or it stayed too short for its percentile); the search ended there",
+    )
     why: str
 
 
@@ -246,8 +251,9 @@ class SloSearch(BaseModel):
     found: bool
     client_limited: bool = Field(
         default=False,
-        description="the search ended at a probe the client could not measure: no point found, "
-        "though the server might have met the SLO there",
+        description="the search ended at a probe the client could not measure, or could not "
+        "make long enough for its percentile: no point found, though the server might have met "
+        "the SLO there",
     )
     reason: str
     probes: list[Probe]

@@ -167,7 +167,7 @@ def _load(probe: Probe) -> str:
 
 def probe_line(probe: Probe, percentile: float) -> str:
     """One progress line per probe: `probe 4 at once: meets the SLO (TTFT p99 …)`."""
-    verdict = "meets the SLO" if probe.passed else "misses"
+    verdict = "meets the SLO" if probe.passed else "misses" if probe.judged else "no verdict"
     return f"probe {_load(probe)}: {verdict} ({probe.why})"
 
 
@@ -189,7 +189,11 @@ def search_table(result: LoadResult) -> Table:
         verdict = (
             "met"
             if probe.passed
-            else ("missed, stopped early" if probe.stopped_early else "missed")
+            else "missed, stopped early"
+            if probe.stopped_early
+            else "missed"
+            if probe.judged
+            else "no verdict"
         )
         table.add_row(
             _load(probe),

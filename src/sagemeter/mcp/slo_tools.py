@@ -40,6 +40,11 @@ class OperatingPointAnswer(BaseModel):
     target: str
     path: str = Field(description="the load result file (every probe in `slo_search`)")
     found: bool
+    client_limited: bool = Field(
+        default=False,
+        description="no point because a probe could not be measured (or made long enough): "
+        "unknown, not a finding that no load meets the SLO",
+    )
     reason: str
     operating_point: OperatingPoint | None
     probes: list[Probe]
@@ -148,6 +153,7 @@ def register_slo_tools(server: ServerTools, config: ServerConfig) -> None:
             target=text,
             path=str(path),
             found=result.operating_point is not None,
+            client_limited=search_record.client_limited if search_record else False,
             reason=search_record.reason if search_record else "",
             operating_point=result.operating_point,
             probes=search_record.probes if search_record else [],

@@ -71,11 +71,11 @@ def search_slo(
     point = result.operating_point
     record = search.model_dump(mode="json") if search is not None else None
     if point is None:
-        reason = search.reason if search is not None else "no operating point"
+        if search is None:
+            return SloFigures(slo_note="no operating point: the search kept no record")
         # A search the client could not finish found nothing either way: not a finding.
-        unknown = search is None or search.client_limited
-        lead = "no operating point" if unknown else "no load met the SLO"
-        return SloFigures(slo_note=f"{lead}: {reason}", slo_search=record)
+        lead = "no operating point" if search.client_limited else "no load met the SLO"
+        return SloFigures(slo_note=f"{lead}: {search.reason}", slo_search=record)
     return SloFigures(
         slo_concurrency=point.concurrency,
         slo_rate=point.rate,

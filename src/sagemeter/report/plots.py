@@ -427,9 +427,14 @@ def quality_plot(series: list[Series]) -> bytes | None:
 
 
 def _probes(result: MeasureResult) -> list[dict[str, Any]]:
-    """The operating-point search's probes with a TTFT, by load (a plan's [slo] table)."""
+    """The operating-point search's probes with a TTFT and a verdict, by load (a plan's [slo]
+    table): a probe with no verdict (not measured, or too short) is no point on the plane."""
     search = result.slo_search or {}
-    probes = [p for p in search.get("probes", []) if isinstance(p.get("ttft_s"), int | float)]
+    probes = [
+        p
+        for p in search.get("probes", [])
+        if isinstance(p.get("ttft_s"), int | float) and p.get("judged", True)
+    ]
     return sorted(probes, key=lambda p: p.get("rate") or p.get("concurrency") or 0)
 
 
