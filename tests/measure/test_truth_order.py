@@ -36,6 +36,14 @@ def test_out_of_order_names_the_short_times_at_or_past_the_long_median() -> None
     assert out_of_order([], [0.06]) == [] and out_of_order([0.1], []) == []
 
 
+def _asked_again_once(measured_again: list[str], kind: str, marker: str) -> None:
+    """The one round of asking again was the order rule's, for the one stalled short one."""
+    assert measured_again and measured_again[0].startswith(f"1 short {kind} took up to"), (
+        measured_again
+    )
+    assert marker in measured_again[0]
+
+
 # Decode: 10 ms to the first token, 2 ms a token. 4 tokens end at 18 ms, 24 at 58 ms: 40 ms
 # apart. The first short reply (request 2, after the warm-up) pauses 150 ms after its first
 # token: 168 ms, far past the long replies yet 100 ms inside the agreement rule's margin.
@@ -56,10 +64,7 @@ def test_a_short_reply_as_slow_as_the_long_ones_is_asked_again() -> None:
     with running_truth_server(DECODE, faults=faults) as url:
         detail = asyncio.run(_decode(url))
     assert detail.valid, detail.problems
-    assert detail.measured_again and detail.measured_again[0].startswith(
-        "1 short replies took up to"
-    ), detail.measured_again
-    assert DECODE_ORDER in detail.measured_again[0]
+    _asked_again_once(detail.measured_again, "replies", DECODE_ORDER)
     assert len([r for r in detail.records if r.max_tokens == 4]) == 3  # the stalled one kept
     assert max(detail.short_times_s) < DECODE_STALL_S  # and not counted
     assert detail.tokens_per_second == pytest.approx(1 / DECODE.itl_s, rel=0.15)
@@ -87,10 +92,7 @@ def test_a_short_prompt_as_slow_as_the_long_ones_is_asked_again() -> None:
     with running_truth_server(PREFILL, faults=faults) as url:
         detail = asyncio.run(_prefill(url))
     assert detail.valid, detail.problems
-    assert detail.measured_again and detail.measured_again[0].startswith(
-        "1 short prompts took up to"
-    ), detail.measured_again
-    assert PREFILL_ORDER in detail.measured_again[0]
+    _asked_again_once(detail.measured_again, "prompts", PREFILL_ORDER)
     stalled = detail.records[0]
     assert stalled.first_token_s is not None and stalled.first_token_s >= PREFILL_STALL_S
     assert len(detail.short_ttft_s) == 2 and max(detail.short_ttft_s) < PREFILL_STALL_S

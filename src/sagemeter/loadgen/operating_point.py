@@ -128,6 +128,12 @@ class Search:
             return self.needed
         return max(self.needed, math.floor(load * length_s / self.cycle_s))
 
+    def long_enough(self, result: LoadResult) -> bool:
+        """Whether a probe's steady window holds the requests its percentile needs (a run with
+        no steady span counts the whole run: never enough, however many)."""
+        window = result.window
+        return window.steady and window.requests_counted >= self.needed
+
     def learn(self, result: LoadResult) -> None:
         """The time one request took a stream, from a probe's steady window."""
         window = result.window
@@ -164,8 +170,7 @@ class Search:
                 self.learn(result)
             missed = raw_misses(result.raw.records, stop) if result.raw is not None else 0
             stopped = missed > stop.after_misses
-            # A run with no steady span counts the whole run: never enough, however many.
-            enough = result.window.steady and result.window.requests_counted >= self.needed
+            enough = self.long_enough(result)
             measured = client_kept_up(result) if stopped else result.valid
             if not measured:
                 why = "; ".join(result.invalid_because) or "the client fell behind"
@@ -255,7 +260,7 @@ class Search:
             valid=result.valid,
             stopped_early=stopped,
             passed=passed,
-            judged=stopped or (result.valid and counted >= self.needed),
+            judged=stopped or (result.valid and self.long_enough(result)),
             why="; ".join(why),
         )
 

@@ -53,6 +53,15 @@ def out_of_order(short_s: Sequence[float], long_s: Sequence[float]) -> list[int]
     return [index for index, time_s in enumerate(short_s) if time_s >= long_median]
 
 
+def order_stayed(measured_again: Sequence[str], marker: str) -> str:
+    """What a "not slower" refusal adds when the short ones were set aside for the order
+    (their reason holds `marker`) and asked again, and the order stayed: then it is called a
+    stall; seen without asking again, it is not."""
+    if not any(marker in why for why in measured_again):
+        return ""
+    return ", and stayed so when the short ones were asked again (a stall?)"
+
+
 def one_at_once_expected(
     decode_rate: float | None, fixed_cost_s: float | None, tokens: int
 ) -> float | None:

@@ -23,7 +23,7 @@ import numpy as np
 from sagemeter.evidence.bootstrap import interval
 from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
-from sagemeter.measure.agreement import AGAIN_LIMIT, out_of_order, too_slow
+from sagemeter.measure.agreement import AGAIN_LIMIT, order_stayed, out_of_order, too_slow
 from sagemeter.measure.deadline import Deadline
 from sagemeter.measure.figure_samples import decode_samples, pair_rates, streaming_values
 from sagemeter.measure.precision import counted_half_width, precision_stop
@@ -256,16 +256,9 @@ def fit_decode(
     else:
         delta_t = median(detail.long_times_s) - median(detail.short_times_s)
         if delta_t <= 0:
-            # After short replies were asked again for the order, it stayed: a stall that keeps
-            # coming back, most likely; else the server's time does not grow with the tokens.
-            asked = any(OUT_OF_ORDER in why for why in detail.measured_again)
             blocking.append(
                 "no decode rate: long replies were not slower than short ones"
-                + (
-                    ", and stayed so when the short ones were asked again (a stall?)"
-                    if asked
-                    else ""
-                )
+                + order_stayed(detail.measured_again, OUT_OF_ORDER)
             )
         else:
             detail.tokens_per_second = (long_tokens - short_tokens) / delta_t

@@ -33,7 +33,7 @@ from sagemeter.errors import UserError
 from sagemeter.evidence.bootstrap import interval
 from sagemeter.evidence.distribution import spread
 from sagemeter.measure import ProgressFn, no_progress
-from sagemeter.measure.agreement import AGAIN_LIMIT, out_of_order, too_slow
+from sagemeter.measure.agreement import AGAIN_LIMIT, order_stayed, out_of_order, too_slow
 from sagemeter.measure.figure_samples import prefill_samples
 from sagemeter.measure.server_metrics.prefix_cache import PrefixCacheCounters
 from sagemeter.measure.stats import CpuClock, client_share, median
@@ -425,10 +425,9 @@ def _rate(detail: PrefillDetail, notes: list[str], blocking: list[str]) -> None:
         blocking.append("no prefill rate: the server counted the long prompts no longer")
         return
     if delta_t <= 0:
-        asked = any(OUT_OF_ORDER in why for why in detail.measured_again)
         blocking.append(
             "no prefill rate: long prompts were not slower to a first token"
-            + (", and stayed so when the short ones were asked again (a stall?)" if asked else "")
+            + order_stayed(detail.measured_again, OUT_OF_ORDER)
         )
         return
     rate = extra_tokens / delta_t
