@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test check lint typecheck vllm-engine system-packages benchmarks clean
+.PHONY: demo test prepare-tests check lint typecheck vllm-engine system-packages benchmarks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,9 @@ typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
 # The real-vLLM tests need vLLM's CPU build (x86_64 Linux only); `engines install vllm` makes it in
-# sagemeter's cache dir once (about 90 s) and is a no-op after that.
-vllm-engine: $(TEST_STAMP)
+# sagemeter's cache dir once (about 2 min) and is a no-op after that. It needs only the package
+# (demo's install), so it can run beside the tests' install, lint and types (`test`, below).
+vllm-engine: $(DEMO_STAMP)
 	@if [ "$$(uname -s)-$$(uname -m)" = "Linux-x86_64" ]; then $(BIN)/sagemeter engines install vllm; fi
 
 # Headless Chromium and libfaketime, installed when missing and this is root with apt-get;
@@ -70,12 +71,24 @@ FAST_TIER := $(TIER) "not slow" $(WORKERS) load 10
 # print their slowest tests (where the time goes, in the CI log too); the target fails when
 # either did. Each tier runs its `alone` tests (timing truth) one at a time: beside the rest
 # where the rest can run in an idle CPU group (root, cgroup v1), after it elsewhere.
-test: system-packages lint typecheck vllm-engine
+test: prepare-tests
 	@$(FAST_TIER) $(PYTEST_ARGS); fast=$$?; \
 	SAGEMETER_LLAMA_THREADS="$(SLOW_ENGINE_THREADS)" \
 	$(TIER) "slow" $(SLOW_WORKERS) loadfile 25 $(PYTEST_ARGS); slow=$$?; \
 	echo "fast tier exit $$fast, slow tier exit $$slow"; \
 	[ $$fast -eq 0 ] && [ $$slow -eq 0 ]
+
+# What the tests need, made side by side (GNU make's -j, each job's output printed whole when it
+# ends, where this make can): the system packages beside the Python installs, and vLLM's CPU build
+# beside the tests' install, lint and types. On a fresh 2-core machine the vLLM install alone
+# takes about 2 min, most of it CPU; one after another, these took 6 min 22 s there (2026-12-06).
+# A missing system package that cannot be installed stops it with its one line, before any test.
+PREPARE_JOBS ?= 4
+OUTPUT_SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
+
+prepare-tests:
+	@$(MAKE) --no-print-directory -j$(PREPARE_JOBS) $(OUTPUT_SYNC) \
+		system-packages lint typecheck vllm-engine
 
 # The fast tier for a developer's own loop: lint, types and every test not marked `slow`.
 check: lint typecheck

@@ -17,7 +17,10 @@ from sagemeter.engines import vllm_install
 from sagemeter.engines.checkpoints import resolve_checkpoint
 from sagemeter.engines.llamacpp import THREADS_VARIABLE, LocalEngine, engine_threads
 from sagemeter.engines.vllm_install import (
+    MANAGED_ORIGIN,
+    SERVING_MODULES,
     STAMP_NAME,
+    VllmInstall,
     find_vllm,
     install_vllm,
     managed_dir,
@@ -79,6 +82,47 @@ def test_install_is_a_no_op_when_the_environment_is_there(monkeypatch: pytest.Mo
     outcome = install_vllm()
     assert outcome.already and outcome.install.executable == managed
     assert time.perf_counter() - began < 5  # nothing was installed
+
+
+def stand_in_vllm(site: Path, leave_out: str = "") -> None:
+    """A `vllm` package of empty modules named as vLLM's serving ones, without bytecode."""
+    for module in ("vllm", *SERVING_MODULES):
+        if module == leave_out:
+            continue
+        parts = module.split(".")
+        for depth in range(1, len(parts) + 1):
+            package = site.joinpath(*parts[:depth])
+            package.mkdir(parents=True, exist_ok=True)
+            (package / "__init__.py").touch()
+    (site / "vllm" / "__init__.py").write_text("__version__ = '0.32.0'\n")
+
+
+def test_the_install_check_imports_the_serving_modules_and_writes_their_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip installs vLLM with --no-compile; the check imports what `vllm serve` runs, which
+    caches their bytecode, even where the caller's environment says not to write any."""
+    stand_in_vllm(tmp_path / "site")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    install = VllmInstall(Path(sys.executable), Path(sys.executable), MANAGED_ORIGIN)
+    assert vllm_install._check_import(install, tmp_path / "install.log") == "0.32.0"
+    for module in ("vllm", *SERVING_MODULES):
+        cached = tmp_path.joinpath("site", *module.split("."), "__pycache__")
+        assert list(cached.glob("__init__.*.pyc")), f"{module} was not compiled"
+
+
+def test_an_install_whose_serving_path_does_not_import_is_one_line_naming_the_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in_vllm(tmp_path / "site", leave_out="vllm.v1.worker.cpu_worker")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    install = VllmInstall(Path(sys.executable), Path(sys.executable), MANAGED_ORIGIN)
+    log = tmp_path / "install.log"
+    log.write_text("pip's output\n")
+    with pytest.raises(UserError, match=r"does not import: .*vllm\.v1\.worker") as raised:
+        vllm_install._check_import(install, log)
+    assert "\n" not in str(raised.value) and "Traceback" in log.read_text()
 
 
 def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
