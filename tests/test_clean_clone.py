@@ -3,7 +3,9 @@ installs (or names) the system packages its tests need before any test runs."""
 
 from __future__ import annotations
 
+import platform
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -139,3 +141,60 @@ def test_make_test_checks_system_packages_before_the_tests() -> None:
     ).stdout
     assert "scripts/system-packages" in dry
     assert dry.index("scripts/system-packages") < dry.index("pytest")
+
+
+PREPARE_TOOLS = ("ruff", "lint-imports", "mypy")
+
+
+def stand_in_venv(venv: Path, ran: Path) -> None:
+    """A .venv whose installs are done (stamps newer than pyproject.toml) and whose tools only
+    record that they ran: `make test`'s own steps and order, without their minutes."""
+    bin_dir = venv / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("python", *PREPARE_TOOLS, "sagemeter", "pytest"):
+        script = bin_dir / tool
+        script.write_text(f"#!/bin/sh\necho {tool} >> '{ran}'\n")
+        script.chmod(0o755)
+    for stamp in ("package", "demo", "test"):
+        (venv / f".installed-{stamp}").touch()
+
+
+def make(tmp_path: Path, target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    maker = shutil.which("make")
+    assert maker is not None
+    return subprocess.run(
+        [maker, "--no-print-directory", target, f"VENV={tmp_path / 'venv'}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_missing_package_stops_make_test_with_its_line_before_any_test(tmp_path: Path) -> None:
+    """The steps before the tests run side by side; the one that cannot install a package still
+    stops `make test` before pytest, with its one line."""
+    env = fake_system(tmp_path, chromium=False, faketime=True)
+    bash = shutil.which("bash")
+    assert bash is not None
+    (tmp_path / "bin" / "bash").symlink_to(bash)
+    ran = tmp_path / "ran.txt"
+    stand_in_venv(tmp_path / "venv", ran)
+    done = make(tmp_path, "test", env)
+    assert done.returncode != 0
+    assert "`apt-get install -y chromium`" in done.stderr
+    assert "pytest" not in (ran.read_text().split() if ran.exists() else [])
+
+
+def test_prepare_tests_runs_every_step(tmp_path: Path) -> None:
+    env = fake_system(tmp_path, chromium=True, faketime=True)
+    env["PATH"] = f"{env['PATH']}:/usr/bin:/bin"
+    ran = tmp_path / "ran.txt"
+    stand_in_venv(tmp_path / "venv", ran)
+    done = make(tmp_path, "prepare-tests", env)
+    assert done.returncode == 0, done.stderr
+    expected = {*PREPARE_TOOLS}
+    if platform.system() == "Linux" and platform.machine() == "x86_64":
+        expected.add("sagemeter")  # `engines install vllm`
+    assert set(ran.read_text().split()) == expected
