@@ -4,7 +4,7 @@ the session by the `cmd` engine with vLLM's own command line, `sagemeter serve c
 and fidelity against it, start-up facts from its real log, and the client's counts against the
 server's /metrics; and one `measure vllm:smollm2-f32` that starts and stops its own.
 
-Two vLLM starts in all, each about 40 s eager on two cores (the export, about 30 s, once).
+Two vLLM starts in all, each about 40 s eager on two cores (the export, about 20 s, once).
 Hardware: x86_64 Linux (the CPU build). Elsewhere these tests are skipped (README, "Real vLLM").
 `.ci/run` installs vLLM first.
 """
@@ -247,7 +247,7 @@ def test_the_export_is_exact_cached_and_keeps_the_gguf_vocabulary(
     before = (folder / "model.safetensors").stat().st_mtime_ns
     began = time.perf_counter()
     assert ensure_export(vllm_server.source, vllm_install) == folder
-    assert time.perf_counter() - began < 20  # checksums only (the export took about 30 s)
+    assert time.perf_counter() - began < 20  # checksums only (the export took about 20 s)
     assert (folder / "model.safetensors").stat().st_mtime_ns == before
 
 

@@ -12,19 +12,25 @@ must hold bit for bit the values of one GGUF tensor (compared as sorted bit patt
 blind to the row order llama.cpp permuted, so a wrong un-permutation would show up only in the
 outputs; the fidelity test compares those against llama.cpp).
 
-Every GGUF parse here (transformers reads the file three times: config, tokenizer, weights; the
-check once more) uses sagemeter's plain-array reader (`gguf_plain.py`, loaded by its path, as
-sagemeter is not installed here): the same fields and tensors, 2.7 times less CPU.
+Every GGUF parse here uses sagemeter's plain-array reader (`gguf_plain.py`, loaded by its path,
+as sagemeter is not installed here): the same fields and tensors, 2.7 times less CPU. And each is
+made once: transformers reads the file three times (config, tokenizer, weights) and the check
+once more, all read-only, so they share one reader; and transformers builds gguf's tensor-name
+map afresh for every module of the model (397 times for SmolLM2, the same two arguments each
+time, read-only), so it is built once per architecture and block count. The two took the export
+from 32.0 s to 20.7 s of CPU (SmolLM2-135M F32, 2 cores: medians of three, alternated).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 PLAIN_READER = Path(__file__).resolve().parents[1] / "gguf_plain.py"
 
@@ -39,6 +45,23 @@ def use_plain_reader() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     gguf.GGUFReader = module.plain_reader_class()  # type: ignore[misc]
+
+
+def parse_once() -> None:
+    """One reader per file and one tensor-name map per architecture, shared (see above)."""
+    import gguf
+
+    reader_class = gguf.GGUFReader
+    readers: dict[tuple[str, str], Any] = {}
+
+    def shared_reader(path: str | Path, mode: str = "r") -> Any:
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = reader_class(path, mode)  # type: ignore[arg-type]
+        return readers[key]
+
+    gguf.GGUFReader = shared_reader  # type: ignore[assignment, misc]
+    gguf.get_tensor_name_map = functools.cache(gguf.get_tensor_name_map)
 
 
 def _fingerprint(bits: object) -> str:
@@ -116,6 +139,7 @@ def main(argv: list[str]) -> int:
     source, out = Path(argv[0]), Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
     use_plain_reader()
+    parse_once()
     print(json.dumps(export(source, out)), flush=True)
     return 0
 
