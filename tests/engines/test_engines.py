@@ -95,6 +95,10 @@ def stand_in_vllm(site: Path, leave_out: str = "") -> None:
             package.mkdir(parents=True, exist_ok=True)
             (package / "__init__.py").touch()
     (site / "vllm" / "__init__.py").write_text("__version__ = '0.32.0'\n")
+    # vLLM logs to stdout, and its serving modules log as they import
+    core = site.joinpath("vllm", "v1", "engine", "core", "__init__.py")
+    if core.exists():
+        core.write_text("print('INFO 12-07 01:00:00 [core.py:1] a log line on stdout')\n")
 
 
 def test_the_install_check_imports_the_serving_modules_and_writes_their_bytecode(
@@ -105,6 +109,7 @@ def test_the_install_check_imports_the_serving_modules_and_writes_their_bytecode
     stand_in_vllm(tmp_path / "site")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)  # the bytecode beside its source
     install = VllmInstall(Path(sys.executable), Path(sys.executable), MANAGED_ORIGIN)
     assert vllm_install._check_import(install, tmp_path / "install.log") == "0.32.0"
     for module in ("vllm", *SERVING_MODULES):

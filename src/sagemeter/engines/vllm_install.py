@@ -260,7 +260,7 @@ def _check_import(install: VllmInstall, log_path: Path) -> str:
     imports = ", ".join(("vllm", *SERVING_MODULES))
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     completed = subprocess.run(
-        [str(install.python), "-c", f"import sys, {imports}; sys.stdout.write(vllm.__version__)"],
+        [str(install.python), "-c", f"import {imports}; print(); print(vllm.__version__)"],
         capture_output=True,
         text=True,
         env=environment,
@@ -271,4 +271,4 @@ def _check_import(install: VllmInstall, log_path: Path) -> str:
             log.write(completed.stderr)
         last = (completed.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise UserError(f"vLLM installed but does not import: {last}; log {log_path}")
-    return completed.stdout.strip()
+    return completed.stdout.splitlines()[-1].strip()  # the last line: vLLM logs to stdout
