@@ -3,7 +3,10 @@ busy host gives. Never a wrong number."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sagemeter.results import LoadLevel
 
 # The rules that say the client itself could not keep up: on a machine shared with other work a
 # run may honestly say so. Any other reason (concurrency short, a clock, a lost node) is a failure.
@@ -70,3 +73,27 @@ def assert_whole_or_busy(result: dict[str, Any]) -> None:
         return
     reasons = result["incomplete_because"]
     assert reasons and all(any(why in r for why in STALL_REASONS) for r in reasons), reasons
+
+
+def set_aside_by_a_busy_host(reason: str | None) -> bool:
+    """A batch set aside for the client's own pace (its rule named) or by the stall rule: what a
+    busy host adds to a clean server's level, measured again by `measure` itself."""
+    return reason is not None and (
+        any(rule in reason for rule in CLIENT_LIMITS) or any(why in reason for why in STALL_REASONS)
+    )
+
+
+def counted_batches(level: LoadLevel) -> list[bool]:
+    """Which of the level's batches counted, leaving out those the client's own rules set aside
+    (a busy host's extra batches, each run again): a test's fault's own batches stay."""
+    return [
+        batch.complete
+        for batch in level.batches
+        if batch.complete or not any(rule in (batch.reason or "") for rule in CLIENT_LIMITS)
+    ]
+
+
+def batch_reasons(level: LoadLevel) -> str:
+    """The level's set-aside batches' reasons, for a failure's message: one that names a client
+    rule runs the test again (pyproject.toml's `only_rerun`)."""
+    return f"{level.concurrency} at once: {[b.reason for b in level.batches if not b.complete]}"

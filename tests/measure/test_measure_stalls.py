@@ -24,6 +24,7 @@ from sagemeter.results import LoadDetail, MeasureResult
 from sagemeter.settings import MeasureSettings
 from sagemeter.targets import parse_target
 from sagemeter.transport.openai import OpenAIChat
+from tests.busy_host import batch_reasons, counted_batches
 
 # Seconds of timing against the truth server each: the full suite, not the fast tier. Each
 # holds a level of 4-token replies (90 ms a batch) to the truth within 10%, a few milliseconds:
@@ -109,7 +110,7 @@ def test_one_at_once_far_below_the_decode_rate_is_run_again(tmp_path: Path) -> N
     assert result.complete is True, result.incomplete_because
     assert result.detail is not None and result.detail.load is not None
     level = result.detail.load.levels[0]
-    assert [batch.complete for batch in level.batches] == [False, True]
+    assert counted_batches(level) == [False, True], batch_reasons(level)
     assert level.measured_again and "the decode rate predicts" in level.measured_again[0]
 
 
@@ -130,7 +131,7 @@ def test_one_at_once_far_below_a_larger_levels_per_stream_rate_is_run_again() ->
     one, four = detail.levels
     assert one.tokens_per_second == pytest.approx(TRUTH.tokens_per_second(1, LOAD_TOKENS), rel=0.1)
     assert four.tokens_per_second == pytest.approx(TRUTH.tokens_per_second(4, LOAD_TOKENS), rel=0.1)
-    assert [batch.complete for batch in one.batches] == [False, True]
+    assert counted_batches(one) == [False, True], batch_reasons(one)
     assert one.measured_again and "that 4 at once" in one.measured_again[0]
     assert "a stall?" in one.measured_again[0] and not four.measured_again
 
