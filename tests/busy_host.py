@@ -20,8 +20,12 @@ CLIENT_LIMITS = (
 )
 
 
+def names_a_client_limit(text: str | None) -> bool:
+    return text is not None and any(rule in text for rule in CLIENT_LIMITS)
+
+
 def only_client_limits(reasons: list[str]) -> bool:
-    return bool(reasons) and all(any(rule in why for rule in CLIENT_LIMITS) for why in reasons)
+    return bool(reasons) and all(names_a_client_limit(why) for why in reasons)
 
 
 REASON_LINES = ("problem:", "incomplete:")  # how a command's output starts each reason line
@@ -78,8 +82,8 @@ def assert_whole_or_busy(result: dict[str, Any]) -> None:
 def set_aside_by_a_busy_host(reason: str | None) -> bool:
     """A batch set aside for the client's own pace (its rule named) or by the stall rule: what a
     busy host adds to a clean server's level, measured again by `measure` itself."""
-    return reason is not None and (
-        any(rule in reason for rule in CLIENT_LIMITS) or any(why in reason for why in STALL_REASONS)
+    return names_a_client_limit(reason) or (
+        reason is not None and any(why in reason for why in STALL_REASONS)
     )
 
 
@@ -89,7 +93,7 @@ def counted_batches(level: LoadLevel) -> list[bool]:
     return [
         batch.complete
         for batch in level.batches
-        if batch.complete or not any(rule in (batch.reason or "") for rule in CLIENT_LIMITS)
+        if batch.complete or not names_a_client_limit(batch.reason)
     ]
 
 
